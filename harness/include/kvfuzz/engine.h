@@ -1,0 +1,74 @@
+// The interface every engine under test implements (honest CPU engines, mutants, and
+// later plugins). An engine owns its cache and its position state: the runner gives it
+// only what a real caller gives, the new tokens' q/k/v per op, never absolute positions.
+// The engine reports the absolute position it assigned to every row it returns; that is
+// where position bugs become observable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz {
+
+struct EngineConfig {
+  Layout layout;
+  int sequences = 1;
+  // Physical pages: the order in which the pool hands them out. Always a permutation of
+  // 0..pool_pages-1 (the runner resolves identity / reversed / explicit lists).
+  std::vector<int> page_order;
+  Poison poison = Poison::nan;
+};
+
+// One sequence's new tokens in a batched forward. Arrays are token-major:
+// q[token][q_head][head_dim], k[token][kv_head][head_dim], v[token][kv_head][value_dim],
+// already rounded to the layout's dtype.
+struct ChunkIn {
+  int seq = 0;
+  int tokens = 0;
+  std::span<const float> q, k, v;
+};
+
+// What the engine returns for one chunk: out[token][q_head][value_dim], and the
+// absolute position it assigned to each token.
+struct ChunkOut {
+  std::vector<float> out;
+  std::vector<int64_t> positions;
+};
+
+// Thrown by an engine that cannot carry out a call (pool exhausted, bad sequence...).
+struct EngineError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // One batched forward: append every chunk's tokens to its sequence and return one row
+  // per new token. outs.size() == chunks.size().
+  virtual void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) = 0;
+  // Start a new epoch of `seq`: its positions start at 0 again and its old K/V are gone.
+  virtual void reset(int seq) = 0;
+};
+
+using EngineFactory = std::function<std::unique_ptr<Engine>(const EngineConfig&)>;
+
+struct EngineInfo {
+  std::string name;
+  std::string description;  // one sentence
+  bool mutant = false;      // a deliberately wrong engine that the suite must reject
+  EngineFactory make;
+};
+
+// Every built-in engine, honest ones first, in a fixed order.
+const std::vector<EngineInfo>& engine_registry();
+const EngineInfo* find_engine(std::string_view name);
+
+}  // namespace kvfuzz

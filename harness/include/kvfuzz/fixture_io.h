@@ -1,0 +1,31 @@
+// Fixture files: a strict JSON parser and a canonical writer (docs/fixture-format.md).
+//
+// Every problem is reported as one line: "FILE: JSON.PATH: expected ..., got ...".
+// write_fixture(parse_fixture(text)) == text for every canonically written fixture.
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz {
+
+constexpr int kFixtureFormatVersion = 1;
+
+// Bad input: one line, naming the file, the JSON path and what was expected.
+struct FixtureError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// `origin` names the source in error messages (usually the file path).
+Scenario parse_fixture(std::string_view text, std::string_view origin);
+Scenario load_fixture(const std::filesystem::path& path);
+
+std::string write_fixture(const Scenario& scenario);
+// Writes via a temporary file and rename, so a crash never leaves half a fixture.
+void save_fixture(const Scenario& scenario, const std::filesystem::path& path);
+
+}  // namespace kvfuzz

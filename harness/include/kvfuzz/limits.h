@@ -1,0 +1,30 @@
+// Documented size limits for scenarios. The parser rejects anything larger, so no fixture
+// can make kvfuzz allocate or compute without bound. docs/fixture-format.md lists them.
+#pragma once
+
+#include <cstdint>
+
+namespace kvfuzz::limits {
+
+constexpr int kMaxQHeads = 128;
+constexpr int kMaxKvHeads = 128;
+constexpr int kMaxHeadDim = 512;
+constexpr int kMaxValueDim = 512;
+constexpr int kMaxPageSize = 4096;
+constexpr int kMaxSequences = 256;
+constexpr int kMaxTableTokens = 1 << 16;
+// q, k and v floats of the whole token table together.
+constexpr int64_t kMaxTableFloats = int64_t{1} << 24;
+constexpr int kMaxOps = 1 << 16;
+constexpr int kMaxChunkTokens = 1 << 14;
+// Tokens in one (sequence, epoch): bounds the reference's quadratic cost.
+constexpr int kMaxEpochTokens = 1 << 14;
+// Tokens appended by the whole program.
+constexpr int64_t kMaxProgramTokens = int64_t{1} << 18;
+constexpr int kMaxPoolPages = 1 << 20;
+constexpr int kMaxExpectRows = 1 << 16;
+constexpr int kMaxTextLength = 1 << 16;
+constexpr int kMaxJsonDepth = 64;
+constexpr int64_t kMaxFixtureBytes = int64_t{64} << 20;
+
+}  // namespace kvfuzz::limits

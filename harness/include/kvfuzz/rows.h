@@ -1,0 +1,42 @@
+// Rows: the output of one query token, keyed by (sequence, epoch, absolute position).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvfuzz {
+
+struct RowKey {
+  int seq = 0;
+  int epoch = 0;
+  int64_t pos = 0;
+  auto operator<=>(const RowKey&) const = default;
+};
+
+std::string to_string(const RowKey& key);  // "seq 0 epoch 1 pos 4"
+
+// Where a row came from in the program: op index and the token's index in its chunk.
+struct RowOrigin {
+  int op = 0;
+  int chunk = 0;
+  int token = 0;
+};
+
+// A row the engine produced. values[q_head * value_dim + d].
+struct EngineRow {
+  RowKey key;  // position as the engine reported it
+  RowOrigin origin;
+  std::vector<float> values;
+};
+
+// A row of the reference, with what the comparator needs to judge it.
+struct ReferenceRow {
+  RowKey key;
+  int64_t key_lo = 0, key_hi = 0;  // the keys this row sees: positions [key_lo, key_hi]
+  std::vector<double> values;      // [q_head * value_dim + d]
+  std::vector<double> bound;       // tolerance per q head
+};
+
+}  // namespace kvfuzz

@@ -1,0 +1,145 @@
+// The scenario model: one complete, deterministic test case (see docs/fixture-format.md).
+//
+// layout + token table + program + physical placement. Fixtures are scenarios written as
+// JSON; generators build scenarios directly. Nothing here knows about engines.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kvfuzz/dtype.h"
+
+namespace kvfuzz {
+
+struct Layout {
+  int q_heads = 1;
+  int kv_heads = 1;
+  int head_dim = 1;
+  int value_dim = 1;
+  int page_size = 16;
+  DType dtype = DType::f32;
+  std::optional<double> rope_theta;  // RoPE (half-split, NeoX style) when set
+  std::optional<int> window;         // query at p sees keys [p - window + 1, p]
+  std::optional<double> scale;       // softmax scale; 1/sqrt(head_dim) when absent
+
+  int group() const { return q_heads / kv_heads; }
+  int kv_head_of(int q_head) const { return q_head / group(); }
+  double softmax_scale() const;
+  bool operator==(const Layout&) const = default;
+};
+
+// Token data given value by value: q[head][dim], k[head][dim], v[head][dim].
+struct ExplicitToken {
+  std::vector<std::vector<double>> q, k, v;
+  bool operator==(const ExplicitToken&) const = default;
+};
+
+enum class Distribution { small_int, dyadic, uniform, wide };
+
+// Token data generated from a seed with the project's PRNG (bit-identical everywhere).
+struct GeneratedTokens {
+  uint64_t seed = 0;
+  int count = 0;
+  Distribution distribution = Distribution::small_int;
+  bool zero_scores = false;  // q = k = 0, so every visible key gets equal weight
+  bool operator==(const GeneratedTokens&) const = default;
+};
+
+using TokenSource = std::variant<std::vector<ExplicitToken>, GeneratedTokens>;
+
+int token_count(const TokenSource& source);
+
+enum class OpKind { append, step, reset };
+
+struct Chunk {
+  int seq = 0;
+  std::vector<int> tokens;  // token ids into the token table
+  bool operator==(const Chunk&) const = default;
+};
+
+// One program op. append: `seq` and `tokens`; step: `chunks` (one batched forward);
+// reset: `seq`.
+struct Op {
+  OpKind kind = OpKind::append;
+  int seq = 0;
+  std::vector<int> tokens;
+  std::vector<Chunk> chunks;
+
+  // The chunks this op feeds the engine: append is a one-chunk step, reset feeds none.
+  std::vector<Chunk> batch() const;
+  bool operator==(const Op&) const = default;
+
+  static Op append(int seq, std::vector<int> tokens);
+  static Op step(std::vector<Chunk> chunks);
+  static Op reset(int seq);
+};
+
+enum class PageOrder { identity, reversed, explicit_list };
+enum class Poison { nan, pos_inf, neg_inf, huge };
+
+std::string_view poison_name(Poison poison);
+std::optional<Poison> parse_poison(std::string_view name);
+
+// Physical placement: which physical pages the paged engines hand out, in order, and
+// what every byte outside the valid prefix holds.
+struct Placement {
+  PageOrder order = PageOrder::identity;
+  std::vector<int> pages;         // explicit_list only: a permutation of the pool
+  std::optional<int> pool_pages;  // pool size; derived from the program when absent
+  Poison poison = Poison::nan;
+  bool operator==(const Placement&) const = default;
+};
+
+// A hand-derived expected row: values[q_head][value_dim].
+struct ExpectedRow {
+  int seq = 0;
+  int epoch = 0;
+  int64_t pos = 0;
+  std::vector<std::vector<double>> values;
+  bool operator==(const ExpectedRow&) const = default;
+};
+
+// Where a fixture came from. Every field but `source` is optional.
+struct Provenance {
+  std::string source = "hand";  // hand | check | shrink | fuzz
+  std::optional<std::string> engine;
+  std::optional<std::string> property;
+  std::optional<uint64_t> seed;
+  std::optional<std::string> failure;  // first diverging row, as the report printed it
+  std::optional<std::string> kvfuzz_version;
+  bool operator==(const Provenance&) const = default;
+};
+
+struct Scenario {
+  std::string name;
+  std::string note;
+  Layout layout;
+  TokenSource tokens;
+  int sequences = 1;
+  std::vector<Op> program;
+  Placement placement;
+  std::vector<ExpectedRow> expect;
+  Provenance provenance;
+  bool operator==(const Scenario&) const = default;
+};
+
+// The first problem found in a scenario, as a JSON path and what was expected there,
+// e.g. {"$.layout.kv_heads", "a divisor of q_heads (4), got 3"}.
+struct FieldError {
+  std::string path;
+  std::string message;
+};
+
+// Checks every cross-field rule (shapes, divisibility, token ids, sequences, limits).
+// The parser calls it after reading; generators call it on what they build.
+std::optional<FieldError> validate(const Scenario& scenario);
+
+// Pages the paged engines need: the pool size when the placement does not fix it.
+int required_pool_pages(const Scenario& scenario);
+// Longest (sequence, epoch) token stream of the program.
+int max_epoch_length(const Scenario& scenario);
+
+}  // namespace kvfuzz

@@ -1,0 +1,62 @@
+#include "kvfuzz/token_table.h"
+
+#include "kvfuzz/prng.h"
+
+namespace kvfuzz {
+
+namespace {
+
+float generated_value(Xoshiro256& rng, Distribution distribution) {
+  const uint64_t bits = rng.next();
+  switch (distribution) {
+    case Distribution::small_int: return small_int_from_bits(bits);
+    case Distribution::dyadic: return dyadic_from_bits(bits);
+    case Distribution::uniform: return uniform_from_bits(bits);
+    case Distribution::wide: return wide_from_bits(bits);
+  }
+  return 0;
+}
+
+void append_explicit(std::vector<float>& out, const std::vector<std::vector<double>>& heads) {
+  for (const auto& head : heads) {
+    for (double x : head) out.push_back(static_cast<float>(x));
+  }
+}
+
+}  // namespace
+
+TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
+    : count_(token_count(source)),
+      q_stride_(static_cast<size_t>(layout.q_heads) * layout.head_dim),
+      k_stride_(static_cast<size_t>(layout.kv_heads) * layout.head_dim),
+      v_stride_(static_cast<size_t>(layout.kv_heads) * layout.value_dim) {
+  q_.reserve(q_stride_ * count_);
+  k_.reserve(k_stride_ * count_);
+  v_.reserve(v_stride_ * count_);
+  if (const auto* tokens = std::get_if<std::vector<ExplicitToken>>(&source)) {
+    for (const ExplicitToken& token : *tokens) {
+      append_explicit(q_, token.q);
+      append_explicit(k_, token.k);
+      append_explicit(v_, token.v);
+    }
+  } else {
+    // Fixed draw order, token by token: q, then k, then v. Changing it changes every
+    // generated fixture, so it is part of the fixture format.
+    const auto& generated = std::get<GeneratedTokens>(source);
+    Xoshiro256 rng(generated.seed);
+    for (int t = 0; t < count_; ++t) {
+      for (size_t i = 0; i < q_stride_; ++i) q_.push_back(generated_value(rng, generated.distribution));
+      for (size_t i = 0; i < k_stride_; ++i) k_.push_back(generated_value(rng, generated.distribution));
+      for (size_t i = 0; i < v_stride_; ++i) v_.push_back(generated_value(rng, generated.distribution));
+    }
+    if (generated.zero_scores) {
+      std::fill(q_.begin(), q_.end(), 0.0f);
+      std::fill(k_.begin(), k_.end(), 0.0f);
+    }
+  }
+  for (auto* data : {&q_, &k_, &v_}) {
+    for (float& x : *data) x = round_to_dtype(x, layout.dtype);
+  }
+}
+
+}  // namespace kvfuzz
