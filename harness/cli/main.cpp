@@ -1,1 +1,35 @@
-int main() { return 0; }
+// kvfuzz: checks that cached attention gives, for every query row, the same answer as
+// recomputing the full prefix. See `kvfuzz --help` and docs/.
+#include <cstdio>
+#include <exception>
+
+#include "cli_support.h"
+#include "commands.h"
+#include "kvfuzz/fixture_io.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kvfuzz: cached attention must equal full-prefix attention at every absolute position.\n"
+      "Exit status: 0 pass, 1 a mismatch was found, 2 bad input (fixture, flag or layout)."};
+  app.set_version_flag("--version", KVFUZZ_VERSION);
+  app.require_subcommand(1);
+  int exit_status = kvfuzz::cli::kExitPass;
+  kvfuzz::cli::add_replay_command(app, exit_status);
+  kvfuzz::cli::add_explain_command(app, exit_status);
+  kvfuzz::cli::add_list_command(app, exit_status);
+  kvfuzz::cli::add_check_command(app, exit_status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "kvfuzz: %s (see kvfuzz --help)\n", e.what());
+    return kvfuzz::cli::kExitBadInput;
+  } catch (const kvfuzz::FixtureError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return kvfuzz::cli::kExitBadInput;
+  } catch (const kvfuzz::cli::UsageError& e) {
+    std::fprintf(stderr, "kvfuzz: %s\n", e.what());
+    return kvfuzz::cli::kExitBadInput;
+  }
+  return exit_status;
+}

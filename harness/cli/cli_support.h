@@ -1,0 +1,31 @@
+// Pieces shared by the kvfuzz subcommands: engine selection, fixture discovery, errors.
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvfuzz/engine.h"
+
+namespace kvfuzz::cli {
+
+// Bad input on the command line: printed as one line, exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// "all" (every honest engine), "mutants", "every" (both), or a comma-separated list of
+// engine names. Throws UsageError naming the valid choices.
+std::vector<const EngineInfo*> select_engines(std::string_view spec);
+
+// A fixture file, or every *.json below a directory (sorted, so runs are reproducible).
+std::vector<std::filesystem::path> find_fixtures(const std::filesystem::path& path);
+
+// Exit statuses shared by every subcommand.
+constexpr int kExitPass = 0;
+constexpr int kExitMismatch = 1;
+constexpr int kExitBadInput = 2;
+
+}  // namespace kvfuzz::cli

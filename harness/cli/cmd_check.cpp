@@ -1,0 +1,144 @@
+// kvfuzz check: random scenarios from the simple generator against engines. Honest engines
+// must pass every case; mutants must be rejected. A failing case is saved as a fixture
+// before anything else is printed, then reported; the run ends with a table.
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "cli_support.h"
+#include "commands.h"
+#include "kvfuzz/check.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/report.h"
+#include "kvfuzz/simple_generator.h"
+
+namespace kvfuzz::cli {
+
+namespace {
+
+struct CheckOptions {
+  std::string engines = "all";
+  int cases = 100;
+  uint64_t seed = 1;
+  std::string out = "kvfuzz-out";
+  bool quiet = false;
+};
+
+struct EngineTally {
+  const EngineInfo* engine = nullptr;
+  int cases = 0;
+  long rows = 0;
+  double seconds = 0;
+  std::string failure;     // empty while passing
+  std::string saved_to;
+};
+
+// Case i's own seed, so any case can be regenerated on its own.
+uint64_t case_seed(uint64_t seed, int index) {
+  uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
+  return splitmix64(state);
+}
+
+std::string save_failure(const CheckOptions& options, Scenario scenario, const EngineInfo& engine,
+                         uint64_t seed, const Divergence& divergence) {
+  scenario.name = "check-" + engine.name + "-" + std::to_string(seed);
+  scenario.provenance.source = "check";
+  scenario.provenance.engine = engine.name;
+  scenario.provenance.seed = seed;
+  const std::string report = describe_divergence(divergence);
+  scenario.provenance.failure = report.substr(0, report.find('\n'));
+  scenario.provenance.kvfuzz_version = KVFUZZ_VERSION;
+  const std::filesystem::path path =
+      std::filesystem::path(options.out) / (scenario.name + ".json");
+  save_fixture(scenario, path);
+  return path.string();
+}
+
+bool verdict_ok(const EngineTally& t) { return t.engine->mutant ? !t.failure.empty() : t.failure.empty(); }
+
+void print_table(const std::vector<EngineTally>& tallies) {
+  std::printf("\n%-16s %-7s %6s %8s %8s  %s\n", "engine", "kind", "cases", "rows", "seconds",
+              "verdict");
+  for (const EngineTally& t : tallies) {
+    std::string verdict;
+    if (t.engine->mutant) {
+      verdict = t.failure.empty() ? "NOT REJECTED (the suite missed this mutant)"
+                                  : "rejected at case " + std::to_string(t.cases) + ": " +
+                                        t.failure;
+    } else {
+      verdict = t.failure.empty() ? "pass" : "FAIL at case " + std::to_string(t.cases) + ": " +
+                                                 t.failure + " -> " + t.saved_to;
+    }
+    std::printf("%-16s %-7s %6d %8ld %8.3f  %s %s\n", t.engine->name.c_str(),
+                t.engine->mutant ? "mutant" : "honest", t.cases, t.rows, t.seconds,
+                verdict_ok(t) ? "ok  " : "BAD ", verdict.c_str());
+  }
+}
+
+int run_check(const CheckOptions& options) {
+  if (options.cases < 1) throw UsageError("--cases: expected a positive number of cases");
+  std::vector<EngineTally> tallies;
+  for (const EngineInfo* engine : select_engines(options.engines)) tallies.push_back({engine});
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto last_progress = start;
+  for (int i = 0; i < options.cases; ++i) {
+    const uint64_t seed = case_seed(options.seed, i);
+    PrngChoiceSource choices(seed);
+    const Scenario scenario = simple_scenario(choices);
+    const Prepared prepared = prepare(scenario);
+    for (EngineTally& tally : tallies) {
+      if (!tally.failure.empty()) continue;  // one failure per engine is enough
+      const CheckOutcome outcome = check_engine(scenario, prepared, *tally.engine);
+      ++tally.cases;
+      tally.rows += outcome.verdict.rows_compared;
+      tally.seconds += outcome.engine_seconds + outcome.compare_seconds;
+      if (outcome.verdict.pass) continue;
+      // Written to disk first: whatever happens next, the failing case is kept.
+      tally.saved_to = save_failure(options, scenario, *tally.engine, seed, *outcome.verdict.first);
+      const std::string report = describe_divergence(*outcome.verdict.first);
+      tally.failure = report.substr(0, report.find('\n'));
+      if (!tally.engine->mutant) {
+        std::printf("FAIL %s, case %d (seed %llu), saved to %s\n%s\n", tally.engine->name.c_str(),
+                    i, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),
+                    report.c_str());
+      }
+    }
+    const auto now = Clock::now();
+    if (!options.quiet && now - last_progress > std::chrono::seconds(2)) {
+      last_progress = now;
+      std::fprintf(stderr, "check: %d/%d cases, %.1f s\n", i + 1, options.cases,
+                   std::chrono::duration<double>(now - start).count());
+    }
+  }
+  print_table(tallies);
+  for (const EngineTally& t : tallies) {
+    if (!verdict_ok(t)) return kExitMismatch;
+  }
+  return kExitPass;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, int& exit_status) {
+  auto options = std::make_shared<CheckOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "check",
+      "Run random scenarios against engines: honest engines must pass every case, mutants must\n"
+      "be rejected. Failing cases are saved as fixtures under --out. Exit status: 0 as expected,\n"
+      "1 an honest engine failed or a mutant was not rejected, 2 bad input.");
+  cmd->add_option("--engine", options->engines,
+                  "Engine name, comma-separated names, 'all' (honest), 'mutants' or 'every'")
+      ->default_val("all");
+  cmd->add_option("--cases", options->cases, "Number of random scenarios")
+      ->default_val(100)
+      ->check(CLI::Range(1, 100000000));
+  cmd->add_option("--seed", options->seed, "Seed of the run; case i uses its own derived seed")
+      ->default_val(1);
+  cmd->add_option("--out", options->out, "Directory for failing fixtures")->default_val("kvfuzz-out");
+  cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  cmd->callback([options, &exit_status] { exit_status = run_check(*options); });
+}
+
+}  // namespace kvfuzz::cli

@@ -1,0 +1,114 @@
+// kvfuzz replay FIXTURE|DIR: every fixture against the chosen engines, one line each, then
+// a summary line per directory.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "cli_support.h"
+#include "commands.h"
+#include "kvfuzz/check.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/report.h"
+
+namespace kvfuzz::cli {
+
+namespace {
+
+struct ReplayOptions {
+  std::string path;
+  std::string engines = "all";
+};
+
+enum class FixtureResult { pass, mismatch, bad_input };
+
+void print_indented(const std::string& text) {
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    std::printf("    %s\n", text.substr(start, end - start).c_str());
+    start = end + 1;
+  }
+}
+
+FixtureResult replay_one(const std::filesystem::path& file,
+                         const std::vector<const EngineInfo*>& engines) {
+  Scenario scenario;
+  try {
+    scenario = load_fixture(file);
+  } catch (const FixtureError& e) {
+    std::printf("BAD  %s\n", file.string().c_str());
+    std::fprintf(stderr, "%s\n", e.what());
+    return FixtureResult::bad_input;
+  }
+  const Prepared prepared = prepare(scenario);
+  if (auto problem = check_expect(scenario, prepared)) {
+    std::printf("FAIL %s: the reference disagrees with the fixture's expect rows\n",
+                file.string().c_str());
+    print_indented(*problem);
+    return FixtureResult::mismatch;
+  }
+  std::string failed;
+  std::string reports;
+  for (const EngineInfo* engine : engines) {
+    const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
+    if (outcome.verdict.pass) continue;
+    failed += (failed.empty() ? "" : ", ") + engine->name;
+    reports += engine->name + ": " + describe_divergence(*outcome.verdict.first) + "\n";
+  }
+  if (failed.empty()) {
+    std::printf("ok   %s (%zu rows, %zu engines)\n", file.string().c_str(), prepared.slots.size(),
+                engines.size());
+    return FixtureResult::pass;
+  }
+  std::printf("FAIL %s: %s\n", file.string().c_str(), failed.c_str());
+  print_indented(reports);
+  return FixtureResult::mismatch;
+}
+
+int run_replay(const ReplayOptions& options) {
+  const auto engines = select_engines(options.engines);
+  const auto files = find_fixtures(options.path);
+  if (files.empty()) throw UsageError(options.path + ": no *.json fixtures found");
+
+  struct Tally {
+    int total = 0, passed = 0, failed = 0, bad = 0;
+  };
+  std::map<std::string, Tally> by_directory;
+  for (const auto& file : files) {
+    Tally& tally = by_directory[file.parent_path().string()];
+    ++tally.total;
+    switch (replay_one(file, engines)) {
+      case FixtureResult::pass: ++tally.passed; break;
+      case FixtureResult::mismatch: ++tally.failed; break;
+      case FixtureResult::bad_input: ++tally.bad; break;
+    }
+  }
+  Tally all;
+  for (const auto& [directory, tally] : by_directory) {
+    std::printf("%s: %d fixtures, %d passed, %d failed, %d bad\n", directory.c_str(), tally.total,
+                tally.passed, tally.failed, tally.bad);
+    all.failed += tally.failed;
+    all.bad += tally.bad;
+  }
+  if (all.bad > 0) return kExitBadInput;
+  return all.failed > 0 ? kExitMismatch : kExitPass;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, int& exit_status) {
+  auto options = std::make_shared<ReplayOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "replay",
+      "Replay a fixture, or every *.json fixture under a directory, against engines.\n"
+      "Exit status: 0 all pass, 1 a mismatch, 2 bad input.");
+  cmd->add_option("fixture", options->path, "Fixture file or directory")->required();
+  cmd->add_option("--engine", options->engines,
+                  "Engine name, comma-separated names, 'all' (honest engines), 'mutants' or "
+                  "'every'")
+      ->default_val("all");
+  cmd->callback([options, &exit_status] { exit_status = run_replay(*options); });
+}
+
+}  // namespace kvfuzz::cli

@@ -1,0 +1,31 @@
+#include "cpu/attention_math.h"
+
+namespace kvfuzz::cpu {
+
+void rope_angles(int dim, int64_t pos, double theta, float* cos_out, float* sin_out) {
+  const int half = dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * i / dim);
+    const double angle = static_cast<double>(pos) * inv_freq;
+    cos_out[i] = static_cast<float>(std::cos(angle));
+    sin_out[i] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in) {
+  const int half = dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float a = x[i];
+    const float b = x[i + half];
+    x[i] = a * cos_in[i] - b * sin_in[i];
+    x[i + half] = a * sin_in[i] + b * cos_in[i];
+  }
+}
+
+float dot(const float* a, const float* b, size_t n) {
+  float sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+}  // namespace kvfuzz::cpu

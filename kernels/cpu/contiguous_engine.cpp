@@ -1,0 +1,54 @@
+#include "cpu/contiguous_engine.h"
+
+namespace kvfuzz::cpu {
+
+ContiguousEngine::ContiguousEngine(const EngineConfig& config) : CpuEngine(config) {
+  seqs_.reserve(static_cast<size_t>(sequences()));
+  for (int s = 0; s < sequences(); ++s) {
+    seqs_.push_back(Sequence{DTypeArray(layout().dtype), DTypeArray(layout().dtype), 0, 0});
+  }
+}
+
+void ContiguousEngine::reset(int seq) {
+  check_seq(seq, "reset");
+  clear_kv(seq);
+  clear_position(seq);
+}
+
+void ContiguousEngine::clear_kv(int seq) {
+  Sequence& s = seqs_[static_cast<size_t>(seq)];
+  s.k.clear();
+  s.v.clear();
+  s.tokens = 0;
+}
+
+void ContiguousEngine::clear_position(int seq) { seqs_[static_cast<size_t>(seq)].position = 0; }
+
+void ContiguousEngine::begin_chunk(int /*seq*/, int /*tokens*/) {}
+
+int64_t ContiguousEngine::next_position(int seq) const {
+  return seqs_[static_cast<size_t>(seq)].position;
+}
+
+int64_t ContiguousEngine::store(int seq, const float* k, const float* v) {
+  Sequence& s = seqs_[static_cast<size_t>(seq)];
+  s.k.append(k, static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().head_dim));
+  s.v.append(v, static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().value_dim));
+  ++s.position;
+  return s.tokens++;
+}
+
+void ContiguousEngine::attend(const Query& query, int kv_head, KeyRange keys, float* out) {
+  const Sequence& s = seqs_[static_cast<size_t>(query.seq)];
+  const size_t heads = static_cast<size_t>(layout().kv_heads);
+  const size_t hd = static_cast<size_t>(layout().head_dim);
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  const size_t g = static_cast<size_t>(kv_head);
+  const auto key_at = [&](int64_t j) {
+    const size_t row = static_cast<size_t>(j) * heads + g;
+    return KvOffsets{row * hd, row * vd};
+  };
+  single_pass_attention(query.q, keys, scale(), KvArrays{s.k, s.v, hd, vd}, key_at, scores_, out);
+}
+
+}  // namespace kvfuzz::cpu

@@ -1,0 +1,38 @@
+// The contiguous engine: per sequence, K and V grow in one buffer as tokens arrive, and a
+// separate position counter drives RoPE and the reported positions. The attention range is
+// computed from buffer indices: the query at buffer index i sees entries
+// [max(0, i - window + 1), i]. An honest reset clears both the buffer and the counter.
+#pragma once
+
+#include <vector>
+
+#include "cpu/cpu_engine.h"
+#include "cpu/dtype_array.h"
+
+namespace kvfuzz::cpu {
+
+class ContiguousEngine : public CpuEngine {
+ public:
+  explicit ContiguousEngine(const EngineConfig& config);
+  void reset(int seq) override;
+
+ protected:
+  void clear_kv(int seq);        // drop the sequence's K/V buffer
+  void clear_position(int seq);  // the next token gets position 0
+
+  void begin_chunk(int seq, int tokens) override;
+  int64_t next_position(int seq) const override;
+  int64_t store(int seq, const float* k, const float* v) override;
+  void attend(const Query& query, int kv_head, KeyRange keys, float* out) override;
+
+ private:
+  struct Sequence {
+    DTypeArray k, v;  // [buffer index][kv_head][head_dim / value_dim]
+    int64_t tokens = 0;    // buffer entries
+    int64_t position = 0;  // position of the next token
+  };
+  std::vector<Sequence> seqs_;
+  std::vector<float> scores_;
+};
+
+}  // namespace kvfuzz::cpu

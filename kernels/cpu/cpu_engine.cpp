@@ -1,0 +1,116 @@
+#include "cpu/cpu_engine.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kvfuzz::cpu {
+
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw EngineError(message);
+}
+
+size_t as_size(int64_t n) { return static_cast<size_t>(n); }
+
+}  // namespace
+
+CpuEngine::CpuEngine(const EngineConfig& config)
+    : layout_(config.layout), sequences_(config.sequences) {
+  const Layout& l = layout_;
+  require(l.q_heads >= 1 && l.kv_heads >= 1 && l.head_dim >= 1 && l.value_dim >= 1 &&
+              l.page_size >= 1,
+          "invalid layout: q_heads, kv_heads, head_dim, value_dim and page_size must be >= 1");
+  require(l.q_heads % l.kv_heads == 0,
+          "invalid layout: kv_heads (" + std::to_string(l.kv_heads) + ") must divide q_heads (" +
+              std::to_string(l.q_heads) + ")");
+  require(!l.window || *l.window >= 1, "invalid layout: window must be >= 1");
+  require(!l.rope_theta || *l.rope_theta > 0, "invalid layout: rope_theta must be > 0");
+  require(sequences_ >= 1, "invalid engine config: sequences must be >= 1, got " +
+                               std::to_string(sequences_));
+  scale_ = static_cast<float>(l.softmax_scale());
+  seen_.assign(as_size(sequences_), 0);
+  q_rot_.resize(as_size(int64_t{l.q_heads} * l.head_dim));
+  k_rot_.resize(as_size(int64_t{l.kv_heads} * l.head_dim));
+  cos_.resize(as_size(l.head_dim / 2));
+  sin_.resize(as_size(l.head_dim / 2));
+}
+
+void CpuEngine::check_seq(int seq, const char* what) const {
+  require(seq >= 0 && seq < sequences_, std::string(what) + ": sequence " + std::to_string(seq) +
+                                            " out of range (engine has " +
+                                            std::to_string(sequences_) + " sequences)");
+}
+
+KeyRange CpuEngine::visible_range(int64_t index, int64_t /*chunk_start*/) const {
+  const int64_t lo = layout_.window ? std::max<int64_t>(0, index - *layout_.window + 1) : 0;
+  return {lo, index};
+}
+
+int CpuEngine::kv_head_for(int q_head) const { return q_head / layout_.group(); }
+
+void CpuEngine::check_chunks(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) {
+  require(outs.size() == chunks.size(), "step: " + std::to_string(chunks.size()) +
+                                            " chunks but " + std::to_string(outs.size()) +
+                                            " outputs");
+  ++step_count_;
+  const Layout& l = layout_;
+  for (const ChunkIn& c : chunks) {
+    check_seq(c.seq, "step");
+    require(seen_[as_size(c.seq)] != step_count_,
+            "step: sequence " + std::to_string(c.seq) + " appears in two chunks of one step");
+    seen_[as_size(c.seq)] = step_count_;
+    require(c.tokens >= 0, "step: negative token count");
+    const int64_t t = c.tokens;
+    require(c.q.size() == as_size(t * l.q_heads * l.head_dim) &&
+                c.k.size() == as_size(t * l.kv_heads * l.head_dim) &&
+                c.v.size() == as_size(t * l.kv_heads * l.value_dim),
+            "step: q/k/v sizes of sequence " + std::to_string(c.seq) + " do not match " +
+                std::to_string(c.tokens) + " tokens of the layout");
+  }
+}
+
+void CpuEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) {
+  check_chunks(chunks, outs);
+  // Make room for every chunk before any token is stored, so an exhausted pool leaves
+  // every sequence as it was.
+  for (const ChunkIn& c : chunks) begin_chunk(c.seq, c.tokens);
+  for (size_t i = 0; i < chunks.size(); ++i) run_chunk(chunks[i], outs[i]);
+}
+
+void CpuEngine::run_chunk(const ChunkIn& chunk, ChunkOut& out) {
+  const Layout& l = layout_;
+  const size_t hd = as_size(l.head_dim);
+  const size_t vd = as_size(l.value_dim);
+  const size_t q_stride = as_size(l.q_heads) * hd;
+  const size_t k_stride = as_size(l.kv_heads) * hd;
+  const size_t v_stride = as_size(l.kv_heads) * vd;
+  out.out.resize(as_size(chunk.tokens) * as_size(l.q_heads) * vd);
+  out.positions.resize(as_size(chunk.tokens));
+  int64_t chunk_start = 0;
+  for (size_t t = 0; t < as_size(chunk.tokens); ++t) {
+    const int64_t pos = next_position(chunk.seq);
+    std::copy_n(chunk.q.data() + t * q_stride, q_stride, q_rot_.data());
+    std::copy_n(chunk.k.data() + t * k_stride, k_stride, k_rot_.data());
+    if (l.rope_theta) {
+      rope_angles(l.head_dim, pos, *l.rope_theta, cos_.data(), sin_.data());
+      for (size_t h = 0; h < as_size(l.q_heads); ++h) {
+        rope_apply(q_rot_.data() + h * hd, l.head_dim, cos_.data(), sin_.data());
+      }
+      for (size_t h = 0; h < as_size(l.kv_heads); ++h) {
+        rope_apply(k_rot_.data() + h * hd, l.head_dim, cos_.data(), sin_.data());
+      }
+    }
+    const int64_t index = store(chunk.seq, k_rot_.data(), chunk.v.data() + t * v_stride);
+    if (t == 0) chunk_start = index;
+    const KeyRange keys = visible_range(index, chunk_start);
+    for (int h = 0; h < l.q_heads; ++h) {
+      const Query query{chunk.seq, h, index, chunk_start, chunk.tokens,
+                        q_rot_.data() + as_size(h) * hd};
+      attend(query, kv_head_for(h), keys, out.out.data() + (t * as_size(l.q_heads) + as_size(h)) * vd);
+    }
+    out.positions[t] = pos;
+  }
+}
+
+}  // namespace kvfuzz::cpu

@@ -1,0 +1,27 @@
+// The storage half of the paged and flash engines: one PagedKvStore, the position of a
+// token is its slot in the sequence (length before the append), reset releases the pages.
+// Subclasses add only attend().
+#pragma once
+
+#include "cpu/cpu_engine.h"
+#include "cpu/page_pool.h"
+
+namespace kvfuzz::cpu {
+
+class PagedStorageEngine : public CpuEngine {
+ public:
+  explicit PagedStorageEngine(const EngineConfig& config);
+  void reset(int seq) override;
+
+  const PagedKvStore& kv() const { return kv_; }
+
+ protected:
+  void begin_chunk(int seq, int tokens) override { kv_.reserve(seq, tokens); }
+  int64_t next_position(int seq) const override { return kv_.length(seq); }
+  int64_t store(int seq, const float* k, const float* v) override { return kv_.append(seq, k, v); }
+
+ private:
+  PagedKvStore kv_;
+};
+
+}  // namespace kvfuzz::cpu

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then builds and runs every test twice,
+# once in the normal build (g++) and once under ASan + UBSan (clang).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+status=0
+for preset in default sanitize; do
+  echo "== build and test: $preset"
+  scripts/build.sh "$preset"
+  ctest --preset "$preset" -j"$(nproc)" || status=1
+done
+exit $status
