@@ -1,1 +1,69 @@
-// placeholder
+// Every built-in engine, honest ones first, then the mutants, in a fixed order.
+#include <memory>
+
+#include "cpu/contiguous_engine.h"
+#include "cpu/flash_engine.h"
+#include "cpu/paged_engine.h"
+#include "kvfuzz/engine.h"
+#include "mutants/mutants.h"
+
+namespace kvfuzz {
+
+namespace {
+
+template <class E>
+std::unique_ptr<Engine> make(const EngineConfig& config) {
+  return std::make_unique<E>(config);
+}
+
+std::vector<EngineInfo> build_registry() {
+  return {
+      {"contiguous",
+       "Per-sequence growing K/V buffers with a separate position counter; single-pass "
+       "attention.",
+       false, make<cpu::ContiguousEngine>},
+      {"paged",
+       "Paged K/V pool with block tables and poisoned free slots; single-pass attention over "
+       "the valid slots.",
+       false, make<cpu::PagedEngine>},
+      {"flash",
+       "Paged K/V read in tiles with online softmax; split-K decode merged by log-sum-exp for "
+       "long contexts.",
+       false, make<cpu::FlashEngine>},
+      {"mask-origin",
+       "Paged engine whose causal mask restarts at the chunk: chunk row r sees positions [0, r].",
+       true, mutants::make_mask_origin},
+      {"stale-position",
+       "Contiguous engine whose reset keeps the position counter, so the next request's "
+       "positions continue from the old length.",
+       true, mutants::make_stale_position},
+      {"stale-kv",
+       "Contiguous engine whose reset keeps the K/V buffer, so the next request also attends "
+       "to the old request's keys.",
+       true, mutants::make_stale_kv},
+      {"page-tail-read",
+       "Paged engine whose decode path reads to the end of the last page, poisoned tail "
+       "included.",
+       true, mutants::make_page_tail_read},
+      {"wrong-kv-head",
+       "Flash engine mapping q head h to kv head h % kv_heads instead of h / group (wrong "
+       "under GQA).",
+       true, mutants::make_wrong_kv_head},
+  };
+}
+
+}  // namespace
+
+const std::vector<EngineInfo>& engine_registry() {
+  static const std::vector<EngineInfo> registry = build_registry();
+  return registry;
+}
+
+const EngineInfo* find_engine(std::string_view name) {
+  for (const EngineInfo& info : engine_registry()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+}  // namespace kvfuzz

@@ -22,7 +22,9 @@ void ContiguousEngine::clear_kv(int seq) {
   s.tokens = 0;
 }
 
-void ContiguousEngine::clear_position(int seq) { seqs_[static_cast<size_t>(seq)].position = 0; }
+void ContiguousEngine::clear_position(int seq) {
+  seqs_[static_cast<size_t>(seq)].position = 0;
+}
 
 void ContiguousEngine::begin_chunk(int /*seq*/, int /*tokens*/) {}
 

@@ -27,7 +27,7 @@ class ContiguousEngine : public CpuEngine {
 
  private:
   struct Sequence {
-    DTypeArray k, v;  // [buffer index][kv_head][head_dim / value_dim]
+    DTypeArray k, v;       // [buffer index][kv_head][head_dim / value_dim]
     int64_t tokens = 0;    // buffer entries
     int64_t position = 0;  // position of the next token
   };

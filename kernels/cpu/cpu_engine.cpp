@@ -11,23 +11,25 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw EngineError(message);
 }
 
-size_t as_size(int64_t n) { return static_cast<size_t>(n); }
+size_t as_size(int64_t n) {
+  return static_cast<size_t>(n);
+}
 
 }  // namespace
 
 CpuEngine::CpuEngine(const EngineConfig& config)
     : layout_(config.layout), sequences_(config.sequences) {
   const Layout& l = layout_;
-  require(l.q_heads >= 1 && l.kv_heads >= 1 && l.head_dim >= 1 && l.value_dim >= 1 &&
-              l.page_size >= 1,
-          "invalid layout: q_heads, kv_heads, head_dim, value_dim and page_size must be >= 1");
-  require(l.q_heads % l.kv_heads == 0,
-          "invalid layout: kv_heads (" + std::to_string(l.kv_heads) + ") must divide q_heads (" +
-              std::to_string(l.q_heads) + ")");
+  require(
+      l.q_heads >= 1 && l.kv_heads >= 1 && l.head_dim >= 1 && l.value_dim >= 1 && l.page_size >= 1,
+      "invalid layout: q_heads, kv_heads, head_dim, value_dim and page_size must be >= 1");
+  require(l.q_heads % l.kv_heads == 0, "invalid layout: kv_heads (" + std::to_string(l.kv_heads) +
+                                           ") must divide q_heads (" + std::to_string(l.q_heads) +
+                                           ")");
   require(!l.window || *l.window >= 1, "invalid layout: window must be >= 1");
   require(!l.rope_theta || *l.rope_theta > 0, "invalid layout: rope_theta must be > 0");
-  require(sequences_ >= 1, "invalid engine config: sequences must be >= 1, got " +
-                               std::to_string(sequences_));
+  require(sequences_ >= 1,
+          "invalid engine config: sequences must be >= 1, got " + std::to_string(sequences_));
   scale_ = static_cast<float>(l.softmax_scale());
   seen_.assign(as_size(sequences_), 0);
   q_rot_.resize(as_size(int64_t{l.q_heads} * l.head_dim));
@@ -47,12 +49,13 @@ KeyRange CpuEngine::visible_range(int64_t index, int64_t /*chunk_start*/) const 
   return {lo, index};
 }
 
-int CpuEngine::kv_head_for(int q_head) const { return q_head / layout_.group(); }
+int CpuEngine::kv_head_for(int q_head) const {
+  return q_head / layout_.group();
+}
 
 void CpuEngine::check_chunks(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) {
-  require(outs.size() == chunks.size(), "step: " + std::to_string(chunks.size()) +
-                                            " chunks but " + std::to_string(outs.size()) +
-                                            " outputs");
+  require(outs.size() == chunks.size(), "step: " + std::to_string(chunks.size()) + " chunks but " +
+                                            std::to_string(outs.size()) + " outputs");
   ++step_count_;
   const Layout& l = layout_;
   for (const ChunkIn& c : chunks) {
@@ -105,9 +108,10 @@ void CpuEngine::run_chunk(const ChunkIn& chunk, ChunkOut& out) {
     if (t == 0) chunk_start = index;
     const KeyRange keys = visible_range(index, chunk_start);
     for (int h = 0; h < l.q_heads; ++h) {
-      const Query query{chunk.seq, h, index, chunk_start, chunk.tokens,
-                        q_rot_.data() + as_size(h) * hd};
-      attend(query, kv_head_for(h), keys, out.out.data() + (t * as_size(l.q_heads) + as_size(h)) * vd);
+      const Query query{
+          chunk.seq, h, index, chunk_start, chunk.tokens, q_rot_.data() + as_size(h) * hd};
+      attend(query, kv_head_for(h), keys,
+             out.out.data() + (t * as_size(l.q_heads) + as_size(h)) * vd);
     }
     out.positions[t] = pos;
   }

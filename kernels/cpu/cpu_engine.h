@@ -27,9 +27,9 @@ class CpuEngine : public Engine {
   struct Query {
     int seq = 0;
     int q_head = 0;
-    int64_t index = 0;        // storage index of the query's own key
-    int64_t chunk_start = 0;  // storage index of the chunk's first token
-    int chunk_tokens = 0;     // 1: the decode path
+    int64_t index = 0;         // storage index of the query's own key
+    int64_t chunk_start = 0;   // storage index of the chunk's first token
+    int chunk_tokens = 0;      // 1: the decode path
     const float* q = nullptr;  // the head's RoPE-rotated query, head_dim floats
   };
 

@@ -7,10 +7,14 @@ namespace kvfuzz::cpu {
 
 float poison_value(Poison poison, DType dtype) {
   switch (poison) {
-    case Poison::nan: return std::numeric_limits<float>::quiet_NaN();
-    case Poison::pos_inf: return std::numeric_limits<float>::infinity();
-    case Poison::neg_inf: return -std::numeric_limits<float>::infinity();
-    case Poison::huge: return max_finite(dtype);
+    case Poison::nan:
+      return std::numeric_limits<float>::quiet_NaN();
+    case Poison::pos_inf:
+      return std::numeric_limits<float>::infinity();
+    case Poison::neg_inf:
+      return -std::numeric_limits<float>::infinity();
+    case Poison::huge:
+      return max_finite(dtype);
   }
   return std::numeric_limits<float>::quiet_NaN();
 }

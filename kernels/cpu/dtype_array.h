@@ -23,9 +23,9 @@ class DTypeArray {
   size_t size() const { return dtype_ == DType::f32 ? f32_.size() : bits_.size(); }
 
   void clear();
-  void assign(size_t n, float value);              // n copies of value
-  void fill(size_t at, size_t n, float value);      // overwrite [at, at + n)
-  void append(const float* src, size_t n);          // encode and append
+  void assign(size_t n, float value);           // n copies of value
+  void fill(size_t at, size_t n, float value);  // overwrite [at, at + n)
+  void append(const float* src, size_t n);      // encode and append
   void write(size_t at, const float* src, size_t n);
   void read(size_t at, float* dst, size_t n) const;  // decode [at, at + n)
 
@@ -43,7 +43,7 @@ class DTypeArray {
   }
 
   DType dtype_;
-  std::vector<float> f32_;     // dtype f32
+  std::vector<float> f32_;      // dtype f32
   std::vector<uint16_t> bits_;  // dtype f16 / bf16
 };
 

@@ -20,8 +20,7 @@ namespace kvfuzz::cpu {
 class PagedKvStore {
  public:
   // Throws EngineError unless page_order is a permutation of 0..page_order.size()-1.
-  PagedKvStore(const Layout& layout, int sequences, std::span<const int> page_order,
-               Poison poison);
+  PagedKvStore(const Layout& layout, int sequences, std::span<const int> page_order, Poison poison);
 
   int64_t length(int seq) const { return seqs_[static_cast<size_t>(seq)].length; }
   // Slots in the sequence's pages (a multiple of page_size, >= length).

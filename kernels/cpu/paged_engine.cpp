@@ -2,7 +2,9 @@
 
 namespace kvfuzz::cpu {
 
-int64_t PagedEngine::decode_read_last(int /*seq*/, KeyRange keys) const { return keys.hi; }
+int64_t PagedEngine::decode_read_last(int /*seq*/, KeyRange keys) const {
+  return keys.hi;
+}
 
 void PagedEngine::attend(const Query& query, int kv_head, KeyRange keys, float* out) {
   if (query.chunk_tokens == 1) keys.hi = decode_read_last(query.seq, keys);

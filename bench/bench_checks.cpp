@@ -1,0 +1,152 @@
+// Checks per second for three fixed scenario shapes, per engine, with the time split
+// between generate (scenario + token table), engine (construction + program), reference
+// and compare. Usage: bench_checks [--seconds S] [--repeats R]
+// Prints a Markdown table (medians over R repeats) for docs/BENCHMARKS.md.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvfuzz/check.h"
+#include "kvfuzz/reference.h"
+#include "kvfuzz/runner.h"
+
+namespace kvfuzz {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  const char* name;
+  int q_heads, kv_heads, head_dim, sequences, tokens_per_sequence;
+};
+
+// Each sequence: a prefill of 3/4 of its tokens, then one-token decodes batched over all
+// sequences (one step per decode round).
+Scenario make_scenario(const Shape& shape, uint64_t seed) {
+  Scenario s;
+  s.name = shape.name;
+  s.layout.q_heads = shape.q_heads;
+  s.layout.kv_heads = shape.kv_heads;
+  s.layout.head_dim = shape.head_dim;
+  s.layout.value_dim = shape.head_dim;
+  s.layout.page_size = 16;
+  s.sequences = shape.sequences;
+  const int total = shape.sequences * shape.tokens_per_sequence;
+  s.tokens = GeneratedTokens{seed, total, Distribution::dyadic, false};
+  const int prefill = shape.tokens_per_sequence * 3 / 4;
+  int next = 0;
+  for (int seq = 0; seq < shape.sequences; ++seq) {
+    std::vector<int> tokens(static_cast<size_t>(prefill));
+    for (int& t : tokens) t = next++;
+    s.program.push_back(Op::append(seq, std::move(tokens)));
+  }
+  for (int round = prefill; round < shape.tokens_per_sequence; ++round) {
+    std::vector<Chunk> chunks;
+    for (int seq = 0; seq < shape.sequences; ++seq) chunks.push_back({seq, {next++}});
+    s.program.push_back(Op::step(std::move(chunks)));
+  }
+  return s;
+}
+
+struct Split {
+  double generate = 0, engine = 0, reference = 0, compare = 0;
+  long checks = 0;
+  double total() const { return generate + engine + reference + compare; }
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Full checks, each with a fresh seed, until `budget` seconds have passed.
+Split measure(const Shape& shape, const EngineInfo& engine, double budget, uint64_t& seed) {
+  Split split;
+  while (split.total() < budget) {
+    auto t = Clock::now();
+    const Scenario scenario = make_scenario(shape, seed++);
+    const TokenTable table(scenario.tokens, scenario.layout);
+    split.generate += seconds_since(t);
+
+    t = Clock::now();
+    ReferenceMap reference;
+    for (const LogicalStream& stream : logical_streams(scenario)) {
+      for (ReferenceRow& row : reference_rows(scenario.layout, table, stream)) {
+        const RowKey key = row.key;
+        reference.emplace(key, std::move(row));
+      }
+    }
+    const auto slots = expected_slots(scenario);
+    split.reference += seconds_since(t);
+
+    t = Clock::now();
+    const auto instance = engine.make(engine_config(scenario));
+    const EngineRun run = run_engine(scenario, table, *instance);
+    split.engine += seconds_since(t);
+
+    t = Clock::now();
+    const Verdict verdict =
+        compare(slots, reference, run, scenario.layout.q_heads, scenario.layout.value_dim);
+    split.compare += seconds_since(t);
+    if (!verdict.pass) {
+      std::fprintf(stderr, "bench: %s failed on %s\n", engine.name.c_str(), shape.name);
+      std::exit(1);
+    }
+    ++split.checks;
+  }
+  return split;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+}  // namespace kvfuzz
+
+int main(int argc, char** argv) {
+  using namespace kvfuzz;
+  double seconds = 1.0;
+  int repeats = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: bench_checks [--seconds S] [--repeats R]\n");
+      return 2;
+    }
+  }
+  const Shape shapes[] = {
+      {"tiny (1/1 heads, d 1, 8 tokens)", 1, 1, 1, 1, 8},
+      {"small (4/2 heads, d 16, 64 tokens)", 4, 2, 16, 1, 64},
+      {"medium (8/2 heads, d 64, 4 x 128 tokens)", 8, 2, 64, 4, 128},
+  };
+  std::printf("| scenario | engine | checks/s | generate | engine | reference | compare | harness/engine |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+  uint64_t seed = 1;
+  for (const Shape& shape : shapes) {
+    for (const EngineInfo& engine : engine_registry()) {
+      if (engine.mutant) continue;
+      std::vector<double> rate, gen, eng, ref, cmp, ratio;
+      for (int r = 0; r < repeats; ++r) {
+        const Split s = measure(shape, engine, seconds, seed);
+        const double n = static_cast<double>(s.checks);
+        rate.push_back(n / s.total());
+        gen.push_back(s.generate / n * 1e6);
+        eng.push_back(s.engine / n * 1e6);
+        ref.push_back(s.reference / n * 1e6);
+        cmp.push_back(s.compare / n * 1e6);
+        ratio.push_back((s.generate + s.reference + s.compare) / s.engine);
+      }
+      std::printf("| %s | %s | %.0f | %.1f us | %.1f us | %.1f us | %.1f us | %.2f |\n", shape.name,
+                  engine.name.c_str(), median(rate), median(gen), median(eng), median(ref),
+                  median(cmp), median(ratio));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,102 @@
+#include "cpu/flash_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kvfuzz::cpu {
+
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+}  // namespace
+
+FlashEngine::FlashEngine(const EngineConfig& config)
+    : PagedStorageEngine(config),
+      tile_k_(static_cast<size_t>(kFlashTileKeys) * static_cast<size_t>(layout().head_dim)),
+      tile_v_(static_cast<size_t>(kFlashTileKeys) * static_cast<size_t>(layout().value_dim)),
+      tile_s_(static_cast<size_t>(kFlashTileKeys)) {}
+
+void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, int64_t first_tile,
+                              float& m, float& l, float* acc) {
+  const PagedKvStore& store = kv();
+  const size_t hd = static_cast<size_t>(layout().head_dim);
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  for (int64_t t = first_tile; t <= keys.hi; t += kFlashTileKeys) {
+    const int64_t a = std::max(t, keys.lo);
+    const int64_t b = std::min(t + kFlashTileKeys - 1, keys.hi);
+    if (a > b) continue;
+    const size_t n = static_cast<size_t>(b - a + 1);
+    float tile_max = kMinusInf;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t j = a + static_cast<int64_t>(i);
+      store.keys().read(store.k_offset(query.seq, j, kv_head), tile_k_.data() + i * hd, hd);
+      store.values().read(store.v_offset(query.seq, j, kv_head), tile_v_.data() + i * vd, vd);
+      tile_s_[i] = scale() * dot(query.q, tile_k_.data() + i * hd, hd);
+      if (tile_s_[i] > tile_max) tile_max = tile_s_[i];
+    }
+    const float m_new = std::max(m, tile_max);
+    const float rescale = std::exp(m - m_new);
+    l *= rescale;
+    for (size_t d = 0; d < vd; ++d) acc[d] *= rescale;
+    for (size_t i = 0; i < n; ++i) {
+      const float p = std::exp(tile_s_[i] - m_new);
+      l += p;
+      for (size_t d = 0; d < vd; ++d) acc[d] += p * tile_v_[i * vd + d];
+    }
+    m = m_new;
+  }
+}
+
+void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, float* out) {
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  const int64_t parts = (keys.count() + kFlashPartitionKeys - 1) / kFlashPartitionKeys;
+  const size_t np = static_cast<size_t>(parts);
+  if (part_m_.size() < np) {
+    part_m_.resize(np);
+    part_l_.resize(np);
+    part_acc_.resize(np * vd);
+  }
+  for (size_t p = 0; p < np; ++p) {
+    const int64_t lo = keys.lo + static_cast<int64_t>(p) * kFlashPartitionKeys;
+    const KeyRange part{lo, std::min(lo + kFlashPartitionKeys - 1, keys.hi)};
+    part_m_[p] = kMinusInf;
+    part_l_[p] = 0;
+    std::fill_n(part_acc_.data() + p * vd, vd, 0.0f);
+    online_pass(query, kv_head, part, part.lo, part_m_[p], part_l_[p], part_acc_.data() + p * vd);
+  }
+  // Log-sum-exp merge: every partition rescaled to the global max.
+  const float m = *std::max_element(part_m_.begin(), part_m_.begin() + parts);
+  float l = 0;
+  std::fill_n(out, vd, 0.0f);
+  for (size_t p = 0; p < np; ++p) {
+    const float w = std::exp(part_m_[p] - m);
+    l += part_l_[p] * w;
+    for (size_t d = 0; d < vd; ++d) out[d] += part_acc_[p * vd + d] * w;
+  }
+  for (size_t d = 0; d < vd; ++d) out[d] /= l;
+}
+
+void FlashEngine::attend(const Query& query, int kv_head, KeyRange keys, float* out) {
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  if (query.chunk_tokens == 1 && keys.count() >= kFlashSplitThreshold) {
+    ++counts_.split_decode;
+    split_decode(query, kv_head, keys, out);
+    return;
+  }
+  int64_t first_tile = keys.lo;  // decode: tiles start at the first visible key
+  if (query.chunk_tokens == 1) {
+    ++counts_.decode;
+  } else {
+    ++counts_.prefill;
+    first_tile = keys.lo - keys.lo % kFlashTileKeys;  // prefill: tiles aligned in position
+  }
+  float m = kMinusInf;
+  float l = 0;
+  std::fill_n(out, vd, 0.0f);
+  online_pass(query, kv_head, keys, first_tile, m, l, out);
+  for (size_t d = 0; d < vd; ++d) out[d] /= l;
+}
+
+}  // namespace kvfuzz::cpu

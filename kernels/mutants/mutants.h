@@ -1,0 +1,17 @@
+// Deliberately wrong engines that the suite must reject. Each is an honest engine with one
+// hook overridden; the registry names them and says what each gets wrong.
+#pragma once
+
+#include <memory>
+
+#include "kvfuzz/engine.h"
+
+namespace kvfuzz::mutants {
+
+std::unique_ptr<Engine> make_mask_origin(const EngineConfig& config);
+std::unique_ptr<Engine> make_stale_position(const EngineConfig& config);
+std::unique_ptr<Engine> make_stale_kv(const EngineConfig& config);
+std::unique_ptr<Engine> make_page_tail_read(const EngineConfig& config);
+std::unique_ptr<Engine> make_wrong_kv_head(const EngineConfig& config);
+
+}  // namespace kvfuzz::mutants
