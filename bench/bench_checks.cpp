@@ -113,8 +113,10 @@ int main(int argc, char** argv) {
   double seconds = 1.0;
   int repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--seconds") == 0)
+      seconds = std::atof(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--repeats") == 0)
+      repeats = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: bench_checks [--seconds S] [--repeats R]\n");
       return 2;
@@ -125,7 +127,9 @@ int main(int argc, char** argv) {
       {"small (4/2 heads, d 16, 64 tokens)", 4, 2, 16, 1, 64},
       {"medium (8/2 heads, d 64, 4 x 128 tokens)", 8, 2, 64, 4, 128},
   };
-  std::printf("| scenario | engine | checks/s | generate | engine | reference | compare | harness/engine |\n");
+  std::printf(
+      "| scenario | engine | checks/s | generate | engine | reference | compare | harness/engine "
+      "|\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
   uint64_t seed = 1;
   for (const Shape& shape : shapes) {

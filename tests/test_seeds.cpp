@@ -37,9 +37,9 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 TEST(Seeds, TheCorpusHoldsEverySeedTheDesignNames) {
-  for (const char* name : {"worked-example", "one-token-prefix", "empty-cache", "one-token-cache",
-                           "multistep-append", "reset-two-requests", "gqa-nonzero-scores",
-                           "poisoned-page-tail"}) {
+  for (const char* name :
+       {"worked-example", "one-token-prefix", "empty-cache", "one-token-cache", "multistep-append",
+        "reset-two-requests", "gqa-nonzero-scores", "poisoned-page-tail"}) {
     EXPECT_TRUE(std::filesystem::exists(kSeeds / (std::string(name) + ".json"))) << name;
   }
 }
@@ -96,26 +96,31 @@ const std::vector<Prediction>& predictions() {
   static const std::vector<Prediction> table = {
       {"worked-example", "mask-origin", {{{0, 0, 3}, {2}}, {{0, 0, 4}, {3}}}},
       {"one-token-prefix", "mask-origin", {{{0, 0, 1}, {2}}}},
-      {"one-token-cache", "mask-origin",
+      {"one-token-cache",
+       "mask-origin",
        {{{0, 0, 1}, {1}}, {{0, 0, 2}, {1.5}}, {{0, 0, 3}, {7.0 / 3}}}},
-      {"multistep-append", "mask-origin",
+      {"multistep-append",
+       "mask-origin",
        {{{0, 0, 2}, {1}},
         {{0, 0, 3}, {1.5}},
         {{0, 0, 4}, {7.0 / 3}},
         {{0, 0, 5}, {1}},
         {{0, 0, 6}, {1}},
         {{0, 0, 7}, {1}}}},
-      {"multistep-append", "page-tail-read",
+      {"multistep-append",
+       "page-tail-read",
        {{{0, 0, 5}, {kNaN}}, {{0, 0, 6}, {kNaN}}, {{0, 0, 7}, {31.875}}}},
       {"reset-two-requests", "stale-kv", {{{0, 1, 0}, {7.5}}, {{0, 1, 1}, {12.4}}}},
       // The position counter survives the reset: B's rows come back at A's length.
       {"reset-two-requests", "stale-position", {{{0, 1, 3}, {16}}, {{0, 1, 4}, {24}}}},
-      {"gqa-nonzero-scores", "wrong-kv-head",
+      {"gqa-nonzero-scores",
+       "wrong-kv-head",
        {{{0, 0, 0}, {0, 100, 0, 100}},
         {{0, 0, 1},
          {10 * kE / (1 + kE), (100 * kE * kE + 200) / (1 + kE * kE), 10 * kE / (1 + kE), 150}}}},
       {"poisoned-page-tail", "page-tail-read", {{{0, 0, 2}, {kNaN}}}},
-      {"poisoned-page-tail-huge", "page-tail-read",
+      {"poisoned-page-tail-huge",
+       "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},
   };
   return table;
@@ -142,7 +147,8 @@ TEST(Seeds, EveryMutantIsRejectedByASeedWithItsPredictedWrongValues) {
         if (std::isnan(want.values[i])) {
           EXPECT_TRUE(std::isnan(row->values[i])) << to_string(want.key) << " value " << i;
         } else {
-          EXPECT_NEAR(row->values[i], want.values[i], 1e-5 * std::max(1.0, std::abs(want.values[i])))
+          EXPECT_NEAR(row->values[i], want.values[i],
+                      1e-5 * std::max(1.0, std::abs(want.values[i])))
               << to_string(want.key) << " value " << i;
         }
       }

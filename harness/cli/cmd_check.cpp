@@ -29,7 +29,7 @@ struct EngineTally {
   int cases = 0;
   long rows = 0;
   double seconds = 0;
-  std::string failure;     // empty while passing
+  std::string failure;  // empty while passing
   std::string saved_to;
 };
 
@@ -48,13 +48,14 @@ std::string save_failure(const CheckOptions& options, Scenario scenario, const E
   const std::string report = describe_divergence(divergence);
   scenario.provenance.failure = report.substr(0, report.find('\n'));
   scenario.provenance.kvfuzz_version = KVFUZZ_VERSION;
-  const std::filesystem::path path =
-      std::filesystem::path(options.out) / (scenario.name + ".json");
+  const std::filesystem::path path = std::filesystem::path(options.out) / (scenario.name + ".json");
   save_fixture(scenario, path);
   return path.string();
 }
 
-bool verdict_ok(const EngineTally& t) { return t.engine->mutant ? !t.failure.empty() : t.failure.empty(); }
+bool verdict_ok(const EngineTally& t) {
+  return t.engine->mutant ? !t.failure.empty() : t.failure.empty();
+}
 
 void print_table(const std::vector<EngineTally>& tallies) {
   std::printf("\n%-16s %-7s %6s %8s %8s  %s\n", "engine", "kind", "cases", "rows", "seconds",
@@ -62,12 +63,13 @@ void print_table(const std::vector<EngineTally>& tallies) {
   for (const EngineTally& t : tallies) {
     std::string verdict;
     if (t.engine->mutant) {
-      verdict = t.failure.empty() ? "NOT REJECTED (the suite missed this mutant)"
-                                  : "rejected at case " + std::to_string(t.cases) + ": " +
-                                        t.failure;
+      verdict = t.failure.empty()
+                    ? "NOT REJECTED (the suite missed this mutant)"
+                    : "rejected at case " + std::to_string(t.cases) + ": " + t.failure;
     } else {
-      verdict = t.failure.empty() ? "pass" : "FAIL at case " + std::to_string(t.cases) + ": " +
-                                                 t.failure + " -> " + t.saved_to;
+      verdict = t.failure.empty() ? "pass"
+                                  : "FAIL at case " + std::to_string(t.cases) + ": " + t.failure +
+                                        " -> " + t.saved_to;
     }
     std::printf("%-16s %-7s %6d %8ld %8.3f  %s %s\n", t.engine->name.c_str(),
                 t.engine->mutant ? "mutant" : "honest", t.cases, t.rows, t.seconds,
@@ -136,7 +138,8 @@ void add_check_command(CLI::App& app, int& exit_status) {
       ->check(CLI::Range(1, 100000000));
   cmd->add_option("--seed", options->seed, "Seed of the run; case i uses its own derived seed")
       ->default_val(1);
-  cmd->add_option("--out", options->out, "Directory for failing fixtures")->default_val("kvfuzz-out");
+  cmd->add_option("--out", options->out, "Directory for failing fixtures")
+      ->default_val("kvfuzz-out");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
   cmd->callback([options, &exit_status] { exit_status = run_check(*options); });
 }

@@ -20,8 +20,8 @@ struct ExplainOptions {
 std::string describe_layout(const Layout& l) {
   std::string text = std::to_string(l.q_heads) + " q heads over " + std::to_string(l.kv_heads) +
                      " kv heads, head_dim " + std::to_string(l.head_dim) + ", value_dim " +
-                     std::to_string(l.value_dim) + ", page " + std::to_string(l.page_size) +
-                     ", " + std::string(dtype_name(l.dtype));
+                     std::to_string(l.value_dim) + ", page " + std::to_string(l.page_size) + ", " +
+                     std::string(dtype_name(l.dtype));
   if (l.rope_theta) text += ", RoPE theta " + std::to_string(*l.rope_theta);
   if (l.window) text += ", window " + std::to_string(*l.window);
   return text;

@@ -79,9 +79,15 @@ int run_replay(const ReplayOptions& options) {
     Tally& tally = by_directory[file.parent_path().string()];
     ++tally.total;
     switch (replay_one(file, engines)) {
-      case FixtureResult::pass: ++tally.passed; break;
-      case FixtureResult::mismatch: ++tally.failed; break;
-      case FixtureResult::bad_input: ++tally.bad; break;
+      case FixtureResult::pass:
+        ++tally.passed;
+        break;
+      case FixtureResult::mismatch:
+        ++tally.failed;
+        break;
+      case FixtureResult::bad_input:
+        ++tally.bad;
+        break;
     }
   }
   Tally all;

@@ -8,9 +8,12 @@ namespace kvfuzz {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
   }
   return "?";
 }
@@ -34,7 +37,7 @@ uint16_t f32_to_f16(float value) {
   const int exponent = static_cast<int>(abs >> 23) - 127;
   if (exponent > 15) return static_cast<uint16_t>(sign | 0x7C00u);  // overflow
   uint32_t mantissa = (abs & 0x7FFFFFu) | 0x800000u;                // implicit 1
-  int shift;                                                          // bits to drop
+  int shift;                                                        // bits to drop
   uint32_t half_exponent;
   if (exponent >= -14) {
     shift = 13;
@@ -76,31 +79,42 @@ uint16_t f32_to_bf16(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+float bf16_to_f32(uint16_t bits) {
+  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 float round_to_dtype(float value, DType dtype) {
   switch (dtype) {
-    case DType::f32: return value;
-    case DType::f16: return f16_to_f32(f32_to_f16(value));
-    case DType::bf16: return bf16_to_f32(f32_to_bf16(value));
+    case DType::f32:
+      return value;
+    case DType::f16:
+      return f16_to_f32(f32_to_f16(value));
+    case DType::bf16:
+      return bf16_to_f32(f32_to_bf16(value));
   }
   return value;
 }
 
 double unit_roundoff(DType dtype) {
   switch (dtype) {
-    case DType::f32: return std::ldexp(1.0, -24);
-    case DType::f16: return std::ldexp(1.0, -11);
-    case DType::bf16: return std::ldexp(1.0, -8);
+    case DType::f32:
+      return std::ldexp(1.0, -24);
+    case DType::f16:
+      return std::ldexp(1.0, -11);
+    case DType::bf16:
+      return std::ldexp(1.0, -8);
   }
   return 1.0;
 }
 
 float max_finite(DType dtype) {
   switch (dtype) {
-    case DType::f32: return std::numeric_limits<float>::max();
-    case DType::f16: return 65504.0f;
-    case DType::bf16: return bf16_to_f32(0x7F7Fu);
+    case DType::f32:
+      return std::numeric_limits<float>::max();
+    case DType::f16:
+      return 65504.0f;
+    case DType::bf16:
+      return bf16_to_f32(0x7F7Fu);
   }
   return 0;
 }

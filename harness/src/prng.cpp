@@ -22,8 +22,8 @@ float uniform_from_bits(uint64_t bits) {
 }
 
 float wide_from_bits(uint64_t bits) {
-  const auto mantissa = static_cast<int>(bits & 0x3FFu);                // 10 bits
-  const int exponent = static_cast<int>((bits >> 32) % 25u) - 12;      // [-12, 12]
+  const auto mantissa = static_cast<int>(bits & 0x3FFu);           // 10 bits
+  const int exponent = static_cast<int>((bits >> 32) % 25u) - 12;  // [-12, 12]
   const float magnitude = std::ldexp(static_cast<float>(1024 + mantissa), exponent - 10);
   return (bits >> 63) ? -magnitude : magnitude;
 }

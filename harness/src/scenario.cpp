@@ -19,9 +19,12 @@ int token_count(const TokenSource& source) {
 
 std::vector<Chunk> Op::batch() const {
   switch (kind) {
-    case OpKind::append: return {Chunk{seq, tokens}};
-    case OpKind::step: return chunks;
-    case OpKind::reset: return {};
+    case OpKind::append:
+      return {Chunk{seq, tokens}};
+    case OpKind::step:
+      return chunks;
+    case OpKind::reset:
+      return {};
   }
   return {};
 }
@@ -50,10 +53,14 @@ Op Op::reset(int seq) {
 
 std::string_view poison_name(Poison poison) {
   switch (poison) {
-    case Poison::nan: return "nan";
-    case Poison::pos_inf: return "+inf";
-    case Poison::neg_inf: return "-inf";
-    case Poison::huge: return "huge";
+    case Poison::nan:
+      return "nan";
+    case Poison::pos_inf:
+      return "+inf";
+    case Poison::neg_inf:
+      return "-inf";
+    case Poison::huge:
+      return "huge";
   }
   return "?";
 }

@@ -33,10 +33,14 @@ std::vector<int> pick_tokens(ChoiceSource& c, int count, int table_size) {
 // Chunk lengths favour one-token decodes and short prefills, sometimes a long one.
 int pick_chunk_length(ChoiceSource& c) {
   switch (c.pick_int(0, 3)) {
-    case 0: return 1;
-    case 1: return c.pick_int(1, 4);
-    case 2: return c.pick_int(1, 12);
-    default: return c.pick_int(8, 40);
+    case 0:
+      return 1;
+    case 1:
+      return c.pick_int(1, 4);
+    case 2:
+      return c.pick_int(1, 12);
+    default:
+      return c.pick_int(8, 40);
   }
 }
 
@@ -74,16 +78,20 @@ Scenario simple_scenario(ChoiceSource& c) {
 
   s.placement.poison = static_cast<Poison>(c.pick_int(0, 3));
   switch (c.pick_int(0, 2)) {
-    case 0: s.placement.order = PageOrder::identity; break;
-    case 1: s.placement.order = PageOrder::reversed; break;
+    case 0:
+      s.placement.order = PageOrder::identity;
+      break;
+    case 1:
+      s.placement.order = PageOrder::reversed;
+      break;
     default: {
       // A shuffled pool: Fisher-Yates driven by the choice source.
       s.placement.order = PageOrder::explicit_list;
       s.placement.pages.resize(static_cast<size_t>(required_pool_pages(s)));
       std::iota(s.placement.pages.begin(), s.placement.pages.end(), 0);
       for (size_t i = s.placement.pages.size(); i > 1; --i) {
-        std::swap(s.placement.pages[i - 1], s.placement.pages[static_cast<size_t>(
-                                                c.pick(0, static_cast<int64_t>(i) - 1))]);
+        std::swap(s.placement.pages[i - 1],
+                  s.placement.pages[static_cast<size_t>(c.pick(0, static_cast<int64_t>(i) - 1))]);
       }
     }
   }

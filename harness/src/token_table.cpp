@@ -9,10 +9,14 @@ namespace {
 float generated_value(Xoshiro256& rng, Distribution distribution) {
   const uint64_t bits = rng.next();
   switch (distribution) {
-    case Distribution::small_int: return small_int_from_bits(bits);
-    case Distribution::dyadic: return dyadic_from_bits(bits);
-    case Distribution::uniform: return uniform_from_bits(bits);
-    case Distribution::wide: return wide_from_bits(bits);
+    case Distribution::small_int:
+      return small_int_from_bits(bits);
+    case Distribution::dyadic:
+      return dyadic_from_bits(bits);
+    case Distribution::uniform:
+      return uniform_from_bits(bits);
+    case Distribution::wide:
+      return wide_from_bits(bits);
   }
   return 0;
 }
@@ -45,9 +49,12 @@ TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
     const auto& generated = std::get<GeneratedTokens>(source);
     Xoshiro256 rng(generated.seed);
     for (int t = 0; t < count_; ++t) {
-      for (size_t i = 0; i < q_stride_; ++i) q_.push_back(generated_value(rng, generated.distribution));
-      for (size_t i = 0; i < k_stride_; ++i) k_.push_back(generated_value(rng, generated.distribution));
-      for (size_t i = 0; i < v_stride_; ++i) v_.push_back(generated_value(rng, generated.distribution));
+      for (size_t i = 0; i < q_stride_; ++i)
+        q_.push_back(generated_value(rng, generated.distribution));
+      for (size_t i = 0; i < k_stride_; ++i)
+        k_.push_back(generated_value(rng, generated.distribution));
+      for (size_t i = 0; i < v_stride_; ++i)
+        v_.push_back(generated_value(rng, generated.distribution));
     }
     if (generated.zero_scores) {
       std::fill(q_.begin(), q_.end(), 0.0f);

@@ -26,9 +26,9 @@ std::vector<ExpectedSlot> expected_slots(const Scenario& scenario);
 EngineConfig engine_config(const Scenario& scenario);
 
 struct EngineRun {
-  std::vector<EngineRow> rows;       // in the order the engine returned them
-  std::optional<std::string> error;  // the engine threw, or returned a wrongly shaped chunk
-  std::optional<RowOrigin> error_at; // op where it happened
+  std::vector<EngineRow> rows;        // in the order the engine returned them
+  std::optional<std::string> error;   // the engine threw, or returned a wrongly shaped chunk
+  std::optional<RowOrigin> error_at;  // op where it happened
 };
 
 EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& engine);
