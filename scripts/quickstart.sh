@@ -12,4 +12,4 @@ echo "== kvfuzz replay corpus/ (honest engines)"
 "$kvfuzz" replay corpus/
 echo
 echo "== kvfuzz check (every built-in engine: honest must pass, mutants must be rejected)"
-"$kvfuzz" check --engine every --cases 200 --seed 1 --out build/kvfuzz-out
+"$kvfuzz" check --engine every --cases 1000 --seed 1 --out build/kvfuzz-out

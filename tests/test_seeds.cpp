@@ -155,7 +155,9 @@ TEST(Seeds, EveryMutantIsRejectedByASeedWithItsPredictedWrongValues) {
     }
   }
   for (const EngineInfo& engine : engine_registry()) {
-    if (engine.mutant) EXPECT_TRUE(rejected.count(engine.name)) << engine.name << " is not covered";
+    if (engine.mutant) {
+      EXPECT_TRUE(rejected.count(engine.name)) << engine.name << " is not covered";
+    }
   }
 }
 

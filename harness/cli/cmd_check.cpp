@@ -80,7 +80,11 @@ void print_table(const std::vector<EngineTally>& tallies) {
 int run_check(const CheckOptions& options) {
   if (options.cases < 1) throw UsageError("--cases: expected a positive number of cases");
   std::vector<EngineTally> tallies;
-  for (const EngineInfo* engine : select_engines(options.engines)) tallies.push_back({engine});
+  for (const EngineInfo* engine : select_engines(options.engines)) {
+    EngineTally tally;
+    tally.engine = engine;
+    tallies.push_back(tally);
+  }
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();

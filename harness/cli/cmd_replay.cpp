@@ -54,7 +54,8 @@ FixtureResult replay_one(const std::filesystem::path& file,
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
     if (outcome.verdict.pass) continue;
     failed += (failed.empty() ? "" : ", ") + engine->name;
-    reports += engine->name + ": " + describe_divergence(*outcome.verdict.first) + "\n";
+    reports += engine->name + ": " + describe_divergence(*outcome.verdict.first);
+    if (reports.back() != '\n') reports += '\n';
   }
   if (failed.empty()) {
     std::printf("ok   %s (%zu rows, %zu engines)\n", file.string().c_str(), prepared.slots.size(),

@@ -35,7 +35,8 @@ std::string describe(const Json& value);
 std::string path_key(std::string_view parent, std::string_view key);
 std::string path_index(std::string_view parent, size_t index);
 
-// "an integer in [lo, hi]", or "an integer" for the whole int range.
+// "an integer in [lo, hi]"; "an integer" when [lo, hi] covers the whole int range (the
+// value is then checked by validate(), which knows the real bounds).
 std::string int_range_text(int64_t lo, int64_t hi);
 
 // "one of "a", "b", "c"" (quoted) or "one of a, b, c" (plain).
@@ -71,9 +72,10 @@ class Node {
   // One of the given strings.
   std::string to_choice(std::initializer_list<std::string_view> choices) const;
 
-  // An array of at most `max_size` elements; `what` names the elements in the message.
-  // Returns the element nodes.
-  std::vector<Node> to_array(size_t max_size, std::string_view what) const;
+  // An array of at most `max_size` elements (`what` names them in messages, e.g.
+  // "token ids"); returns its size. Elements are then read one by one with at().
+  size_t array_size(size_t max_size, std::string_view what) const;
+  Node at(size_t index) const;
   // An object whose keys are all in `fields` (else "unknown field; expected one of ...";
   // `context` is appended to that list, e.g. " (for a reset op)").
   Object to_object(std::initializer_list<std::string_view> fields,

@@ -62,23 +62,21 @@ void rotate(double* x, int head_dim, double theta, double pos) {
   }
 }
 
-// The magnitude a rounding error in a q.k dot product is proportional to: sum_d |q_d||k_d|.
-// With RoPE, rotation errors are not relative per element (an element can cancel to zero
-// while its error does not), but they are relative per rotated pair, so each pair counts
-// ||q_pair|| ||k_pair|| instead (>= |q_i k_i| + |q_j k_j| by Cauchy-Schwarz, and unchanged
-// by the rotation).
-double score_terms(const double* q, const double* k, int head_dim, bool rope) {
-  double sum = 0;
+// The magnitudes a rounding error in a q.k dot product is proportional to, as a vector m
+// with sum_d |q_d||k_d| <= m(q) . m(k). Without RoPE m(x) = |x| element-wise. With RoPE,
+// rotation errors are not relative per element (an element can cancel to zero while its
+// error does not) but they are relative per rotated pair, so each pair counts with its norm:
+// ||q_pair|| ||k_pair|| >= |q_i k_i| + |q_j k_j| (Cauchy-Schwarz), and the norms are the
+// same before and after the rotation. An odd head_dim's unpaired last element counts as is.
+void magnitudes(const double* x, int head_dim, bool rope, double* out) {
   if (!rope) {
-    for (int d = 0; d < head_dim; ++d) sum += std::fabs(q[d] * k[d]);
-    return sum;
+    for (int d = 0; d < head_dim; ++d) out[d] = std::fabs(x[d]);
+    return;
   }
   const int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    sum += std::hypot(q[i], q[i + half]) * std::hypot(k[i], k[i + half]);
-  }
-  if (head_dim % 2 != 0) sum += std::fabs(q[head_dim - 1] * k[head_dim - 1]);
-  return sum;
+  for (int i = 0; i < half; ++i) out[i] = std::hypot(x[i], x[i + half]);
+  for (int i = half; i < head_dim; ++i) out[i] = 0;
+  if (head_dim % 2 != 0) out[head_dim - 1] = std::fabs(x[head_dim - 1]);
 }
 
 }  // namespace
@@ -94,23 +92,40 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   const auto hd = static_cast<size_t>(head_dim);
   const auto vd = static_cast<size_t>(value_dim);
 
-  // Keys of every position, rotated to their own position: [pos][kv_head][head_dim].
+  // Per position and kv head: the key rotated to its own position, its error magnitudes
+  // (see magnitudes()), the values and max |v|. [pos][kv_head][head_dim or value_dim],
+  // [pos][kv_head].
   const size_t k_stride = static_cast<size_t>(kv_heads) * hd;
   std::vector<double> keys(static_cast<size_t>(n) * k_stride);
+  std::vector<double> key_mags(keys.size());
+  std::vector<double> value_max(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
+  const size_t v_stride = static_cast<size_t>(kv_heads) * vd;
+  std::vector<double> values(static_cast<size_t>(n) * v_stride);
   for (int j = 0; j < n; ++j) {
-    const auto k = table.k(stream.tokens[static_cast<size_t>(j)]);
+    const int id = stream.tokens[static_cast<size_t>(j)];
+    const auto k = table.k(id);
+    const auto v = table.v(id);
     double* dst = keys.data() + static_cast<size_t>(j) * k_stride;
     std::copy(k.begin(), k.end(), dst);
-    if (rope) {
-      for (int g = 0; g < kv_heads; ++g) {
-        rotate(dst + static_cast<size_t>(g) * hd, head_dim, *layout.rope_theta, j);
+    std::copy(v.begin(), v.end(),
+              values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * v_stride));
+    for (int g = 0; g < kv_heads; ++g) {
+      double* head = dst + static_cast<size_t>(g) * hd;
+      if (rope) rotate(head, head_dim, *layout.rope_theta, j);
+      magnitudes(head, head_dim, rope, key_mags.data() + (head - keys.data()));
+      double largest = 0;
+      for (size_t d = 0; d < vd; ++d) {
+        largest =
+            std::max(largest, std::fabs(static_cast<double>(v[static_cast<size_t>(g) * vd + d])));
       }
+      value_max[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
+          largest;
     }
   }
 
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));
-  std::vector<double> q(hd), logits, weights;
+  std::vector<double> q(hd), q_mags(hd), logits;
   for (int p = 0; p < n; ++p) {
     const int lo = layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
     const int visible = p - lo + 1;
@@ -123,38 +138,50 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
     const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
     for (int h = 0; h < q_heads; ++h) {
       const int g = h / group;
+      const size_t head_at = static_cast<size_t>(g) * hd;
       std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
                   head_dim, q.begin());
       if (rope) rotate(q.data(), head_dim, *layout.rope_theta, p);
+      magnitudes(q.data(), head_dim, rope, q_mags.data());
 
-      logits.assign(static_cast<size_t>(visible), 0.0);
+      // Scores, their max, and the tolerance inputs S and M over the visible keys.
+      logits.resize(static_cast<size_t>(visible));
       double max_logit = -HUGE_VAL, max_terms = 0, max_value = 0;
+      // (Raw pointers: this loop is the reference's whole cost, also in unoptimised builds.)
+      const double* qp = q.data();
+      const double* qm = q_mags.data();
+      double* lp = logits.data();
       for (int j = lo; j <= p; ++j) {
-        const double* k =
-            keys.data() + static_cast<size_t>(j) * k_stride + static_cast<size_t>(g) * hd;
-        double dot = 0;
-        for (int d = 0; d < head_dim; ++d) dot += q[static_cast<size_t>(d)] * k[d];
+        const size_t at = static_cast<size_t>(j) * k_stride + head_at;
+        const double* kp = keys.data() + at;
+        const double* km = key_mags.data() + at;
+        double dot = 0, terms = 0;
+        for (int d = 0; d < head_dim; ++d) {
+          dot += qp[d] * kp[d];
+          terms += qm[d] * km[d];
+        }
         const double logit = scale * dot;
-        logits[static_cast<size_t>(j - lo)] = logit;
-        max_logit = std::max(max_logit, logit);
-        max_terms = std::max(max_terms, std::fabs(scale) * score_terms(q.data(), k, head_dim, rope));
-        const auto v = table.v(stream.tokens[static_cast<size_t>(j)]).subspan(
-            static_cast<size_t>(g) * vd, vd);
-        for (float x : v) max_value = std::max(max_value, std::fabs(static_cast<double>(x)));
+        lp[j - lo] = logit;
+        if (logit > max_logit) max_logit = logit;
+        if (terms > max_terms) max_terms = terms;
+        const double m = value_max[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) +
+                                   static_cast<size_t>(g)];
+        if (m > max_value) max_value = m;
       }
+      max_terms *= std::fabs(scale);
 
-      weights.assign(static_cast<size_t>(visible), 0.0);
+      // Softmax with the max subtracted, then the weighted mean of the values.
       double total = 0;
       for (int j = 0; j < visible; ++j) {
-        weights[static_cast<size_t>(j)] = std::exp(logits[static_cast<size_t>(j)] - max_logit);
-        total += weights[static_cast<size_t>(j)];
+        lp[j] = std::exp(lp[j] - max_logit);
+        total += lp[j];
       }
       double* out = row.values.data() + static_cast<size_t>(h) * vd;
       for (int j = lo; j <= p; ++j) {
-        const double w = weights[static_cast<size_t>(j - lo)] / total;
-        const auto v = table.v(stream.tokens[static_cast<size_t>(j)]).subspan(
-            static_cast<size_t>(g) * vd, vd);
-        for (size_t d = 0; d < vd; ++d) out[d] += w * static_cast<double>(v[d]);
+        const double w = lp[j - lo] / total;
+        const double* v =
+            values.data() + static_cast<size_t>(j) * v_stride + static_cast<size_t>(g) * vd;
+        for (int d = 0; d < value_dim; ++d) out[d] += w * v[d];
       }
 
       row.bound[static_cast<size_t>(h)] = tolerance(ToleranceInputs{

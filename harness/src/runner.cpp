@@ -128,7 +128,19 @@ EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& 
     }
 
     size_t total = 0;
-    for (const Chunk& chunk : *chunks) total += chunk.tokens.size();
+    for (size_t c = 0; c < chunks->size(); ++c) {
+      const Chunk& chunk = (*chunks)[c];
+      for (size_t t = 0; t < chunk.tokens.size(); ++t) {
+        if (chunk.tokens[t] < 0 || chunk.tokens[t] >= table.count()) {
+          // validate() rejects such scenarios; never read outside the table regardless.
+          run.error = "token id " + std::to_string(chunk.tokens[t]) +
+                      " is not in the token table (" + std::to_string(table.count()) + " tokens)";
+          run.error_at = RowOrigin{op_index, static_cast<int>(c), static_cast<int>(t)};
+          return run;
+        }
+      }
+      total += chunk.tokens.size();
+    }
     q.resize(total * q_size);
     k.resize(total * k_size);
     v.resize(total * v_size);

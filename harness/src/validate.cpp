@@ -1,8 +1,469 @@
-// PLACEHOLDER: replaced by the full cross-field validation (see scenario.h).
+// Cross-field validation of a scenario (see scenario.h and docs/fixture-format.md).
+//
+// The fixture parser checks types and shapes of the JSON and then calls validate();
+// generators call validate() on what they build. So every rule that makes a scenario
+// safe to run lives here, including the per-field limits the parser also checks: a
+// scenario that passes validate() can be materialised and run without unbounded work.
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kvfuzz/limits.h"
 #include "kvfuzz/scenario.h"
 
 namespace kvfuzz {
 
-std::optional<FieldError> validate(const Scenario&) { return std::nullopt; }
+namespace {
+
+// Explicit token values beyond this overflow f32 accumulation (|q.k| and sums of v).
+constexpr double kMaxTokenMagnitude = 1e16;
+
+struct Invalid {
+  FieldError error;
+};
+
+// Reports the first problem: `message` is what was expected and what was found, without
+// the leading "expected" (the parser adds it: "PATH: expected MESSAGE").
+[[noreturn]] void reject(std::string path, std::string message) {
+  throw Invalid{FieldError{std::move(path), std::move(message)}};
+}
+
+std::string num(double x) {
+  std::array<char, 64> buffer{};
+  const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), x);
+  return ec == std::errc() ? std::string(buffer.data(), end) : std::string("?");
+}
+
+std::string str(int64_t x) {
+  return std::to_string(x);
+}
+
+std::string count_text(int64_t n, std::string_view singular, std::string_view plural) {
+  return str(n) + " " + std::string(n == 1 ? singular : plural);
+}
+
+std::string at(const std::string& path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+// Offset of the first byte that is not part of well-formed UTF-8, if any.
+std::optional<size_t> invalid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = 0;
+    uint32_t code = 0;
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if (byte >= 0xC2 && byte <= 0xDF) {
+      length = 2;
+      code = byte & 0x1Fu;
+    } else if (byte >= 0xE0 && byte <= 0xEF) {
+      length = 3;
+      code = byte & 0x0Fu;
+    } else if (byte >= 0xF0 && byte <= 0xF4) {
+      length = 4;
+      code = byte & 0x07u;
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) return i;
+    for (size_t j = 1; j < length; ++j) {
+      const auto next = static_cast<unsigned char>(text[i + j]);
+      if ((next & 0xC0u) != 0x80u) return i;
+      code = (code << 6) | (next & 0x3Fu);
+    }
+    const bool overlong = (length == 3 && code < 0x800) || (length == 4 && code < 0x10000);
+    const bool surrogate = code >= 0xD800 && code <= 0xDFFF;
+    if (overlong || surrogate || code > 0x10FFFF) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
+void check_text(const std::string& path, const std::string& text, size_t min_bytes,
+                std::string_view what) {
+  const auto max_bytes = static_cast<size_t>(limits::kMaxTextLength);
+  if (text.size() < min_bytes || text.size() > max_bytes) {
+    reject(path, std::string(what) + " of " + str(static_cast<int64_t>(min_bytes)) + " to " +
+                     str(limits::kMaxTextLength) + " bytes, got " +
+                     count_text(static_cast<int64_t>(text.size()), "byte", "bytes"));
+  }
+  if (const auto offset = invalid_utf8(text)) {
+    reject(path,
+           "valid UTF-8 text, got an invalid byte at offset " + str(static_cast<int64_t>(*offset)));
+  }
+}
+
+void check_range(const std::string& path, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    reject(path, "an integer in [" + str(lo) + ", " + str(hi) + "], got " + str(value));
+  }
+}
+
+class Validator {
+ public:
+  explicit Validator(const Scenario& scenario) : s_(scenario), layout_(scenario.layout) {}
+
+  void run() {
+    check_text("$.name", s_.name, 1, "a name");
+    check_text("$.note", s_.note, 0, "a note");
+    check_layout();
+    check_tokens();
+    check_range("$.sequences", s_.sequences, 1, limits::kMaxSequences);
+    check_program();
+    check_placement();
+    check_expect();
+    check_provenance();
+  }
+
+ private:
+  const Scenario& s_;
+  const Layout& layout_;
+  int tokens_ = 0;
+  // epochs_[seq][epoch] = tokens appended to that (sequence, epoch).
+  std::vector<std::vector<int64_t>> epochs_;
+
+  void check_layout() {
+    check_range("$.layout.q_heads", layout_.q_heads, 1, limits::kMaxQHeads);
+    check_range("$.layout.kv_heads", layout_.kv_heads, 1, limits::kMaxKvHeads);
+    check_range("$.layout.head_dim", layout_.head_dim, 1, limits::kMaxHeadDim);
+    check_range("$.layout.value_dim", layout_.value_dim, 1, limits::kMaxValueDim);
+    check_range("$.layout.page_size", layout_.page_size, 1, limits::kMaxPageSize);
+    if (dtype_name(layout_.dtype) == "?") {
+      reject("$.layout.dtype", "one of \"f32\", \"f16\", \"bf16\", got dtype #" +
+                                   str(static_cast<int>(layout_.dtype)));
+    }
+    if (layout_.q_heads % layout_.kv_heads != 0) {
+      reject("$.layout.kv_heads",
+             "a divisor of q_heads (" + str(layout_.q_heads) + "), got " + str(layout_.kv_heads));
+    }
+    if (layout_.rope_theta) {
+      const double theta = *layout_.rope_theta;
+      if (!std::isfinite(theta) || !(theta > 1)) {
+        reject("$.layout.rope_theta", "a finite number > 1, got " + num(theta));
+      }
+      if (layout_.head_dim % 2 != 0) {
+        reject("$.layout.head_dim",
+               "an even head_dim when rope_theta is set (RoPE rotates the pairs (i, i + "
+               "head_dim/2)), got " +
+                   str(layout_.head_dim));
+      }
+    }
+    if (layout_.window) {
+      check_range("$.layout.window", *layout_.window, 1, limits::kMaxEpochTokens);
+    }
+    if (layout_.scale) {
+      const double scale = *layout_.scale;
+      if (!std::isfinite(scale) || !(scale > 0)) {
+        reject("$.layout.scale", "a finite number > 0, got " + num(scale));
+      }
+    }
+  }
+
+  void check_table_floats(const std::string& path, int64_t count) {
+    const int64_t per_token = int64_t{layout_.q_heads} * layout_.head_dim +
+                              int64_t{layout_.kv_heads} * layout_.head_dim +
+                              int64_t{layout_.kv_heads} * layout_.value_dim;
+    if (count * per_token > limits::kMaxTableFloats) {
+      reject(path, "at most " + str(limits::kMaxTableFloats) + " floats in the token table, got " +
+                       str(count * per_token) + " (" + str(count) + " tokens x " + str(per_token) +
+                       " floats each)");
+    }
+  }
+
+  void check_heads(const std::string& path, const std::vector<std::vector<double>>& heads,
+                   int count, std::string_view heads_name, int dim, std::string_view dim_name) {
+    if (heads.size() != static_cast<size_t>(count)) {
+      reject(path, count_text(count, "head", "heads") + " (" + std::string(heads_name) + "), got " +
+                       str(static_cast<int64_t>(heads.size())));
+    }
+    for (size_t h = 0; h < heads.size(); ++h) {
+      const auto& row = heads[h];
+      if (row.size() != static_cast<size_t>(dim)) {
+        reject(at(path, h), count_text(dim, "number", "numbers") + " (" + std::string(dim_name) +
+                                "), got " + str(static_cast<int64_t>(row.size())));
+      }
+      for (size_t d = 0; d < row.size(); ++d) {
+        if (!std::isfinite(row[d]) || std::fabs(row[d]) > kMaxTokenMagnitude) {
+          reject(at(at(path, h), d), "a finite number with |x| <= 1e16, got " + num(row[d]));
+        }
+      }
+    }
+  }
+
+  void check_tokens() {
+    if (const auto* list = std::get_if<std::vector<ExplicitToken>>(&s_.tokens)) {
+      const std::string path = "$.tokens.explicit";
+      const auto count = static_cast<int64_t>(list->size());
+      if (count < 1 || count > limits::kMaxTableTokens) {
+        reject(path, "1 to " + str(limits::kMaxTableTokens) + " tokens, got " + str(count));
+      }
+      check_table_floats(path, count);
+      for (size_t t = 0; t < list->size(); ++t) {
+        const ExplicitToken& token = (*list)[t];
+        const std::string base = at(path, t);
+        check_heads(base + ".q", token.q, layout_.q_heads, "q_heads", layout_.head_dim, "head_dim");
+        check_heads(base + ".k", token.k, layout_.kv_heads, "kv_heads", layout_.head_dim,
+                    "head_dim");
+        check_heads(base + ".v", token.v, layout_.kv_heads, "kv_heads", layout_.value_dim,
+                    "value_dim");
+      }
+      tokens_ = static_cast<int>(count);
+    } else {
+      const auto& generated = std::get<GeneratedTokens>(s_.tokens);
+      check_range("$.tokens.generated.count", generated.count, 1, limits::kMaxTableTokens);
+      switch (generated.distribution) {
+        case Distribution::small_int:
+        case Distribution::dyadic:
+        case Distribution::uniform:
+        case Distribution::wide:
+          break;
+        default:
+          reject("$.tokens.generated.distribution",
+                 "one of \"small-int\", \"dyadic\", \"uniform\", \"wide\", got distribution #" +
+                     str(static_cast<int>(generated.distribution)));
+      }
+      check_table_floats("$.tokens.generated.count", generated.count);
+      tokens_ = generated.count;
+    }
+  }
+
+  void check_seq(const std::string& path, int seq) {
+    if (seq < 0 || seq >= s_.sequences) {
+      reject(path, "a sequence in [0, " + str(s_.sequences) + ") (the fixture declares " +
+                       count_text(s_.sequences, "sequence", "sequences") + "), got " + str(seq));
+    }
+  }
+
+  void check_chunk(const std::string& path, const std::string& tokens_path, int seq,
+                   const std::vector<int>& tokens, int64_t& total) {
+    check_seq(path + ".seq", seq);
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (n < 1 || n > limits::kMaxChunkTokens) {
+      reject(tokens_path, "1 to " + str(limits::kMaxChunkTokens) + " token ids, got " + str(n));
+    }
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= tokens_) {
+        reject(at(tokens_path, i), "a token id in [0, " + str(tokens_) + ") (the token table has " +
+                                       count_text(tokens_, "token", "tokens") + "), got " +
+                                       str(tokens[i]));
+      }
+    }
+    int64_t& epoch = epochs_[static_cast<size_t>(seq)].back();
+    epoch += n;
+    if (epoch > limits::kMaxEpochTokens) {
+      reject(tokens_path,
+             "at most " + str(limits::kMaxEpochTokens) + " tokens in sequence " + str(seq) +
+                 " epoch " +
+                 str(static_cast<int64_t>(epochs_[static_cast<size_t>(seq)].size()) - 1) +
+                 ", got " + str(epoch) + " by the end of this chunk");
+    }
+    total += n;
+    if (total > limits::kMaxProgramTokens) {
+      reject(tokens_path, "at most " + str(limits::kMaxProgramTokens) +
+                              " tokens in the whole program, got " + str(total) +
+                              " by the end of this chunk");
+    }
+  }
+
+  void check_program() {
+    const auto ops = static_cast<int64_t>(s_.program.size());
+    if (ops > limits::kMaxOps) {
+      reject("$.program", "at most " + str(limits::kMaxOps) + " ops, got " + str(ops));
+    }
+    epochs_.assign(static_cast<size_t>(s_.sequences), std::vector<int64_t>{0});
+    int64_t total = 0;
+    for (size_t i = 0; i < s_.program.size(); ++i) {
+      const Op& op = s_.program[i];
+      const std::string path = at("$.program", i);
+      switch (op.kind) {
+        case OpKind::append:
+          if (!op.chunks.empty()) {
+            reject(path + ".chunks",
+                   "no chunks in an append op, got " + str(static_cast<int64_t>(op.chunks.size())));
+          }
+          check_chunk(path, path + ".tokens", op.seq, op.tokens, total);
+          break;
+        case OpKind::step: {
+          if (op.seq != 0 || !op.tokens.empty()) {
+            reject(path, "a step op to carry its sequences and tokens in chunks only, got seq " +
+                             str(op.seq) + " and " +
+                             count_text(static_cast<int64_t>(op.tokens.size()), "token", "tokens"));
+          }
+          if (op.chunks.empty()) reject(path + ".chunks", "at least 1 chunk, got 0");
+          std::vector<bool> seen(static_cast<size_t>(s_.sequences), false);
+          for (size_t c = 0; c < op.chunks.size(); ++c) {
+            const Chunk& chunk = op.chunks[c];
+            const std::string chunk_path = at(path + ".chunks", c);
+            check_seq(chunk_path + ".seq", chunk.seq);
+            if (seen[static_cast<size_t>(chunk.seq)]) {
+              reject(chunk_path + ".seq",
+                     "each sequence at most once per step, got " + str(chunk.seq) + " again");
+            }
+            seen[static_cast<size_t>(chunk.seq)] = true;
+            check_chunk(chunk_path, chunk_path + ".tokens", chunk.seq, chunk.tokens, total);
+          }
+          break;
+        }
+        case OpKind::reset:
+          if (!op.tokens.empty() || !op.chunks.empty()) {
+            reject(path, "a reset op to carry no tokens and no chunks, got " +
+                             count_text(static_cast<int64_t>(op.tokens.size()), "token", "tokens") +
+                             " and " +
+                             count_text(static_cast<int64_t>(op.chunks.size()), "chunk", "chunks"));
+          }
+          check_seq(path + ".seq", op.seq);
+          epochs_[static_cast<size_t>(op.seq)].push_back(0);
+          break;
+        default:
+          reject(path + ".op", "one of \"append\", \"step\", \"reset\", got op kind #" +
+                                   str(static_cast<int>(op.kind)));
+      }
+    }
+  }
+
+  void check_placement() {
+    const Placement& placement = s_.placement;
+    const int required = required_pool_pages(s_);
+    const std::string needs = " (the program needs " + str(required) + ")";
+    switch (placement.order) {
+      case PageOrder::identity:
+      case PageOrder::reversed:
+        if (!placement.pages.empty()) {
+          reject("$.placement.page_order",
+                 "no explicit page list unless page_order is a list, got " +
+                     count_text(static_cast<int64_t>(placement.pages.size()), "page", "pages"));
+        }
+        if (placement.pool_pages) {
+          const int pool = *placement.pool_pages;
+          if (pool < required) {
+            reject("$.placement.pool_pages", "at least " + count_text(required, "page", "pages") +
+                                                 needs + ", got " + str(pool));
+          }
+          check_range("$.placement.pool_pages", pool, required, limits::kMaxPoolPages);
+        }
+        break;
+      case PageOrder::explicit_list: {
+        const auto n = static_cast<int64_t>(placement.pages.size());
+        if (n > limits::kMaxPoolPages) {
+          reject("$.placement.page_order",
+                 "at most " + str(limits::kMaxPoolPages) + " pages, got " + str(n));
+        }
+        std::vector<bool> seen(placement.pages.size(), false);
+        for (size_t i = 0; i < placement.pages.size(); ++i) {
+          const int page = placement.pages[i];
+          const std::string path = at("$.placement.page_order", i);
+          if (page < 0 || page >= n) {
+            reject(path, "a page in [0, " + str(n) + ") (the list has " +
+                             count_text(n, "page", "pages") + "), got " + str(page));
+          }
+          if (seen[static_cast<size_t>(page)]) {
+            reject(path, "each page of 0.." + str(n - 1) + " exactly once (a permutation), got " +
+                             str(page) + " again");
+          }
+          seen[static_cast<size_t>(page)] = true;
+        }
+        if (n < required) {
+          reject("$.placement.page_order",
+                 "at least " + count_text(required, "page", "pages") + needs + ", got " + str(n));
+        }
+        if (placement.pool_pages && *placement.pool_pages != n) {
+          reject("$.placement.pool_pages",
+                 str(n) + " (the length of page_order), got " + str(*placement.pool_pages));
+        }
+        break;
+      }
+      default:
+        reject("$.placement.page_order",
+               "\"identity\", \"reversed\" or a list of pages, got "
+               "page order #" +
+                   str(static_cast<int>(placement.order)));
+    }
+    if (parse_poison(poison_name(placement.poison)) != placement.poison) {
+      reject("$.placement.poison", "one of \"nan\", \"+inf\", \"-inf\", \"huge\", got poison #" +
+                                       str(static_cast<int>(placement.poison)));
+    }
+  }
+
+  void check_expect() {
+    const auto rows = static_cast<int64_t>(s_.expect.size());
+    if (rows > limits::kMaxExpectRows) {
+      reject("$.expect", "at most " + str(limits::kMaxExpectRows) + " rows, got " + str(rows));
+    }
+    std::set<std::tuple<int, int, int64_t>> keys;
+    for (size_t i = 0; i < s_.expect.size(); ++i) {
+      const ExpectedRow& row = s_.expect[i];
+      const std::string path = at("$.expect", i);
+      check_seq(path + ".seq", row.seq);
+      const auto& epochs = epochs_[static_cast<size_t>(row.seq)];
+      const auto epoch_count = static_cast<int64_t>(epochs.size());
+      if (row.epoch < 0 || row.epoch >= epoch_count) {
+        reject(path + ".epoch",
+               "an epoch in [0, " + str(epoch_count) + ") (sequence " + str(row.seq) + " has " +
+                   count_text(epoch_count, "epoch", "epochs") + "), got " + str(row.epoch));
+      }
+      const int64_t length = epochs[static_cast<size_t>(row.epoch)];
+      if (row.pos < 0 || row.pos >= length) {
+        reject(path + ".pos", "a position in [0, " + str(length) + ") (sequence " + str(row.seq) +
+                                  " epoch " + str(row.epoch) + " has " +
+                                  count_text(length, "token", "tokens") + "), got " + str(row.pos));
+      }
+      if (!keys.emplace(row.seq, row.epoch, row.pos).second) {
+        reject(path, "each (seq, epoch, pos) at most once, got (" + str(row.seq) + ", " +
+                         str(row.epoch) + ", " + str(row.pos) + ") again");
+      }
+      const std::string values = path + ".values";
+      if (row.values.size() != static_cast<size_t>(layout_.q_heads)) {
+        reject(values, count_text(layout_.q_heads, "head", "heads") + " (q_heads), got " +
+                           str(static_cast<int64_t>(row.values.size())));
+      }
+      for (size_t h = 0; h < row.values.size(); ++h) {
+        if (row.values[h].size() != static_cast<size_t>(layout_.value_dim)) {
+          reject(at(values, h), count_text(layout_.value_dim, "number", "numbers") +
+                                    " (value_dim), got " +
+                                    str(static_cast<int64_t>(row.values[h].size())));
+        }
+        for (size_t d = 0; d < row.values[h].size(); ++d) {
+          if (!std::isfinite(row.values[h][d])) {
+            reject(at(at(values, h), d), "a finite number, got " + num(row.values[h][d]));
+          }
+        }
+      }
+    }
+  }
+
+  void check_provenance() {
+    const Provenance& p = s_.provenance;
+    if (p.source != "hand" && p.source != "check" && p.source != "shrink" && p.source != "fuzz") {
+      reject("$.provenance.source", "one of \"hand\", \"check\", \"shrink\", \"fuzz\", got \"" +
+                                        p.source.substr(0, 40) + "\"");
+    }
+    const std::pair<const char*, const std::optional<std::string>*> texts[] = {
+        {"$.provenance.engine", &p.engine},
+        {"$.provenance.property", &p.property},
+        {"$.provenance.failure", &p.failure},
+        {"$.provenance.kvfuzz_version", &p.kvfuzz_version}};
+    for (const auto& [path, text] : texts) {
+      if (*text) check_text(path, **text, 0, "a string");
+    }
+  }
+};
+
+}  // namespace
+
+std::optional<FieldError> validate(const Scenario& scenario) {
+  try {
+    Validator(scenario).run();
+  } catch (const Invalid& invalid) {
+    return invalid.error;
+  }
+  return std::nullopt;
+}
 
 }  // namespace kvfuzz

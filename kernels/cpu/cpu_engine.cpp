@@ -75,8 +75,8 @@ void CpuEngine::check_chunks(std::span<const ChunkIn> chunks, std::span<ChunkOut
 
 void CpuEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) {
   check_chunks(chunks, outs);
-  // Make room for every chunk before any token is stored, so an exhausted pool leaves
-  // every sequence as it was.
+  // Make room for every chunk before any token is stored: an exhausted pool throws before
+  // any position moves (pages already reserved for earlier chunks stay reserved to them).
   for (const ChunkIn& c : chunks) begin_chunk(c.seq, c.tokens);
   for (size_t i = 0; i < chunks.size(); ++i) run_chunk(chunks[i], outs[i]);
 }
