@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -81,9 +82,11 @@ TEST(Cli, EveryMalformedFixtureExitsTwoWithOneLineNamingTheFile) {
 }
 
 TEST(Cli, BadFlagsAndUnknownEnginesExitTwoWithOneLine) {
-  for (const std::string args : {"replay", "replay --no-such-flag x", "frobnicate",
-                                 "replay " + seed("worked-example.json") + " --engine nope",
-                                 "check --cases 0", "replay /no/such/dir"}) {
+  const std::vector<std::string> bad = {
+      "replay",          "replay --no-such-flag x",
+      "frobnicate",      "replay " + seed("worked-example.json") + " --engine nope",
+      "check --cases 0", "replay /no/such/dir"};
+  for (const std::string& args : bad) {
     const Result r = kvfuzz(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(lines(r.err), 1) << args << ":\n" << r.err;

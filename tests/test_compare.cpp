@@ -2,7 +2,6 @@
 // the reports.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -191,7 +190,8 @@ TEST(Compare, DuplicateKeyIsAnExtraRow) {
   EXPECT_EQ(v.first->kind, FailureKind::extra_row);
   EXPECT_EQ(v.first->key, (RowKey{0, 0, 4}));
   EXPECT_EQ(v.first->origin.token, 2);
-  EXPECT_TRUE(contains(v.first->detail, "already returned a row at this key (op 1, chunk 0, token 1)"))
+  EXPECT_TRUE(
+      contains(v.first->detail, "already returned a row at this key (op 1, chunk 0, token 1)"))
       << v.first->detail;
   EXPECT_EQ(v.rows_failed, 1);
 
@@ -250,7 +250,8 @@ TEST(Report, DescribeMismatchNamesEveryField) {
   const std::string text = describe_divergence(*v.first);
   for (const char* part :
        {"mismatch at seq 0 epoch 0 pos 3 (op 1, chunk 0, token 0), q head 0, dim 0",
-        "got 2, expected 7.5, error 5.5, bound ", "this row should see keys at positions 0..3 (4 keys)"}) {
+        "got 2, expected 7.5, error 5.5, bound ",
+        "this row should see keys at positions 0..3 (4 keys)"}) {
     EXPECT_TRUE(contains(text, part)) << part << " in:\n" << text;
   }
 }
@@ -271,8 +272,8 @@ TEST(Report, DescribeOtherKinds) {
   run.error = "engine threw: boom";
   run.error_at = RowOrigin{1, 0, 0};
   const std::string error = describe_divergence(*compare_run(s, p, run).first);
-  for (const char* part : {"engine-error at op 1, chunk 0, token 0", "seq 0 epoch 0 pos 3",
-                           "engine threw: boom"}) {
+  for (const char* part :
+       {"engine-error at op 1, chunk 0, token 0", "seq 0 epoch 0 pos 3", "engine threw: boom"}) {
     EXPECT_TRUE(contains(error, part)) << part << " in:\n" << error;
   }
 
@@ -285,7 +286,8 @@ TEST(Report, DescribeOtherKinds) {
   run = exact_run(p);
   run.rows.push_back(EngineRow{RowKey{0, 0, 9}, RowOrigin{1, 0, 1}, {1.0f}});
   const std::string extra = describe_divergence(*compare_run(s, p, run).first);
-  EXPECT_TRUE(contains(extra, "extra-row at seq 0 epoch 0 pos 9 (op 1, chunk 0, token 1)")) << extra;
+  EXPECT_TRUE(contains(extra, "extra-row at seq 0 epoch 0 pos 9 (op 1, chunk 0, token 1)"))
+      << extra;
   EXPECT_TRUE(contains(extra, "seq 0 epoch 0 pos 4")) << extra;  // where the token belongs
 }
 
@@ -296,20 +298,25 @@ TEST(Report, DescribeOtherKinds) {
 class TinyEngine : public Engine {
  public:
   struct Faults {
-    int throw_on_step = -1;   // throw EngineError on this step call (0-based)
-    int short_on_step = -1;   // drop one value of the first chunk's output
+    int throw_on_step = -1;      // throw EngineError on this step call (0-based)
+    int short_on_step = -1;      // drop one value of the first chunk's output
     int64_t position_shift = 0;  // added to every reported position
     bool keep_position_on_reset = false;
     bool throw_on_reset = false;
   };
   TinyEngine(const EngineConfig& config, Faults faults)
-      : layout_(config.layout), faults_(faults), k_(static_cast<size_t>(config.sequences)),
-        v_(k_.size()), length_(k_.size(), 0), offset_(k_.size(), 0) {}
+      : layout_(config.layout),
+        faults_(faults),
+        k_(static_cast<size_t>(config.sequences)),
+        v_(k_.size()),
+        length_(k_.size(), 0),
+        offset_(k_.size(), 0) {}
 
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
     const int call = steps_++;
     if (call == faults_.throw_on_step) throw EngineError("pool exhausted");
-    const size_t hd = static_cast<size_t>(layout_.head_dim), vd = static_cast<size_t>(layout_.value_dim);
+    const size_t hd = static_cast<size_t>(layout_.head_dim),
+                 vd = static_cast<size_t>(layout_.value_dim);
     const size_t kv = static_cast<size_t>(layout_.kv_heads);
     const auto scale = static_cast<float>(layout_.softmax_scale());
     for (size_t c = 0; c < chunks.size(); ++c) {
@@ -326,7 +333,9 @@ class TinyEngine : public Engine {
         const int64_t index = length_[seq]++;
         const int64_t lo = layout_.window ? std::max<int64_t>(0, index - *layout_.window + 1) : 0;
         for (int h = 0; h < layout_.q_heads; ++h) {
-          const float* q = in.q.data() + (tt * static_cast<size_t>(layout_.q_heads) + static_cast<size_t>(h)) * hd;
+          const float* q =
+              in.q.data() +
+              (tt * static_cast<size_t>(layout_.q_heads) + static_cast<size_t>(h)) * hd;
           const auto g = static_cast<size_t>(layout_.kv_head_of(h));
           std::vector<float> scores;
           float max_score = -HUGE_VALF;
@@ -398,8 +407,9 @@ TEST(Runner, HonestTinyEnginePasses) {
   for (const Scenario& s : {worked_example(), two_sequence_program()}) {
     const Prepared p = prepare(s);
     const CheckOutcome outcome = check_engine(s, p, tiny_engine());
-    EXPECT_TRUE(outcome.verdict.pass) << s.name << "\n"
-                                      << (outcome.verdict.first ? describe_divergence(*outcome.verdict.first) : "");
+    EXPECT_TRUE(outcome.verdict.pass)
+        << s.name << "\n"
+        << (outcome.verdict.first ? describe_divergence(*outcome.verdict.first) : "");
     EXPECT_EQ(outcome.verdict.rows_compared, static_cast<int>(p.slots.size()));
     EXPECT_FALSE(outcome.run.error.has_value());
     EXPECT_GE(outcome.engine_seconds, 0);
@@ -525,25 +535,6 @@ TEST(Report, ExplainRowsShowsAtMostFourHeadsAndDims) {
   EXPECT_TRUE(contains(text, " ... | ...")) << text;
   EXPECT_TRUE(contains(text, "  ok\n")) << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
-}
-
-// Prepare + engine + compare for a tiny scenario, timed. The target (>= 50,000 checks a
-// second) is for optimised builds; here the number is only printed.
-TEST(Runner, ThroughputOfTinyChecks) {
-  Scenario s;
-  s.tokens = GeneratedTokens{.seed = 5, .count = 8, .distribution = Distribution::small_int};
-  s.program = {Op::append(0, {0, 1, 2, 3}), Op::append(0, {4, 5}), Op::append(0, {6}),
-               Op::append(0, {7})};
-  const EngineInfo engine = tiny_engine();
-  const auto start = std::chrono::steady_clock::now();
-  int checks = 0;
-  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
-    const Prepared p = prepare(s);
-    ASSERT_TRUE(check_engine(s, p, engine).verdict.pass);
-    ++checks;
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("tiny checks: %.0f per second\n", checks / seconds);
 }
 
 }  // namespace

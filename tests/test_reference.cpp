@@ -156,8 +156,9 @@ TEST(Reference, SoftmaxScale) {
   // head_dim 4: the default scale is 1/2, so q = (ln 9, 0, 0, 0) gives weights 3:1 again.
   Scenario wide;
   wide.layout.head_dim = 4;
-  wide.tokens = std::vector<ExplicitToken>{token({{0, 0, 0, 0}}, {{1, 0, 0, 0}}, {{1}}),
-                                           token({{std::log(9.0), 0, 0, 0}}, {{0, 0, 0, 0}}, {{11}})};
+  wide.tokens =
+      std::vector<ExplicitToken>{token({{0, 0, 0, 0}}, {{1, 0, 0, 0}}, {{1}}),
+                                 token({{std::log(9.0), 0, 0, 0}}, {{0, 0, 0, 0}}, {{11}})};
   wide.program = {Op::append(0, {0, 1})};
   EXPECT_DOUBLE_EQ(wide.layout.softmax_scale(), 0.5);
   EXPECT_NEAR(rows_of(wide)[1].values[0], 3.5, 1e-6);
@@ -170,9 +171,9 @@ TEST(Reference, RopeTwoDims) {
   s.layout.head_dim = 2;
   s.layout.scale = 1.0;
   s.layout.rope_theta = 10000.0;
-  s.tokens = std::vector<ExplicitToken>{token({{1, 0}}, {{1, 0}}, {{0}}),
-                                        token({{1, 0}}, {{1, 0}}, {{1}}),
-                                        token({{1, 0}}, {{1, 0}}, {{5}})};
+  s.tokens =
+      std::vector<ExplicitToken>{token({{1, 0}}, {{1, 0}}, {{0}}), token({{1, 0}}, {{1, 0}}, {{1}}),
+                                 token({{1, 0}}, {{1, 0}}, {{5}})};
   s.program = {Op::append(0, {0, 1, 2})};
   const auto rows = rows_of(s);
   const double e0 = std::exp(1.0), e1 = std::exp(std::cos(1.0)), e2 = std::exp(std::cos(2.0));
@@ -187,7 +188,8 @@ TEST(Reference, RopeFourDims) {
   s.layout.head_dim = 4;
   s.layout.rope_theta = 100.0;
   const Vec unit = {1, 1, 0, 0};
-  s.tokens = std::vector<ExplicitToken>{token({unit}, {unit}, {{3}}), token({unit}, {unit}, {{-1}})};
+  s.tokens =
+      std::vector<ExplicitToken>{token({unit}, {unit}, {{3}}), token({unit}, {unit}, {{-1}})};
   s.program = {Op::append(0, {0, 0, 0, 1})};
   const auto rows = rows_of(s);
   double num = 0, den = 0;
@@ -251,12 +253,9 @@ Scenario reset_program() {
   Scenario s;
   s.sequences = 2;
   s.tokens = zero_score_tokens({1, 2, 3, 4, 5, 6, 7});
-  s.program = {Op::append(0, {0, 1}),
-               Op::step({Chunk{1, {2}}, Chunk{0, {3}}}),
-               Op::reset(0),
-               Op::reset(0),
-               Op::append(1, {4}),
-               Op::step({Chunk{0, {5, 6}}})};
+  s.program = {Op::append(0, {0, 1}), Op::step({Chunk{1, {2}}, Chunk{0, {3}}}),
+               Op::reset(0),          Op::reset(0),
+               Op::append(1, {4}),    Op::step({Chunk{0, {5, 6}}})};
   return s;
 }
 
@@ -329,7 +328,9 @@ TEST(Program, ReferenceIgnoresChunkSchedule) {
   }
 }
 
-TEST(Program, ToStringOfKey) { EXPECT_EQ(to_string(RowKey{0, 1, 4}), "seq 0 epoch 1 pos 4"); }
+TEST(Program, ToStringOfKey) {
+  EXPECT_EQ(to_string(RowKey{0, 1, 4}), "seq 0 epoch 1 pos 4");
+}
 
 TEST(Expect, HandRowsAgainstReference) {
   Scenario s = worked_example();
@@ -340,8 +341,8 @@ TEST(Expect, HandRowsAgainstReference) {
   s.expect.push_back(ExpectedRow{0, 0, 2, {{4.6}}});
   const auto message = check_expect(s, prepared);
   ASSERT_TRUE(message.has_value());
-  for (const char* part : {"expect[2]", "seq 0 epoch 0 pos 2", "q head 0", "dim 0", "4.6",
-                           "4.66666"}) {
+  for (const char* part :
+       {"expect[2]", "seq 0 epoch 0 pos 2", "q head 0", "dim 0", "4.6", "4.66666"}) {
     EXPECT_NE(message->find(part), std::string::npos) << part << " in: " << *message;
   }
 
@@ -358,8 +359,8 @@ TEST(Expect, HandRowsAgainstReference) {
 }
 
 TEST(Tolerance, Shape) {
-  const ToleranceInputs base{.visible_keys = 8, .head_dim = 4, .max_abs_value = 1,
-                             .max_score_terms = 1};
+  const ToleranceInputs base{
+      .visible_keys = 8, .head_dim = 4, .max_abs_value = 1, .max_score_terms = 1};
   EXPECT_GT(tolerance(base), 0);
   auto with = [&](auto change) {
     ToleranceInputs in = base;

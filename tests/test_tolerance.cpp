@@ -99,8 +99,8 @@ TEST(HonestEngines, LongContext) {
 TEST(HonestEngines, LongContextRope) {
   expect_honest_pass(long_context(2000, 12, Distribution::uniform, DType::f32, 10000.0),
                      "2000 tokens, uniform, f32, rope 1e4");
-  expect_honest_pass(long_context(1200, 8, Distribution::uniform, DType::bf16, 10000.0),
-                     "1200 tokens, uniform, bf16, rope 1e4");
+  expect_honest_pass(long_context(600, 8, Distribution::uniform, DType::bf16, 10000.0),
+                     "600 tokens, uniform, bf16, rope 1e4");
 }
 
 TEST(HonestEngines, EveryDistributionAndDtype) {
@@ -111,9 +111,9 @@ TEST(HonestEngines, EveryDistributionAndDtype) {
         Scenario s = long_context(160, 6, distribution, dtype,
                                   rope ? std::optional<double>(10000.0) : std::nullopt);
         s.layout.page_size = 8;
-        const std::string label = std::string(dtype_name(dtype)) + ", distribution " +
-                                  std::to_string(static_cast<int>(distribution)) +
-                                  (rope ? ", rope" : "");
+        const char* names[] = {"small-int", "dyadic", "uniform", "wide"};
+        const std::string label = std::string(dtype_name(dtype)) + ", " +
+                                  names[static_cast<int>(distribution)] + (rope ? ", rope" : "");
         expect_honest_pass(s, label);
       }
     }
@@ -126,8 +126,8 @@ TEST(HonestEngines, RopeAtLongPositionsWithWindow) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     Scenario s = long_context(3000, 10, Distribution::uniform, dtype, 10000.0);
     s.layout.window = 16;
-    expect_honest_pass(s, std::string("3000 tokens, window 16, rope, ") +
-                              std::string(dtype_name(dtype)));
+    expect_honest_pass(
+        s, std::string("3000 tokens, window 16, rope, ") + std::string(dtype_name(dtype)));
   }
 }
 
@@ -141,7 +141,8 @@ TEST(HonestEngines, HugeValues) {
       ExplicitToken token;
       token.q = {{uniform_from_bits(rng.next()), uniform_from_bits(rng.next())}};
       token.k = {{uniform_from_bits(rng.next()), uniform_from_bits(rng.next())}};
-      token.v = {{magnitude * uniform_from_bits(rng.next()), magnitude * uniform_from_bits(rng.next())}};
+      token.v = {
+          {magnitude * uniform_from_bits(rng.next()), magnitude * uniform_from_bits(rng.next())}};
       tokens.push_back(token);
     }
     Scenario s;
@@ -287,29 +288,6 @@ TEST(Mutants, PageTailReadSeesPoison) {
 
 TEST(Mutants, WrongKvHeadUnderGqa) {
   expect_mutant_caught(gqa_scenario(), "wrong-kv-head", FailureKind::mismatch);
-}
-
-// Prepare + engine + compare on a tiny scenario (1 head, head_dim 1, 8 tokens). The
-// target, >= 50,000 checks a second, is for optimised builds; sanitizer builds only print.
-TEST(Throughput, TinyChecks) {
-  Scenario s;
-  s.tokens = GeneratedTokens{.seed = 5, .count = 8, .distribution = Distribution::small_int};
-  s.program = {Op::append(0, {0, 1, 2, 3}), Op::append(0, {4, 5}), Op::append(0, {6}),
-               Op::append(0, {7})};
-  for (std::string_view name : kHonest) {
-    const EngineInfo& info = engine(name);
-    const auto start = std::chrono::steady_clock::now();
-    int checks = 0;
-    while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
-      const Prepared prepared = prepare(s);
-      ASSERT_TRUE(check_engine(s, prepared, info).verdict.pass);
-      ++checks;
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("tiny checks, %-10s %.0f per second\n", std::string(name).c_str(),
-                checks / seconds);
-  }
 }
 
 }  // namespace

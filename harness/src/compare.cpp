@@ -19,11 +19,16 @@ std::string to_string(const RowKey& key) {
 
 std::string_view failure_kind_name(FailureKind kind) {
   switch (kind) {
-    case FailureKind::engine_error: return "engine-error";
-    case FailureKind::missing_row: return "missing-row";
-    case FailureKind::extra_row: return "extra-row";
-    case FailureKind::not_finite: return "not-finite";
-    case FailureKind::mismatch: return "mismatch";
+    case FailureKind::engine_error:
+      return "engine-error";
+    case FailureKind::missing_row:
+      return "missing-row";
+    case FailureKind::extra_row:
+      return "extra-row";
+    case FailureKind::not_finite:
+      return "not-finite";
+    case FailureKind::mismatch:
+      return "mismatch";
   }
   return "?";
 }
@@ -58,8 +63,8 @@ const ReferenceRow& reference_at(const ReferenceMap& reference, const RowKey& ke
 
 // The first failing value of a row that exists: any non-finite value first, then the first
 // value further from the reference than the row's bound. NaN never passes.
-std::optional<Divergence> check_values(const EngineRow& row, const ReferenceRow& ref,
-                                       int q_heads, int value_dim) {
+std::optional<Divergence> check_values(const EngineRow& row, const ReferenceRow& ref, int q_heads,
+                                       int value_dim) {
   const size_t size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
   Divergence d;
   d.key = ref.key;
@@ -128,9 +133,8 @@ Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& refe
 
   // With an engine error, rows from the failing op on were never produced: only the slots
   // before it are compared.
-  const RowOrigin error_at =
-      run.error ? run.error_at.value_or(RowOrigin{INT_MAX, INT_MAX, INT_MAX})
-                : RowOrigin{INT_MAX, INT_MAX, INT_MAX};
+  const RowOrigin error_at = run.error ? run.error_at.value_or(RowOrigin{INT_MAX, INT_MAX, INT_MAX})
+                                       : RowOrigin{INT_MAX, INT_MAX, INT_MAX};
   std::optional<Divergence>& first = verdict.first;
 
   for (const ExpectedSlot& slot : slots) {
@@ -155,8 +159,8 @@ Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& refe
       if (same == run.rows.end()) {
         d.detail = "the engine returned no row for this token";
       } else if (same->key.seq == slot.key.seq && same->key.epoch == slot.key.epoch) {
-        d.detail = "the engine reported position " + std::to_string(same->key.pos) +
-                   " for this token";
+        d.detail =
+            "the engine reported position " + std::to_string(same->key.pos) + " for this token";
       } else {
         d.detail = "the engine reported this token as " + to_string(same->key);
       }
@@ -210,8 +214,7 @@ Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& refe
     if (holder && *holder != i) {
       const RowOrigin& o = run.rows[*holder].origin;
       d.detail = "the engine already returned a row at this key (op " + std::to_string(o.op) +
-                 ", chunk " + std::to_string(o.chunk) + ", token " + std::to_string(o.token) +
-                 ")";
+                 ", chunk " + std::to_string(o.chunk) + ", token " + std::to_string(o.token) + ")";
     } else if (own) {
       d.detail = "the program implies no row at this key; this token is at " + to_string(own->key);
     } else {

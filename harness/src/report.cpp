@@ -61,9 +61,10 @@ std::string describe_divergence(const Divergence& d) {
       break;
     case FailureKind::extra_row:
       text += " at " + to_string(d.key) + " (" + origin_text(d.origin) + ")\n";
-      text += "  the engine returned a row the program does not imply there; its q head 0, dim "
-              "0 is " +
-              exact(d.got) + "\n";
+      text +=
+          "  the engine returned a row the program does not imply there; its q head 0, dim "
+          "0 is " +
+          exact(d.got) + "\n";
       break;
     case FailureKind::engine_error:
       text += " at " + origin_text(d.origin);
@@ -132,9 +133,10 @@ std::string explain_rows(const Scenario& scenario, const Prepared& prepared,
     const auto ref_it = prepared.reference.find(slot.key);
     if (ref_it == prepared.reference.end()) continue;
     const ReferenceRow& ref = ref_it->second;
-    text += to_string(slot.key) + "  keys " + std::to_string(ref.key_lo) + ".." +
-            std::to_string(ref.key_hi) + "  expected " +
-            values_text(q_heads, value_dim, [&](int i) { return ref.values[static_cast<size_t>(i)]; });
+    text +=
+        to_string(slot.key) + "  keys " + std::to_string(ref.key_lo) + ".." +
+        std::to_string(ref.key_hi) + "  expected " +
+        values_text(q_heads, value_dim, [&](int i) { return ref.values[static_cast<size_t>(i)]; });
     const auto row_it = by_key.find(slot.key);
     if (row_it == by_key.end()) {
       text += before_error(slot.origin) ? "  missing  FAIL\n" : "  not run (engine error)\n";

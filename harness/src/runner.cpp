@@ -57,8 +57,8 @@ EngineConfig engine_config(const Scenario& scenario) {
     config.page_order = placement.pages;
     return config;
   }
-  const int pages = std::max(0, placement.pool_pages ? *placement.pool_pages
-                                                     : required_pool_pages(scenario));
+  const int pages =
+      std::max(0, placement.pool_pages ? *placement.pool_pages : required_pool_pages(scenario));
   config.page_order.resize(static_cast<size_t>(pages));
   std::iota(config.page_order.begin(), config.page_order.end(), 0);
   if (placement.order == PageOrder::reversed) {
@@ -108,8 +108,8 @@ EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& 
         run.error_at = RowOrigin{op_index, 0, 0};
         return run;
       } catch (...) {
-        run.error = "engine threw a non-standard exception on reset of seq " +
-                    std::to_string(op.seq);
+        run.error =
+            "engine threw a non-standard exception on reset of seq " + std::to_string(op.seq);
         run.error_at = RowOrigin{op_index, 0, 0};
         return run;
       }
