@@ -1,6 +1,7 @@
 // Fixture format v1: canonical round trips, strict rejection, cross-field validation and
 // atomic saving (docs/fixture-format.md).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -204,11 +205,11 @@ std::vector<ManifestRow> read_manifest() {
   return rows;
 }
 
-// A fresh scratch directory under the build's temp dir.
+// A fresh scratch directory in the system temp dir, unique to this process (test runs of
+// several build directories may overlap).
 fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("kvfuzz_test_fixture_" + name + "_" +
-                        std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  const fs::path dir = fs::temp_directory_path() / ("kvfuzz_test_fixture_" + name + "_" +
+                                                    std::to_string(static_cast<long>(::getpid())));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -544,6 +544,12 @@ void save_fixture(const Scenario& scenario, const std::filesystem::path& path) {
     return FixtureError(error_line(origin, "", "cannot write file (" + reason + ")"));
   };
   const std::string text = write_fixture(scenario);
+  // The limits allow scenarios whose text is larger than a reader accepts (2^24 floats of
+  // up to 24 characters each); never save a fixture that cannot be loaded again.
+  if (static_cast<int64_t>(text.size()) > limits::kMaxFixtureBytes) {
+    throw cannot_write(std::to_string(text.size()) + " bytes, more than the " +
+                       std::to_string(limits::kMaxFixtureBytes) + " a fixture may have");
+  }
   std::error_code ec;
   const std::filesystem::path parent = path.parent_path();
   if (!parent.empty()) {

@@ -6,19 +6,20 @@ namespace kvfuzz {
 
 // Every mapping uses the high bits (the best-mixed ones of xoshiro256**) and exact
 // integer arithmetic; the only float operations are conversions of small integers and
-// scalings by powers of two, which are exact and identical on every IEEE machine.
+// scalings by powers of two (a multiplication by 2^-k, or ldexp), which are exact and
+// identical on every IEEE machine.
 
 float small_int_from_bits(uint64_t bits) {
   return static_cast<float>(static_cast<int>((bits >> 32) % 9u) - 4);
 }
 
 float dyadic_from_bits(uint64_t bits) {
-  return std::ldexp(static_cast<float>(static_cast<int>((bits >> 32) % 65u) - 32), -3);
+  return static_cast<float>(static_cast<int>((bits >> 32) % 65u) - 32) * 0x1p-3f;
 }
 
 float uniform_from_bits(uint64_t bits) {
   const auto mantissa = static_cast<int32_t>(bits >> 40);  // 24 bits: [0, 2^24)
-  return std::ldexp(static_cast<float>(mantissa - (1 << 23)), -23);
+  return static_cast<float>(mantissa - (1 << 23)) * 0x1p-23f;
 }
 
 float wide_from_bits(uint64_t bits) {

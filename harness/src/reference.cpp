@@ -62,21 +62,22 @@ void rotate(double* x, int head_dim, double theta, double pos) {
   }
 }
 
-// The magnitudes a rounding error in a q.k dot product is proportional to, as a vector m
-// with sum_d |q_d||k_d| <= m(q) . m(k). Without RoPE m(x) = |x| element-wise. With RoPE,
-// rotation errors are not relative per element (an element can cancel to zero while its
-// error does not) but they are relative per rotated pair, so each pair counts with its norm:
-// ||q_pair|| ||k_pair|| >= |q_i k_i| + |q_j k_j| (Cauchy-Schwarz), and the norms are the
-// same before and after the rotation. An odd head_dim's unpaired last element counts as is.
-void magnitudes(const double* x, int head_dim, bool rope, double* out) {
-  if (!rope) {
-    for (int d = 0; d < head_dim; ++d) out[d] = std::fabs(x[d]);
-    return;
-  }
-  const int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) out[i] = std::hypot(x[i], x[i + half]);
-  for (int i = half; i < head_dim; ++i) out[i] = 0;
-  if (head_dim % 2 != 0) out[head_dim - 1] = std::fabs(x[head_dim - 1]);
+// Euclidean norm of one head vector. A rounding error in a q.k dot product is
+// proportional to sum_d |q_d||k_d| <= ||q|| ||k|| (Cauchy-Schwarz). The norm bound also holds
+// for RoPE, whose rotation errors are relative per rotated pair rather than per element,
+// and the norms are the same before and after the rotation. It costs O(1) per key in the
+// loop below instead of a second dot product.
+double norm(const double* x, int head_dim) {
+  double sum = 0;
+  for (int d = 0; d < head_dim; ++d) sum += x[d] * x[d];
+  return std::sqrt(sum);
+}
+
+// out += w * v. The pointers never alias; saying so lets the compiler vectorise the loop
+// that is otherwise half of the reference's time.
+void add_scaled(double* __restrict out, const double* __restrict v, double w, int n) {
+#pragma omp simd
+  for (int d = 0; d < n; ++d) out[d] += w * v[d];
 }
 
 }  // namespace
@@ -92,12 +93,12 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   const auto hd = static_cast<size_t>(head_dim);
   const auto vd = static_cast<size_t>(value_dim);
 
-  // Per position and kv head: the key rotated to its own position, its error magnitudes
-  // (see magnitudes()), the values and max |v|. [pos][kv_head][head_dim or value_dim],
+  // Per position and kv head: the key rotated to its own position, its norm (see norm()),
+  // the values and max |v|. [pos][kv_head][head_dim or value_dim],
   // [pos][kv_head].
   const size_t k_stride = static_cast<size_t>(kv_heads) * hd;
   std::vector<double> keys(static_cast<size_t>(n) * k_stride);
-  std::vector<double> key_mags(keys.size());
+  std::vector<double> key_norm(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
   std::vector<double> value_max(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
   const size_t v_stride = static_cast<size_t>(kv_heads) * vd;
   std::vector<double> values(static_cast<size_t>(n) * v_stride);
@@ -112,7 +113,8 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
     for (int g = 0; g < kv_heads; ++g) {
       double* head = dst + static_cast<size_t>(g) * hd;
       if (rope) rotate(head, head_dim, *layout.rope_theta, j);
-      magnitudes(head, head_dim, rope, key_mags.data() + (head - keys.data()));
+      key_norm[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
+          norm(head, head_dim);
       double largest = 0;
       for (size_t d = 0; d < vd; ++d) {
         largest =
@@ -125,7 +127,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
 
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));
-  std::vector<double> q(hd), q_mags(hd), logits;
+  std::vector<double> q(hd), logits;
   for (int p = 0; p < n; ++p) {
     const int lo = layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
     const int visible = p - lo + 1;
@@ -142,33 +144,30 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
       std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
                   head_dim, q.begin());
       if (rope) rotate(q.data(), head_dim, *layout.rope_theta, p);
-      magnitudes(q.data(), head_dim, rope, q_mags.data());
+      const double q_norm = norm(q.data(), head_dim);
 
       // Scores, their max, and the tolerance inputs S and M over the visible keys.
       logits.resize(static_cast<size_t>(visible));
-      double max_logit = -HUGE_VAL, max_terms = 0, max_value = 0;
+      double max_logit = -HUGE_VAL, max_key_norm = 0, max_value = 0;
       // (Raw pointers: this loop is the reference's whole cost, also in unoptimised builds.)
       const double* qp = q.data();
-      const double* qm = q_mags.data();
       double* lp = logits.data();
       for (int j = lo; j <= p; ++j) {
-        const size_t at = static_cast<size_t>(j) * k_stride + head_at;
-        const double* kp = keys.data() + at;
-        const double* km = key_mags.data() + at;
-        double dot = 0, terms = 0;
-        for (int d = 0; d < head_dim; ++d) {
-          dot += qp[d] * kp[d];
-          terms += qm[d] * km[d];
-        }
+        const double* kp = keys.data() + static_cast<size_t>(j) * k_stride + head_at;
+        // `omp simd` lets the compiler reorder this double sum into vector lanes; the
+        // result is as exact as any summation order.
+        double dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int d = 0; d < head_dim; ++d) dot += qp[d] * kp[d];
         const double logit = scale * dot;
         lp[j - lo] = logit;
         if (logit > max_logit) max_logit = logit;
-        if (terms > max_terms) max_terms = terms;
-        const double m = value_max[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) +
-                                   static_cast<size_t>(g)];
-        if (m > max_value) max_value = m;
+        const size_t jg =
+            static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
+        max_key_norm = std::max(max_key_norm, key_norm[jg]);
+        max_value = std::max(max_value, value_max[jg]);
       }
-      max_terms *= std::fabs(scale);
+      const double max_terms = std::fabs(scale) * q_norm * max_key_norm;
 
       // Softmax with the max subtracted, then the weighted mean of the values.
       double total = 0;
@@ -181,7 +180,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
         const double w = lp[j - lo] / total;
         const double* v =
             values.data() + static_cast<size_t>(j) * v_stride + static_cast<size_t>(g) * vd;
-        for (int d = 0; d < value_dim; ++d) out[d] += w * v[d];
+        add_scaled(out, v, w, value_dim);
       }
 
       row.bound[static_cast<size_t>(h)] = tolerance(ToleranceInputs{

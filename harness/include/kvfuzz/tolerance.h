@@ -12,7 +12,8 @@ struct ToleranceInputs {
   int visible_keys = 1;        // n: keys the row attends to
   int head_dim = 1;            // terms in each q.k dot product
   double max_abs_value = 0;    // M: max |v| over the visible keys of this row's kv head
-  double max_score_terms = 0;  // S: scale * max_j sum_d |q_d| |k_jd| over visible keys j
+  double max_score_terms = 0;  // S >= scale * max_j sum_d |q_d| |k_jd| over visible keys j;
+                               // the reference passes scale * ||q|| * max_j ||k_j||
   bool rope = false;
   int64_t position = 0;  // absolute position of the query (RoPE angle error grows with it)
 };
