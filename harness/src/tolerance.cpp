@@ -4,8 +4,9 @@
 // Notation: u = 2^-24 (f32 unit roundoff), u_s = unit_roundoff(storage dtype),
 // gamma_m = m u / (1 - m u) (Higham's bound for m chained roundings), n visible keys,
 // d = head_dim, M = max |v| over the visible keys of the row's kv head, l_j = the exact
-// logit of key j, and S = scale * max_j sum_d |q_d||k_jd| (with RoPE, per rotated pair
-// ||q_pair|| ||k_pair||, see reference.cpp), so |l_j| <= S.
+// logit of key j, and S >= scale * max_j sum_d |q_d||k_jd|, so |l_j| <= S. With RoPE the
+// errors are relative per rotated pair, so S must also bound sum_pairs ||q_pair|| ||k_pair||;
+// the reference passes S = scale ||q|| max_j ||k_j||, which bounds both (Cauchy-Schwarz).
 //
 // What is NOT in the bound: rounding q, k, v to the storage dtype. The token table is
 // already rounded, engine and reference read the same numbers, so that rounding is
