@@ -22,6 +22,12 @@ else
   SUDO=
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+log=$(mktemp)
+if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "kvfuzz setup: apt-get failed (see above)" >&2
+  rm -f "$log"
+  exit 1
+fi
+rm -f "$log"
 echo "kvfuzz setup: done" >&2
