@@ -2,6 +2,7 @@
 // one-line errors, and the reports a user reads.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -27,10 +28,10 @@ std::string slurp(const fs::path& path) {
   return s.str();
 }
 
-Result kvfuzz(const std::string& args) {
+Result kvfuzz_command(const std::string& shell_command) {
   const fs::path err_file =
       fs::temp_directory_path() / ("kvfuzz-cli-" + std::to_string(::getpid()) + ".err");
-  const std::string command = std::string(KVFUZZ_BINARY) + " " + args + " 2>" + err_file.string();
+  const std::string command = shell_command + " 2>" + err_file.string();
   Result result;
   FILE* pipe = ::popen(command.c_str(), "r");
   char buffer[4096];
@@ -41,6 +42,10 @@ Result kvfuzz(const std::string& args) {
   result.err = slurp(err_file);
   fs::remove(err_file);
   return result;
+}
+
+Result kvfuzz(const std::string& args) {
+  return kvfuzz_command(std::string(KVFUZZ_BINARY) + " " + args);
 }
 
 int lines(const std::string& text) {
@@ -85,12 +90,40 @@ TEST(Cli, BadFlagsAndUnknownEnginesExitTwoWithOneLine) {
   const std::vector<std::string> bad = {
       "replay",          "replay --no-such-flag x",
       "frobnicate",      "replay " + seed("worked-example.json") + " --engine nope",
-      "check --cases 0", "replay /no/such/dir"};
+      "check --cases 0", "replay /no/such/dir",
+      "check --seed -1", "check --seed 18446744073709551616",
+      "check --seed 7x"};
   for (const std::string& args : bad) {
     const Result r = kvfuzz(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(lines(r.err), 1) << args << ":\n" << r.err;
   }
+}
+
+TEST(Cli, AnUnknownCommandIsNamed) {
+  const Result r = kvfuzz("frobnicate");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos) << r.err;
+}
+
+// A directory this user cannot list. Root reads everything, so as root the command runs
+// as user nobody (CI runs as root).
+TEST(Cli, AnUnreadableDirectoryIsBadInputNotACrash) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvfuzz-cli-unreadable-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "locked");
+  fs::copy_file(seed("worked-example.json"), dir / "a.json");
+  fs::permissions(dir, fs::perms::all);
+  fs::permissions(dir / "locked", fs::perms::none);
+  const std::string args = "replay " + dir.string();
+  const Result r = ::geteuid() == 0 ? kvfuzz_command("su nobody -s /bin/sh -c '" +
+                                                     std::string(KVFUZZ_BINARY) + " " + args + "'")
+                                    : kvfuzz(args);
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot list directory"), std::string::npos) << r.err;
+  fs::permissions(dir / "locked", fs::perms::owner_all);
+  fs::remove_all(dir);
 }
 
 TEST(Cli, HelpIsThereForEverySubcommand) {

@@ -330,6 +330,35 @@ TEST(FixtureWriter, NumbersUseCanonicalSpelling) {
   EXPECT_EQ(write_fixture(back), text);
 }
 
+// Each number the writer can meet, with the exact spelling it must produce: integers below
+// 2^53 without exponent (100000, not 1e+05), everything else the shortest round-trip form.
+// Expect rows take any finite number, so 1e300 fits there.
+TEST(FixtureWriter, NumberSpellingIsPinned) {
+  const std::vector<std::pair<double, std::string>> cases = {
+      {100000.0, "100000"},
+      {1e15, "1000000000000000"},
+      {9007199254740991.0, "9007199254740991"},  // 2^53 - 1: the integer branch
+      {9007199254740992.0, "9007199254740992"},  // 2^53: shortest form, still no exponent
+      {1e300, "1e+300"},
+      {-0.0, "-0.0"},
+      {0.1, "0.1"},
+      {1e-7, "1e-07"},
+      {123456.5, "123456.5"},
+      {-100000.0, "-100000"},
+  };
+  for (const auto& [value, spelling] : cases) {
+    SCOPED_TRACE(spelling);
+    Scenario s = parse_fixture(kWorkedExample, "worked.json");
+    s.expect[0].values = {{value}};
+    ASSERT_FALSE(validate(s));
+    const std::string text = write_fixture(s);
+    EXPECT_NE(text.find(R"("pos": 3, "values": [[)" + spelling + "]]}"), std::string::npos) << text;
+    const Scenario back = parse_fixture(text, "n.json");
+    expect_same_bits(back.expect[0].values, s.expect[0].values);
+    EXPECT_EQ(write_fixture(back), text);
+  }
+}
+
 TEST(FixtureWriter, StringsAreEscapedAndRoundTrip) {
   Scenario s = parse_fixture(kWorkedExample, "worked.json");
   s.name = "quote \" backslash \\ slash / caf\xC3\xA9 \xF0\x9F\x98\x80";
@@ -346,6 +375,32 @@ TEST(FixtureWriter, StringsAreEscapedAndRoundTrip) {
   const Scenario back = parse_fixture(text, "s.json");
   EXPECT_EQ(back, s);
   EXPECT_EQ(write_fixture(back), text);
+}
+
+TEST(FixtureWriter, EveryControlCharacterIsEscaped) {
+  Scenario s = parse_fixture(kWorkedExample, "worked.json");
+  s.note.clear();
+  for (char c = 1; c < 0x20; ++c) s.note += c;
+  const std::string text = write_fixture(s);
+  EXPECT_NE(text.find(R"("note": "\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r)"
+                      R"(\u000e\u000f\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018)"
+                      R"(\u0019\u001a\u001b\u001c\u001d\u001e\u001f")"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(parse_fixture(text, "c.json"), s);
+}
+
+TEST(FixtureWriter, RefusesTextThatIsNotUtf8) {
+  Scenario s = parse_fixture(kWorkedExample, "worked.json");
+  s.name = "bad \xC3";  // validate() rejects it; the writer must not write it either
+  try {
+    write_fixture(s);
+    FAIL() << "wrote invalid UTF-8";
+  } catch (const FixtureError& error) {
+    const std::string message = error.what();
+    EXPECT_EQ(message.rfind("cannot write a string that is not valid UTF-8", 0), 0u) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
 }
 
 TEST(FixtureWriter, OptionalFieldsOnlyWhenSet) {
@@ -588,22 +643,147 @@ TEST(FixtureErrors, UnreadableFiles) {
 // ---------------------------------------------------------------------------------------
 // validate() on scenarios built in code (what generators do)
 
+// The aggregate limits (pool elements, row values) cannot all be met with every per-field
+// limit at its maximum at once, so each scenario sits exactly on some of them.
 TEST(Validate, AcceptsTheLimitsThemselves) {
+  const auto accepted = [](const Scenario& s) {
+    const auto error = validate(s);
+    EXPECT_FALSE(error) << error->path << ": " << error->message;
+  };
+  {
+    // Every layout maximum but page_size; the derived pool is exactly kMaxPoolElements:
+    // 255 pages of 1 token + 1 spare = 256 pages x 128 kv heads x 1024 elements = 2^25.
+    Scenario s;
+    s.name = std::string(static_cast<size_t>(limits::kMaxTextLength), 'n');
+    s.layout.q_heads = limits::kMaxQHeads;
+    s.layout.kv_heads = limits::kMaxKvHeads;
+    s.layout.head_dim = limits::kMaxHeadDim;
+    s.layout.value_dim = limits::kMaxValueDim;
+    s.layout.page_size = 1;
+    s.layout.window = limits::kMaxEpochTokens;
+    s.layout.rope_theta = limits::kMaxRopeTheta;
+    s.tokens = GeneratedTokens{0, 85, Distribution::wide, false};  // 85 x 3 x 128 x 512 floats
+    s.sequences = limits::kMaxSequences;
+    s.program = {Op::append(limits::kMaxSequences - 1, std::vector<int>(255, 84))};
+    accepted(s);
+  }
+  {
+    // The largest page and the largest pool_pages, each with the smallest elements.
+    Scenario s;
+    s.name = "pages";
+    s.tokens = GeneratedTokens{0, 1, Distribution::dyadic, false};
+    s.program = {Op::append(0, std::vector<int>(limits::kMaxChunkTokens, 0))};
+    s.layout.page_size = limits::kMaxPageSize;
+    s.placement.pool_pages = 4096;  // 4096 x 4096 x 1 x 2 = 2^25
+    accepted(s);
+    s.layout.page_size = 1;
+    s.placement.pool_pages = limits::kMaxPoolPages;
+    accepted(s);
+  }
+  {
+    // Exactly kMaxRowValues: 256 tokens x 128 q heads x 512 values.
+    Scenario s;
+    s.name = "rows";
+    s.layout.q_heads = limits::kMaxQHeads;
+    s.layout.value_dim = limits::kMaxValueDim;
+    s.tokens = GeneratedTokens{0, 1, Distribution::dyadic, false};
+    s.program = {Op::append(0, std::vector<int>(128, 0)), Op::append(0, std::vector<int>(128, 0))};
+    accepted(s);
+  }
+}
+
+TEST(Validate, BoundsThePoolAndTheRows) {
+  const auto check = [](const Scenario& s, const std::string& path, const std::string& message) {
+    const auto error = validate(s);
+    ASSERT_TRUE(error) << path;
+    EXPECT_EQ(error->path, path);
+    EXPECT_EQ(error->message, message);
+  };
+  const std::string pool =
+      "a page pool of at most 33554432 K and V elements (pages x page_size x "
+      "kv_heads x (head_dim + value_dim)), got ";
   Scenario s;
-  s.name = std::string(static_cast<size_t>(limits::kMaxTextLength), 'n');
-  s.layout.q_heads = limits::kMaxQHeads;
-  s.layout.kv_heads = limits::kMaxKvHeads;
-  s.layout.head_dim = limits::kMaxHeadDim;
-  s.layout.value_dim = limits::kMaxValueDim;
+  s.name = "pool";
   s.layout.page_size = limits::kMaxPageSize;
-  s.layout.window = limits::kMaxEpochTokens;
-  s.tokens = GeneratedTokens{0, 85, Distribution::wide, false};  // 85 x 3 x 128 x 512 floats
-  s.sequences = limits::kMaxSequences;
-  s.program = {
-      Op::append(limits::kMaxSequences - 1, std::vector<int>(limits::kMaxChunkTokens, 84))};
-  s.placement.pool_pages = limits::kMaxPoolPages;
-  const auto error = validate(s);
-  EXPECT_FALSE(error) << error->path << ": " << error->message;
+  s.tokens = GeneratedTokens{0, 1, Distribution::dyadic, false};
+  s.program = {Op::append(0, {0})};
+  s.placement.pool_pages = 4097;
+  check(s, "$.placement.pool_pages",
+        pool + "33562624 (4097 pages (pool_pages) x 8192 elements each)");
+  s.placement.pool_pages.reset();
+  s.placement.order = PageOrder::explicit_list;
+  s.placement.pages.resize(4097);
+  for (size_t i = 0; i < s.placement.pages.size(); ++i) s.placement.pages[i] = static_cast<int>(i);
+  check(s, "$.placement.page_order",
+        pool + "33562624 (4097 pages (the length of page_order) x 8192 elements each)");
+  s.placement = Placement{};
+  // The derived pool: 2 pages of 4096 slots x 128 kv heads x 1024 elements.
+  s.layout.q_heads = s.layout.kv_heads = limits::kMaxKvHeads;
+  s.layout.head_dim = s.layout.value_dim = 512;
+  check(s, "$.placement",
+        pool + "1073741824 (2 pages (the program needs) x 536870912 elements each)");
+
+  Scenario rows;
+  rows.name = "rows";
+  rows.layout.q_heads = limits::kMaxQHeads;
+  rows.layout.value_dim = limits::kMaxValueDim;
+  rows.tokens = GeneratedTokens{0, 1, Distribution::dyadic, false};
+  rows.sequences = 2;
+  rows.program = {Op::append(0, std::vector<int>(200, 0)),
+                  Op::step({Chunk{1, {0}}, Chunk{0, std::vector<int>(56, 0)}})};
+  check(rows, "$.program[1].chunks[1].tokens",
+        "at most 16777216 row values in the whole program (tokens x q_heads x value_dim), got "
+        "16842752 (257 tokens x 65536 values each) by the end of this chunk");
+}
+
+TEST(Validate, TokenValuesMustBeFiniteInTheDtype) {
+  Scenario s;
+  s.name = "values";
+  s.tokens = std::vector<ExplicitToken>{ExplicitToken{{{0}}, {{0}}, {{0}}}};
+  s.program = {Op::append(0, {0})};
+  const auto error_for = [&](DType dtype, double x) {
+    s.layout.dtype = dtype;
+    std::get<std::vector<ExplicitToken>>(s.tokens)[0].q[0][0] = x;
+    const auto error = validate(s);
+    return error ? error->path + ": " + error->message : std::string();
+  };
+  EXPECT_EQ(error_for(DType::f16, 65504), "");
+  EXPECT_EQ(error_for(DType::f16, -65519), "");  // rounds to -65504
+  EXPECT_EQ(error_for(DType::f16, 65520),
+            "$.tokens.explicit[0].q[0][0]: a value that is finite in f16 (|x| <= 65504), got "
+            "65520");
+  EXPECT_EQ(error_for(DType::f16, -70000),
+            "$.tokens.explicit[0].q[0][0]: a value that is finite in f16 (|x| <= 65504), got "
+            "-70000");
+  EXPECT_EQ(error_for(DType::f16, 1e300),
+            "$.tokens.explicit[0].q[0][0]: a value that is finite in f16 (|x| <= 65504), got "
+            "1e+300");
+  EXPECT_EQ(error_for(DType::bf16, 1e16), "");
+  EXPECT_EQ(error_for(DType::f32, -1e16), "");
+  EXPECT_EQ(error_for(DType::bf16, 2e16),
+            "$.tokens.explicit[0].q[0][0]: a finite number with |x| <= 1e16, got 2e+16");
+  EXPECT_EQ(error_for(DType::f32, 2e16),
+            "$.tokens.explicit[0].q[0][0]: a finite number with |x| <= 1e16, got 2e+16");
+}
+
+TEST(Validate, RopeThetaIsBounded) {
+  Scenario s;
+  s.name = "rope";
+  s.layout.head_dim = 2;
+  s.tokens = GeneratedTokens{0, 1, Distribution::dyadic, false};
+  s.program = {Op::append(0, {0})};
+  for (double theta : {1.0000001, 10000.0, 1e7}) {
+    s.layout.rope_theta = theta;
+    EXPECT_FALSE(validate(s)) << theta;
+  }
+  for (double theta :
+       {1.0, std::nextafter(1e7, 2e7), 1e8, std::numeric_limits<double>::infinity()}) {
+    s.layout.rope_theta = theta;
+    const auto error = validate(s);
+    ASSERT_TRUE(error) << theta;
+    EXPECT_EQ(error->path, "$.layout.rope_theta");
+    EXPECT_EQ(error->message.rfind("a finite number in (1, 1e+07], got ", 0), 0u) << error->message;
+  }
 }
 
 TEST(Validate, RejectsWhatTheParserCannotExpress) {

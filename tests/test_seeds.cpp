@@ -119,6 +119,8 @@ const std::vector<Prediction>& predictions() {
         {{0, 0, 1},
          {10 * kE / (1 + kE), (100 * kE * kE + 200) / (1 + kE * kE), 10 * kE / (1 + kE), 150}}}},
       {"poisoned-page-tail", "page-tail-read", {{{0, 0, 2}, {kNaN}}}},
+      // B reuses a page A filled: only re-poisoning on reset makes its tail NaN again.
+      {"reset-reuses-poisoned-page", "page-tail-read", {{{0, 1, 2}, {kNaN}}}},
       {"poisoned-page-tail-huge",
        "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},
@@ -161,13 +163,13 @@ TEST(Seeds, EveryMutantIsRejectedByASeedWithItsPredictedWrongValues) {
   }
 }
 
-TEST(Seeds, StalePositionIsReportedAsTheMissingFirstRowOfTheNewEpoch) {
+TEST(Seeds, StalePositionIsReportedAtTheFirstRowOfTheNewEpoch) {
   const Scenario scenario = load_fixture(kSeeds / "reset-two-requests.json");
   const Prepared prepared = prepare(scenario);
   const CheckOutcome outcome = check_engine(scenario, prepared, *find_engine("stale-position"));
   ASSERT_FALSE(outcome.verdict.pass);
   const Divergence& first = *outcome.verdict.first;
-  EXPECT_EQ(first.kind, FailureKind::missing_row);
+  EXPECT_EQ(first.kind, FailureKind::wrong_position);
   EXPECT_EQ(first.key, (RowKey{0, 1, 0}));
   EXPECT_NE(first.detail.find("position 3"), std::string::npos) << first.detail;
 }

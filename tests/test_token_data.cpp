@@ -83,7 +83,7 @@ TEST(TokenTable, EveryDistributionIsPinned) {
       {Distribution::small_int, 0x1p+0f, -0x1p+0f, 0x0p+0f},
       {Distribution::dyadic, 0x1.2p+0f, -0x1.cp+1f, -0x1.9p+1f},
       {Distribution::uniform, -0x1.6baab8p-2f, -0x1.81f5fcp-1f, 0x1.b07f74p-1f},
-      {Distribution::wide, 0x1.4dp-1f, 0x1.93cp-8f, -0x1.448p+5f},
+      {Distribution::wide, 0x1.2p+0f, -0x1.cp+1f, -0x1.448p+5f},  // q, k dyadic; v wide
   };
   for (const Golden& g : goldens) {
     const TokenTable table(GeneratedTokens{123, 2, g.distribution, false}, small_layout());

@@ -270,14 +270,15 @@ TEST(Mutants, StaleKvOnReset) {
 TEST(Mutants, StalePositionOnReset) {
   // The next request's tokens come back at positions 3, 4, 5: every one of B's rows is
   // missing (the first divergence says where it went) and comes back as an extra row.
-  expect_mutant_caught(reset_scenario(), "stale-position", FailureKind::missing_row,
+  expect_mutant_caught(reset_scenario(), "stale-position", FailureKind::wrong_position,
                        /*finite_error=*/false);
   const Scenario s = reset_scenario();
   const Prepared prepared = prepare(s);
   const CheckOutcome outcome = check_engine(s, prepared, engine("stale-position"));
   ASSERT_TRUE(outcome.verdict.first.has_value());
   EXPECT_EQ(outcome.verdict.first->key, (RowKey{0, 1, 0}));
-  EXPECT_NE(outcome.verdict.first->detail.find("reported position 3"), std::string::npos)
+  EXPECT_NE(outcome.verdict.first->detail.find("reported this token at position 3"),
+            std::string::npos)
       << outcome.verdict.first->detail;
 }
 

@@ -1,6 +1,7 @@
 #include "cli_support.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace kvfuzz::cli {
 
@@ -39,14 +40,30 @@ std::vector<std::filesystem::path> find_fixtures(const std::filesystem::path& pa
     throw UsageError(path.string() + ": no such fixture file or directory");
   }
   std::vector<fs::path> files;
-  for (const auto& entry : fs::recursive_directory_iterator(path, ec)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".json") {
-      files.push_back(entry.path());
-    }
+  const auto cannot_list = [&](const fs::path& where) {
+    return UsageError(where.string() + ": cannot list directory (" + ec.message() + ")");
+  };
+  // The error_code overloads throughout: an unreadable subdirectory is bad input, not a crash.
+  fs::recursive_directory_iterator it(path, ec), end;
+  if (ec) throw cannot_list(path);
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    if (it->is_regular_file(ec) && it->path().extension() == ".json") files.push_back(it->path());
   }
-  if (ec) throw UsageError(path.string() + ": cannot list directory (" + ec.message() + ")");
+  if (ec) throw cannot_list(it == end ? path : it->path());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, seed);
+  if (text.empty() || error != std::errc() || stop != end) {
+    throw UsageError("--seed: expected an integer in [0, 18446744073709551615], got '" + text +
+                     "'");
+  }
+  return seed;
 }
 
 }  // namespace kvfuzz::cli

@@ -1,6 +1,7 @@
 // Pieces shared by the kvfuzz subcommands: engine selection, fixture discovery, errors.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,10 @@ std::vector<const EngineInfo*> select_engines(std::string_view spec);
 
 // A fixture file, or every *.json below a directory (sorted, so runs are reproducible).
 std::vector<std::filesystem::path> find_fixtures(const std::filesystem::path& path);
+
+// A seed given on the command line: a decimal uint64, nothing else (no sign, no
+// wrap-around, no trailing text). Throws UsageError.
+uint64_t parse_seed(const std::string& text);
 
 // Exit statuses shared by every subcommand.
 constexpr int kExitPass = 0;

@@ -19,7 +19,7 @@ namespace {
 struct CheckOptions {
   std::string engines = "all";
   int cases = 100;
-  uint64_t seed = 1;
+  std::string seed_text = "1";
   std::string out = "kvfuzz-out";
   bool quiet = false;
 };
@@ -28,12 +28,13 @@ struct EngineTally {
   const EngineInfo* engine = nullptr;
   int cases = 0;
   long rows = 0;
+  long unjudged = 0;  // rows that passed only because their tolerance reaches max |v|
   double seconds = 0;
   std::string failure;  // empty while passing
   std::string saved_to;
 };
 
-// Case i's own seed, so any case can be regenerated on its own.
+// Case i's own seed: the saved fixture of a failing case records it in its provenance.
 uint64_t case_seed(uint64_t seed, int index) {
   uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
   return splitmix64(state);
@@ -58,8 +59,8 @@ bool verdict_ok(const EngineTally& t) {
 }
 
 void print_table(const std::vector<EngineTally>& tallies) {
-  std::printf("\n%-16s %-7s %6s %8s %8s  %s\n", "engine", "kind", "cases", "rows", "seconds",
-              "verdict");
+  std::printf("\n%-16s %-7s %6s %8s %9s %8s  %s\n", "engine", "kind", "cases", "rows", "unjudged",
+              "seconds", "verdict");
   for (const EngineTally& t : tallies) {
     std::string verdict;
     if (t.engine->mutant) {
@@ -71,14 +72,15 @@ void print_table(const std::vector<EngineTally>& tallies) {
                                   : "FAIL at case " + std::to_string(t.cases) + ": " + t.failure +
                                         " -> " + t.saved_to;
     }
-    std::printf("%-16s %-7s %6d %8ld %8.3f  %s %s\n", t.engine->name.c_str(),
-                t.engine->mutant ? "mutant" : "honest", t.cases, t.rows, t.seconds,
+    std::printf("%-16s %-7s %6d %8ld %9ld %8.3f  %s %s\n", t.engine->name.c_str(),
+                t.engine->mutant ? "mutant" : "honest", t.cases, t.rows, t.unjudged, t.seconds,
                 verdict_ok(t) ? "ok  " : "BAD ", verdict.c_str());
   }
 }
 
 int run_check(const CheckOptions& options) {
   if (options.cases < 1) throw UsageError("--cases: expected a positive number of cases");
+  const uint64_t run_seed = parse_seed(options.seed_text);
   std::vector<EngineTally> tallies;
   for (const EngineInfo* engine : select_engines(options.engines)) {
     EngineTally tally;
@@ -90,7 +92,7 @@ int run_check(const CheckOptions& options) {
   const auto start = Clock::now();
   auto last_progress = start;
   for (int i = 0; i < options.cases; ++i) {
-    const uint64_t seed = case_seed(options.seed, i);
+    const uint64_t seed = case_seed(run_seed, i);
     PrngChoiceSource choices(seed);
     const Scenario scenario = simple_scenario(choices);
     const Prepared prepared = prepare(scenario);
@@ -99,6 +101,7 @@ int run_check(const CheckOptions& options) {
       const CheckOutcome outcome = check_engine(scenario, prepared, *tally.engine);
       ++tally.cases;
       tally.rows += outcome.verdict.rows_compared;
+      tally.unjudged += outcome.verdict.rows_unjudged;
       tally.seconds += outcome.engine_seconds + outcome.compare_seconds;
       if (outcome.verdict.pass) continue;
       // Written to disk first: whatever happens next, the failing case is kept.
@@ -140,8 +143,10 @@ void add_check_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--cases", options->cases, "Number of random scenarios")
       ->default_val(100)
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option("--seed", options->seed, "Seed of the run; case i uses its own derived seed")
-      ->default_val(1);
+  cmd->add_option("--seed", options->seed_text,
+                  "Seed of the run (a decimal uint64); case i uses its own derived seed, which "
+                  "the saved fixture records")
+      ->default_val("1");
   cmd->add_option("--out", options->out, "Directory for failing fixtures")
       ->default_val("kvfuzz-out");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");

@@ -50,8 +50,10 @@ FixtureResult replay_one(const std::filesystem::path& file,
   }
   std::string failed;
   std::string reports;
+  int unjudged = 0;
   for (const EngineInfo* engine : engines) {
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
+    unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
     if (outcome.verdict.pass) continue;
     failed += (failed.empty() ? "" : ", ") + engine->name;
     reports += engine->name + ": " + describe_divergence(*outcome.verdict.first);
@@ -60,6 +62,12 @@ FixtureResult replay_one(const std::filesystem::path& file,
   if (failed.empty()) {
     std::printf("ok   %s (%zu rows, %zu engines)\n", file.string().c_str(), prepared.slots.size(),
                 engines.size());
+    if (unjudged > 0) {
+      std::printf(
+          "     warning: %d rows only checked for finiteness: their tolerance reaches the largest "
+          "|v| they see (scores too large for f32 accumulation)\n",
+          unjudged);
+    }
     return FixtureResult::pass;
   }
   std::printf("FAIL %s: %s\n", file.string().c_str(), failed.c_str());
@@ -77,7 +85,8 @@ int run_replay(const ReplayOptions& options) {
   };
   std::map<std::string, Tally> by_directory;
   for (const auto& file : files) {
-    Tally& tally = by_directory[file.parent_path().string()];
+    const std::string directory = file.parent_path().string();
+    Tally& tally = by_directory[directory.empty() ? "." : directory];
     ++tally.total;
     switch (replay_one(file, engines)) {
       case FixtureResult::pass:

@@ -2,6 +2,7 @@
 // recomputing the full prefix. See `kvfuzz --help` and docs/.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli_support.h"
 #include "commands.h"
@@ -19,6 +20,15 @@ int main(int argc, char** argv) {
   kvfuzz::cli::add_list_command(app, exit_status);
   kvfuzz::cli::add_check_command(app, exit_status);
   try {
+    // CLI11 would call an unknown command "a missing subcommand"; name it instead.
+    if (argc > 1 && argv[1][0] != '-') {
+      try {
+        app.get_subcommand(argv[1]);
+      } catch (const CLI::OptionNotFound&) {
+        throw kvfuzz::cli::UsageError(std::string("unknown command '") + argv[1] +
+                                      "'; expected one of replay, explain, list, check");
+      }
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -29,6 +39,10 @@ int main(int argc, char** argv) {
     return kvfuzz::cli::kExitBadInput;
   } catch (const kvfuzz::cli::UsageError& e) {
     std::fprintf(stderr, "kvfuzz: %s\n", e.what());
+    return kvfuzz::cli::kExitBadInput;
+  } catch (const std::exception& e) {
+    // Anything else (out of memory, a filesystem error) still ends in one line.
+    std::fprintf(stderr, "kvfuzz: error: %s\n", e.what());
     return kvfuzz::cli::kExitBadInput;
   }
   return exit_status;

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "kvfuzz/reference.h"
+#include "kvfuzz/report.h"
 #include "kvfuzz/runner.h"
 
 namespace kvfuzz {
@@ -52,19 +53,6 @@ CheckOutcome check_engine(const Scenario& scenario, const Prepared& prepared,
   return outcome;
 }
 
-namespace {
-
-std::string number(double x) {
-  char buffer[32];
-  for (int precision = 6; precision <= 17; ++precision) {
-    std::snprintf(buffer, sizeof buffer, "%.*g", precision, x);
-    if (std::strtod(buffer, nullptr) == x) break;
-  }
-  return buffer;
-}
-
-}  // namespace
-
 std::optional<std::string> check_expect(const Scenario& scenario, const Prepared& prepared) {
   const int q_heads = scenario.layout.q_heads, value_dim = scenario.layout.value_dim;
   for (size_t i = 0; i < scenario.expect.size(); ++i) {
@@ -92,7 +80,7 @@ std::optional<std::string> check_expect(const Scenario& scenario, const Prepared
         const bool ok = std::fabs(given - reference) <= 1e-9 * std::max(1.0, std::fabs(reference));
         if (!ok) {
           return where + ", q head " + std::to_string(h) + ", dim " + std::to_string(d) +
-                 ": hand value " + number(given) + ", reference " + number(reference);
+                 ": hand value " + format_exact(given) + ", reference " + format_exact(reference);
         }
       }
     }

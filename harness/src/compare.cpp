@@ -1,14 +1,14 @@
-// The comparator. Rows are paired by key (sequence, epoch, absolute position), never by
-// their index in a chunk; the first divergence is the earliest in program order.
+// The comparator. Each engine row is paired with the program's slot for the same token
+// (op, chunk, token); the row must carry the slot's key (sequence, epoch, absolute
+// position) and values within the tolerance. Rows are judged by absolute position, never
+// by their index in a chunk, and the first divergence is the earliest in program order.
 #include "kvfuzz/compare.h"
 
-#include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstddef>
+#include <map>
 #include <stdexcept>
 #include <tuple>
-#include <utility>
 
 namespace kvfuzz {
 
@@ -21,10 +21,8 @@ std::string_view failure_kind_name(FailureKind kind) {
   switch (kind) {
     case FailureKind::engine_error:
       return "engine-error";
-    case FailureKind::missing_row:
-      return "missing-row";
-    case FailureKind::extra_row:
-      return "extra-row";
+    case FailureKind::wrong_position:
+      return "wrong-position";
     case FailureKind::not_finite:
       return "not-finite";
     case FailureKind::mismatch:
@@ -35,21 +33,9 @@ std::string_view failure_kind_name(FailureKind kind) {
 
 namespace {
 
-bool origin_less(const RowOrigin& a, const RowOrigin& b) {
-  return std::tie(a.op, a.chunk, a.token) < std::tie(b.op, b.chunk, b.token);
-}
-
-bool same_origin(const RowOrigin& a, const RowOrigin& b) {
-  return a.op == b.op && a.chunk == b.chunk && a.token == b.token;
-}
-
-// The slot the program assigns to `origin`, if any (slots are in program order, which is
-// origin order).
-const ExpectedSlot* slot_at(const std::vector<ExpectedSlot>& slots, const RowOrigin& origin) {
-  const auto it = std::lower_bound(
-      slots.begin(), slots.end(), origin,
-      [](const ExpectedSlot& slot, const RowOrigin& o) { return origin_less(slot.origin, o); });
-  return it != slots.end() && same_origin(it->origin, origin) ? &*it : nullptr;
+using OriginKey = std::tuple<int, int, int>;
+OriginKey origin_key(const RowOrigin& o) {
+  return {o.op, o.chunk, o.token};
 }
 
 const ReferenceRow& reference_at(const ReferenceMap& reference, const RowKey& key) {
@@ -61,30 +47,35 @@ const ReferenceRow& reference_at(const ReferenceMap& reference, const RowKey& ke
   return it->second;
 }
 
-// The first failing value of a row that exists: any non-finite value first, then the first
-// value further from the reference than the row's bound. NaN never passes.
-std::optional<Divergence> check_values(const EngineRow& row, const ReferenceRow& ref, int q_heads,
-                                       int value_dim) {
-  const size_t size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
+Divergence divergence_at(FailureKind kind, const ExpectedSlot& slot, const ReferenceRow& ref) {
   Divergence d;
-  d.key = ref.key;
-  d.origin = row.origin;
+  d.kind = kind;
+  d.key = slot.key;
+  d.origin = slot.origin;
   d.key_lo = ref.key_lo;
   d.key_hi = ref.key_hi;
+  return d;
+}
+
+// Judges the values of a row at the right key: a non-finite value first (NaN never
+// passes), then the first value further from the reference than its head's bound.
+std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot& slot,
+                                       const ReferenceRow& ref, int q_heads, int value_dim) {
+  const size_t size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
   if (ref.values.size() != size || ref.bound.size() != static_cast<size_t>(q_heads)) {
     throw std::invalid_argument("compare: reference row " + to_string(ref.key) +
                                 " does not have the layout's shape");
   }
   if (row.values.size() != size) {
-    d.kind = FailureKind::engine_error;
+    Divergence d = divergence_at(FailureKind::engine_error, slot, ref);
     d.detail = "the engine's row holds " + std::to_string(row.values.size()) +
                " values; expected " + std::to_string(q_heads) + " q heads x " +
                std::to_string(value_dim) + " value dims = " + std::to_string(size);
     return d;
   }
-  const auto fill = [&](FailureKind kind, size_t i) {
+  const auto at = [&](FailureKind kind, size_t i) {
+    Divergence d = divergence_at(kind, slot, ref);
     const auto h = static_cast<int>(i / static_cast<size_t>(value_dim));
-    d.kind = kind;
     d.q_head = h;
     d.dim = static_cast<int>(i % static_cast<size_t>(value_dim));
     d.got = row.values[i];
@@ -94,9 +85,8 @@ std::optional<Divergence> check_values(const EngineRow& row, const ReferenceRow&
     return d;
   };
   for (size_t i = 0; i < size; ++i) {
-    const double got = row.values[i];
-    if (std::isnan(got) || (std::isinf(got) && got != ref.values[i])) {
-      return fill(FailureKind::not_finite, i);
+    if (!std::isfinite(row.values[i]) && row.values[i] != ref.values[i]) {
+      return at(FailureKind::not_finite, i);
     }
   }
   for (size_t i = 0; i < size; ++i) {
@@ -105,9 +95,17 @@ std::optional<Divergence> check_values(const EngineRow& row, const ReferenceRow&
     // A non-finite reference value (only from infinite inputs) passes only when matched
     // exactly; written so that a NaN anywhere fails.
     const bool ok = std::isfinite(expected) ? std::fabs(got - expected) <= bound : got == expected;
-    if (!ok) return fill(FailureKind::mismatch, i);
+    if (!ok) return at(FailureKind::mismatch, i);
   }
   return std::nullopt;
+}
+
+// A bound that reaches the largest visible |v| says nothing finer than "finite".
+bool judged(const ReferenceRow& ref) {
+  for (size_t h = 0; h < ref.bound.size() && h < ref.value_scale.size(); ++h) {
+    if (ref.value_scale[h] > 0 && ref.bound[h] >= ref.value_scale[h]) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -115,121 +113,67 @@ std::optional<Divergence> check_values(const EngineRow& row, const ReferenceRow&
 Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& reference,
                 const EngineRun& run, int q_heads, int value_dim) {
   Verdict verdict;
+  verdict.status.assign(slots.size(), RowStatus::not_run);
+  std::map<OriginKey, const EngineRow*> by_origin;
+  for (const EngineRow& row : run.rows) by_origin.emplace(origin_key(row.origin), &row);
 
-  // Engine rows by key; among rows with the same key the first returned is the one paired
-  // with the slot, the others are extra rows.
-  std::vector<std::pair<RowKey, size_t>> index;
-  index.reserve(run.rows.size());
-  for (size_t i = 0; i < run.rows.size(); ++i) index.emplace_back(run.rows[i].key, i);
-  std::sort(index.begin(), index.end());
-  const auto lookup = [&](const RowKey& key) -> std::optional<size_t> {
-    const auto it = std::lower_bound(
-        index.begin(), index.end(), key,
-        [](const std::pair<RowKey, size_t>& entry, const RowKey& k) { return entry.first < k; });
-    if (it == index.end() || it->first != key) return std::nullopt;
-    return it->second;
-  };
-  std::vector<char> paired(run.rows.size(), 0);
-
-  // With an engine error, rows from the failing op on were never produced: only the slots
-  // before it are compared.
-  const RowOrigin error_at = run.error ? run.error_at.value_or(RowOrigin{INT_MAX, INT_MAX, INT_MAX})
-                                       : RowOrigin{INT_MAX, INT_MAX, INT_MAX};
+  const OriginKey error_at = run.error ? origin_key(run.error_at.value_or(RowOrigin{}))
+                                       : OriginKey{INT_MAX, INT_MAX, INT_MAX};
   std::optional<Divergence>& first = verdict.first;
+  const auto fail = [&](size_t s, Divergence d) {
+    verdict.status[s] = RowStatus::failed;
+    ++verdict.rows_failed;
+    if (!first) first = std::move(d);
+  };
 
-  for (const ExpectedSlot& slot : slots) {
-    if (run.error && !origin_less(slot.origin, error_at)) continue;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const ExpectedSlot& slot = slots[s];
+    if (origin_key(slot.origin) >= error_at) break;  // never produced
     ++verdict.rows_compared;
     const ReferenceRow& ref = reference_at(reference, slot.key);
-    const std::optional<size_t> found = lookup(slot.key);
-    if (!found) {
-      ++verdict.rows_failed;
-      if (first) continue;
-      Divergence d;
-      d.kind = FailureKind::missing_row;
-      d.key = slot.key;
-      d.origin = slot.origin;
-      d.key_lo = ref.key_lo;
-      d.key_hi = ref.key_hi;
-      if (!ref.values.empty()) d.expected = ref.values[0];
-      if (!ref.bound.empty()) d.bound = ref.bound[0];
-      const auto same = std::find_if(run.rows.begin(), run.rows.end(), [&](const EngineRow& r) {
-        return same_origin(r.origin, slot.origin);
-      });
-      if (same == run.rows.end()) {
-        d.detail = "the engine returned no row for this token";
-      } else if (same->key.seq == slot.key.seq && same->key.epoch == slot.key.epoch) {
-        d.detail =
-            "the engine reported position " + std::to_string(same->key.pos) + " for this token";
-      } else {
-        d.detail = "the engine reported this token as " + to_string(same->key);
-      }
-      first = std::move(d);
+    const auto found = by_origin.find(origin_key(slot.origin));
+    if (found == by_origin.end()) {
+      Divergence d = divergence_at(FailureKind::engine_error, slot, ref);
+      d.detail = "the engine returned no row for this token";
+      fail(s, std::move(d));
       continue;
     }
-    paired[*found] = 1;
-    const EngineRow& row = run.rows[*found];
-    if (auto d = check_values(row, ref, q_heads, value_dim)) {
-      ++verdict.rows_failed;
-      d->origin = slot.origin;
-      if (!first) first = std::move(d);
+    const EngineRow& row = *found->second;
+    if (row.key != slot.key) {
+      Divergence d = divergence_at(FailureKind::wrong_position, slot, ref);
+      const bool same_epoch = row.key.seq == slot.key.seq && row.key.epoch == slot.key.epoch;
+      d.detail = "the engine reported this token at " +
+                 (same_epoch ? "position " + std::to_string(row.key.pos) : to_string(row.key)) +
+                 ": a missing row here and an extra row there";
+      fail(s, std::move(d));
+      continue;
     }
+    if (auto d = check_values(row, slot, ref, q_heads, value_dim)) {
+      fail(s, std::move(*d));
+      continue;
+    }
+    const bool row_judged = judged(ref);
+    verdict.status[s] = row_judged ? RowStatus::ok : RowStatus::unjudged;
+    verdict.rows_unjudged += row_judged ? 0 : 1;
   }
 
-  // Every compared slot lies before the error, so the error comes after any of their
-  // divergences in program order.
+  // Every compared slot lies before the error, so the error comes after their divergences.
   if (run.error && !first) {
     Divergence d;
     d.kind = FailureKind::engine_error;
-    d.origin = error_at;
+    d.origin = run.error_at.value_or(RowOrigin{});
     d.key_lo = 0;
-    d.key_hi = -1;  // no row: the error happened outside a token (a reset, say)
-    if (const ExpectedSlot* slot = slot_at(slots, error_at)) {
-      d.key = slot->key;
-      const auto it = reference.find(slot->key);
-      if (it != reference.end()) {
-        d.key_lo = it->second.key_lo;
-        d.key_hi = it->second.key_hi;
-      }
+    d.key_hi = -1;  // no row: the error may have happened outside a token (a reset, say)
+    for (const ExpectedSlot& slot : slots) {
+      if (origin_key(slot.origin) != error_at) continue;
+      const ReferenceRow& ref = reference_at(reference, slot.key);
+      d.key = slot.key;
+      d.key_lo = ref.key_lo;
+      d.key_hi = ref.key_hi;
     }
     d.detail = *run.error;
     first = std::move(d);
   }
-
-  // Rows no slot took: keys the program does not imply, and second rows at one key.
-  for (size_t i = 0; i < run.rows.size(); ++i) {
-    if (paired[i]) continue;
-    ++verdict.rows_failed;
-    if (first) continue;
-    const EngineRow& row = run.rows[i];
-    Divergence d;
-    d.kind = FailureKind::extra_row;
-    d.key = row.key;
-    d.origin = row.origin;
-    if (!row.values.empty()) d.got = row.values[0];
-    d.key_lo = 0;
-    d.key_hi = -1;
-    const ExpectedSlot* own = slot_at(slots, row.origin);
-    const std::optional<size_t> holder = lookup(row.key);
-    if (holder && *holder != i) {
-      const RowOrigin& o = run.rows[*holder].origin;
-      d.detail = "the engine already returned a row at this key (op " + std::to_string(o.op) +
-                 ", chunk " + std::to_string(o.chunk) + ", token " + std::to_string(o.token) + ")";
-    } else if (own) {
-      d.detail = "the program implies no row at this key; this token is at " + to_string(own->key);
-    } else {
-      d.detail = "the program implies no row at this key, and no row for this token";
-    }
-    const auto ref = reference.find(own ? own->key : row.key);
-    if (ref != reference.end()) {
-      d.key_lo = ref->second.key_lo;
-      d.key_hi = ref->second.key_hi;
-      if (!ref->second.values.empty()) d.expected = ref->second.values[0];
-      if (!ref->second.bound.empty()) d.bound = ref->second.bound[0];
-    }
-    first = std::move(d);
-  }
-
   verdict.pass = !first.has_value();
   return verdict;
 }

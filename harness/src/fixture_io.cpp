@@ -242,45 +242,17 @@ std::string number(double x) {
   return std::string(buffer.data(), end);
 }
 
+// A JSON string literal exactly as nlohmann::json writes it: `"` and `\` escaped,
+// \b \f \n \r \t for those control characters, \u00xx for the other control characters,
+// everything else (including DEL and non-ASCII UTF-8) as is. validate() guarantees valid
+// UTF-8; text that is not is refused rather than written into a file no reader accepts.
 std::string json_string(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (byte < 0x20) {
-          out += "\\u00";
-          out += kHex[byte >> 4];
-          out += kHex[byte & 0xF];
-        } else {
-          out += c;
-        }
-    }
+  try {
+    return Json(std::string(text)).dump();
+  } catch (const Json::type_error& error) {
+    throw FixtureError("cannot write a string that is not valid UTF-8 (" +
+                       std::string(error.what()) + ")");
   }
-  out += '"';
-  return out;
 }
 
 struct Field {

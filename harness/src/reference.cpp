@@ -137,6 +137,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
     row.key_hi = p;
     row.values.assign(static_cast<size_t>(q_heads) * vd, 0.0);
     row.bound.assign(static_cast<size_t>(q_heads), 0.0);
+    row.value_scale.assign(static_cast<size_t>(q_heads), 0.0);
     const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
     for (int h = 0; h < q_heads; ++h) {
       const int g = h / group;
@@ -183,6 +184,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
         add_scaled(out, v, w, value_dim);
       }
 
+      row.value_scale[static_cast<size_t>(h)] = max_value;
       row.bound[static_cast<size_t>(h)] = tolerance(ToleranceInputs{
           .dtype = layout.dtype,
           .visible_keys = visible,

@@ -6,8 +6,14 @@ namespace kvfuzz {
 
 namespace {
 
-float generated_value(Xoshiro256& rng, Distribution distribution) {
+// q and k under `wide` use the dyadic mapping: wide scores (up to 2^26 per product) would
+// make softmax an argmax whose winner f32 rounding may flip, so no tolerance could judge
+// the row. The wide dynamic range goes into v, where it tests the tolerance's M term.
+enum class Role { q, k, v };
+
+float generated_value(Xoshiro256& rng, Distribution distribution, Role role) {
   const uint64_t bits = rng.next();
+  if (distribution == Distribution::wide && role != Role::v) return dyadic_from_bits(bits);
   switch (distribution) {
     case Distribution::small_int:
       return small_int_from_bits(bits);
@@ -49,12 +55,10 @@ TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
     const auto& generated = std::get<GeneratedTokens>(source);
     Xoshiro256 rng(generated.seed);
     for (int t = 0; t < count_; ++t) {
-      for (size_t i = 0; i < q_stride_; ++i)
-        q_.push_back(generated_value(rng, generated.distribution));
-      for (size_t i = 0; i < k_stride_; ++i)
-        k_.push_back(generated_value(rng, generated.distribution));
-      for (size_t i = 0; i < v_stride_; ++i)
-        v_.push_back(generated_value(rng, generated.distribution));
+      const Distribution d = generated.distribution;
+      for (size_t i = 0; i < q_stride_; ++i) q_.push_back(generated_value(rng, d, Role::q));
+      for (size_t i = 0; i < k_stride_; ++i) k_.push_back(generated_value(rng, d, Role::k));
+      for (size_t i = 0; i < v_stride_; ++i) v_.push_back(generated_value(rng, d, Role::v));
     }
     if (generated.zero_scores) {
       std::fill(q_.begin(), q_.end(), 0.0f);

@@ -38,6 +38,7 @@
 //    w_j = e^{l_j} / sum_k e^{l_k} moves by a factor within [e^{-2 delta}, e^{2 delta}], so
 //    |sum_j (w'_j - w_j) v_j| <= sum_j w_j |w'_j / w_j - 1| M <= (e^{2 delta} - 1) M.
 //    Both results are convex combinations of values in [-M, M], so the term is also <= 2M.
+//    With one visible key (n = 1) the weight is exactly 1 and the term is 0.
 //
 // 3. The weighted sum N = sum_j w_j v_j and normaliser W = sum_j w_j in f32, sequential
 //    summation (Higham): |dN| <= gamma_n sum_j w_j |v_j| <= gamma_n W M (one product and
@@ -89,8 +90,10 @@ double tolerance(const ToleranceInputs& in) {
   }
   const double delta = s * per_score + 4 * kU;
 
-  // expm1(2) > 2, so from delta = 1 on (and for a NaN delta) the cap applies.
-  const double softmax_term = (delta < 1 ? std::min(std::expm1(2 * delta), 2.0) : 2.0) * m;
+  // expm1(2) > 2, so from delta = 1 on (and for a NaN delta) the cap applies. With a single
+  // visible key the weight is exp(0) / exp(0) = 1 exactly, whatever the logit's error.
+  const double softmax_term =
+      n == 1 ? 0 : (delta < 1 ? std::min(std::expm1(2 * delta), 2.0) : 2.0) * m;
   const double sum_term = (2 * n + 4) * kU * m + n * 0x1p-149;
   return kSafety * (softmax_term + sum_term);
 }

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kvfuzz/dtype.h"
 #include "kvfuzz/limits.h"
 #include "kvfuzz/scenario.h"
 
@@ -145,8 +146,9 @@ class Validator {
     }
     if (layout_.rope_theta) {
       const double theta = *layout_.rope_theta;
-      if (!std::isfinite(theta) || !(theta > 1)) {
-        reject("$.layout.rope_theta", "a finite number > 1, got " + num(theta));
+      if (!std::isfinite(theta) || !(theta > 1) || theta > limits::kMaxRopeTheta) {
+        reject("$.layout.rope_theta",
+               "a finite number in (1, " + num(limits::kMaxRopeTheta) + "], got " + num(theta));
       }
       if (layout_.head_dim % 2 != 0) {
         reject("$.layout.head_dim",
@@ -190,9 +192,19 @@ class Validator {
                                 "), got " + str(static_cast<int64_t>(row.size())));
       }
       for (size_t d = 0; d < row.size(); ++d) {
-        if (!std::isfinite(row[d]) || std::fabs(row[d]) > kMaxTokenMagnitude) {
-          reject(at(at(path, h), d), "a finite number with |x| <= 1e16, got " + num(row[d]));
+        const double x = row[d];
+        const bool in_range = std::isfinite(x) && std::fabs(x) <= kMaxTokenMagnitude;
+        // The value is stored as float rounded to the dtype: 70000 is Inf in f16.
+        if (in_range && std::isfinite(round_to_dtype(static_cast<float>(x), layout_.dtype))) {
+          continue;
         }
+        const double largest = max_finite(layout_.dtype);
+        if (largest < kMaxTokenMagnitude) {
+          reject(at(at(path, h), d), "a value that is finite in " +
+                                         std::string(dtype_name(layout_.dtype)) +
+                                         " (|x| <= " + num(largest) + "), got " + num(x));
+        }
+        reject(at(at(path, h), d), "a finite number with |x| <= 1e16, got " + num(x));
       }
     }
   }
@@ -270,6 +282,14 @@ class Validator {
                               " tokens in the whole program, got " + str(total) +
                               " by the end of this chunk");
     }
+    const int64_t per_token = int64_t{layout_.q_heads} * layout_.value_dim;
+    if (total * per_token > limits::kMaxRowValues) {
+      reject(tokens_path, "at most " + str(limits::kMaxRowValues) +
+                              " row values in the whole program (tokens x q_heads x value_dim), "
+                              "got " +
+                              str(total * per_token) + " (" + str(total) + " tokens x " +
+                              str(per_token) + " values each) by the end of this chunk");
+    }
   }
 
   void check_program() {
@@ -325,6 +345,32 @@ class Validator {
           reject(path + ".op", "one of \"append\", \"step\", \"reset\", got op kind #" +
                                    str(static_cast<int>(op.kind)));
       }
+    }
+  }
+
+  // The resolved pool (an explicit list's length, pool_pages, or the pages the program
+  // needs) must fit kMaxPoolElements K and V elements.
+  void check_pool_elements(const Placement& placement, int required) {
+    int64_t pages = required;
+    std::string path = "$.placement";
+    std::string source = "the program needs";
+    if (placement.order == PageOrder::explicit_list) {
+      pages = static_cast<int64_t>(placement.pages.size());
+      path = "$.placement.page_order";
+      source = "the length of page_order";
+    } else if (placement.pool_pages) {
+      pages = *placement.pool_pages;
+      path = "$.placement.pool_pages";
+      source = "pool_pages";
+    }
+    const int64_t per_page = int64_t{layout_.page_size} * layout_.kv_heads *
+                             (int64_t{layout_.head_dim} + layout_.value_dim);
+    if (pages * per_page > limits::kMaxPoolElements) {
+      reject(path, "a page pool of at most " + str(limits::kMaxPoolElements) +
+                       " K and V elements (pages x page_size x kv_heads x (head_dim + "
+                       "value_dim)), got " +
+                       str(pages * per_page) + " (" + count_text(pages, "page", "pages") + " (" +
+                       source + ") x " + str(per_page) + " elements each)");
     }
   }
 
@@ -385,6 +431,7 @@ class Validator {
                "page order #" +
                    str(static_cast<int>(placement.order)));
     }
+    check_pool_elements(placement, required);
     if (parse_poison(poison_name(placement.poison)) != placement.poison) {
       reject("$.placement.poison", "one of \"nan\", \"+inf\", \"-inf\", \"huge\", got poison #" +
                                        str(static_cast<int>(placement.poison)));

@@ -1,19 +1,11 @@
 #include "cpu/page_pool.h"
 
-#include <algorithm>
 #include <string>
 
 #include "kvfuzz/engine.h"
+#include "kvfuzz/limits.h"
 
 namespace kvfuzz::cpu {
-
-namespace {
-
-// Elements one K or V array of the pool may hold (4 GiB of f32): a larger pool is refused
-// with an EngineError instead of an allocation failure.
-constexpr int64_t kMaxPoolElements = int64_t{1} << 30;
-
-}  // namespace
 
 PagedKvStore::PagedKvStore(const Layout& layout, int sequences, std::span<const int> page_order,
                            Poison poison)
@@ -34,12 +26,16 @@ PagedKvStore::PagedKvStore(const Layout& layout, int sequences, std::span<const 
     }
     seen[static_cast<size_t>(page)] = 1;
   }
+  // The same bound validate() puts on scenarios: a larger pool is refused with an
+  // EngineError instead of an allocation of gigabytes.
   const int64_t slots = int64_t{pool_pages_} * page_size_ * static_cast<int64_t>(kv_heads_);
-  const int64_t widest = static_cast<int64_t>(std::max(head_dim_, value_dim_));
-  if (slots > kMaxPoolElements / widest) {
+  const auto per_slot = static_cast<int64_t>(head_dim_ + value_dim_);
+  if (slots > limits::kMaxPoolElements / per_slot) {
     throw EngineError("page pool too large: " + std::to_string(pool_pages_) + " pages of " +
-                      std::to_string(page_size_) + " slots exceed " +
-                      std::to_string(kMaxPoolElements) + " elements");
+                      std::to_string(page_size_) + " slots x " + std::to_string(kv_heads_) +
+                      " kv heads x " + std::to_string(per_slot) +
+                      " (head_dim + value_dim) exceed " + std::to_string(limits::kMaxPoolElements) +
+                      " K and V elements");
   }
   k_.assign(static_cast<size_t>(slots) * head_dim_, poison_);
   v_.assign(static_cast<size_t>(slots) * value_dim_, poison_);

@@ -14,12 +14,16 @@
 
 namespace kvfuzz {
 
+// The runner gives every token fed to the engine exactly one row, tagged with where it
+// came from (op, chunk, token). So a missing or an extra row can only mean one of two
+// things: the engine returned the wrong number of rows for a chunk (engine_error, from the
+// runner's shape check), or it reported a token at the wrong position, which leaves a
+// missing row at the right key and an extra row at the reported one (wrong_position).
 enum class FailureKind {
-  engine_error,  // the engine threw or returned a wrongly shaped chunk
-  missing_row,   // the program implies a row the engine did not return
-  extra_row,     // the engine returned a row at a key the program does not imply
-  not_finite,    // NaN or Inf where the reference is finite
-  mismatch,      // |got - expected| above the tolerance
+  engine_error,    // the engine threw, or returned a wrongly shaped chunk
+  wrong_position,  // the engine reported a token at another (seq, epoch, pos) than the program's
+  not_finite,      // NaN or Inf where the reference is finite
+  mismatch,        // |got - expected| above the tolerance
 };
 
 std::string_view failure_kind_name(FailureKind kind);
@@ -35,11 +39,22 @@ struct Divergence {
   std::string detail;              // engine error text, or what the engine reported instead
 };
 
+// How one expected row fared, in slot (program) order.
+enum class RowStatus {
+  ok,        // every value within its bound
+  unjudged,  // within its bound, but the bound is at least the largest visible |v|: the
+             // scores are too large for f32 accumulation to say anything finer than "finite"
+  failed,    // any failure kind
+  not_run,   // after an engine error: the engine never produced it
+};
+
 struct Verdict {
   bool pass = true;
   std::optional<Divergence> first;
   int rows_compared = 0;
   int rows_failed = 0;
+  int rows_unjudged = 0;
+  std::vector<RowStatus> status;  // one per slot
 };
 
 using ReferenceMap = std::map<RowKey, ReferenceRow>;

@@ -22,6 +22,15 @@ constexpr int kMaxEpochTokens = 1 << 14;
 // Tokens appended by the whole program.
 constexpr int64_t kMaxProgramTokens = int64_t{1} << 18;
 constexpr int kMaxPoolPages = 1 << 20;
+// K and V elements of the whole page pool: pages x page_size x kv_heads x (head_dim +
+// value_dim), for the resolved pool (an explicit page list's length, pool_pages, or the
+// pages the program needs). 128 MiB in f32; kernels/cpu/page_pool.cpp refuses more.
+constexpr int64_t kMaxPoolElements = int64_t{1} << 25;
+// Output values of the whole program: program tokens x q_heads x value_dim. Bounds the
+// rows the reference and every engine hold at once.
+constexpr int64_t kMaxRowValues = int64_t{1} << 24;
+// Largest RoPE base: the tolerance derivation (harness/src/tolerance.cpp) assumes it.
+constexpr double kMaxRopeTheta = 1e7;
 constexpr int kMaxExpectRows = 1 << 16;
 constexpr int kMaxTextLength = 1 << 16;
 constexpr int kMaxJsonDepth = 64;

@@ -9,6 +9,10 @@
 
 namespace kvfuzz {
 
+// The shortest %g form that reads back as the same double, so that two numbers that
+// differ never print alike ("7.5", "12.4", "0.30000000000000004").
+std::string format_exact(double x);
+
 // Several lines naming the first diverging row: sequence, epoch, absolute position,
 // q head, dim, got, expected, error, bound, and the keys that row should see.
 std::string describe_divergence(const Divergence& divergence);

@@ -34,9 +34,10 @@ struct EngineRow {
 // A row of the reference, with what the comparator needs to judge it.
 struct ReferenceRow {
   RowKey key;
-  int64_t key_lo = 0, key_hi = 0;  // the keys this row sees: positions [key_lo, key_hi]
-  std::vector<double> values;      // [q_head * value_dim + d]
-  std::vector<double> bound;       // tolerance per q head
+  int64_t key_lo = 0, key_hi = 0;   // the keys this row sees: positions [key_lo, key_hi]
+  std::vector<double> values;       // [q_head * value_dim + d]
+  std::vector<double> bound;        // tolerance per q head
+  std::vector<double> value_scale;  // per q head: the largest |v| the row sees (M)
 };
 
 }  // namespace kvfuzz
