@@ -284,12 +284,15 @@ TEST(FixtureRoundTrip, ExplicitMultiHeadTokensAndEveryDtype) {
     s.layout.value_dim = 3;
     s.layout.page_size = 1;
     s.layout.dtype = dtype;
+    // The largest magnitudes each dtype stores finitely (f16 stops at 65504).
+    const bool f16 = dtype == DType::f16;
+    const double big = f16 ? 65504 : 1e16;
     std::vector<ExplicitToken> tokens;
     for (double t : {0.0, 1.0, 2.0}) {
       ExplicitToken token;
-      token.q = {{0.25 * t, -1}, {2, 3}, {-0.0, 1e-300}, {1e16, -1e16}};
+      token.q = {{0.25 * t, -1}, {2, 3}, {-0.0, 1e-300}, {big, -big}};
       token.k = {{1.0 / 3, t}, {5e-324, 0.1}};
-      token.v = {{t, t + 0.5, -t}, {1e-7, 123456.789, -2.5e10}};
+      token.v = {{t, t + 0.5, -t}, {1e-7, f16 ? 12345.6789 : 123456.789, f16 ? -2.5e4 : -2.5e10}};
       tokens.push_back(token);
     }
     s.tokens = tokens;

@@ -13,35 +13,15 @@
 namespace kvfuzz {
 
 std::vector<LogicalStream> logical_streams(const Scenario& scenario) {
-  struct SeqState {
-    int epoch = 0;
-    int stream = -1;  // index into `streams` of the current epoch's stream, once it has tokens
-  };
   std::vector<LogicalStream> streams;
-  std::map<int, SeqState> state;
-  for (const Op& op : scenario.program) {
-    if (op.kind == OpKind::reset) {
-      SeqState& s = state[op.seq];
-      ++s.epoch;
-      s.stream = -1;
-      continue;
-    }
-    const auto add = [&](const Chunk& chunk) {
-      if (chunk.tokens.empty()) return;
-      SeqState& s = state[chunk.seq];
-      if (s.stream < 0) {
-        s.stream = static_cast<int>(streams.size());
-        streams.push_back(LogicalStream{chunk.seq, s.epoch, {}});
-      }
-      auto& tokens = streams[static_cast<size_t>(s.stream)].tokens;
-      tokens.insert(tokens.end(), chunk.tokens.begin(), chunk.tokens.end());
-    };
-    if (op.kind == OpKind::append) {
-      add(Chunk{op.seq, op.tokens});
-    } else {
-      for (const Chunk& chunk : op.chunks) add(chunk);
-    }
-  }
+  std::map<std::pair<int, int>, size_t> index;  // (seq, epoch) -> streams[i]
+  for_each_chunk(scenario, [&](const PlacedChunk& c) {
+    if (c.tokens->empty()) return;
+    const auto [it, added] = index.try_emplace({c.seq, c.epoch}, streams.size());
+    if (added) streams.push_back(LogicalStream{c.seq, c.epoch, {}});
+    auto& tokens = streams[it->second].tokens;
+    tokens.insert(tokens.end(), c.tokens->begin(), c.tokens->end());
+  });
   return streams;
 }
 

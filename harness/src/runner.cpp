@@ -13,37 +13,13 @@
 namespace kvfuzz {
 
 std::vector<ExpectedSlot> expected_slots(const Scenario& scenario) {
-  struct SeqState {
-    int epoch = 0;
-    int64_t length = 0;
-  };
-  std::map<int, SeqState> state;
   std::vector<ExpectedSlot> slots;
-  for (size_t o = 0; o < scenario.program.size(); ++o) {
-    const Op& op = scenario.program[o];
-    const int op_index = static_cast<int>(o);
-    if (op.kind == OpKind::reset) {
-      SeqState& s = state[op.seq];
-      ++s.epoch;
-      s.length = 0;
-      continue;
+  for_each_chunk(scenario, [&](const PlacedChunk& c) {
+    for (size_t t = 0; t < c.tokens->size(); ++t) {
+      slots.push_back(ExpectedSlot{RowKey{c.seq, c.epoch, c.start + static_cast<int64_t>(t)},
+                                   RowOrigin{c.op, c.chunk, static_cast<int>(t)}});
     }
-    const auto add = [&](int c, int seq, const std::vector<int>& tokens) {
-      SeqState& s = state[seq];
-      for (size_t t = 0; t < tokens.size(); ++t) {
-        slots.push_back(ExpectedSlot{RowKey{seq, s.epoch, s.length + static_cast<int64_t>(t)},
-                                     RowOrigin{op_index, c, static_cast<int>(t)}});
-      }
-      s.length += static_cast<int64_t>(tokens.size());
-    };
-    if (op.kind == OpKind::append) {
-      add(0, op.seq, op.tokens);
-    } else {
-      for (size_t c = 0; c < op.chunks.size(); ++c) {
-        add(static_cast<int>(c), op.chunks[c].seq, op.chunks[c].tokens);
-      }
-    }
-  }
+  });
   return slots;
 }
 

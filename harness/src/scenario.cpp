@@ -74,41 +74,61 @@ std::optional<Poison> parse_poison(std::string_view name) {
 
 namespace {
 
-// Walks the program and reports, per sequence, the length of each epoch.
-std::map<int, std::vector<int64_t>> epoch_lengths(const Scenario& scenario) {
-  std::map<int, std::vector<int64_t>> lengths;
-  for (int s = 0; s < scenario.sequences; ++s) lengths[s] = {0};
-  for (const Op& op : scenario.program) {
-    if (op.kind == OpKind::reset) {
-      lengths[op.seq].push_back(0);
-      continue;
-    }
-    for (const Chunk& chunk : op.batch()) {
-      lengths[chunk.seq].back() += static_cast<int64_t>(chunk.tokens.size());
-    }
-  }
+// Per sequence, the length of each epoch that received tokens.
+std::map<std::pair<int, int>, int64_t> epoch_lengths(const Scenario& scenario) {
+  std::map<std::pair<int, int>, int64_t> lengths;
+  for_each_chunk(scenario, [&](const PlacedChunk& c) {
+    lengths[{c.seq, c.epoch}] = c.start + static_cast<int64_t>(c.tokens->size());
+  });
   return lengths;
 }
 
 }  // namespace
 
+void for_each_chunk(const Scenario& scenario,
+                    const std::function<void(const PlacedChunk&)>& visit) {
+  struct SeqState {
+    int epoch = 0;
+    int64_t length = 0;
+  };
+  std::map<int, SeqState> state;
+  for (size_t o = 0; o < scenario.program.size(); ++o) {
+    const Op& op = scenario.program[o];
+    if (op.kind == OpKind::reset) {
+      state[op.seq] = SeqState{state[op.seq].epoch + 1, 0};
+      continue;
+    }
+    const auto place = [&](int chunk, int seq, const std::vector<int>& tokens) {
+      SeqState& s = state[seq];
+      visit(PlacedChunk{static_cast<int>(o), chunk, seq, s.epoch, s.length, &tokens});
+      s.length += static_cast<int64_t>(tokens.size());
+    };
+    if (op.kind == OpKind::append) {
+      place(0, op.seq, op.tokens);
+    } else {
+      for (size_t c = 0; c < op.chunks.size(); ++c) {
+        place(static_cast<int>(c), op.chunks[c].seq, op.chunks[c].tokens);
+      }
+    }
+  }
+}
+
 int max_epoch_length(const Scenario& scenario) {
   int64_t longest = 0;
-  for (const auto& [seq, epochs] : epoch_lengths(scenario)) {
-    for (int64_t n : epochs) longest = std::max(longest, n);
-  }
-  return static_cast<int>(longest);
+  for (const auto& [seq_epoch, n] : epoch_lengths(scenario)) longest = std::max(longest, n);
+  return static_cast<int>(std::min<int64_t>(longest, INT32_MAX));
 }
 
 // Enough pages for every sequence's longest epoch at once, plus one page that is never
 // handed out before the others, so a pool always has a poisoned page nobody owns.
 int required_pool_pages(const Scenario& scenario) {
   const int64_t page = std::max(1, scenario.layout.page_size);
-  int64_t pages = 1;
-  for (const auto& [seq, epochs] : epoch_lengths(scenario)) {
-    const int64_t longest = *std::max_element(epochs.begin(), epochs.end());
-    pages += (longest + page - 1) / page;
+  std::map<int, int64_t> longest;  // per sequence
+  for (const auto& [seq_epoch, n] : epoch_lengths(scenario)) {
+    longest[seq_epoch.first] = std::max(longest[seq_epoch.first], n);
   }
+  int64_t pages = 1;
+  for (const auto& [seq, n] : longest) pages += (n + page - 1) / page;
   return static_cast<int>(std::min<int64_t>(pages, INT32_MAX));
 }
 

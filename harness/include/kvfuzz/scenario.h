@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -136,6 +137,21 @@ struct FieldError {
 // Checks every cross-field rule (shapes, divisibility, token ids, sequences, limits).
 // The parser calls it after reading; generators call it on what they build.
 std::optional<FieldError> validate(const Scenario& scenario);
+
+// One chunk of the program where it lands: the op and chunk that feed it, the sequence's
+// epoch at that moment (each reset starts a new one) and the position of its first token.
+struct PlacedChunk {
+  int op = 0;
+  int chunk = 0;  // index in the op's batch (0 for an append)
+  int seq = 0;
+  int epoch = 0;
+  int64_t start = 0;
+  const std::vector<int>* tokens = nullptr;
+};
+
+// Walks the program in order and calls `visit` for every chunk it feeds the engine. The one
+// place that knows how appends, steps and resets move epochs and positions.
+void for_each_chunk(const Scenario& scenario, const std::function<void(const PlacedChunk&)>& visit);
 
 // Pages the paged engines need: the pool size when the placement does not fix it.
 int required_pool_pages(const Scenario& scenario);
