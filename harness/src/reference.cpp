@@ -28,8 +28,7 @@ std::vector<LogicalStream> logical_streams(const Scenario& scenario) {
 namespace {
 
 // NeoX (half-split) rotation of one head vector in place: pairs (x_i, x_{i+d/2}) for
-// i < d/2 turn by pos * theta^(-2i/d). With an odd head_dim the last element is unpaired
-// and stays as it is.
+// i < d/2 turn by pos * theta^(-2i/d). validate() requires an even head_dim with RoPE.
 void rotate(double* x, int head_dim, double theta, double pos) {
   const int half = head_dim / 2;
   for (int i = 0; i < half; ++i) {

@@ -23,7 +23,7 @@ struct KeyRange {
 // angle = pos * inv_freq in double, cos and sin cast to float. cos/sin hold dim/2 floats.
 void rope_angles(int dim, int64_t pos, double theta, float* cos_out, float* sin_out);
 // (x_i, x_{i+dim/2}) -> (x_i cos - x_{i+dim/2} sin, x_i sin + x_{i+dim/2} cos), in place.
-// With an odd dim the last element is left as it is.
+// validate() requires an even dim with RoPE.
 void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in);
 
 // sum_i a[i] * b[i] in float, in index order (the order DTypeArray::dot uses).
