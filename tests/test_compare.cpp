@@ -9,26 +9,16 @@
 #include "kvfuzz/compare.h"
 #include "kvfuzz/report.h"
 #include "kvfuzz/runner.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
 
+using test::worked_example;
+using test::zero_score_tokens;
+
 using Vec = std::vector<double>;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::vector<ExplicitToken> zero_score_tokens(const Vec& values) {
-  std::vector<ExplicitToken> tokens;
-  for (double v : values) tokens.push_back(ExplicitToken{{{0}}, {{0}}, {{v}}});
-  return tokens;
-}
-
-Scenario worked_example() {
-  Scenario s;
-  s.name = "worked-example";
-  s.tokens = zero_score_tokens({2, 4, 8, 16, 32});
-  s.program = {Op::append(0, {0, 1, 2}), Op::append(0, {3, 4})};
-  return s;
-}
 
 // The run an exact engine would return: every slot, in program order, with the reference
 // values rounded to float.

@@ -8,29 +8,18 @@
 #include "kvfuzz/reference.h"
 #include "kvfuzz/runner.h"
 #include "kvfuzz/tolerance.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
+
+using test::worked_example;
+using test::zero_score_tokens;
 
 using Vec = std::vector<double>;
 
 ExplicitToken token(std::vector<Vec> q, std::vector<Vec> k, std::vector<Vec> v) {
   return ExplicitToken{std::move(q), std::move(k), std::move(v)};
-}
-
-// One head, head_dim 1, q = k = 0: every visible key gets equal weight.
-std::vector<ExplicitToken> zero_score_tokens(const Vec& values) {
-  std::vector<ExplicitToken> tokens;
-  for (double v : values) tokens.push_back(token({{0}}, {{0}}, {{v}}));
-  return tokens;
-}
-
-Scenario worked_example() {
-  Scenario s;
-  s.name = "worked-example";
-  s.tokens = zero_score_tokens({2, 4, 8, 16, 32});
-  s.program = {Op::append(0, {0, 1, 2}), Op::append(0, {3, 4})};
-  return s;
 }
 
 std::vector<ReferenceRow> rows_of(const Scenario& s, size_t stream = 0) {

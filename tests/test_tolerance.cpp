@@ -12,9 +12,13 @@
 #include "kvfuzz/engine.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/report.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
+
+using test::worked_example;
+using test::zero_score_tokens;
 
 using Vec = std::vector<double>;
 
@@ -187,19 +191,6 @@ TEST(HonestEngines, BatchesResetsAndPoison) {
 }
 
 // --- mutants: each fails on the scenario made for it, by far more than the bound ---
-
-std::vector<ExplicitToken> zero_score_tokens(const Vec& values) {
-  std::vector<ExplicitToken> tokens;
-  for (double v : values) tokens.push_back(ExplicitToken{{{0}}, {{0}}, {{v}}});
-  return tokens;
-}
-
-Scenario worked_example() {
-  Scenario s;
-  s.tokens = zero_score_tokens({2, 4, 8, 16, 32});
-  s.program = {Op::append(0, {0, 1, 2}), Op::append(0, {3, 4})};
-  return s;
-}
 
 // Request A (2, 4, 8), reset, request B (16, 32, 64): B's rows are 16, 24, 112/3.
 Scenario reset_scenario() {
