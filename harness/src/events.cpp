@@ -1,1 +1,84 @@
-// placeholder: being written
+#include "kvfuzz/events.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "kvfuzz/flash_constants.h"
+
+namespace kvfuzz {
+
+std::string_view event_name(Event event) {
+  switch (event) {
+    case Event::page_boundary_crossing:
+      return "page-boundary-crossing";
+    case Event::chunk_straddles_page:
+      return "chunk-straddles-page";
+    case Event::decode_after_prefill:
+      return "decode-after-prefill";
+    case Event::reset_nonempty:
+      return "reset-of-nonempty-sequence";
+    case Event::reuse_after_reset:
+      return "reuse-after-reset";
+    case Event::window_slide:
+      return "window-slide";
+    case Event::split_path:
+      return "split-decode-path";
+    case Event::batch_mixed_prefix:
+      return "batch-with-mixed-prefix-lengths";
+  }
+  return "?";
+}
+
+EventCounts& EventCounts::operator+=(const EventCounts& other) {
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += other.counts[i];
+  return *this;
+}
+
+EventCounts count_events(const Scenario& scenario) {
+  const Layout& layout = scenario.layout;
+  const int64_t page = std::max(1, layout.page_size);
+  EventCounts events;
+  // Per (seq, epoch): did a multi-token chunk come first (for decode-after-prefill)?
+  std::map<std::pair<int, int>, bool> prefilled;
+  // Per op: the start positions of its chunks (for mixed prefix lengths).
+  std::map<int, std::pair<int64_t, int64_t>> step_starts;  // op -> (min, max)
+
+  for_each_chunk(
+      scenario,
+      [&](const PlacedChunk& c) {
+        const auto n = static_cast<int64_t>(c.tokens->size());
+        if (n == 0) return;
+        const int64_t first = c.start, last = c.start + n - 1;
+        // Tokens at slot 0 of a page other than the first.
+        const int64_t first_boundary = std::max<int64_t>(page, (first + page - 1) / page * page);
+        if (first_boundary <= last) {
+          events[Event::page_boundary_crossing] += (last - first_boundary) / page + 1;
+        }
+        if (first / page != last / page) ++events[Event::chunk_straddles_page];
+        bool& was_prefilled = prefilled[{c.seq, c.epoch}];
+        if (n == 1 && was_prefilled) ++events[Event::decode_after_prefill];
+        if (n > 1) was_prefilled = true;
+        if (c.epoch > 0) ++events[Event::reuse_after_reset];
+        if (layout.window) {
+          // Rows at p >= window see keys from p - window + 1 > 0.
+          events[Event::window_slide] +=
+              std::max<int64_t>(0, last - std::max(first, int64_t{*layout.window}) + 1);
+        }
+        if (n == 1 && last + 1 >= kFlashSplitThreshold &&
+            (!layout.window || *layout.window >= kFlashSplitThreshold)) {
+          ++events[Event::split_path];
+        }
+        const auto [it, added] = step_starts.try_emplace(c.op, first, first);
+        it->second = {std::min(it->second.first, first), std::max(it->second.second, first)};
+      },
+      [&](const PlacedReset& r) {
+        if (r.ended_length > 0) ++events[Event::reset_nonempty];
+      });
+  for (const auto& [op, range] : step_starts) {
+    if (range.first != range.second) ++events[Event::batch_mixed_prefix];
+  }
+  return events;
+}
+
+}  // namespace kvfuzz

@@ -85,8 +85,8 @@ std::map<std::pair<int, int>, int64_t> epoch_lengths(const Scenario& scenario) {
 
 }  // namespace
 
-void for_each_chunk(const Scenario& scenario,
-                    const std::function<void(const PlacedChunk&)>& visit) {
+void for_each_chunk(const Scenario& scenario, const std::function<void(const PlacedChunk&)>& visit,
+                    const std::function<void(const PlacedReset&)>& visit_reset) {
   struct SeqState {
     int epoch = 0;
     int64_t length = 0;
@@ -95,7 +95,10 @@ void for_each_chunk(const Scenario& scenario,
   for (size_t o = 0; o < scenario.program.size(); ++o) {
     const Op& op = scenario.program[o];
     if (op.kind == OpKind::reset) {
-      state[op.seq] = SeqState{state[op.seq].epoch + 1, 0};
+      const SeqState ended = state[op.seq];
+      if (visit_reset)
+        visit_reset(PlacedReset{static_cast<int>(o), op.seq, ended.epoch, ended.length});
+      state[op.seq] = SeqState{ended.epoch + 1, 0};
       continue;
     }
     const auto place = [&](int chunk, int seq, const std::vector<int>& tokens) {

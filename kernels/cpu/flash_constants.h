@@ -1,16 +1,13 @@
-// The flash engine's tiling and dispatch constants. The generator aims chunk and context
-// lengths at them (a context just below, at and above the split threshold; contexts that
-// end inside a tile and on a tile or partition boundary), so keep them small and change
-// them only together with the generator.
+// The flash engine's constants live with the harness (kvfuzz/flash_constants.h) so the
+// generator and the cache-state events can aim at them; the engine uses them from here.
 #pragma once
+
+#include "kvfuzz/flash_constants.h"
 
 namespace kvfuzz::cpu {
 
-// Keys decoded from the storage dtype into the float tile buffer at a time.
-inline constexpr int kFlashTileKeys = 8;
-// A decode query (one-token chunk) that sees at least this many keys takes the split path.
-inline constexpr int kFlashSplitThreshold = 32;
-// Keys per partition of the split decode path; partitions are merged by log-sum-exp.
-inline constexpr int kFlashPartitionKeys = 16;
+using kvfuzz::kFlashPartitionKeys;
+using kvfuzz::kFlashSplitThreshold;
+using kvfuzz::kFlashTileKeys;
 
 }  // namespace kvfuzz::cpu

@@ -149,9 +149,20 @@ struct PlacedChunk {
   const std::vector<int>* tokens = nullptr;
 };
 
-// Walks the program in order and calls `visit` for every chunk it feeds the engine. The one
-// place that knows how appends, steps and resets move epochs and positions.
-void for_each_chunk(const Scenario& scenario, const std::function<void(const PlacedChunk&)>& visit);
+// A reset as the program walker sees it: which op, which sequence, and how many tokens the
+// epoch it ends held.
+struct PlacedReset {
+  int op = 0;
+  int seq = 0;
+  int ended_epoch = 0;
+  int64_t ended_length = 0;
+};
+
+// Walks the program in order and calls `visit` for every chunk it feeds the engine (and
+// `visit_reset`, if given, for every reset). The one place that knows how appends, steps
+// and resets move epochs and positions.
+void for_each_chunk(const Scenario& scenario, const std::function<void(const PlacedChunk&)>& visit,
+                    const std::function<void(const PlacedReset&)>& visit_reset = {});
 
 // Pages the paged engines need: the pool size when the placement does not fix it.
 int required_pool_pages(const Scenario& scenario);

@@ -1,0 +1,43 @@
+// Cache-state coverage: the domain events a scenario makes an engine go through. Code
+// coverage says which lines ran; these say which cache states were reached (a decode into
+// a fresh page, a reset of a sequence that held tokens, a decode long enough for the flash
+// split path...). `kvfuzz check` prints how often each was hit and names those never hit;
+// the fuzz targets will feed them to libFuzzer as extra counters.
+//
+// They are computed from the scenario alone (program + layout), the way a real caller
+// sees its requests, so they mean the same for every engine.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz {
+
+enum class Event {
+  page_boundary_crossing,  // a token lands on the first slot of a page after the first page
+  chunk_straddles_page,    // one chunk has tokens on both sides of a page boundary
+  decode_after_prefill,    // a one-token chunk after a multi-token chunk in the same epoch
+  reset_nonempty,          // a reset of a sequence whose epoch held tokens
+  reuse_after_reset,       // tokens fed to a sequence after a reset
+  window_slide,            // a row whose window excludes position 0
+  split_path,              // a one-token chunk seeing >= kFlashSplitThreshold keys
+  batch_mixed_prefix,      // a step whose chunks start at different cached lengths
+};
+
+constexpr int kEventCount = 8;
+
+std::string_view event_name(Event event);
+
+struct EventCounts {
+  std::array<int64_t, kEventCount> counts{};
+  int64_t& operator[](Event e) { return counts[static_cast<size_t>(e)]; }
+  int64_t operator[](Event e) const { return counts[static_cast<size_t>(e)]; }
+  EventCounts& operator+=(const EventCounts& other);
+};
+
+EventCounts count_events(const Scenario& scenario);
+
+}  // namespace kvfuzz
