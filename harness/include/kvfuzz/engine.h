@@ -48,14 +48,30 @@ struct EngineError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Optional operations. An engine announces what it can do so that generators leave out
+// what it cannot (the runner reports an op the engine does not support as an error).
+struct EngineCapabilities {
+  bool truncate = false;
+  bool fork = false;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
+  virtual EngineCapabilities capabilities() const { return {}; }
   // One batched forward: append every chunk's tokens to its sequence and return one row
   // per new token. outs.size() == chunks.size().
   virtual void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) = 0;
   // Start a new epoch of `seq`: its positions start at 0 again and its old K/V are gone.
   virtual void reset(int seq) = 0;
+  // Roll `seq` back to its first `keep` tokens (0 <= keep <= its length), as speculative
+  // decoding does: the next token it is fed gets position `keep`, and no row may see the
+  // dropped tokens again. Only called when capabilities().truncate.
+  virtual void truncate(int seq, int64_t keep);
+  // `dst` drops what it held and starts with `src`'s tokens (a shared prefix): the next
+  // token fed to `dst` gets position length(src); `src` is unchanged and both may grow
+  // independently afterwards. src != dst. Only called when capabilities().fork.
+  virtual void fork(int src, int dst);
 };
 
 using EngineFactory = std::function<std::unique_ptr<Engine>(const EngineConfig&)>;
