@@ -218,6 +218,21 @@ fs::path scratch_dir(const std::string& name) {
 // ---------------------------------------------------------------------------------------
 // Round trips
 
+TEST(FixtureRoundTrip, TruncateAndFork) {
+  Scenario s;
+  s.name = "truncate-and-fork";
+  s.sequences = 2;
+  s.tokens = GeneratedTokens{3, 5, Distribution::small_int, false};
+  s.program = {Op::append(0, {0, 1, 2}), Op::fork(0, 1), Op::truncate(0, 1), Op::append(0, {3}),
+               Op::append(1, {4})};
+  const std::string text = write_fixture(s);
+  EXPECT_NE(text.find(R"({"op": "truncate", "seq": 0, "keep": 1})"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"({"op": "fork", "src": 0, "dst": 1})"), std::string::npos) << text;
+  const Scenario back = parse_fixture(text, "truncate-and-fork.json");
+  EXPECT_EQ(back, s);
+  EXPECT_EQ(write_fixture(back), text);
+}
+
 TEST(FixtureRoundTrip, WorkedExampleIsCanonical) {
   const Scenario s = parse_fixture(kWorkedExample, "worked.json");
   EXPECT_EQ(s.name, "worked-example");

@@ -317,6 +317,40 @@ TEST(Program, ReferenceIgnoresChunkSchedule) {
   }
 }
 
+// Values 2, 4, 8, 16, 32 with zero scores. Sequence 0 takes 0..2; fork gives sequence 1 the
+// same three tokens (a new epoch of 1 that continues at position 3); truncate keeps token 0
+// of sequence 0 (a new epoch of 0 that continues at 1); then each grows by one token.
+TEST(Program, TruncateAndForkStartEpochsThatInheritAPrefix) {
+  Scenario s;
+  s.sequences = 2;
+  s.tokens = zero_score_tokens({2, 4, 8, 16, 32});
+  s.program = {Op::append(0, {0, 1, 2}), Op::fork(0, 1), Op::truncate(0, 1), Op::append(0, {3}),
+               Op::append(1, {4})};
+  const auto streams = logical_streams(s);
+  ASSERT_EQ(streams.size(), 3u);
+  EXPECT_EQ(streams[1].seq, 0);
+  EXPECT_EQ(streams[1].epoch, 1);
+  EXPECT_EQ(streams[1].tokens, (std::vector<int>{0, 3}));
+  EXPECT_EQ(streams[1].first_row, 1);
+  EXPECT_EQ(streams[2].seq, 1);
+  EXPECT_EQ(streams[2].epoch, 1);
+  EXPECT_EQ(streams[2].tokens, (std::vector<int>{0, 1, 2, 4}));
+  EXPECT_EQ(streams[2].first_row, 3);
+
+  const auto slots = expected_slots(s);
+  ASSERT_EQ(slots.size(), 5u);
+  EXPECT_EQ(slots[3].key, (RowKey{0, 1, 1}));
+  EXPECT_EQ(slots[4].key, (RowKey{1, 1, 3}));
+
+  const Prepared p = prepare(s);
+  ASSERT_EQ(p.reference.size(), 5u);  // inherited positions have no rows of their own
+  EXPECT_DOUBLE_EQ(p.reference.at({0, 1, 1}).values[0], (2.0 + 16) / 2);
+  EXPECT_DOUBLE_EQ(p.reference.at({1, 1, 3}).values[0], (2.0 + 4 + 8 + 32) / 4);
+  EXPECT_EQ(p.reference.at({1, 1, 3}).key_lo, 0);
+  EXPECT_EQ(p.reference.at({1, 1, 3}).key_hi, 3);
+  EXPECT_FALSE(validate(s).has_value());
+}
+
 TEST(Program, ToStringOfKey) {
   EXPECT_EQ(to_string(RowKey{0, 1, 4}), "seq 0 epoch 1 pos 4");
 }

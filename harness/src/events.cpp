@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "kvfuzz/flash_constants.h"
@@ -26,6 +27,10 @@ std::string_view event_name(Event event) {
       return "split-decode-path";
     case Event::batch_mixed_prefix:
       return "batch-with-mixed-prefix-lengths";
+    case Event::fork_partial_page:
+      return "fork-with-partial-page";
+    case Event::truncate_across_page:
+      return "truncate-across-page";
   }
   return "?";
 }
@@ -43,6 +48,7 @@ EventCounts count_events(const Scenario& scenario) {
   std::map<std::pair<int, int>, bool> prefilled;
   // Per op: the start positions of its chunks (for mixed prefix lengths).
   std::map<int, std::pair<int64_t, int64_t>> step_starts;  // op -> (min, max)
+  std::set<std::pair<int, int>> started_by_reset;          // (seq, epoch)
 
   for_each_chunk(
       scenario,
@@ -59,7 +65,9 @@ EventCounts count_events(const Scenario& scenario) {
         bool& was_prefilled = prefilled[{c.seq, c.epoch}];
         if (n == 1 && was_prefilled) ++events[Event::decode_after_prefill];
         if (n > 1) was_prefilled = true;
-        if (c.epoch > 0) ++events[Event::reuse_after_reset];
+        if (started_by_reset.count({c.seq, c.epoch}) && c.start == 0) {
+          ++events[Event::reuse_after_reset];
+        }
         if (layout.window) {
           // Rows at p >= window see keys from p - window + 1 > 0.
           events[Event::window_slide] +=
@@ -72,8 +80,22 @@ EventCounts count_events(const Scenario& scenario) {
         const auto [it, added] = step_starts.try_emplace(c.op, first, first);
         it->second = {std::min(it->second.first, first), std::max(it->second.second, first)};
       },
-      [&](const PlacedReset& r) {
-        if (r.ended_length > 0) ++events[Event::reset_nonempty];
+      [&](const EpochStart& e) {
+        const auto pages = [&](int64_t tokens) { return (tokens + page - 1) / page; };
+        switch (e.kind) {
+          case OpKind::reset:
+            started_by_reset.insert({e.seq, e.epoch});
+            if (e.ended_length > 0) ++events[Event::reset_nonempty];
+            break;
+          case OpKind::fork:
+            if (e.inherited % page != 0) ++events[Event::fork_partial_page];
+            break;
+          case OpKind::truncate:
+            if (pages(e.inherited) < pages(e.ended_length)) ++events[Event::truncate_across_page];
+            break;
+          default:
+            break;
+        }
       });
   for (const auto& [op, range] : step_starts) {
     if (range.first != range.second) ++events[Event::batch_mixed_prefix];

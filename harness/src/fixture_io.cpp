@@ -141,7 +141,8 @@ Chunk read_chunk(const Node& node) {
 Op read_op(const Node& node) {
   if (!node.json().is_object()) node.expected("an object with an \"op\" field");
   const Object unchecked(node);
-  const std::string kind = unchecked.need_choice("op", {"append", "step", "reset"});
+  const std::string kind =
+      unchecked.need_choice("op", {"append", "step", "reset", "truncate", "fork"});
   if (kind == "append") {
     const Object o = node.to_object({"op", "seq", "tokens"}, " (for an append op)");
     const int seq = read_any_int(o, "seq");
@@ -155,6 +156,16 @@ Op read_op(const Node& node) {
     chunks.reserve(n);
     for (size_t c = 0; c < n; ++c) chunks.push_back(read_chunk(list.at(c)));
     return Op::step(std::move(chunks));
+  }
+  if (kind == "truncate") {
+    const Object o = node.to_object({"op", "seq", "keep"}, " (for a truncate op)");
+    const int seq = read_any_int(o, "seq");
+    return Op::truncate(seq, o.need_int("keep", 0, limits::kMaxEpochTokens));
+  }
+  if (kind == "fork") {
+    const Object o = node.to_object({"op", "src", "dst"}, " (for a fork op)");
+    const int src = read_any_int(o, "src");
+    return Op::fork(src, read_any_int(o, "dst"));
   }
   const Object o = node.to_object({"op", "seq"}, " (for a reset op)");
   return Op::reset(read_any_int(o, "seq"));
@@ -369,6 +380,13 @@ std::string write_op(const Op& op) {
       return inline_object({{"op", "\"step\""}, {"chunks", inline_array(op.chunks, write_chunk)}});
     case OpKind::reset:
       return inline_object({{"op", "\"reset\""}, {"seq", std::to_string(op.seq)}});
+    case OpKind::truncate:
+      return inline_object({{"op", "\"truncate\""},
+                            {"seq", std::to_string(op.seq)},
+                            {"keep", std::to_string(op.keep)}});
+    case OpKind::fork:
+      return inline_object(
+          {{"op", "\"fork\""}, {"src", std::to_string(op.src)}, {"dst", std::to_string(op.seq)}});
   }
   return "{}";
 }

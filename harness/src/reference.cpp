@@ -15,13 +15,29 @@ namespace kvfuzz {
 std::vector<LogicalStream> logical_streams(const Scenario& scenario) {
   std::vector<LogicalStream> streams;
   std::map<std::pair<int, int>, size_t> index;  // (seq, epoch) -> streams[i]
-  for_each_chunk(scenario, [&](const PlacedChunk& c) {
-    if (c.tokens->empty()) return;
-    const auto [it, added] = index.try_emplace({c.seq, c.epoch}, streams.size());
-    if (added) streams.push_back(LogicalStream{c.seq, c.epoch, {}});
-    auto& tokens = streams[it->second].tokens;
-    tokens.insert(tokens.end(), c.tokens->begin(), c.tokens->end());
-  });
+  std::map<int, std::vector<int>> held;         // per sequence: the tokens it holds now
+  for_each_chunk(
+      scenario,
+      [&](const PlacedChunk& c) {
+        std::vector<int>& tokens = held[c.seq];
+        if (c.tokens->empty()) return;
+        const auto [it, added] = index.try_emplace({c.seq, c.epoch}, streams.size());
+        if (added) {
+          streams.push_back(
+              LogicalStream{c.seq, c.epoch, tokens, static_cast<int64_t>(tokens.size())});
+        }
+        tokens.insert(tokens.end(), c.tokens->begin(), c.tokens->end());
+        auto& stream = streams[it->second].tokens;
+        stream.insert(stream.end(), c.tokens->begin(), c.tokens->end());
+      },
+      [&](const EpochStart& e) {
+        std::vector<int>& tokens = held[e.seq];
+        if (e.kind == OpKind::fork) {
+          tokens = held[scenario.program[static_cast<size_t>(e.op)].src];
+        } else {
+          tokens.resize(static_cast<size_t>(e.inherited));
+        }
+      });
   return streams;
 }
 
@@ -107,7 +123,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));
   std::vector<double> q(hd), logits;
-  for (int p = 0; p < n; ++p) {
+  for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
     const int lo = layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
     const int visible = p - lo + 1;
     ReferenceRow row;

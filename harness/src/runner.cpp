@@ -76,19 +76,34 @@ EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& 
   for (size_t o = 0; o < scenario.program.size(); ++o) {
     const Op& op = scenario.program[o];
     const int op_index = static_cast<int>(o);
-    if (op.kind == OpKind::reset) {
+    if (op.kind == OpKind::reset || op.kind == OpKind::truncate || op.kind == OpKind::fork) {
+      const std::string what =
+          op.kind == OpKind::reset ? "reset of seq " + std::to_string(op.seq)
+          : op.kind == OpKind::truncate
+              ? "truncate of seq " + std::to_string(op.seq) + " to " + std::to_string(op.keep) +
+                    " tokens"
+              : "fork of seq " + std::to_string(op.src) + " into seq " + std::to_string(op.seq);
+      const EngineCapabilities can = engine.capabilities();
       try {
-        engine.reset(op.seq);
+        if (op.kind == OpKind::reset) {
+          engine.reset(op.seq);
+        } else if (op.kind == OpKind::truncate && can.truncate) {
+          engine.truncate(op.seq, op.keep);
+        } else if (op.kind == OpKind::fork && can.fork) {
+          engine.fork(op.src, op.seq);
+        } else {
+          throw EngineError("the engine does not announce this operation in capabilities()");
+        }
       } catch (const std::exception& e) {
-        run.error = "engine threw on reset of seq " + std::to_string(op.seq) + ": " + e.what();
+        run.error = "engine threw on " + what + ": " + e.what();
         run.error_at = RowOrigin{op_index, 0, 0};
         return run;
       } catch (...) {
-        run.error =
-            "engine threw a non-standard exception on reset of seq " + std::to_string(op.seq);
+        run.error = "engine threw a non-standard exception on " + what;
         run.error_at = RowOrigin{op_index, 0, 0};
         return run;
       }
+      // Each of these starts a new epoch of the sequence it changes (see for_each_chunk).
       if (op.seq >= 0 && static_cast<size_t>(op.seq) < epochs.size()) {
         ++epochs[static_cast<size_t>(op.seq)];
       }

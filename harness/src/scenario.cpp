@@ -24,6 +24,8 @@ std::vector<Chunk> Op::batch() const {
     case OpKind::step:
       return chunks;
     case OpKind::reset:
+    case OpKind::truncate:
+    case OpKind::fork:
       return {};
   }
   return {};
@@ -51,6 +53,22 @@ Op Op::reset(int seq) {
   return op;
 }
 
+Op Op::truncate(int seq, int64_t keep) {
+  Op op;
+  op.kind = OpKind::truncate;
+  op.seq = seq;
+  op.keep = keep;
+  return op;
+}
+
+Op Op::fork(int src, int dst) {
+  Op op;
+  op.kind = OpKind::fork;
+  op.src = src;
+  op.seq = dst;
+  return op;
+}
+
 std::string_view poison_name(Poison poison) {
   switch (poison) {
     case Poison::nan:
@@ -74,19 +92,24 @@ std::optional<Poison> parse_poison(std::string_view name) {
 
 namespace {
 
-// Per sequence, the length of each epoch that received tokens.
+// Per (sequence, epoch), its length: tokens inherited (truncate, fork) plus tokens fed.
 std::map<std::pair<int, int>, int64_t> epoch_lengths(const Scenario& scenario) {
   std::map<std::pair<int, int>, int64_t> lengths;
-  for_each_chunk(scenario, [&](const PlacedChunk& c) {
-    lengths[{c.seq, c.epoch}] = c.start + static_cast<int64_t>(c.tokens->size());
-  });
+  for_each_chunk(
+      scenario,
+      [&](const PlacedChunk& c) {
+        lengths[{c.seq, c.epoch}] = c.start + static_cast<int64_t>(c.tokens->size());
+      },
+      [&](const EpochStart& e) {
+        lengths[{e.seq, e.epoch}] = e.inherited;
+      });
   return lengths;
 }
 
 }  // namespace
 
 void for_each_chunk(const Scenario& scenario, const std::function<void(const PlacedChunk&)>& visit,
-                    const std::function<void(const PlacedReset&)>& visit_reset) {
+                    const std::function<void(const EpochStart&)>& visit_epoch) {
   struct SeqState {
     int epoch = 0;
     int64_t length = 0;
@@ -94,11 +117,16 @@ void for_each_chunk(const Scenario& scenario, const std::function<void(const Pla
   std::map<int, SeqState> state;
   for (size_t o = 0; o < scenario.program.size(); ++o) {
     const Op& op = scenario.program[o];
-    if (op.kind == OpKind::reset) {
+    if (op.kind == OpKind::reset || op.kind == OpKind::truncate || op.kind == OpKind::fork) {
       const SeqState ended = state[op.seq];
-      if (visit_reset)
-        visit_reset(PlacedReset{static_cast<int>(o), op.seq, ended.epoch, ended.length});
-      state[op.seq] = SeqState{ended.epoch + 1, 0};
+      int64_t inherited = 0;
+      if (op.kind == OpKind::truncate) inherited = std::clamp<int64_t>(op.keep, 0, ended.length);
+      if (op.kind == OpKind::fork) inherited = state[op.src].length;
+      state[op.seq] = SeqState{ended.epoch + 1, inherited};
+      if (visit_epoch) {
+        visit_epoch(EpochStart{static_cast<int>(o), op.kind, op.seq, ended.epoch + 1, ended.length,
+                               inherited});
+      }
       continue;
     }
     const auto place = [&](int chunk, int seq, const std::vector<int>& tokens) {

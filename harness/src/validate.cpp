@@ -292,6 +292,27 @@ class Validator {
     }
   }
 
+  // Reset, truncate and fork feed no tokens; the fields of the other kinds stay empty so
+  // that every valid scenario survives write-then-parse.
+  void check_no_payload(const std::string& path, const Op& op, const std::string& what) {
+    if (!op.tokens.empty() || !op.chunks.empty()) {
+      reject(path, what + " to carry no tokens and no chunks, got " +
+                       count_text(static_cast<int64_t>(op.tokens.size()), "token", "tokens") +
+                       " and " +
+                       count_text(static_cast<int64_t>(op.chunks.size()), "chunk", "chunks"));
+    }
+    check_no_src_or_keep(path, op, what);
+  }
+
+  void check_no_src_or_keep(const std::string& path, const Op& op, const std::string& what) {
+    if (op.kind != OpKind::fork && op.src != 0) {
+      reject(path, what + " to carry no src, got " + str(op.src));
+    }
+    if (op.kind != OpKind::truncate && op.keep != 0) {
+      reject(path, what + " to carry no keep, got " + str(op.keep));
+    }
+  }
+
   void check_program() {
     const auto ops = static_cast<int64_t>(s_.program.size());
     if (ops > limits::kMaxOps) {
@@ -308,9 +329,11 @@ class Validator {
             reject(path + ".chunks",
                    "no chunks in an append op, got " + str(static_cast<int64_t>(op.chunks.size())));
           }
+          check_no_src_or_keep(path, op, "an append op");
           check_chunk(path, path + ".tokens", op.seq, op.tokens, total);
           break;
         case OpKind::step: {
+          check_no_src_or_keep(path, op, "a step op");
           if (op.seq != 0 || !op.tokens.empty()) {
             reject(path, "a step op to carry its sequences and tokens in chunks only, got seq " +
                              str(op.seq) + " and " +
@@ -332,18 +355,39 @@ class Validator {
           break;
         }
         case OpKind::reset:
-          if (!op.tokens.empty() || !op.chunks.empty()) {
-            reject(path, "a reset op to carry no tokens and no chunks, got " +
-                             count_text(static_cast<int64_t>(op.tokens.size()), "token", "tokens") +
-                             " and " +
-                             count_text(static_cast<int64_t>(op.chunks.size()), "chunk", "chunks"));
-          }
+          check_no_payload(path, op, "a reset op");
           check_seq(path + ".seq", op.seq);
           epochs_[static_cast<size_t>(op.seq)].push_back(0);
           break;
+        case OpKind::truncate: {
+          check_no_payload(path, op, "a truncate op");
+          check_seq(path + ".seq", op.seq);
+          const int64_t length = epochs_[static_cast<size_t>(op.seq)].back();
+          if (op.keep < 0 || op.keep > length) {
+            reject(path + ".keep", "a number of tokens in [0, " + str(length) + "] (sequence " +
+                                       str(op.seq) + " holds " + str(length) + "), got " +
+                                       str(op.keep));
+          }
+          epochs_[static_cast<size_t>(op.seq)].push_back(op.keep);
+          break;
+        }
+        case OpKind::fork: {
+          check_no_payload(path, op, "a fork op");
+          check_seq(path + ".src", op.src);
+          check_seq(path + ".dst", op.seq);
+          if (op.src == op.seq) {
+            reject(path + ".dst",
+                   "a sequence other than src (" + str(op.src) + "), got " + str(op.seq));
+          }
+          epochs_[static_cast<size_t>(op.seq)].push_back(
+              epochs_[static_cast<size_t>(op.src)].back());
+          break;
+        }
         default:
-          reject(path + ".op", "one of \"append\", \"step\", \"reset\", got op kind #" +
-                                   str(static_cast<int>(op.kind)));
+          reject(path + ".op",
+                 "one of \"append\", \"step\", \"reset\", \"truncate\", \"fork\", got op "
+                 "kind #" +
+                     str(static_cast<int>(op.kind)));
       }
     }
   }

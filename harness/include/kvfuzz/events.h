@@ -25,9 +25,11 @@ enum class Event {
   window_slide,            // a row whose window excludes position 0
   split_path,              // a one-token chunk seeing >= kFlashSplitThreshold keys
   batch_mixed_prefix,      // a step whose chunks start at different cached lengths
+  fork_partial_page,       // a fork whose source ends inside a page (the copied page)
+  truncate_across_page,    // a truncate that gives back at least one page
 };
 
-constexpr int kEventCount = 8;
+constexpr int kEventCount = 10;
 
 std::string_view event_name(Event event);
 

@@ -53,7 +53,7 @@ using TokenSource = std::variant<std::vector<ExplicitToken>, GeneratedTokens>;
 
 int token_count(const TokenSource& source);
 
-enum class OpKind { append, step, reset };
+enum class OpKind { append, step, reset, truncate, fork };
 
 struct Chunk {
   int seq = 0;
@@ -61,21 +61,31 @@ struct Chunk {
   bool operator==(const Chunk&) const = default;
 };
 
-// One program op. append: `seq` and `tokens`; step: `chunks` (one batched forward);
-// reset: `seq`.
+// One program op.
+//   append:   `seq` and `tokens`
+//   step:     `chunks` (one batched forward over several sequences)
+//   reset:    `seq` (a new epoch at position 0)
+//   truncate: `seq` keeps its first `keep` tokens (a new epoch that continues at `keep`)
+//   fork:     `seq` (the destination) starts with the tokens of `src` (a new epoch of `seq`
+//             that continues at the length of `src`)
 struct Op {
   OpKind kind = OpKind::append;
   int seq = 0;
   std::vector<int> tokens;
   std::vector<Chunk> chunks;
+  int src = 0;       // fork only
+  int64_t keep = 0;  // truncate only
 
-  // The chunks this op feeds the engine: append is a one-chunk step, reset feeds none.
+  // The chunks this op feeds the engine: append is a one-chunk step; reset, truncate and
+  // fork feed none.
   std::vector<Chunk> batch() const;
   bool operator==(const Op&) const = default;
 
   static Op append(int seq, std::vector<int> tokens);
   static Op step(std::vector<Chunk> chunks);
   static Op reset(int seq);
+  static Op truncate(int seq, int64_t keep);
+  static Op fork(int src, int dst);
 };
 
 enum class PageOrder { identity, reversed, explicit_list };
@@ -149,20 +159,24 @@ struct PlacedChunk {
   const std::vector<int>* tokens = nullptr;
 };
 
-// A reset as the program walker sees it: which op, which sequence, and how many tokens the
-// epoch it ends held.
-struct PlacedReset {
+// A reset, truncate or fork as the program walker sees it: the sequence whose new epoch
+// it starts, how many tokens the ended epoch held, and how many the new one inherits
+// (0 after a reset, `keep` after a truncate, the source's length after a fork).
+struct EpochStart {
   int op = 0;
+  OpKind kind = OpKind::reset;
   int seq = 0;
-  int ended_epoch = 0;
+  int epoch = 0;  // the new epoch
   int64_t ended_length = 0;
+  int64_t inherited = 0;
 };
 
 // Walks the program in order and calls `visit` for every chunk it feeds the engine (and
-// `visit_reset`, if given, for every reset). The one place that knows how appends, steps
-// and resets move epochs and positions.
+// `visit_epoch`, if given, for every reset, truncate and fork). The one place that knows
+// how ops move epochs and positions. Each reset, truncate and fork starts a new epoch of
+// the sequence it changes, so a (sequence, epoch, position) key names one row for good.
 void for_each_chunk(const Scenario& scenario, const std::function<void(const PlacedChunk&)>& visit,
-                    const std::function<void(const PlacedReset&)>& visit_reset = {});
+                    const std::function<void(const EpochStart&)>& visit_epoch = {});
 
 // Pages the paged engines need: the pool size when the placement does not fix it.
 int required_pool_pages(const Scenario& scenario);
