@@ -127,8 +127,15 @@ class Validator {
   const Scenario& s_;
   const Layout& layout_;
   int tokens_ = 0;
-  // epochs_[seq][epoch] = tokens appended to that (sequence, epoch).
+  // epochs_[seq][epoch] = the length of that (sequence, epoch), inherited tokens included;
+  // inherited_[seq][epoch] = the tokens it inherited (truncate, fork), which have no rows.
   std::vector<std::vector<int64_t>> epochs_;
+  std::vector<std::vector<int64_t>> inherited_;
+
+  void start_epoch(int seq, int64_t inherited) {
+    epochs_[static_cast<size_t>(seq)].push_back(inherited);
+    inherited_[static_cast<size_t>(seq)].push_back(inherited);
+  }
 
   void check_layout() {
     check_range("$.layout.q_heads", layout_.q_heads, 1, limits::kMaxQHeads);
@@ -319,6 +326,7 @@ class Validator {
       reject("$.program", "at most " + str(limits::kMaxOps) + " ops, got " + str(ops));
     }
     epochs_.assign(static_cast<size_t>(s_.sequences), std::vector<int64_t>{0});
+    inherited_.assign(static_cast<size_t>(s_.sequences), std::vector<int64_t>{0});
     int64_t total = 0;
     for (size_t i = 0; i < s_.program.size(); ++i) {
       const Op& op = s_.program[i];
@@ -357,7 +365,7 @@ class Validator {
         case OpKind::reset:
           check_no_payload(path, op, "a reset op");
           check_seq(path + ".seq", op.seq);
-          epochs_[static_cast<size_t>(op.seq)].push_back(0);
+          start_epoch(op.seq, 0);
           break;
         case OpKind::truncate: {
           check_no_payload(path, op, "a truncate op");
@@ -368,7 +376,7 @@ class Validator {
                                        str(op.seq) + " holds " + str(length) + "), got " +
                                        str(op.keep));
           }
-          epochs_[static_cast<size_t>(op.seq)].push_back(op.keep);
+          start_epoch(op.seq, op.keep);
           break;
         }
         case OpKind::fork: {
@@ -379,8 +387,7 @@ class Validator {
             reject(path + ".dst",
                    "a sequence other than src (" + str(op.src) + "), got " + str(op.seq));
           }
-          epochs_[static_cast<size_t>(op.seq)].push_back(
-              epochs_[static_cast<size_t>(op.src)].back());
+          start_epoch(op.seq, epochs_[static_cast<size_t>(op.src)].back());
           break;
         }
         default:
@@ -500,10 +507,14 @@ class Validator {
                    count_text(epoch_count, "epoch", "epochs") + "), got " + str(row.epoch));
       }
       const int64_t length = epochs[static_cast<size_t>(row.epoch)];
-      if (row.pos < 0 || row.pos >= length) {
-        reject(path + ".pos", "a position in [0, " + str(length) + ") (sequence " + str(row.seq) +
-                                  " epoch " + str(row.epoch) + " has " +
-                                  count_text(length, "token", "tokens") + "), got " + str(row.pos));
+      const int64_t first =
+          inherited_[static_cast<size_t>(row.seq)][static_cast<size_t>(row.epoch)];
+      if (row.pos < first || row.pos >= length) {
+        reject(path + ".pos", "a position in [" + str(first) + ", " + str(length) + ") (sequence " +
+                                  str(row.seq) + " epoch " + str(row.epoch) + " has " +
+                                  count_text(length, "token", "tokens") +
+                                  (first > 0 ? ", the first " + str(first) + " inherited" : "") +
+                                  "), got " + str(row.pos));
       }
       if (!keys.emplace(row.seq, row.epoch, row.pos).second) {
         reject(path, "each (seq, epoch, pos) at most once, got (" + str(row.seq) + ", " +
