@@ -23,8 +23,8 @@ std::vector<EngineInfo> build_registry() {
        "attention.",
        false, make<cpu::ContiguousEngine>},
       {"paged",
-       "Paged K/V pool with block tables and poisoned free slots; single-pass attention over "
-       "the valid slots.",
+       "Paged K/V pool with block tables, reference-counted pages shared by fork and "
+       "copy-on-write, poisoned free slots; single-pass attention over the valid slots.",
        false, make<cpu::PagedEngine>},
       {"flash",
        "Paged K/V read in tiles with online softmax; split-K decode merged by log-sum-exp for "
@@ -49,6 +49,14 @@ std::vector<EngineInfo> build_registry() {
        "Flash engine mapping q head h to kv head h % kv_heads instead of h / group (wrong "
        "under GQA).",
        true, mutants::make_wrong_kv_head},
+      {"truncate-keeps-position",
+       "Contiguous engine whose truncate shrinks the K/V buffer but keeps the position counter, "
+       "so the next token is reported (and rotated) at the old length.",
+       true, mutants::make_truncate_keeps_position},
+      {"fork-restarts-positions",
+       "Paged engine whose fork keeps the parent's pages but restarts the child's positions at "
+       "0, so the child's tokens overwrite the prefix and see only each other.",
+       true, mutants::make_fork_restarts_positions},
   };
 }
 

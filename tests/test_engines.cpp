@@ -1,7 +1,7 @@
 // Unit tests of the CPU engines, the mutants and the registry: hand-derived rows (the
 // worked example), a double-precision attention written here from the same formula,
-// layout / poison / batch invariance, errors, the flash dispatch paths, and every
-// mutant's predicted wrong answer.
+// layout / poison / batch invariance, errors, the flash dispatch paths, truncate and fork
+// (reference-counted pages, copy-on-write), and every mutant's predicted wrong answer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,10 +16,12 @@
 #include "cpu/flash_constants.h"
 #include "cpu/flash_engine.h"
 #include "cpu/page_pool.h"
+#include "cpu/paged_storage_engine.h"
 #include "kvfuzz/check.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/limits.h"
+#include "kvfuzz/prng.h"
 #include "kvfuzz/simple_generator.h"
 #include "kvfuzz/token_table.h"
 
@@ -214,9 +216,16 @@ void expect_identical(const ChunkOut& a, const ChunkOut& b) {
 // Registry
 
 TEST(Registry, HonestEnginesFirstThenMutants) {
-  const std::vector<std::string> names{"contiguous",     "paged",          "flash",
-                                       "mask-origin",    "stale-position", "stale-kv",
-                                       "page-tail-read", "wrong-kv-head"};
+  const std::vector<std::string> names{"contiguous",
+                                       "paged",
+                                       "flash",
+                                       "mask-origin",
+                                       "stale-position",
+                                       "stale-kv",
+                                       "page-tail-read",
+                                       "wrong-kv-head",
+                                       "truncate-keeps-position",
+                                       "fork-restarts-positions"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
@@ -1053,12 +1062,708 @@ TEST(MutantCheck, EachFailsItsMatchingScenario) {
 TEST(MutantCheck, EveryMutantIsKilledByGeneratedScenarios) {
   for (const EngineInfo& info : engine_registry()) {
     if (!info.mutant) continue;
+    // simple_scenario generates no truncate or fork: these two die by the random
+    // truncate/fork programs below (TruncateAndForkMutantsAreKilledByRandomPrograms).
+    if (info.name == "truncate-keeps-position" || info.name == "fork-restarts-positions") continue;
     int killed = 0;
     for (uint64_t seed = 1; seed <= 300 && killed == 0; ++seed) {
       PrngChoiceSource choices(seed);
       if (!passes(simple_scenario(choices), info.name)) ++killed;
     }
     EXPECT_GT(killed, 0) << info.name;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Truncate and fork, directly on the engines
+
+// The tokens `stream` (ids into d) as one token-major stream.
+Data gather(const Data& d, const std::vector<int>& stream) {
+  Data g{d.layout, static_cast<int>(stream.size()), {}, {}, {}};
+  const auto take = [](std::vector<float>& out, const std::vector<float>& in, size_t stride,
+                       int t) {
+    const auto at = in.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t) * stride);
+    out.insert(out.end(), at, at + static_cast<std::ptrdiff_t>(stride));
+  };
+  for (int t : stream) {
+    take(g.q, d.q, d.qs(), t);
+    take(g.k, d.k, d.ks(), t);
+    take(g.v, d.v, d.vs(), t);
+  }
+  return g;
+}
+
+std::vector<int> joined(std::vector<int> a, const std::vector<int>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+void add_rows(ChunkOut& all, const ChunkOut& o) {
+  all.out.insert(all.out.end(), o.out.begin(), o.out.end());
+  all.positions.insert(all.positions.end(), o.positions.begin(), o.positions.end());
+}
+
+// The rows a fresh engine gives for `stream` (ids into d): the first `prefix` tokens as one
+// chunk (rows dropped), then chunks of `sizes` (rows kept).
+ChunkOut fresh_rows(const std::string& name, const Layout& layout, const Data& d,
+                    const std::vector<int>& stream, int prefix, const std::vector<int>& sizes) {
+  const Data g = gather(d, stream);
+  auto engine = make_engine(name, config_for(layout));
+  if (prefix > 0) feed(*engine, g, 0, 0, prefix);
+  ChunkOut all;
+  int first = prefix;
+  for (int size : sizes) {
+    add_rows(all, feed(*engine, g, 0, first, size));
+    first += size;
+  }
+  return all;
+}
+
+// `got` holds the rows of the last got.positions.size() tokens of `stream` (ids into d):
+// compared with full-prefix attention in double over the stream.
+void expect_stream_rows(const ChunkOut& got, const Data& d, const std::vector<int>& stream) {
+  const Data g = gather(d, stream);
+  const auto n = static_cast<int64_t>(stream.size());
+  expect_rows_near(got, attention(g, 0, static_cast<int>(n)),
+                   n - static_cast<int64_t>(got.positions.size()), 1e-5, g);
+}
+
+// GQA, RoPE (a wrong position changes every value), pages of 4.
+Layout fork_layout() {
+  Layout l;
+  l.q_heads = 4;
+  l.kv_heads = 2;
+  l.head_dim = 4;
+  l.value_dim = 3;
+  l.page_size = 4;
+  l.rope_theta = 10000.0;
+  return l;
+}
+
+TEST(Capabilities, EveryBuiltInEngineAnnouncesTruncateAndFork) {
+  const Layout layout;
+  for (const EngineInfo& info : engine_registry()) {
+    const EngineCapabilities caps = info.make(config_for(layout))->capabilities();
+    EXPECT_TRUE(caps.truncate) << info.name;
+    EXPECT_TRUE(caps.fork) << info.name;
+  }
+}
+
+TEST_P(HonestEngine, TruncateThenAppendMatchesFreshEngine) {
+  const Layout layout = fork_layout();
+  const Data d = generated(layout, 40, 51);
+  // Seq 0 holds 10 tokens (pages of 4): keep 0, into the first page, onto a page boundary,
+  // into the middle of a later page, one before the length, the length itself (a no-op).
+  for (int keep : {0, 1, 3, 4, 6, 8, 9, 10}) {
+    SCOPED_TRACE("keep " + std::to_string(keep));
+    auto engine = make(layout, 2);
+    feed(*engine, d, 1, 30, 5);  // a neighbour, so the pages interleave
+    feed(*engine, d, 0, 0, 7);
+    feed(*engine, d, 1, 35, 2);
+    feed(*engine, d, 0, 7, 3);
+    engine->truncate(0, keep);
+    const std::vector<int> stream = joined(ids(0, keep), ids(20, 5));
+    ChunkOut got;
+    add_rows(got, feed(*engine, d, 0, 20, 3));
+    add_rows(got, feed(*engine, d, 0, 23, 1));
+    add_rows(got, feed(*engine, d, 0, 24, 1));
+    expect_identical(got, fresh_rows(GetParam(), layout, d, stream, keep, {3, 1, 1}));
+    expect_stream_rows(got, d, stream);
+    // The neighbour is untouched.
+    expect_stream_rows(feed(*engine, d, 1, 37, 1), d, ids(30, 8));
+  }
+}
+
+TEST_P(HonestEngine, TruncateRepeatedlyAndAfterDecodes) {
+  const Layout layout = fork_layout();
+  const Data d = generated(layout, 60, 53);
+  auto engine = make(layout);
+  std::vector<int> stream;
+  int next = 0;
+  const auto grow = [&](int n) {
+    const ChunkOut o = feed(*engine, d, 0, next, n);
+    stream = joined(stream, ids(next, n));
+    next += n;
+    expect_stream_rows(o, d, stream);
+  };
+  const auto cut = [&](int keep) {
+    engine->truncate(0, keep);
+    stream.resize(static_cast<size_t>(keep));
+  };
+  grow(10);
+  cut(6);
+  for (int i = 0; i < 3; ++i) grow(1);
+  cut(5);
+  cut(5);  // no-op
+  grow(4);
+  cut(8);  // onto a page boundary
+  grow(1);
+  cut(0);
+  cut(0);
+  grow(2);
+  cut(1);
+  grow(6);
+}
+
+TEST_P(HonestEngine, ForkThenGrowingBothMatchesFreshEngines) {
+  const Layout layout = fork_layout();
+  const Data d = generated(layout, 60, 55);
+  // The source's length: empty, a partial first page, one full page, a partial second
+  // page, two full pages.
+  for (int len : {0, 3, 4, 6, 8}) {
+    for (bool dst_held_tokens : {false, true}) {
+      SCOPED_TRACE("source length " + std::to_string(len) + (dst_held_tokens ? ", dst held" : ""));
+      auto engine = make(layout, 3);
+      if (dst_held_tokens) feed(*engine, d, 1, 40, 5);
+      if (len > 0) feed(*engine, d, 0, 0, len);
+      feed(*engine, d, 2, 50, 3);  // a bystander
+      engine->fork(0, 1);
+      // Both grow, in the same steps and alone: src by d[10, 15), dst by d[20, 27).
+      ChunkOut src_rows, dst_rows;
+      auto outs = step(*engine, d, {Feed{0, 10, 3}, Feed{1, 20, 2}});
+      add_rows(src_rows, outs[0]);
+      add_rows(dst_rows, outs[1]);
+      outs = step(*engine, d, {Feed{1, 22, 1}, Feed{0, 13, 1}});
+      add_rows(dst_rows, outs[0]);
+      add_rows(src_rows, outs[1]);
+      add_rows(dst_rows, feed(*engine, d, 1, 23, 4));
+      add_rows(src_rows, feed(*engine, d, 0, 14, 1));
+      const std::vector<int> src_stream = joined(ids(0, len), ids(10, 5));
+      const std::vector<int> dst_stream = joined(ids(0, len), ids(20, 7));
+      expect_identical(src_rows, fresh_rows(GetParam(), layout, d, src_stream, len, {3, 1, 1}));
+      expect_identical(dst_rows, fresh_rows(GetParam(), layout, d, dst_stream, len, {2, 1, 4}));
+      expect_stream_rows(src_rows, d, src_stream);
+      expect_stream_rows(dst_rows, d, dst_stream);
+      expect_stream_rows(feed(*engine, d, 2, 53, 1), d, ids(50, 4));
+    }
+  }
+}
+
+TEST_P(HonestEngine, ForkChainsTruncatesAndResetsKeepEveryStream) {
+  const Layout layout = fork_layout();
+  const Data d = generated(layout, 80, 57);
+  auto engine = make(layout, 3);
+  std::vector<std::vector<int>> streams(3);
+  int next = 0;
+  const auto grow = [&](int seq, int n) {
+    const ChunkOut o = feed(*engine, d, seq, next, n);
+    auto& stream = streams[static_cast<size_t>(seq)];
+    stream = joined(stream, ids(next, n));
+    next += n;
+    expect_stream_rows(o, d, streams[static_cast<size_t>(seq)]);
+  };
+  const auto fork = [&](int src, int dst) {
+    engine->fork(src, dst);
+    streams[static_cast<size_t>(dst)] = streams[static_cast<size_t>(src)];
+  };
+  const auto cut = [&](int seq, int keep) {
+    engine->truncate(seq, keep);
+    streams[static_cast<size_t>(seq)].resize(static_cast<size_t>(keep));
+  };
+  grow(0, 9);
+  fork(0, 1);  // shares two full pages, copies the partial third
+  cut(1, 6);   // into the shared second page: copied, the source keeps its slots 6, 7
+  grow(0, 2);
+  grow(1, 3);
+  fork(1, 2);  // a fork of a fork
+  engine->reset(0);
+  grow(2, 1);
+  cut(2, 4);  // onto a page boundary: the shared page beyond is dropped, not copied
+  grow(2, 5);
+  grow(1, 1);
+  fork(2, 0);
+  cut(2, 0);
+  grow(0, 2);
+  grow(2, 3);
+  fork(0, 1);  // onto a destination that shares pages with the source
+  grow(1, 1);
+  grow(0, 1);
+}
+
+TEST_P(HonestEngine, TruncateAndForkErrorsAreEngineErrors) {
+  const Data d = worked(8);
+  auto engine = make(d.layout, 2);
+  feed(*engine, d, 0, 0, 3);
+  EXPECT_THROW(engine->truncate(0, 4), EngineError);
+  EXPECT_THROW(engine->truncate(0, -1), EngineError);
+  EXPECT_THROW(engine->truncate(1, 1), EngineError);  // sequence 1 is empty
+  EXPECT_THROW(engine->truncate(2, 0), EngineError);
+  EXPECT_THROW(engine->truncate(-1, 0), EngineError);
+  EXPECT_THROW(engine->fork(0, 0), EngineError);
+  EXPECT_THROW(engine->fork(0, 2), EngineError);
+  EXPECT_THROW(engine->fork(2, 0), EngineError);
+  EXPECT_THROW(engine->fork(-1, 1), EngineError);
+  // Nothing changed: the next token is at position 3 and sees 2, 4, 8.
+  const ChunkOut next = feed(*engine, d, 0, 3, 1);
+  EXPECT_EQ(next.positions, (std::vector<int64_t>{3}));
+  EXPECT_FLOAT_EQ(next.out[0], 7.5f);
+  EXPECT_NO_THROW(engine->truncate(1, 0));  // keep 0 of an empty sequence
+}
+
+// A deterministic random program of appends, batched steps, resets, truncates and forks
+// over three sequences: every row against full-prefix attention over its logical stream;
+// for the paged engines, the pool's invariants after every op.
+void expect_store_invariants(const cpu::PagedKvStore& store, const Layout& layout, int sequences,
+                             Poison poison);
+
+TEST_P(HonestEngine, RandomTruncateForkProgramsMatchTheReference) {
+  Layout layout = fork_layout();
+  layout.page_size = 3;
+  const Data d = generated(layout, 400, 59);
+  const int sequences = 3;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::vector<int> order = identity_order(48);
+    std::reverse(order.begin(), order.end());
+    auto engine = make(layout, sequences, 0, order, Poison::huge);
+    const auto* paged = dynamic_cast<const cpu::PagedStorageEngine*>(engine.get());
+    Xoshiro256 rng(seed);
+    std::vector<std::vector<int>> streams(sequences);
+    int next = 0;
+    for (int op = 0; op < 50 && next < 380; ++op) {
+      const auto seq = static_cast<int>(rng.between(0, sequences - 1));
+      auto& stream = streams[static_cast<size_t>(seq)];
+      const int64_t kind = stream.size() > 24 ? 2 : rng.between(0, 5);
+      if (kind <= 1) {  // append, or a step with another sequence
+        const auto n = static_cast<int>(rng.between(1, 5));
+        std::vector<Feed> feeds{Feed{seq, next, n}};
+        next += n;
+        const int other = (seq + 1) % sequences;
+        if (kind == 1) {
+          feeds.push_back(Feed{other, next, 1});
+          ++next;
+        }
+        const std::vector<ChunkOut> outs = step(*engine, d, feeds);
+        for (size_t i = 0; i < feeds.size(); ++i) {
+          auto& s = streams[static_cast<size_t>(feeds[i].seq)];
+          s = joined(s, ids(feeds[i].first, feeds[i].count));
+          expect_stream_rows(outs[i], d, s);
+        }
+      } else if (kind == 2) {
+        const auto keep = static_cast<int>(rng.between(0, static_cast<int64_t>(stream.size())));
+        engine->truncate(seq, keep);
+        stream.resize(static_cast<size_t>(keep));
+      } else if (kind == 3) {
+        engine->reset(seq);
+        stream.clear();
+      } else {
+        const int dst = (seq + static_cast<int>(rng.between(1, sequences - 1))) % sequences;
+        engine->fork(seq, dst);
+        streams[static_cast<size_t>(dst)] = stream;
+      }
+      if (paged != nullptr) expect_store_invariants(paged->kv(), layout, sequences, Poison::huge);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// PagedKvStore: reference counts, copy-on-write, poison, accounting
+
+// The invariants of the pool: each page's count is the number of block tables holding it;
+// the free pages are exactly those with count 0; no table holds a page twice; every slot
+// outside every sequence's valid prefix (free pages included) holds the poison.
+void expect_store_invariants(const cpu::PagedKvStore& store, const Layout& layout, int sequences,
+                             Poison poison) {
+  const auto ps = static_cast<size_t>(layout.page_size);
+  const auto pool = static_cast<size_t>(store.pool_pages());
+  std::vector<int> holders(pool, 0);
+  std::vector<char> valid(pool * ps, 0);
+  for (int s = 0; s < sequences; ++s) {
+    const std::span<const int> pages = store.pages(s);
+    ASSERT_GE(store.capacity(s), store.length(s));
+    std::vector<int> sorted(pages.begin(), pages.end());
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "seq " << s;
+    for (size_t i = 0; i < pages.size(); ++i) {
+      const auto page = static_cast<size_t>(pages[i]);
+      ++holders[page];
+      for (size_t j = 0; j < ps; ++j) {
+        if (static_cast<int64_t>(i * ps + j) < store.length(s)) valid[page * ps + j] = 1;
+      }
+    }
+  }
+  int free = 0;
+  for (size_t page = 0; page < pool; ++page) {
+    ASSERT_EQ(store.refcount(static_cast<int>(page)), holders[page]) << "page " << page;
+    free += holders[page] == 0 ? 1 : 0;
+  }
+  ASSERT_EQ(store.free_pages(), free);
+  const auto heads = static_cast<size_t>(layout.kv_heads);
+  const auto hd = static_cast<size_t>(layout.head_dim), vd = static_cast<size_t>(layout.value_dim);
+  for (size_t slot = 0; slot < pool * ps; ++slot) {
+    if (valid[slot]) continue;
+    const std::string where = "slot " + std::to_string(slot);
+    expect_poison(store.keys(), slot * heads * hd, heads * hd, poison, where.c_str());
+    expect_poison(store.values(), slot * heads * vd, heads * vd, poison, where.c_str());
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// Store tests: 2 kv heads, head_dim 3, value_dim 2, pages of 4; token t of a sequence
+// tagged `tag` has k[i] = tag + 8t + i, v[i] = -(tag + 8t + i).
+class StoreTest : public ::testing::Test {
+ protected:
+  static Layout store_layout() {
+    Layout l;
+    l.q_heads = 2;
+    l.kv_heads = 2;
+    l.head_dim = 3;
+    l.value_dim = 2;
+    l.page_size = 4;
+    return l;
+  }
+  static std::vector<int> shuffled(int pages) {
+    std::vector<int> order = identity_order(pages);
+    for (size_t i = 0; i < order.size(); ++i)
+      std::swap(order[i], order[(i * 5 + 2) % order.size()]);
+    return order;
+  }
+
+  void append(cpu::PagedKvStore& store, int seq, int n, float tag) {
+    for (int i = 0; i < n; ++i) {
+      const auto t = static_cast<float>(store.length(seq));
+      std::vector<float> k(6), v(4);
+      for (size_t e = 0; e < k.size(); ++e) k[e] = tag + 8 * t + static_cast<float>(e);
+      for (size_t e = 0; e < v.size(); ++e) v[e] = -(tag + 8 * t + static_cast<float>(e));
+      store.reserve(seq, 1);
+      store.append(seq, k.data(), v.data());
+    }
+  }
+  // Slot `pos` of `seq` holds the token written with `tag` at position pos.
+  void expect_token(const cpu::PagedKvStore& store, int seq, int64_t pos, float tag) {
+    std::vector<float> k(6), v(4);
+    store.keys().read(store.k_offset(seq, pos, 0), k.data(), k.size());
+    store.values().read(store.v_offset(seq, pos, 0), v.data(), v.size());
+    const float base = tag + 8 * static_cast<float>(pos);
+    for (size_t e = 0; e < k.size(); ++e) EXPECT_EQ(k[e], base + static_cast<float>(e)) << pos;
+    for (size_t e = 0; e < v.size(); ++e) EXPECT_EQ(v[e], -(base + static_cast<float>(e))) << pos;
+  }
+  void check(const cpu::PagedKvStore& store) {
+    expect_store_invariants(store, layout_, 3, Poison::nan);
+  }
+
+  Layout layout_ = store_layout();
+};
+
+TEST_F(StoreTest, ForkSharesFullPagesAndCopiesThePartialOne) {
+  cpu::PagedKvStore store(layout_, 3, shuffled(12), Poison::nan);
+  append(store, 0, 6, 100);
+  append(store, 1, 5, 900);  // the destination held tokens: its pages are freed
+  check(store);
+  const int free_before = store.free_pages();
+  store.fork(0, 1);
+  check(store);
+  ASSERT_EQ(store.length(1), 6);
+  ASSERT_EQ(store.pages(1).size(), 2u);
+  EXPECT_EQ(store.pages(1)[0], store.pages(0)[0]);  // the full page is shared
+  EXPECT_EQ(store.refcount(store.pages(0)[0]), 2);
+  EXPECT_NE(store.pages(1)[1], store.pages(0)[1]);  // the partial page is copied
+  EXPECT_EQ(store.refcount(store.pages(0)[1]), 1);
+  EXPECT_EQ(store.refcount(store.pages(1)[1]), 1);
+  EXPECT_EQ(store.free_pages(), free_before + 2 - 1);  // dst's 2 pages back, 1 copy taken
+  for (int64_t p = 0; p < 6; ++p) expect_token(store, 1, p, 100);
+  // Appending to both: each writes its own partial page; nothing leaks across.
+  append(store, 0, 1, 200);
+  append(store, 1, 1, 300);
+  check(store);
+  expect_token(store, 0, 6, 200);
+  expect_token(store, 1, 6, 300);
+  append(store, 1, 3, 400);  // dst crosses into a new page of its own
+  append(store, 0, 2, 500);
+  check(store);
+  for (int64_t p = 0; p < 6; ++p) {
+    expect_token(store, 0, p, 100);
+    expect_token(store, 1, p, 100);
+  }
+  expect_token(store, 0, 7, 500);
+  expect_token(store, 1, 7, 400);
+  expect_token(store, 1, 9, 400);
+  // Resetting everything gives every page back, poisoned.
+  for (int s = 0; s < 3; ++s) store.release(s);
+  check(store);
+  EXPECT_EQ(store.free_pages(), store.pool_pages());
+}
+
+TEST_F(StoreTest, TruncateIntoASharedPageCopiesIt) {
+  cpu::PagedKvStore store(layout_, 3, shuffled(12), Poison::nan);
+  append(store, 0, 8, 100);
+  const int free_before = store.free_pages();
+  store.fork(0, 1);  // two full pages: both shared, nothing copied
+  check(store);
+  EXPECT_EQ(store.free_pages(), free_before);
+  const int page0 = store.pages(0)[0], page1 = store.pages(0)[1];
+  EXPECT_EQ(store.refcount(page0), 2);
+  EXPECT_EQ(store.refcount(page1), 2);
+
+  store.truncate(1, 6);  // into the shared second page: dst gets a copy of slots 4, 5
+  check(store);          // dst's copy holds the poison at slots 6, 7
+  EXPECT_EQ(store.pages(1)[0], page0);
+  EXPECT_NE(store.pages(1)[1], page1);
+  EXPECT_EQ(store.refcount(page1), 1);
+  EXPECT_EQ(store.free_pages(), free_before - 1);
+  for (int64_t p = 0; p < 8; ++p) expect_token(store, 0, p, 100);  // the source is untouched
+  for (int64_t p = 0; p < 6; ++p) expect_token(store, 1, p, 100);
+
+  const int copy = store.pages(1)[1];
+  store.truncate(1, 4);  // onto a page boundary: the copy is dropped, poisoned, reused first
+  check(store);
+  EXPECT_EQ(store.pages(1).size(), 1u);
+  EXPECT_EQ(store.free_pages(), free_before);
+  append(store, 2, 1, 700);
+  EXPECT_EQ(store.pages(2)[0], copy);
+
+  store.truncate(0, 2);  // the source truncates into the page it still shares with dst
+  check(store);
+  // The source drops page1 (count 0: poisoned, front of the free list), and its copy of
+  // page0 takes exactly that page.
+  EXPECT_EQ(store.pages(0)[0], page1);
+  EXPECT_EQ(store.refcount(page0), 1);
+  EXPECT_EQ(store.refcount(page1), 1);
+  for (int64_t p = 0; p < 4; ++p) expect_token(store, 1, p, 100);
+  for (int64_t p = 0; p < 2; ++p) expect_token(store, 0, p, 100);
+
+  store.truncate(1, 0);
+  store.truncate(0, 0);
+  store.truncate(0, 0);
+  check(store);
+  store.release(2);
+  check(store);
+  EXPECT_EQ(store.free_pages(), store.pool_pages());
+}
+
+TEST_F(StoreTest, ExhaustedPoolRefusesForkAndTruncateAndChangesNothing) {
+  cpu::PagedKvStore store(layout_, 3, identity_order(3), Poison::nan);
+  append(store, 0, 6, 100);  // pages 0, 1
+  store.fork(0, 1);          // shares page 0, copies page 1 into page 2: the pool is full
+  check(store);
+  ASSERT_EQ(store.free_pages(), 0);
+  EXPECT_THROW(store.fork(0, 2), EngineError);  // needs a copy of the partial page
+  EXPECT_THROW(store.reserve(0, 3), EngineError);
+  check(store);
+  EXPECT_EQ(store.length(2), 0);
+  // A fork whose destination frees its own partial page can reuse it for the copy.
+  EXPECT_NO_THROW(store.fork(0, 1));
+  check(store);
+  // Truncating dst into the shared page 0 needs a copy; dropping its own page 1 frees one.
+  EXPECT_NO_THROW(store.truncate(1, 2));
+  check(store);
+  for (int64_t p = 0; p < 2; ++p) expect_token(store, 1, p, 100);
+
+  cpu::PagedKvStore full(layout_, 2, identity_order(2), Poison::nan);
+  append(full, 0, 8, 100);
+  full.fork(0, 1);  // both pages shared, the pool is full
+  EXPECT_THROW(full.truncate(1, 6), EngineError);
+  expect_store_invariants(full, layout_, 2, Poison::nan);
+  EXPECT_EQ(full.length(1), 8);
+  EXPECT_EQ(full.refcount(full.pages(1)[1]), 2);
+  full.release(0);      // now dst holds both pages alone
+  full.truncate(1, 6);  // poisons slots 6, 7 in place: no copy needed
+  expect_store_invariants(full, layout_, 2, Poison::nan);
+  EXPECT_EQ(full.free_pages(), 0);
+}
+
+TEST_F(StoreTest, AppendIntoASharedPageCopiesItFirst) {
+  // Honest engines never write a shared page; rewinding a forked sequence (what the
+  // fork-restarts-positions mutant does) makes the next appends land in shared pages.
+  cpu::PagedKvStore store(layout_, 3, shuffled(12), Poison::nan);
+  append(store, 0, 8, 100);
+  store.fork(0, 1);
+  store.rewind_without_poisoning(1, 0);
+  store.reserve(1, 5);  // slots 0..4 of dst: both shared pages are copied (empty copies)
+  EXPECT_NE(store.pages(1)[0], store.pages(0)[0]);
+  EXPECT_NE(store.pages(1)[1], store.pages(0)[1]);
+  check(store);  // length 0: the copies are all poison
+  append(store, 1, 5, 300);
+  check(store);
+  for (int64_t p = 0; p < 8; ++p) expect_token(store, 0, p, 100);
+  for (int64_t p = 0; p < 5; ++p) expect_token(store, 1, p, 300);
+  // append() copies by itself when the caller did not reserve.
+  store.fork(0, 2);
+  store.rewind_without_poisoning(2, 3);
+  const std::vector<float> k(6, 1.0f), v(4, 2.0f);
+  store.append(2, k.data(), v.data());
+  EXPECT_NE(store.pages(2)[0], store.pages(0)[0]);
+  for (int64_t p = 0; p < 8; ++p) expect_token(store, 0, p, 100);
+}
+
+TEST_F(StoreTest, BadArgumentsAreEngineErrors) {
+  cpu::PagedKvStore store(layout_, 2, identity_order(4), Poison::nan);
+  append(store, 0, 3, 100);
+  EXPECT_THROW(store.truncate(0, 4), EngineError);
+  EXPECT_THROW(store.truncate(0, -1), EngineError);
+  EXPECT_THROW(store.truncate(2, 0), EngineError);
+  EXPECT_THROW(store.fork(0, 0), EngineError);
+  EXPECT_THROW(store.fork(0, 2), EngineError);
+  EXPECT_THROW(store.fork(-1, 0), EngineError);
+  EXPECT_THROW(store.reserve(0, -1), EngineError);
+  EXPECT_THROW(store.rewind_without_poisoning(0, 4), EngineError);
+  expect_store_invariants(store, layout_, 2, Poison::nan);
+  EXPECT_EQ(store.length(0), 3);
+}
+
+// ---------------------------------------------------------------------------------------
+// The truncate and fork mutants: each gives its predicted wrong answer
+
+TEST(Mutant, TruncateKeepsPositionReportsTheOldLength) {
+  const Data d = worked(6);
+  auto engine = make_engine("truncate-keeps-position", config_for(d.layout));
+  feed(*engine, d, 0, 0, 5);  // 2, 4, 8, 16, 32
+  engine->truncate(0, 2);     // keep 2, 4
+  const ChunkOut next = feed(*engine, d, 0, 5, 1);
+  EXPECT_EQ(next.positions, (std::vector<int64_t>{5}));  // the old length instead of 2
+  EXPECT_FLOAT_EQ(next.out[0], (2 + 4 + 64) / 3.0f);     // zero scores: values unaffected
+  auto honest = make_engine("contiguous", config_for(d.layout));
+  feed(*honest, d, 0, 0, 5);
+  honest->truncate(0, 2);
+  EXPECT_EQ(feed(*honest, d, 0, 5, 1).positions, (std::vector<int64_t>{2}));
+
+  // With RoPE the new token is also rotated at the old length: its values are wrong too.
+  const Layout layout = fork_layout();
+  const Data g = generated(layout, 12, 61, Distribution::uniform);
+  auto mutant = make_engine("truncate-keeps-position", config_for(layout));
+  feed(*mutant, g, 0, 0, 9);
+  mutant->truncate(0, 4);
+  const ChunkOut got = feed(*mutant, g, 0, 9, 1);
+  EXPECT_EQ(got.positions, (std::vector<int64_t>{9}));
+  const ChunkOut want = fresh_rows("contiguous", layout, g, joined(ids(0, 4), ids(9, 1)), 4, {1});
+  double diff = 0;
+  for (size_t i = 0; i < got.out.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(got.out[i] - want.out[i])));
+  }
+  EXPECT_GT(diff, 1e-2);
+}
+
+TEST(Mutant, ForkRestartsPositionsReportsTheChildFromZero) {
+  for (int page_size : {4, 2}) {  // the source's pages: one partial / one full + one partial
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    Data d = worked(6);
+    d.layout.page_size = page_size;
+    auto engine = make_engine("fork-restarts-positions", config_for(d.layout, 2));
+    feed(*engine, d, 0, 0, 3);  // 2, 4, 8
+    engine->fork(0, 1);
+    const ChunkOut child = feed(*engine, d, 1, 3, 2);          // 16, 32
+    EXPECT_EQ(child.positions, (std::vector<int64_t>{0, 1}));  // instead of 3, 4
+    EXPECT_FLOAT_EQ(child.out[0], 16.0f);                      // instead of 7.5
+    EXPECT_FLOAT_EQ(child.out[1], 24.0f);                      // instead of 12.4
+    // The parent is untouched: its next token sees 2, 4, 8 and itself.
+    const ChunkOut parent = feed(*engine, d, 0, 5, 1);  // 64
+    EXPECT_EQ(parent.positions, (std::vector<int64_t>{3}));
+    EXPECT_FLOAT_EQ(parent.out[0], (2 + 4 + 8 + 64) / 4.0f);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Truncate and fork through check.h: the runner, the reference and the comparator
+
+// The worked example rolled back: 2, 4, 8, 16, 32, keep 2, then 64 at position 2 and 128
+// at position 3 of epoch 1: (2+4+64)/3 and (2+4+64+128)/4.
+Scenario truncate_scenario() {
+  return make_scenario(
+      "truncate-rollback", tiny_layout(), worked_tokens(7),
+      {Op::append(0, {0, 1, 2, 3, 4}), Op::truncate(0, 2), Op::append(0, {5}), Op::append(0, {6})});
+}
+
+// Sequence 0 takes 2, 4, 8; sequence 1 forks it (epoch 1, continuing at 3), then both
+// append, sequence 1 twice.
+Scenario fork_scenario(int page_size) {
+  return make_scenario("fork-shared-prefix", tiny_layout(page_size), worked_tokens(6),
+                       {Op::append(0, {0, 1, 2}), Op::fork(0, 1), Op::append(1, {3}),
+                        Op::append(0, {4}), Op::append(1, {5})},
+                       2);
+}
+
+// A deterministic random program over three sequences: appends, two-sequence steps,
+// resets, truncates (anywhere in [0, length]) and forks; GQA, RoPE, pages of 3.
+Scenario random_truncate_fork_scenario(uint64_t seed, DType dtype, Placement placement) {
+  Layout l = fork_layout();
+  l.page_size = 3;
+  l.dtype = dtype;
+  Xoshiro256 rng(seed);
+  std::vector<int64_t> length(3, 0);
+  std::vector<Op> program{Op::append(0, ids(0, 4))};
+  length[0] = 4;
+  int next = 4;
+  for (int op = 0; op < 24; ++op) {
+    const auto seq = static_cast<int>(rng.between(0, 2));
+    const auto s = static_cast<size_t>(seq);
+    const int64_t kind = length[s] > 20 ? 2 : rng.between(0, 5);
+    if (kind == 0) {
+      const auto n = static_cast<int>(rng.between(1, 5));
+      program.push_back(Op::append(seq, ids(next, n)));
+      next += n;
+      length[s] += n;
+    } else if (kind == 1) {
+      const int other = (seq + 1) % 3;
+      const auto n = static_cast<int>(rng.between(1, 4));
+      program.push_back(Op::step({Chunk{seq, ids(next, n)}, Chunk{other, ids(next + n, 1)}}));
+      next += n + 1;
+      length[s] += n;
+      length[static_cast<size_t>(other)] += 1;
+    } else if (kind == 2) {
+      const int64_t keep = rng.between(0, length[s]);
+      program.push_back(Op::truncate(seq, keep));
+      length[s] = keep;
+    } else if (kind == 3) {
+      program.push_back(Op::reset(seq));
+      length[s] = 0;
+    } else {
+      const int dst = (seq + static_cast<int>(rng.between(1, 2))) % 3;
+      program.push_back(Op::fork(seq, dst));
+      length[static_cast<size_t>(dst)] = length[s];
+    }
+  }
+  return make_scenario("random-truncate-fork-" + std::to_string(seed), l,
+                       GeneratedTokens{seed, next, Distribution::dyadic, false}, program, 3,
+                       std::move(placement));
+}
+
+TEST_P(HonestEngine, PassesTruncateAndForkScenarios) {
+  std::vector<Scenario> all{truncate_scenario(), fork_scenario(4), fork_scenario(2),
+                            fork_scenario(1)};
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Placement placement;
+    placement.order = seed % 2 == 0 ? PageOrder::reversed : PageOrder::identity;
+    placement.poison = seed % 3 == 0 ? Poison::huge : Poison::nan;
+    const DType dtype = seed % 5 == 0 ? DType::bf16 : seed % 5 == 1 ? DType::f16 : DType::f32;
+    all.push_back(random_truncate_fork_scenario(seed, dtype, placement));
+  }
+  for (const Scenario& scenario : all) {
+    std::string why;
+    EXPECT_TRUE(passes(scenario, GetParam(), &why)) << scenario.name << ": " << why;
+  }
+}
+
+TEST(MutantCheck, TruncateKeepsPositionFailsAtTheOldLength) {
+  EXPECT_TRUE(passes(truncate_scenario(), "contiguous"));
+  const CheckOutcome o = check(truncate_scenario(), "truncate-keeps-position");
+  ASSERT_FALSE(o.verdict.pass);
+  const Divergence& d = *o.verdict.first;
+  EXPECT_EQ(d.kind, FailureKind::wrong_position) << failure_kind_name(d.kind);
+  EXPECT_EQ(d.key, (RowKey{0, 1, 2}));  // expected here, after the kept 2 tokens
+  EXPECT_NE(d.detail.find("position 5"), std::string::npos) << d.detail;  // the old length
+}
+
+TEST(MutantCheck, ForkRestartsPositionsFailsAtTheChildsFirstRow) {
+  for (int page_size : {4, 2, 1}) {
+    SCOPED_TRACE("page size " + std::to_string(page_size));
+    EXPECT_TRUE(passes(fork_scenario(page_size), "paged"));
+    const CheckOutcome o = check(fork_scenario(page_size), "fork-restarts-positions");
+    ASSERT_FALSE(o.verdict.pass);
+    const Divergence& d = *o.verdict.first;
+    EXPECT_EQ(d.kind, FailureKind::wrong_position) << failure_kind_name(d.kind);
+    EXPECT_EQ(d.key, (RowKey{1, 1, 3}));  // the child's first row, at length(src)
+    EXPECT_NE(d.detail.find("position 0"), std::string::npos) << d.detail;
+  }
+}
+
+TEST(MutantCheck, TruncateAndForkMutantsAreKilledByRandomPrograms) {
+  for (const char* name : {"truncate-keeps-position", "fork-restarts-positions"}) {
+    int killed = 0;
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      if (!passes(random_truncate_fork_scenario(seed, DType::f32, {}), name)) ++killed;
+    }
+    EXPECT_GE(killed, 10) << name;
   }
 }
 

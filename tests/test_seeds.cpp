@@ -37,9 +37,9 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 TEST(Seeds, TheCorpusHoldsEverySeedTheDesignNames) {
-  for (const char* name :
-       {"worked-example", "one-token-prefix", "empty-cache", "one-token-cache", "multistep-append",
-        "reset-two-requests", "gqa-nonzero-scores", "poisoned-page-tail"}) {
+  for (const char* name : {"worked-example", "one-token-prefix", "empty-cache", "one-token-cache",
+                           "multistep-append", "reset-two-requests", "gqa-nonzero-scores",
+                           "poisoned-page-tail", "truncate-rollback", "fork-shared-prefix"}) {
     EXPECT_TRUE(std::filesystem::exists(kSeeds / (std::string(name) + ".json"))) << name;
   }
 }
@@ -121,6 +121,12 @@ const std::vector<Prediction>& predictions() {
       {"poisoned-page-tail", "page-tail-read", {{{0, 0, 2}, {kNaN}}}},
       // B reuses a page A filled: only re-poisoning on reset makes its tail NaN again.
       {"reset-reuses-poisoned-page", "page-tail-read", {{{0, 1, 2}, {kNaN}}}},
+      // The counter stays at 3 after truncating to 1: rows come back at 3 and 4 (the
+      // values are right: the buffer was cut, only the positions are wrong).
+      {"truncate-rollback", "truncate-keeps-position", {{{0, 1, 3}, {9}}, {{0, 1, 4}, {50.0 / 3}}}},
+      // The child restarts at position 0: its token lands on slot 0 (of a copied page) and
+      // sees only itself.
+      {"fork-shared-prefix", "fork-restarts-positions", {{{1, 1, 0}, {16}}}},
       {"poisoned-page-tail-huge",
        "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},

@@ -1,5 +1,7 @@
 #include "cpu/contiguous_engine.h"
 
+#include <string>
+
 namespace kvfuzz::cpu {
 
 ContiguousEngine::ContiguousEngine(const EngineConfig& config) : CpuEngine(config) {
@@ -13,6 +15,35 @@ void ContiguousEngine::reset(int seq) {
   check_seq(seq, "reset");
   clear_kv(seq);
   clear_position(seq);
+}
+
+void ContiguousEngine::truncate(int seq, int64_t keep) {
+  check_seq(seq, "truncate");
+  shrink_kv(seq, keep);
+  set_position(seq, keep);
+}
+
+void ContiguousEngine::fork(int src, int dst) {
+  check_seq(src, "fork");
+  check_seq(dst, "fork");
+  if (src == dst) throw EngineError("fork: source and destination are both " + std::to_string(src));
+  seqs_[static_cast<size_t>(dst)] = seqs_[static_cast<size_t>(src)];
+}
+
+void ContiguousEngine::shrink_kv(int seq, int64_t keep) {
+  Sequence& s = seqs_[static_cast<size_t>(seq)];
+  if (keep < 0 || keep > s.tokens) {
+    throw EngineError("truncate: sequence " + std::to_string(seq) + " holds " +
+                      std::to_string(s.tokens) + " token(s), cannot keep " + std::to_string(keep));
+  }
+  const auto n = static_cast<size_t>(keep) * static_cast<size_t>(layout().kv_heads);
+  s.k.truncate(n * static_cast<size_t>(layout().head_dim));
+  s.v.truncate(n * static_cast<size_t>(layout().value_dim));
+  s.tokens = keep;
+}
+
+void ContiguousEngine::set_position(int seq, int64_t position) {
+  seqs_[static_cast<size_t>(seq)].position = position;
 }
 
 void ContiguousEngine::clear_kv(int seq) {

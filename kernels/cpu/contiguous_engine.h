@@ -1,7 +1,9 @@
 // The contiguous engine: per sequence, K and V grow in one buffer as tokens arrive, and a
 // separate position counter drives RoPE and the reported positions. The attention range is
 // computed from buffer indices: the query at buffer index i sees entries
-// [max(0, i - window + 1), i]. An honest reset clears both the buffer and the counter.
+// [max(0, i - window + 1), i]. An honest reset clears both the buffer and the counter; an
+// honest truncate shrinks the buffer to `keep` entries and sets the counter to `keep`; fork
+// copies the source's buffer and counter.
 #pragma once
 
 #include <vector>
@@ -14,11 +16,17 @@ namespace kvfuzz::cpu {
 class ContiguousEngine : public CpuEngine {
  public:
   explicit ContiguousEngine(const EngineConfig& config);
+  EngineCapabilities capabilities() const override { return {.truncate = true, .fork = true}; }
   void reset(int seq) override;
+  void truncate(int seq, int64_t keep) override;
+  void fork(int src, int dst) override;
 
  protected:
   void clear_kv(int seq);        // drop the sequence's K/V buffer
   void clear_position(int seq);  // the next token gets position 0
+  // Keep the first `keep` buffer entries; EngineError unless 0 <= keep <= entries.
+  void shrink_kv(int seq, int64_t keep);
+  void set_position(int seq, int64_t position);  // the next token gets `position`
 
   void begin_chunk(int seq, int tokens) override;
   int64_t next_position(int seq) const override;

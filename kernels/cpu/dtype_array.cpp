@@ -1,6 +1,8 @@
 #include "cpu/dtype_array.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <limits>
 
 namespace kvfuzz::cpu {
@@ -56,6 +58,27 @@ void DTypeArray::write(size_t at, const float* src, size_t n) {
     for (size_t i = 0; i < n; ++i) f32_[at + i] = src[i];
   } else {
     for (size_t i = 0; i < n; ++i) bits_[at + i] = encode(src[i]);
+  }
+}
+
+void DTypeArray::copy_within(size_t from, size_t to, size_t n) {
+  assert(from + n <= size() && to + n <= size());
+  assert(from + n <= to || to + n <= from);
+  if (dtype_ == DType::f32) {
+    std::copy_n(f32_.begin() + static_cast<std::ptrdiff_t>(from), n,
+                f32_.begin() + static_cast<std::ptrdiff_t>(to));
+  } else {
+    std::copy_n(bits_.begin() + static_cast<std::ptrdiff_t>(from), n,
+                bits_.begin() + static_cast<std::ptrdiff_t>(to));
+  }
+}
+
+void DTypeArray::truncate(size_t n) {
+  assert(n <= size());
+  if (dtype_ == DType::f32) {
+    f32_.resize(n);
+  } else {
+    bits_.resize(n);
   }
 }
 

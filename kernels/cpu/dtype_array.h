@@ -27,6 +27,11 @@ class DTypeArray {
   void fill(size_t at, size_t n, float value);  // overwrite [at, at + n)
   void append(const float* src, size_t n);      // encode and append
   void write(size_t at, const float* src, size_t n);
+  // Copy the stored elements [from, from + n) to [to, to + n) bit for bit (no re-rounding).
+  // The two ranges must not overlap.
+  void copy_within(size_t from, size_t to, size_t n);
+  // Keep the first n elements (n <= size()).
+  void truncate(size_t n);
   void read(size_t at, float* dst, size_t n) const;  // decode [at, at + n)
 
   // sum_i x[i] * element[at + i], accumulated in float in index order.

@@ -1,5 +1,6 @@
-// The flash engine's constants live with the harness (kvfuzz/flash_constants.h) so the
-// generator and the cache-state events can aim at them; the engine uses them from here.
+// The flash engine's tiling and dispatch constants. They are defined in the harness
+// (kvfuzz/flash_constants.h) so that the generator can aim chunk and context lengths at
+// them; the engine sees them under kvfuzz::cpu.
 #pragma once
 
 #include "kvfuzz/flash_constants.h"

@@ -2,14 +2,24 @@
 // (page_size slots each, K and V of every kv head), a block table per sequence, and a free
 // list that hands pages out in the configured page order.
 //
-// Every slot of the pool starts out holding the poison. Pages released by a reset are
-// poisoned again and go to the FRONT of the free list, so they are the next ones reused.
+// Pages are reference counted: fork() lets two block tables share a page. A shared page is
+// never written: before any write into it (an append, or the poisoning of its tail by a
+// truncate) the writing sequence gets its own copy (copy-on-write) and the other sharers
+// keep the original. In honest use only full pages are shared: fork() copies the source's
+// partial last page instead of sharing it.
+//
+// Invariant: every slot outside every sequence's valid prefix holds the poison. The whole
+// pool starts poisoned; a page whose count drops to 0 is poisoned again and goes to the
+// FRONT of the free list, so it is the next one reused; a copy takes a poisoned free page
+// and copies only the slots below the sequence's length; a truncate poisons the dropped
+// slots of the page it keeps.
 // Element layout: K [page][slot][kv_head][head_dim], V [page][slot][kv_head][value_dim].
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cpu/dtype_array.h"
@@ -27,15 +37,36 @@ class PagedKvStore {
   int64_t capacity(int seq) const;
   int free_pages() const { return static_cast<int>(free_.size()); }
   int pool_pages() const { return pool_pages_; }
+  // The sequence's block table (logical page -> physical page) and a page's reference
+  // count (the number of block tables holding it; 0 for a free page).
+  std::span<const int> pages(int seq) const { return seqs_[static_cast<size_t>(seq)].pages; }
+  int refcount(int page) const { return refs_[static_cast<size_t>(page)]; }
 
-  // Take pages from the free list until `more` further tokens fit; throws EngineError
-  // (and takes nothing) when the pool cannot hold them.
+  // Make the next `more` tokens of `seq` writable: take pages from the free list until they
+  // fit, and copy every shared page they would be written into. Throws EngineError (and
+  // changes nothing) when the pool cannot supply the pages.
   void reserve(int seq, int64_t more);
-  // Write one token's k and v at slot length(seq), which must be reserved; returns its
-  // position.
+  // Write one token's k and v at slot length(seq) and return its position. Reserves (and
+  // copies a shared page) itself if the caller did not; callers reserve first so that an
+  // exhausted pool throws before any position moves.
   int64_t append(int seq, const float* k, const float* v);
-  // Poison the sequence's pages, return them to the front of the free list, length 0.
+  // Drop the sequence's pages (count - 1; a page no one holds any more is poisoned and put
+  // at the front of the free list), length 0.
   void release(int seq);
+  // Keep the first `keep` tokens (0 <= keep <= length): pages wholly beyond them are
+  // dropped as by release; the slots >= keep of the page holding keep - 1 are poisoned,
+  // in a copy if that page is shared. Throws EngineError on a bad keep, or when a needed
+  // copy finds no free page (then nothing changes).
+  void truncate(int seq, int64_t keep);
+  // `dst` drops its pages (as by release) and starts with src's tokens: it shares src's
+  // full pages and gets a copy of src's partial last page (slots past the length stay
+  // poisoned). Throws EngineError when src == dst, or when the copy finds no free page
+  // (then nothing changes).
+  void fork(int src, int dst);
+  // Sets the length (the position counter) of `seq` to `length` <= length(seq) WITHOUT
+  // dropping or poisoning anything: the slots in [length, old length) keep their tokens.
+  // Honest engines never call it (truncate is the honest rollback); a mutant does.
+  void rewind_without_poisoning(int seq, int64_t length);
 
   // Element offsets of slot `pos` (< capacity(seq)) of `seq` for one kv head.
   size_t k_offset(int seq, int64_t pos, int kv_head) const {
@@ -58,7 +89,17 @@ class PagedKvStore {
     const size_t page = static_cast<size_t>(pages[static_cast<size_t>(pos / page_size_)]);
     return page * static_cast<size_t>(page_size_) + static_cast<size_t>(pos % page_size_);
   }
-  void poison_page(int page);
+  void check_seq(int seq, const char* what) const;
+  // Throws the pool-exhausted EngineError unless `needed` pages are (or will be) free.
+  void require_free(int64_t needed, int64_t will_free, int seq, const std::string& what) const;
+  int take_page();           // the front of the free list, count 1
+  void drop_page(int page);  // count - 1; at 0: poison, front of the free list
+  // Replace logical page `index` of `seq` by a fresh copy of its slots below the length.
+  void copy_on_write(int seq, size_t index);
+  // Copy slots [0, slots) of physical page `from` to physical page `to`.
+  void copy_slots(int from, int to, int64_t slots);
+  // Poison slots [from, page_size) of physical page `page`.
+  void poison_slots(int page, int64_t from);
 
   int64_t page_size_;
   size_t kv_heads_, head_dim_, value_dim_;
@@ -66,6 +107,7 @@ class PagedKvStore {
   float poison_;
   DTypeArray k_, v_;
   std::vector<Sequence> seqs_;
+  std::vector<int> refs_;  // per physical page: block tables holding it
   std::vector<int> free_;  // the back is the front of the free list: the next page handed out
 };
 

@@ -10,4 +10,15 @@ void PagedStorageEngine::reset(int seq) {
   kv_.release(seq);
 }
 
+void PagedStorageEngine::truncate(int seq, int64_t keep) {
+  check_seq(seq, "truncate");
+  kv_.truncate(seq, keep);
+}
+
+void PagedStorageEngine::fork(int src, int dst) {
+  check_seq(src, "fork");
+  check_seq(dst, "fork");
+  kv_.fork(src, dst);
+}
+
 }  // namespace kvfuzz::cpu

@@ -1,5 +1,6 @@
 // The storage half of the paged and flash engines: one PagedKvStore, the position of a
-// token is its slot in the sequence (length before the append), reset releases the pages.
+// token is its slot in the sequence (length before the append), reset releases the pages,
+// truncate and fork are the store's (reference-counted pages, copy-on-write).
 // Subclasses add only attend().
 #pragma once
 
@@ -11,11 +12,15 @@ namespace kvfuzz::cpu {
 class PagedStorageEngine : public CpuEngine {
  public:
   explicit PagedStorageEngine(const EngineConfig& config);
+  EngineCapabilities capabilities() const override { return {.truncate = true, .fork = true}; }
   void reset(int seq) override;
+  void truncate(int seq, int64_t keep) override;
+  void fork(int src, int dst) override;
 
   const PagedKvStore& kv() const { return kv_; }
 
  protected:
+  PagedKvStore& kv_store() { return kv_; }
   void begin_chunk(int seq, int tokens) override { kv_.reserve(seq, tokens); }
   int64_t next_position(int seq) const override { return kv_.length(seq); }
   int64_t store(int seq, const float* k, const float* v) override { return kv_.append(seq, k, v); }

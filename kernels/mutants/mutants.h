@@ -13,5 +13,7 @@ std::unique_ptr<Engine> make_stale_position(const EngineConfig& config);
 std::unique_ptr<Engine> make_stale_kv(const EngineConfig& config);
 std::unique_ptr<Engine> make_page_tail_read(const EngineConfig& config);
 std::unique_ptr<Engine> make_wrong_kv_head(const EngineConfig& config);
+std::unique_ptr<Engine> make_truncate_keeps_position(const EngineConfig& config);
+std::unique_ptr<Engine> make_fork_restarts_positions(const EngineConfig& config);
 
 }  // namespace kvfuzz::mutants
