@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   kvfuzz::cli::add_explain_command(app, exit_status);
   kvfuzz::cli::add_list_command(app, exit_status);
   kvfuzz::cli::add_check_command(app, exit_status);
+  kvfuzz::cli::add_shrink_command(app, exit_status);
   try {
     // CLI11 would call an unknown command "a missing subcommand"; name it instead.
     if (argc > 1 && argv[1][0] != '-') {
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
         app.get_subcommand(argv[1]);
       } catch (const CLI::OptionNotFound&) {
         throw kvfuzz::cli::UsageError(std::string("unknown command '") + argv[1] +
-                                      "'; expected one of replay, explain, list, check");
+                                      "'; expected one of replay, explain, list, check, shrink");
       }
     }
     app.parse(argc, argv);

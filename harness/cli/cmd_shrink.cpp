@@ -1,0 +1,210 @@
+// kvfuzz shrink FIXTURE --engine NAME: reduces a failing fixture to a local minimum that
+// fails the same way, and saves it canonically with its provenance.
+//
+// Order of work, so that nothing is lost: the raw failing fixture is written to
+// DIR/raw/ before shrinking starts (an interrupted shrink or a crashing engine keeps it),
+// then the shrinker runs under the time budget, then the result is written to DIR/.
+// Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk and saved,
+// 2 bad input.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "cli_support.h"
+#include "commands.h"
+#include "kvfuzz/check.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/property.h"
+#include "kvfuzz/report.h"
+#include "kvfuzz/shrink.h"
+
+namespace kvfuzz::cli {
+
+namespace {
+
+struct ShrinkCommandOptions {
+  std::string path;
+  std::string engine;
+  std::string property = "prefix";
+  double seconds = 60;
+  std::string out = "corpus/regressions";
+  bool quiet = false;
+};
+
+// Rows at most this many: the final report lists every row (kvfuzz explain's lines).
+constexpr size_t kExplainRows = 24;
+
+struct Size {
+  int ops = 0;
+  int tokens = 0;
+};
+
+Size size_of(const Scenario& s) {
+  Size size{static_cast<int>(s.program.size()), 0};
+  for (const Op& op : s.program) {
+    for (const Chunk& chunk : op.batch()) size.tokens += static_cast<int>(chunk.tokens.size());
+  }
+  return size;
+}
+
+std::string size_text(Size size) {
+  return std::to_string(size.ops) + (size.ops == 1 ? " op" : " ops") + ", " +
+         std::to_string(size.tokens) + (size.tokens == 1 ? " token" : " tokens");
+}
+
+// FNV-1a over the canonical text of what the scenario tests (name, note and provenance
+// left out), so the same failing case always gets the same file name.
+std::string short_hash(Scenario s) {
+  s.name = "x";
+  s.note.clear();
+  s.provenance = Provenance{};
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : write_fixture(s)) {
+    hash = (hash ^ c) * 0x100000001b3ull;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return std::string(text, 8);
+}
+
+std::string file_stem(const std::string& engine, Property property, FailureKind kind,
+                      const Scenario& s) {
+  std::string kind_name(failure_kind_name(kind));
+  for (char& c : kind_name) c = c == '_' ? '-' : c;
+  return engine + "-" + std::string(property_name(property)) + "-" + kind_name + "-" +
+         short_hash(s);
+}
+
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+// The first diverging row as the report prints it (the provenance's `failure`).
+std::string failure_line(const PropertyOutcome& outcome) {
+  return first_line(outcome.first ? describe_divergence(*outcome.first) : outcome.report);
+}
+
+void set_provenance(Scenario& s, const std::string& engine, Property property,
+                    const std::string& failure) {
+  s.provenance.source = "shrink";
+  s.provenance.engine = engine;
+  s.provenance.property = std::string(property_name(property));
+  s.provenance.failure = failure;
+  s.provenance.kvfuzz_version = KVFUZZ_VERSION;
+}
+
+int run_shrink(const ShrinkCommandOptions& options) {
+  const EngineInfo* engine = find_engine(options.engine);
+  if (engine == nullptr) {
+    std::string names;
+    for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;
+    throw UsageError("--engine: unknown engine '" + options.engine + "'; expected one of " + names +
+                     " (see kvfuzz list)");
+  }
+  const std::optional<Property> property = parse_property(options.property);
+  if (!property) {
+    std::string names;
+    for (Property p : kAllProperties)
+      names += (names.empty() ? "" : ", ") + std::string(property_name(p));
+    throw UsageError("--property: unknown property '" + options.property + "'; expected one of " +
+                     names);
+  }
+  const Scenario input = load_fixture(options.path);
+  const PropertyOutcome outcome = check_property(*property, input, *engine);
+  if (outcome.pass) {
+    std::printf("nothing to shrink: the fixture passes %s on %s\n",
+                std::string(property_name(*property)).c_str(), engine->name.c_str());
+    return kExitPass;
+  }
+  const FailureKind kind = outcome.signature ? outcome.signature->kind : FailureKind::mismatch;
+  const std::filesystem::path out(options.out);
+
+  // The raw failing fixture first: whatever happens next, the failure is kept.
+  Scenario raw = input;
+  raw.name = file_stem(engine->name, *property, kind, input);
+  set_provenance(raw, engine->name, *property, failure_line(outcome));
+  const std::filesystem::path raw_path = out / "raw" / (raw.name + ".json");
+  save_fixture(raw, raw_path);
+  std::fprintf(stderr, "shrink: saved the raw failing fixture to %s\n", raw_path.string().c_str());
+
+  using Clock = std::chrono::steady_clock;
+  auto last_line = Clock::now() - std::chrono::seconds(1);
+  ShrinkOptions shrink_options;
+  shrink_options.property = *property;
+  shrink_options.time_budget_seconds = options.seconds;
+  shrink_options.on_progress = [&](const ShrinkProgress& p) {
+    const auto now = Clock::now();
+    if (options.quiet || now - last_line < std::chrono::milliseconds(500)) return;
+    last_line = now;
+    std::fprintf(stderr, "shrink: %d accepted, %d tried, %.1f s, now %s\n", p.accepted, p.tried,
+                 p.seconds, size_text(size_of(*p.best)).c_str());
+  };
+  const auto start = Clock::now();
+  std::optional<ShrinkResult> result = shrink(input, *engine, shrink_options);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!result) {
+    // The engine judged the same fixture differently a moment ago: not deterministic.
+    throw UsageError(options.path + ": the fixture failed once and then passed on " + engine->name +
+                     "; the engine is not deterministic (raw fixture kept at " + raw_path.string() +
+                     ")");
+  }
+
+  const Size before = size_of(input);
+  const Size after = size_of(result->scenario);
+  Scenario shrunk = result->scenario;
+  const std::string failure = failure_line(result->outcome);
+  shrunk.name = file_stem(engine->name, *property, result->signature.kind, shrunk);
+  char timing[96];
+  std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
+                result->tried, seconds, result->timed_out ? ", stopped at the time budget" : "");
+  shrunk.note = "Shrunk by kvfuzz shrink from " + size_text(before) + " to " + size_text(after) +
+                " (" + timing + "). Fails " + to_string(result->signature) + " on " + engine->name +
+                ": " + failure;
+  set_provenance(shrunk, engine->name, *property, failure);
+  const std::filesystem::path path = out / (shrunk.name + ".json");
+  save_fixture(shrunk, path);
+
+  std::printf("%s fails %s: shrunk from %s to %s (%s)\n", engine->name.c_str(),
+              to_string(result->signature).c_str(), size_text(before).c_str(),
+              size_text(after).c_str(), timing);
+  std::printf("saved to %s (raw fixture: %s)\n", path.string().c_str(), raw_path.string().c_str());
+  std::printf("%s", result->outcome.report.c_str());
+  if (!result->outcome.report.empty() && result->outcome.report.back() != '\n') std::printf("\n");
+  const Prepared prepared = prepare(shrunk);
+  if (prepared.slots.size() <= kExplainRows) {
+    std::printf("rows of %s against the reference:\n%s", engine->name.c_str(),
+                explain_rows(shrunk, prepared, check_engine(shrunk, prepared, *engine)).c_str());
+  }
+  return kExitMismatch;
+}
+
+}  // namespace
+
+void add_shrink_command(CLI::App& app, int& exit_status) {
+  auto options = std::make_shared<ShrinkCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "shrink",
+      "Reduce a failing fixture to a small one that fails the same way (same property, same\n"
+      "kind of divergence). The raw fixture is saved to DIR/raw/ before shrinking starts; the\n"
+      "result goes to DIR/ENGINE-PROPERTY-KIND-HASH.json with its provenance. Progress on\n"
+      "stderr. Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk\n"
+      "and saved, 2 bad input.");
+  cmd->add_option("fixture", options->path, "Failing fixture file")->required();
+  cmd->add_option("--engine", options->engine, "The engine it fails on (see kvfuzz list)")
+      ->required();
+  cmd->add_option("--property", options->property,
+                  "prefix, schedule, layout, poison, reset or batch")
+      ->default_val("prefix");
+  cmd->add_option("--time", options->seconds,
+                  "Time budget in seconds; when it runs out, the smallest fixture so far is saved")
+      ->default_val(60)
+      ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--out", options->out, "Directory for the result (and DIR/raw/)")
+      ->default_val("corpus/regressions");
+  cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  cmd->callback([options, &exit_status] { exit_status = run_shrink(*options); });
+}
+
+}  // namespace kvfuzz::cli
