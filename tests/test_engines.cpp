@@ -22,7 +22,7 @@
 #include "kvfuzz/engine.h"
 #include "kvfuzz/limits.h"
 #include "kvfuzz/prng.h"
-#include "kvfuzz/simple_generator.h"
+#include "kvfuzz/generator.h"
 #include "kvfuzz/token_table.h"
 
 namespace kvfuzz {
@@ -1013,7 +1013,7 @@ TEST_P(HonestEngine, PassesCheckEngineOnEveryScenario) {
 TEST_P(HonestEngine, PassesGeneratedScenarios) {
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     PrngChoiceSource choices(seed);
-    const Scenario scenario = simple_scenario(choices);
+    const Scenario scenario = generate_scenario(choices);
     std::string why;
     ASSERT_TRUE(passes(scenario, GetParam(), &why)) << "seed " << seed << ": " << why;
   }
@@ -1062,13 +1062,10 @@ TEST(MutantCheck, EachFailsItsMatchingScenario) {
 TEST(MutantCheck, EveryMutantIsKilledByGeneratedScenarios) {
   for (const EngineInfo& info : engine_registry()) {
     if (!info.mutant) continue;
-    // simple_scenario generates no truncate or fork: these two die by the random
-    // truncate/fork programs below (TruncateAndForkMutantsAreKilledByRandomPrograms).
-    if (info.name == "truncate-keeps-position" || info.name == "fork-restarts-positions") continue;
     int killed = 0;
     for (uint64_t seed = 1; seed <= 300 && killed == 0; ++seed) {
       PrngChoiceSource choices(seed);
-      if (!passes(simple_scenario(choices), info.name)) ++killed;
+      if (!passes(generate_scenario(choices), info.name)) ++killed;
     }
     EXPECT_GT(killed, 0) << info.name;
   }

@@ -1,4 +1,4 @@
-// kvfuzz check: random scenarios from the simple generator against engines. Honest engines
+// kvfuzz check: random scenarios from the generator against engines. Honest engines
 // must pass every case; mutants must be rejected. A failing case is saved as a fixture
 // before anything else is printed, then reported; the run ends with a table.
 #include <chrono>
@@ -9,8 +9,8 @@
 #include "commands.h"
 #include "kvfuzz/check.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/generator.h"
 #include "kvfuzz/report.h"
-#include "kvfuzz/simple_generator.h"
 
 namespace kvfuzz::cli {
 
@@ -59,7 +59,7 @@ bool verdict_ok(const EngineTally& t) {
 }
 
 void print_table(const std::vector<EngineTally>& tallies) {
-  std::printf("\n%-16s %-7s %6s %8s %9s %8s  %s\n", "engine", "kind", "cases", "rows", "unjudged",
+  std::printf("\n%-24s %-7s %6s %8s %9s %8s  %s\n", "engine", "kind", "cases", "rows", "unjudged",
               "seconds", "verdict");
   for (const EngineTally& t : tallies) {
     std::string verdict;
@@ -72,7 +72,7 @@ void print_table(const std::vector<EngineTally>& tallies) {
                                   : "FAIL at case " + std::to_string(t.cases) + ": " + t.failure +
                                         " -> " + t.saved_to;
     }
-    std::printf("%-16s %-7s %6d %8ld %9ld %8.3f  %s %s\n", t.engine->name.c_str(),
+    std::printf("%-24s %-7s %6d %8ld %9ld %8.3f  %s %s\n", t.engine->name.c_str(),
                 t.engine->mutant ? "mutant" : "honest", t.cases, t.rows, t.unjudged, t.seconds,
                 verdict_ok(t) ? "ok  " : "BAD ", verdict.c_str());
   }
@@ -94,7 +94,7 @@ int run_check(const CheckOptions& options) {
   for (int i = 0; i < options.cases; ++i) {
     const uint64_t seed = case_seed(run_seed, i);
     PrngChoiceSource choices(seed);
-    const Scenario scenario = simple_scenario(choices);
+    const Scenario scenario = generate_scenario(choices);
     const Prepared prepared = prepare(scenario);
     for (EngineTally& tally : tallies) {
       if (!tally.failure.empty()) continue;  // one failure per engine is enough

@@ -10,7 +10,13 @@
 // head_dim 1..128; page sizes 1, 2, 3, 16 and others; identity, reversed, shuffled and
 // interleaved page orders; every poison; RoPE and windows on and off; exact token data by
 // default, wide dynamic range sometimes; resets of empty and non-empty sequences.
+//
+// Every choice puts its simplest outcome at the low end (MHA before GQA, head_dim 1 first,
+// one sequence, few short ops, identity page order, NaN poison, zero scores, f32, no RoPE,
+// no window), so that shrinking the choices shrinks the scenario.
 #pragma once
+
+#include <vector>
 
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/scenario.h"
@@ -19,12 +25,24 @@ namespace kvfuzz {
 
 struct GeneratorOptions {
   int max_sequences = 4;
-  int max_ops = 12;
+  int max_ops = 12;            // program steps: an op, a run of decodes or a run of resets
   int max_epoch_tokens = 160;  // enough to cross the flash split threshold and pages
   int max_head_dim = 128;
   int max_q_heads = 16;
+  // Most scenarios stay at these sizes (the property suites run many cases under ASan);
+  // about one in `large_one_in` may grow to the maxima above.
+  int typical_epoch_tokens = 64;
+  int typical_head_dim = 32;
+  int typical_q_heads = 8;
+  int large_one_in = 8;
 };
 
 Scenario generate_scenario(ChoiceSource& choices, const GeneratorOptions& options = {});
+
+// The interleaved page order the generator uses: an explicit list of at least `pool` pages
+// in which physically consecutive pages alternate between the sequences' pages, in the
+// order the paged engines take them (see generator.cpp). Longer than `pool` when fewer
+// than two sequences take pages: unused pages then alternate with the one sequence's.
+std::vector<int> interleaved_page_order(const Scenario& scenario, int pool);
 
 }  // namespace kvfuzz
