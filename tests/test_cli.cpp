@@ -161,6 +161,9 @@ TEST(Cli, CheckPassesHonestEnginesRejectsMutantsAndSavesReplayableFixtures) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("engine"), std::string::npos);
   EXPECT_EQ(r.out.find("BAD "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cache-state events over 150 cases"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("split-decode-path"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("never hit"), std::string::npos) << r.out;  // 150 cases reach them all
   // Every mutant's failing case was saved; replaying it against that mutant fails again
   // and against the honest engines passes.
   int saved = 0;

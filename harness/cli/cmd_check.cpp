@@ -8,6 +8,7 @@
 #include "cli_support.h"
 #include "commands.h"
 #include "kvfuzz/check.h"
+#include "kvfuzz/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/report.h"
@@ -78,6 +79,19 @@ void print_table(const std::vector<EngineTally>& tallies) {
   }
 }
 
+// Which cache states the run reached, and how often; the ones never reached by name.
+void print_events(const EventCounts& events, int cases) {
+  std::printf("\ncache-state events over %d cases:\n", cases);
+  std::string never;
+  for (int i = 0; i < kEventCount; ++i) {
+    const auto event = static_cast<Event>(i);
+    std::printf("  %-34s %10lld\n", std::string(event_name(event)).c_str(),
+                static_cast<long long>(events[event]));
+    if (events[event] == 0) never += (never.empty() ? "" : ", ") + std::string(event_name(event));
+  }
+  if (!never.empty()) std::printf("never hit: %s\n", never.c_str());
+}
+
 int run_check(const CheckOptions& options) {
   if (options.cases < 1) throw UsageError("--cases: expected a positive number of cases");
   const uint64_t run_seed = parse_seed(options.seed_text);
@@ -91,10 +105,12 @@ int run_check(const CheckOptions& options) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto last_progress = start;
+  EventCounts events;
   for (int i = 0; i < options.cases; ++i) {
     const uint64_t seed = case_seed(run_seed, i);
     PrngChoiceSource choices(seed);
     const Scenario scenario = generate_scenario(choices);
+    events += count_events(scenario);
     const Prepared prepared = prepare(scenario);
     for (EngineTally& tally : tallies) {
       if (!tally.failure.empty()) continue;  // one failure per engine is enough
@@ -122,6 +138,7 @@ int run_check(const CheckOptions& options) {
     }
   }
   print_table(tallies);
+  print_events(events, options.cases);
   for (const EngineTally& t : tallies) {
     if (!verdict_ok(t)) return kExitMismatch;
   }
