@@ -1,0 +1,130 @@
+// Mutants must die (issue 3, item 5): with a fixed seed, the property suite rejects every
+// mutant within a stated number of generated cases, for each property the mutant targets.
+// Case i is the one generator (kvfuzz/generator.h) driven by the project's PRNG seeded from
+// (kSeed, i), with the options the property suites use; no RapidCheck here, so the cases
+// and the first failing index are the same on every machine.
+//
+// The table states, per mutant and targeted property, the bound the test asserts and the
+// first failing case measured when the bound was set. When the generator changes, the test
+// prints the new first failures; re-measure and update the table if a bound is crossed.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/engine.h"
+#include "kvfuzz/generator.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/property.h"
+#include "prop_support.h"
+
+namespace kvfuzz {
+namespace {
+
+constexpr uint64_t kSeed = 1;
+
+struct Target {
+  Property property;
+  int bound;     // asserted: the first failing case index is at most this
+  int measured;  // the first failing case index when the bound was set (kSeed)
+};
+
+struct MutantRow {
+  std::string mutant;
+  std::vector<Target> targets;
+};
+
+void PrintTo(const MutantRow& row, std::ostream* os) {
+  *os << row.mutant;
+}
+
+// clang-format off
+const std::vector<MutantRow>& rejection_table() {
+  static const std::vector<MutantRow> table = {
+      //  mutant                      property             bound  measured
+      {"mask-origin",             {{Property::prefix,   10,    1},
+                                   {Property::schedule, 10,    0}}},
+      {"stale-position",          {{Property::prefix,   10,    1},
+                                   {Property::reset,    10,    1}}},
+      {"stale-kv",                {{Property::prefix,   10,    1},
+                                   {Property::reset,    10,    1}}},
+      {"page-tail-read",          {{Property::prefix,   10,    1},
+                                   {Property::layout,   10,    1},
+                                   {Property::poison,   10,    1}}},
+      {"wrong-kv-head",           {{Property::prefix,   10,    2}}},
+      {"truncate-keeps-position", {{Property::prefix,   10,    2},
+                                   {Property::reset,    10,    2}}},
+      {"fork-restarts-positions", {{Property::prefix,   40,   14},
+                                   {Property::reset,    40,   14},
+                                   {Property::batch,    40,   14}}},
+  };
+  return table;
+}
+// clang-format on
+
+Scenario case_scenario(int index) {
+  uint64_t state = kSeed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index);
+  PrngChoiceSource choices(splitmix64(state));
+  return generate_scenario(choices, props::suite_options());
+}
+
+// The first case in [0, bound] that fails `property` on `engine`, with its report.
+std::optional<std::pair<int, std::string>> first_failure(Property property,
+                                                         const EngineInfo& engine, int bound) {
+  for (int i = 0; i <= bound; ++i) {
+    const PropertyOutcome outcome = check_property(property, case_scenario(i), engine);
+    if (!outcome.pass) return std::pair{i, outcome.report};
+  }
+  return std::nullopt;
+}
+
+TEST(Mutants, EveryMutantHasARowAndEveryRowAMutant) {
+  std::vector<std::string> mutants, rows;
+  for (const EngineInfo& engine : engine_registry()) {
+    if (engine.mutant) mutants.push_back(engine.name);
+  }
+  for (const MutantRow& row : rejection_table()) {
+    rows.push_back(row.mutant);
+    const EngineInfo* engine = find_engine(row.mutant);
+    EXPECT_TRUE(engine != nullptr && engine->mutant) << row.mutant << " is not a mutant";
+    EXPECT_FALSE(row.targets.empty()) << row.mutant;
+  }
+  EXPECT_EQ(rows, mutants) << "every mutant needs a row in rejection_table(), in registry order";
+}
+
+class MutantDies : public testing::TestWithParam<MutantRow> {};
+
+TEST_P(MutantDies, WithinItsStatedBound) {
+  const MutantRow& row = GetParam();
+  const EngineInfo* engine = find_engine(row.mutant);
+  ASSERT_NE(engine, nullptr) << row.mutant;
+  for (const Target& target : row.targets) {
+    const auto found = first_failure(target.property, *engine, target.bound);
+    const std::string what = row.mutant + " / " + std::string(property_name(target.property)) +
+                             " (seed " + std::to_string(kSeed) + ", bound " +
+                             std::to_string(target.bound) + ")";
+    ASSERT_TRUE(found.has_value()) << what << ": no failing case within the bound";
+    std::cout << what << ": first failing case " << found->first << " (table: " << target.measured
+              << ")\n";
+    EXPECT_LE(found->first, target.bound) << what;
+    // The failure is the targeted property's own.
+    EXPECT_NE(found->second.find(std::string(property_name(target.property)) + ": engine '"),
+              std::string::npos)
+        << found->second;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, MutantDies, testing::ValuesIn(rejection_table()),
+                         [](const testing::TestParamInfo<MutantRow>& param) {
+                           std::string name = param.param.mutant;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace kvfuzz
