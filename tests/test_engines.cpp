@@ -20,9 +20,9 @@
 #include "kvfuzz/check.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
+#include "kvfuzz/generator.h"
 #include "kvfuzz/limits.h"
 #include "kvfuzz/prng.h"
-#include "kvfuzz/generator.h"
 #include "kvfuzz/token_table.h"
 
 namespace kvfuzz {

@@ -348,7 +348,9 @@ TEST(Program, TruncateAndForkStartEpochsThatInheritAPrefix) {
   EXPECT_DOUBLE_EQ(p.reference.at({1, 1, 3}).values[0], (2.0 + 4 + 8 + 32) / 4);
   EXPECT_EQ(p.reference.at({1, 1, 3}).key_lo, 0);
   EXPECT_EQ(p.reference.at({1, 1, 3}).key_hi, 3);
-  EXPECT_FALSE(validate(s).has_value());
+  s.name = "truncate-and-fork";
+  const auto problem = validate(s);
+  EXPECT_FALSE(problem.has_value()) << problem->path << ": " << problem->message;
 }
 
 TEST(Program, ToStringOfKey) {

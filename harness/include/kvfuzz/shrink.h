@@ -15,8 +15,8 @@
 namespace kvfuzz {
 
 struct ShrinkProgress {
-  int accepted = 0;      // candidates that kept the failure
-  int tried = 0;         // candidates run
+  int accepted = 0;  // candidates that kept the failure
+  int tried = 0;     // candidates run
   double seconds = 0;
   const Scenario* best = nullptr;
 };
@@ -28,9 +28,9 @@ struct ShrinkOptions {
 };
 
 struct ShrinkResult {
-  Scenario scenario;            // the smallest failing scenario found
-  FailureSignature signature;   // the failure it keeps
-  PropertyOutcome outcome;      // of `scenario`
+  Scenario scenario;           // the smallest failing scenario found
+  FailureSignature signature;  // the failure it keeps
+  PropertyOutcome outcome;     // of `scenario`
   int accepted = 0;
   int tried = 0;
   bool timed_out = false;
