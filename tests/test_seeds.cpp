@@ -12,6 +12,7 @@
 
 #include "kvfuzz/check.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/property.h"
 #include "kvfuzz/report.h"
 
 namespace kvfuzz {
@@ -167,6 +168,30 @@ TEST(Seeds, EveryMutantIsRejectedByASeedWithItsPredictedWrongValues) {
       EXPECT_TRUE(rejected.count(engine.name)) << engine.name << " is not covered";
     }
   }
+}
+
+// corpus/regressions holds shrunk failures: each still fails, on the engine and property
+// its provenance records, and every honest engine passes it (ctest also replays it).
+TEST(Regressions, EachStillFailsWhereItsProvenanceSays) {
+  const auto dir = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "corpus/regressions";
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++seen;
+    const Scenario s = load_fixture(entry.path());
+    ASSERT_TRUE(s.provenance.engine && s.provenance.property) << entry.path();
+    const EngineInfo* engine = find_engine(*s.provenance.engine);
+    ASSERT_NE(engine, nullptr) << entry.path();
+    const auto property = parse_property(*s.provenance.property);
+    ASSERT_TRUE(property.has_value()) << entry.path();
+    EXPECT_FALSE(check_property(*property, s, *engine).pass) << entry.path();
+    for (const EngineInfo& honest : engine_registry()) {
+      if (!honest.mutant) {
+        EXPECT_TRUE(check_property(*property, s, honest).pass) << entry.path();
+      }
+    }
+  }
+  EXPECT_GE(seen, 7);
 }
 
 TEST(Seeds, StalePositionIsReportedAtTheFirstRowOfTheNewEpoch) {
