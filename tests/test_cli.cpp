@@ -1,7 +1,6 @@
 // The kvfuzz command as a user runs it: exit statuses (0 pass, 1 mismatch, 2 bad input),
 // one-line errors, and the reports a user reads.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,41 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 const fs::path kSource = KVFUZZ_SOURCE_DIR;
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Result kvfuzz_command(const std::string& shell_command) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("kvfuzz-cli-" + std::to_string(::getpid()) + ".err");
-  const std::string command = shell_command + " 2>" + err_file.string();
-  Result result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
-  const int raw = ::pclose(pipe);
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  result.err = slurp(err_file);
-  fs::remove(err_file);
-  return result;
-}
+using kvfuzz::test::run_shell;
+using kvfuzz::test::slurp;
+using Result = kvfuzz::test::CommandResult;
 
 Result kvfuzz(const std::string& args) {
-  return kvfuzz_command(std::string(KVFUZZ_BINARY) + " " + args);
+  return kvfuzz::test::run_kvfuzz(args);
 }
 
 int lines(const std::string& text) {
@@ -116,9 +93,10 @@ TEST(Cli, AnUnreadableDirectoryIsBadInputNotACrash) {
   fs::permissions(dir, fs::perms::all);
   fs::permissions(dir / "locked", fs::perms::none);
   const std::string args = "replay " + dir.string();
-  const Result r = ::geteuid() == 0 ? kvfuzz_command("su nobody -s /bin/sh -c '" +
-                                                     std::string(KVFUZZ_BINARY) + " " + args + "'")
-                                    : kvfuzz(args);
+  const Result r =
+      ::geteuid() == 0
+          ? run_shell("su nobody -s /bin/sh -c '" + std::string(KVFUZZ_BINARY) + " " + args + "'")
+          : kvfuzz(args);
   EXPECT_EQ(r.status, 2) << r.out << r.err;
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("cannot list directory"), std::string::npos) << r.err;
