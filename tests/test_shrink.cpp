@@ -230,7 +230,9 @@ TEST(Shrink, EveryMutantShrinksSmall) {
     if (!failing) failing = failing_seed_fixture(info);
     ASSERT_TRUE(failing) << "neither the generator nor a seed fixture exposes " << info.name;
     const auto start = std::chrono::steady_clock::now();
-    const auto result = shrink(*failing, info, {});
+    ShrinkOptions unbounded;  // sizes, not speed: no budget to run out on a slow machine
+    unbounded.time_budget_seconds = 1e9;
+    const auto result = shrink(*failing, info, unbounded);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_TRUE(result);
@@ -380,8 +382,9 @@ const std::string kWorkedExample =
 
 TEST_F(ShrinkCommand, SavesTheRawFixtureFirstThenACanonicalMinimalResult) {
   const fs::path out = dir_ / "out";
-  const CommandRun r =
-      kvfuzz("shrink " + kWorkedExample + " --engine mask-origin --out " + out.string(), dir_);
+  const CommandRun r = kvfuzz("shrink " + kWorkedExample + " --engine mask-origin --out " +
+                                  out.string() + " --raw " + (out / "raw").string(),
+                              dir_);
   ASSERT_EQ(r.status, 1) << r.out << r.err;
 
   // The raw fixture, announced on stderr before any progress: the input as it failed.
@@ -447,8 +450,9 @@ TEST_F(ShrinkCommand, BadInputIsOneLineAndExitTwo) {
 }
 
 TEST_F(ShrinkCommand, TimeZeroSavesTheInputAsTheResult) {
-  const CommandRun r = kvfuzz(
-      "shrink " + kWorkedExample + " --engine mask-origin --time 0 --out " + dir_.string(), dir_);
+  const CommandRun r = kvfuzz("shrink " + kWorkedExample + " --engine mask-origin --time 0 --out " +
+                                  dir_.string() + " --raw " + (dir_ / "raw").string(),
+                              dir_);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.out.find("stopped at the time budget"), std::string::npos) << r.out;
   const auto files = json_files(dir_);

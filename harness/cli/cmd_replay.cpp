@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "cli_support.h"
 #include "commands.h"
 #include "kvfuzz/check.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/property.h"
 #include "kvfuzz/report.h"
 
 namespace kvfuzz::cli {
@@ -48,15 +50,25 @@ FixtureResult replay_one(const std::filesystem::path& file,
     print_indented(*problem);
     return FixtureResult::mismatch;
   }
+  const std::optional<Property> recorded =
+      scenario.provenance.property ? parse_property(*scenario.provenance.property) : std::nullopt;
   std::string failed;
   std::string reports;
   int unjudged = 0;
   for (const EngineInfo* engine : engines) {
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
     unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
-    if (outcome.verdict.pass) continue;
+    std::string report;
+    if (!outcome.verdict.pass) {
+      report = describe_divergence(*outcome.verdict.first);
+    } else if (recorded && *recorded != Property::prefix) {
+      // A regression shrunk under another property is replayed under that property too.
+      const PropertyOutcome property = check_property(*recorded, scenario, *engine);
+      if (!property.pass) report = property.report;
+    }
+    if (report.empty()) continue;
     failed += (failed.empty() ? "" : ", ") + engine->name;
-    reports += engine->name + ": " + describe_divergence(*outcome.verdict.first);
+    reports += engine->name + ": " + report;
     if (reports.back() != '\n') reports += '\n';
   }
   if (failed.empty()) {

@@ -1,8 +1,9 @@
 // kvfuzz shrink FIXTURE --engine NAME: reduces a failing fixture to a local minimum that
 // fails the same way, and saves it canonically with its provenance.
 //
-// Order of work, so that nothing is lost: the raw failing fixture is written to
-// DIR/raw/ before shrinking starts (an interrupted shrink or a crashing engine keeps it),
+// Order of work, so that nothing is lost: the raw failing fixture is written to RAW/
+// (default kvfuzz-out/raw, outside corpus/ so that unshrunk fixtures never become corpus
+// tests) before shrinking starts (an interrupted shrink or a crashing engine keeps it),
 // then the shrinker runs under the time budget, then the result is written to DIR/.
 // Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk and saved,
 // 2 bad input.
@@ -30,6 +31,7 @@ struct ShrinkCommandOptions {
   std::string property = "prefix";
   double seconds = 60;
   std::string out = "corpus/regressions";
+  std::string raw = "kvfuzz-out/raw";
   bool quiet = false;
 };
 
@@ -125,7 +127,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   Scenario raw = input;
   raw.name = file_stem(engine->name, *property, kind, input);
   set_provenance(raw, engine->name, *property, failure_line(outcome));
-  const std::filesystem::path raw_path = out / "raw" / (raw.name + ".json");
+  const std::filesystem::path raw_path = std::filesystem::path(options.raw) / (raw.name + ".json");
   save_fixture(raw, raw_path);
   std::fprintf(stderr, "shrink: saved the raw failing fixture to %s\n", raw_path.string().c_str());
 
@@ -187,7 +189,7 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
   CLI::App* cmd = app.add_subcommand(
       "shrink",
       "Reduce a failing fixture to a small one that fails the same way (same property, same\n"
-      "kind of divergence). The raw fixture is saved to DIR/raw/ before shrinking starts; the\n"
+      "kind of divergence). The raw fixture is saved to RAW/ before shrinking starts; the\n"
       "result goes to DIR/ENGINE-PROPERTY-KIND-HASH.json with its provenance. Progress on\n"
       "stderr. Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk\n"
       "and saved, 2 bad input.");
@@ -201,8 +203,11 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
                   "Time budget in seconds; when it runs out, the smallest fixture so far is saved")
       ->default_val(60)
       ->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--out", options->out, "Directory for the result (and DIR/raw/)")
+  cmd->add_option("--out", options->out, "Directory for the shrunk result")
       ->default_val("corpus/regressions");
+  cmd->add_option("--raw", options->raw,
+                  "Directory for the raw failing fixture, written before shrinking starts")
+      ->default_val("kvfuzz-out/raw");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
   cmd->callback([options, &exit_status] { exit_status = run_shrink(*options); });
 }
