@@ -31,6 +31,8 @@ std::string_view event_name(Event event) {
       return "fork-with-partial-page";
     case Event::truncate_across_page:
       return "truncate-across-page";
+    case Event::truncate_shared_page:
+      return "truncate-into-shared-page";
   }
   return "?";
 }
@@ -49,6 +51,9 @@ EventCounts count_events(const Scenario& scenario) {
   // Per op: the start positions of its chunks (for mixed prefix lengths).
   std::map<int, std::pair<int64_t, int64_t>> step_starts;  // op -> (min, max)
   std::set<std::pair<int, int>> started_by_reset;          // (seq, epoch)
+  // Per sequence: tokens at the front that sit in full pages shared through a fork (an
+  // approximation: it does not notice when the other holder lets go of them).
+  std::map<int, int64_t> shared;
 
   for_each_chunk(
       scenario,
@@ -84,14 +89,25 @@ EventCounts count_events(const Scenario& scenario) {
         const auto pages = [&](int64_t tokens) { return (tokens + page - 1) / page; };
         switch (e.kind) {
           case OpKind::reset:
+            shared[e.seq] = 0;
             started_by_reset.insert({e.seq, e.epoch});
             if (e.ended_length > 0) ++events[Event::reset_nonempty];
             break;
-          case OpKind::fork:
+          case OpKind::fork: {
             if (e.inherited % page != 0) ++events[Event::fork_partial_page];
+            // Source and destination now share the source's full pages.
+            const int64_t full = e.inherited / page * page;
+            const int src = scenario.program[static_cast<size_t>(e.op)].src;
+            shared[e.seq] = full;
+            shared[src] = std::max(shared[src], full);
             break;
+          }
           case OpKind::truncate:
             if (pages(e.inherited) < pages(e.ended_length)) ++events[Event::truncate_across_page];
+            if (e.inherited % page != 0 && e.inherited < shared[e.seq]) {
+              ++events[Event::truncate_shared_page];
+            }
+            shared[e.seq] = std::min(shared[e.seq], e.inherited / page * page);
             break;
           default:
             break;

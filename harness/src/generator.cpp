@@ -332,6 +332,9 @@ class ProgramBuilder {
     const int short_cut = c_.pick_int(1, 4);
     const int deep = c_.pick_int(1, bounds_.epoch_tokens);
     const int fork_to = c_.pick_int(1, std::max(1, bounds_.sequences - 1));
+    const bool rollback = c_.pick_bool();
+    const bool rollback_child = c_.pick_bool();
+    const int rollback_keep = c_.pick_int(0, bounds_.epoch_tokens);
     switch (kind) {
       case StepKind::skip:
         break;
@@ -350,9 +353,18 @@ class ProgramBuilder {
       case StepKind::truncate:
         truncate(seq, deep_cut ? deep : short_cut);
         break;
-      case StepKind::fork:
-        fork(seq, (seq + fork_to) % sequences());
+      case StepKind::fork: {
+        const int dst = (seq + fork_to) % sequences();
+        fork(seq, dst);
+        // Speculative decoding forks a draft and rolls one side back: a truncate right
+        // after a fork lands in pages the two still share (copy-on-write territory).
+        if (rollback && dst != seq) {
+          const int target = rollback_child ? dst : seq;
+          ops_.push_back(Op::truncate(target, rollback_keep % (length(target) + 1)));
+          length_[static_cast<size_t>(target)] = rollback_keep % (length(target) + 1);
+        }
         break;
+      }
     }
   }
 

@@ -27,9 +27,10 @@ enum class Event {
   batch_mixed_prefix,      // a step whose chunks start at different cached lengths
   fork_partial_page,       // a fork whose source ends inside a page (the copied page)
   truncate_across_page,    // a truncate that gives back at least one page
+  truncate_shared_page,    // a truncate that ends inside a page a fork still shares
 };
 
-constexpr int kEventCount = 10;
+constexpr int kEventCount = 11;
 
 std::string_view event_name(Event event);
 
