@@ -32,20 +32,11 @@ class RcChoiceSource final : public ChoiceSource {
     // Even when lo == hi there is a pick: the generator draws a fixed number of choices so
     // that shrinking one choice leaves later ones in place (see harness/src/generator.cpp),
     // and skipping empty ranges would shift every later choice whenever a range empties.
-    //
-    // Every pick is generated at RapidCheck's nominal size: inRange scales with the size,
-    // which starts small, so without this early cases would stay near lo and rare cache
-    // states (a truncate into a page a fork shares, say) would hardly ever be reached.
-    // Shrinking still moves each pick toward lo.
-    if (hi < std::numeric_limits<int64_t>::max()) {
-      return *rc::gen::resize(rc::kNominalSize, rc::gen::inRange<int64_t>(lo, hi + 1));
-    }
+    if (hi < std::numeric_limits<int64_t>::max()) return *rc::gen::inRange<int64_t>(lo, hi + 1);
     // inRange's upper bound is exclusive: [lo, INT64_MAX] as [lo - 1, INT64_MAX) + 1, which
     // still shrinks toward lo. The whole int64 range has no such spelling: arbitrary.
-    if (lo > std::numeric_limits<int64_t>::min()) {
-      return *rc::gen::resize(rc::kNominalSize, rc::gen::inRange<int64_t>(lo - 1, hi)) + 1;
-    }
-    return *rc::gen::resize(rc::kNominalSize, rc::gen::arbitrary<int64_t>());
+    if (lo > std::numeric_limits<int64_t>::min()) return *rc::gen::inRange<int64_t>(lo - 1, hi) + 1;
+    return *rc::gen::arbitrary<int64_t>();
   }
 };
 
