@@ -50,8 +50,9 @@ FixtureResult replay_one(const std::filesystem::path& file,
     print_indented(*problem);
     return FixtureResult::mismatch;
   }
-  const std::optional<Property> recorded =
-      scenario.provenance.property ? parse_property(*scenario.provenance.property) : std::nullopt;
+  // The property a regression was shrunk under (prefix when none is recorded).
+  const Property recorded =
+      parse_property(scenario.provenance.property.value_or("prefix")).value_or(Property::prefix);
   std::string failed;
   std::string reports;
   int unjudged = 0;
@@ -61,9 +62,9 @@ FixtureResult replay_one(const std::filesystem::path& file,
     std::string report;
     if (!outcome.verdict.pass) {
       report = describe_divergence(*outcome.verdict.first);
-    } else if (recorded && *recorded != Property::prefix) {
+    } else if (recorded != Property::prefix) {
       // A regression shrunk under another property is replayed under that property too.
-      const PropertyOutcome property = check_property(*recorded, scenario, *engine);
+      const PropertyOutcome property = check_property(recorded, scenario, *engine);
       if (!property.pass) report = property.report;
     }
     if (report.empty()) continue;
