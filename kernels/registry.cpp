@@ -57,6 +57,10 @@ std::vector<EngineInfo> build_registry() {
        "Paged engine whose fork keeps the parent's pages but restarts the child's positions at "
        "0, so the child's tokens overwrite the prefix and see only each other.",
        true, mutants::make_fork_restarts_positions},
+      {"truncate-shared-in-place",
+       "Paged engine whose truncate poisons the dropped slots of a page a fork still shares, "
+       "in place instead of in a copy, so the other holder loses its tokens.",
+       true, mutants::make_truncate_shared_in_place},
   };
 }
 

@@ -60,6 +60,7 @@ const std::vector<MutantRow>& rejection_table() {
       {"fork-restarts-positions", {{Property::prefix,   40,   14},
                                    {Property::reset,    40,   14},
                                    {Property::batch,    40,   14}}},
+      {"truncate-shared-in-place", {{Property::prefix,   40,   16}}},
   };
   return table;
 }

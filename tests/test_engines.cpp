@@ -225,7 +225,8 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "page-tail-read",
                                        "wrong-kv-head",
                                        "truncate-keeps-position",
-                                       "fork-restarts-positions"};
+                                       "fork-restarts-positions",
+                                       "truncate-shared-in-place"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -362,6 +362,7 @@ TEST(CheckProperty, EachMutantFailsThePropertiesItTargets) {
        FailureKind::wrong_position},
       {"fork-restarts-positions", "fork-shared-prefix", Property::batch,
        FailureKind::wrong_position},
+      {"truncate-shared-in-place", "fork-then-rollback", Property::prefix, FailureKind::not_finite},
   };
   for (const Targeted& c : cases) {
     const Scenario s = seed(c.fixture);

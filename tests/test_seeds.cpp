@@ -128,6 +128,11 @@ const std::vector<Prediction>& predictions() {
       // The child restarts at position 0: its token lands on slot 0 (of a copied page) and
       // sees only itself.
       {"fork-shared-prefix", "fork-restarts-positions", {{{1, 1, 0}, {16}}}},
+      // Sequence 1's rollback poisons the page it shares with sequence 0 in place: sequence
+      // 0's next row reads the NaN where its token 3 was.
+      {"fork-then-rollback",
+       "truncate-shared-in-place",
+       {{{0, 0, 4}, {kNaN}}, {{1, 2, 3}, {9.75}}}},
       {"poisoned-page-tail-huge",
        "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},

@@ -214,6 +214,9 @@ const std::map<std::string, Bound>& bounds() {
       {"truncate-keeps-position", {2, 1, 1, 1}},
       // a token, fork to sequence 1, a token there: reported at position 0
       {"fork-restarts-positions", {2, 2, 1, 1}},
+      // two tokens filling a page, fork, roll one side back into that page, a token on
+      // the other side: it reads the poison the rollback left in the shared page
+      {"truncate-shared-in-place", {3, 2, 1, 1}},
   };
   return table;
 }

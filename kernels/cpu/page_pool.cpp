@@ -145,7 +145,7 @@ void PagedKvStore::release(int seq) {
   s.length = 0;
 }
 
-void PagedKvStore::truncate(int seq, int64_t keep) {
+void PagedKvStore::truncate(int seq, int64_t keep, bool copy_shared_page) {
   check_seq(seq, "truncate");
   Sequence& s = seqs_[static_cast<size_t>(seq)];
   if (keep < 0 || keep > s.length) {
@@ -156,7 +156,7 @@ void PagedKvStore::truncate(int seq, int64_t keep) {
   const int64_t in_page = keep % page_size_;  // slots kept in the page holding keep - 1
   // That page's slots [in_page, ...) hold dropped tokens: poison them, in a copy if shared.
   const bool dirty_tail = in_page != 0 && keep < s.length;
-  const bool copy = dirty_tail && refcount(s.pages[kept_pages - 1]) > 1;
+  const bool copy = copy_shared_page && dirty_tail && refcount(s.pages[kept_pages - 1]) > 1;
   if (copy) {
     int64_t will_free = 0;
     for (size_t i = kept_pages; i < s.pages.size(); ++i) {

@@ -56,8 +56,10 @@ class PagedKvStore {
   // Keep the first `keep` tokens (0 <= keep <= length): pages wholly beyond them are
   // dropped as by release; the slots >= keep of the page holding keep - 1 are poisoned,
   // in a copy if that page is shared. Throws EngineError on a bad keep, or when a needed
-  // copy finds no free page (then nothing changes).
-  void truncate(int seq, int64_t keep);
+  // copy finds no free page (then nothing changes). copy_shared_page = false poisons a
+  // shared page in place, under the other sharers' feet: honest engines never pass it; the
+  // truncate-shared-in-place mutant does.
+  void truncate(int seq, int64_t keep, bool copy_shared_page = true);
   // `dst` drops its pages (as by release) and starts with src's tokens: it shares src's
   // full pages and gets a copy of src's partial last page (slots past the length stay
   // poisoned). Throws EngineError when src == dst, or when the copy finds no free page

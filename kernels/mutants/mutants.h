@@ -15,5 +15,6 @@ std::unique_ptr<Engine> make_page_tail_read(const EngineConfig& config);
 std::unique_ptr<Engine> make_wrong_kv_head(const EngineConfig& config);
 std::unique_ptr<Engine> make_truncate_keeps_position(const EngineConfig& config);
 std::unique_ptr<Engine> make_fork_restarts_positions(const EngineConfig& config);
+std::unique_ptr<Engine> make_truncate_shared_in_place(const EngineConfig& config);
 
 }  // namespace kvfuzz::mutants
