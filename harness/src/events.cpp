@@ -119,4 +119,46 @@ EventCounts count_events(const Scenario& scenario) {
   return events;
 }
 
+int count_class(int64_t count) {
+  if (count <= 3) return static_cast<int>(std::max<int64_t>(count, 1) - 1);
+  if (count < 8) return 3;
+  if (count < 16) return 4;
+  if (count < 32) return 5;
+  if (count < 128) return 6;
+  return 7;
+}
+
+std::vector<int> cache_states(const EventCounts& counts) {
+  std::vector<int> states;
+  for (int e = 0; e < kEventCount; ++e) {
+    if (counts.counts[e] > 0) states.push_back(e * kCountClasses + count_class(counts.counts[e]));
+  }
+  int pair = kEventCount * kCountClasses;
+  for (int a = 0; a < kEventCount; ++a) {
+    for (int b = a + 1; b < kEventCount; ++b, ++pair) {
+      if (counts.counts[a] > 0 && counts.counts[b] > 0) states.push_back(pair);
+    }
+  }
+  return states;
+}
+
+std::string cache_state_name(int index) {
+  static constexpr const char* kClassNames[kCountClasses] = {"x1",    "x2",     "x3",      "x4-7",
+                                                             "x8-15", "x16-31", "x32-127", "x128+"};
+  if (index < kEventCount * kCountClasses) {
+    return std::string(event_name(static_cast<Event>(index / kCountClasses))) + " " +
+           kClassNames[index % kCountClasses];
+  }
+  int pair = kEventCount * kCountClasses;
+  for (int a = 0; a < kEventCount; ++a) {
+    for (int b = a + 1; b < kEventCount; ++b, ++pair) {
+      if (pair == index) {
+        return std::string(event_name(static_cast<Event>(a))) + " + " +
+               std::string(event_name(static_cast<Event>(b)));
+      }
+    }
+  }
+  return "?";
+}
+
 }  // namespace kvfuzz

@@ -10,7 +10,9 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvfuzz/scenario.h"
 
@@ -42,5 +44,18 @@ struct EventCounts {
 };
 
 EventCounts count_events(const Scenario& scenario);
+
+// Cache states: finer than "which events": for each event, how often it happened in one
+// scenario, in libFuzzer's count classes (1, 2, 3, 4-7, 8-15, 16-31, 32-127, 128+), and for
+// each pair of events, that both happened in the same scenario. The fuzz targets feed the
+// same information to libFuzzer as extra counters; campaigns report how many were reached.
+constexpr int kCountClasses = 8;
+constexpr int kEventPairCount = kEventCount * (kEventCount - 1) / 2;
+constexpr int kCacheStateCount = kEventCount * kCountClasses + kEventPairCount;
+
+int count_class(int64_t count);  // 0 for 1, ..., 7 for 128 and more; count >= 1
+// Indices in [0, kCacheStateCount) of the states a scenario with these counts reaches.
+std::vector<int> cache_states(const EventCounts& counts);
+std::string cache_state_name(int index);  // "fork-with-partial-page x4-7", "a + b"
 
 }  // namespace kvfuzz

@@ -1,0 +1,40 @@
+// libFuzzer's bytes as generator choices: the one generator (kvfuzz/generator.h) reads
+// its choices from a FuzzedDataProvider, so a mutation of the input is a mutation of the
+// scenario. When the bytes run out, the remaining choices come from the project's PRNG
+// seeded with a hash of the whole input: a short input is then still a full random
+// scenario (the PRNG-driven generator rejects every mutant within a few cases, while
+// "every choice at its lower bound" would leave libFuzzer to grow inputs byte by byte
+// before a second op appears), and any mutation of it gives another one. Deterministic:
+// the same bytes give the same scenario on every machine.
+#pragma once
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/prng.h"
+
+namespace kvfuzz::fuzz {
+
+class FuzzedChoiceSource final : public ChoiceSource {
+ public:
+  FuzzedChoiceSource(const uint8_t* data, size_t size)
+      : bytes_(data, size), rest_(fnv1a(data, size)) {}
+  int64_t pick(int64_t lo, int64_t hi) override {
+    if (bytes_.remaining_bytes() > 0) return bytes_.ConsumeIntegralInRange<int64_t>(lo, hi);
+    return rest_.between(lo, hi);
+  }
+
+ private:
+  static uint64_t fnv1a(const uint8_t* data, size_t size) {
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
+    return hash;
+  }
+  FuzzedDataProvider bytes_;
+  Xoshiro256 rest_;
+};
+
+}  // namespace kvfuzz::fuzz

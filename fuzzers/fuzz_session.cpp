@@ -1,0 +1,182 @@
+#include "fuzz_session.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "fuzz_choices.h"
+#include "kvfuzz/events.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/generator.h"
+#include "kvfuzz/report.h"
+#include "sha1.h"
+
+// libFuzzer reads these as extra coverage: it clears them before each input and keeps an
+// input that sets one to a count class it has not seen yet, even when no code edge is new.
+// One counter per event (the count, in libFuzzer's classes) and one per pair of events.
+extern "C" {
+__attribute__((used, section("__libfuzzer_extra_counters")))
+uint8_t kvfuzz_cache_state_counters[kvfuzz::kEventCount + kvfuzz::kEventPairCount];
+}
+
+namespace kvfuzz::fuzz {
+
+namespace {
+
+Settings g_settings;
+
+// Inputs that are fixtures are judged only below these sizes, so that one hostile
+// fixture cannot take minutes (the parser's own limits allow much more).
+constexpr int64_t kMaxFixtureTokens = 512;
+constexpr int64_t kMaxFixtureRowWidth = 2048;  // q_heads x (head_dim + value_dim)
+
+struct Totals {
+  int64_t inputs = 0;
+  EventCounts events;
+  std::array<bool, kCacheStateCount> states{};
+};
+Totals g_totals;
+std::chrono::steady_clock::time_point g_last_write;
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+void write_totals() {
+  if (g_settings.events_dir.empty()) return;
+  nlohmann::json j;
+  j["inputs"] = g_totals.inputs;
+  nlohmann::json events = nlohmann::json::object();
+  for (int e = 0; e < kEventCount; ++e) {
+    events[std::string(event_name(static_cast<Event>(e)))] = g_totals.events.counts[e];
+  }
+  j["events"] = events;
+  std::string states;
+  for (bool reached : g_totals.states) states += reached ? '1' : '0';
+  j["states"] = states;
+  const std::filesystem::path dir(g_settings.events_dir);
+  const std::string name = "events-" + std::to_string(getpid()) + ".json";
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  {
+    std::ofstream out(dir / (name + ".tmp"));
+    out << j.dump() << "\n";
+  }
+  std::filesystem::rename(dir / (name + ".tmp"), dir / name, ignored);
+}
+
+}  // namespace
+
+void initialize(int argc, char** argv) {
+  std::string engine = env("KVFUZZ_ENGINE");
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.starts_with("--engine=")) engine = std::string(arg.substr(9));
+    if (arg.starts_with("-artifact_prefix=")) g_settings.artifact_prefix = arg.substr(17);
+  }
+  if (engine.empty()) engine = "contiguous";
+  g_settings.engine = find_engine(engine);
+  if (g_settings.engine == nullptr) {
+    std::string names;
+    for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;
+    std::fprintf(stderr,
+                 "kvfuzz fuzz target: KVFUZZ_ENGINE: unknown engine '%s'; expected one of %s\n",
+                 engine.c_str(), names.c_str());
+    std::exit(2);
+  }
+  g_settings.event_counters = env("KVFUZZ_EVENT_COUNTERS") != "0";
+  g_settings.events_dir = env("KVFUZZ_EVENTS_DIR");
+  g_settings.decode_out = env("KVFUZZ_DECODE_OUT");
+  std::atexit(write_totals);
+}
+
+const Settings& settings() {
+  return g_settings;
+}
+
+std::optional<Scenario> decode_input(const uint8_t* data, size_t size) {
+  if (size > 0 && data[0] == '{') {
+    try {
+      Scenario s =
+          parse_fixture(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz input");
+      int64_t tokens = 0;
+      for (const Op& op : s.program) {
+        for (const Chunk& chunk : op.batch()) tokens += static_cast<int64_t>(chunk.tokens.size());
+      }
+      const int64_t width = int64_t{s.layout.q_heads} * (s.layout.head_dim + s.layout.value_dim);
+      if (tokens > kMaxFixtureTokens || width > kMaxFixtureRowWidth) return std::nullopt;
+      return s;
+    } catch (const FixtureError&) {
+      return std::nullopt;
+    }
+  }
+  FuzzedChoiceSource choices(data, size);
+  return generate_scenario(choices);
+}
+
+void record_cache_states(const Scenario& scenario) {
+  const EventCounts counts = count_events(scenario);
+  ++g_totals.inputs;
+  g_totals.events += counts;
+  for (int state : cache_states(counts)) g_totals.states[static_cast<size_t>(state)] = true;
+  if (g_settings.event_counters) {
+    for (int e = 0; e < kEventCount; ++e) {
+      kvfuzz_cache_state_counters[e] =
+          static_cast<uint8_t>(std::min<int64_t>(counts.counts[e], 255));
+    }
+    int pair = kEventCount;
+    for (int a = 0; a < kEventCount; ++a) {
+      for (int b = a + 1; b < kEventCount; ++b, ++pair) {
+        kvfuzz_cache_state_counters[pair] = counts.counts[a] > 0 && counts.counts[b] > 0;
+      }
+    }
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!g_settings.events_dir.empty() && now - g_last_write > std::chrono::seconds(2)) {
+    g_last_write = now;
+    write_totals();
+  }
+}
+
+bool decode_only(const Scenario& scenario) {
+  if (g_settings.decode_out.empty()) return false;
+  save_fixture(scenario, g_settings.decode_out);
+  return true;
+}
+
+void report_failure(const uint8_t* data, size_t size, Scenario scenario, Property property,
+                    const PropertyOutcome& outcome) {
+  const std::string failure = outcome.first ? describe_divergence(*outcome.first) : outcome.report;
+  const std::string first_line = failure.substr(0, failure.find('\n'));
+  const std::string hash = sha1_hex(data, size);
+  scenario.name = "crash-" + hash;
+  scenario.provenance.source = "fuzz";
+  scenario.provenance.engine = g_settings.engine->name;
+  scenario.provenance.property = std::string(property_name(property));
+  scenario.provenance.failure = first_line;
+  scenario.provenance.kvfuzz_version = KVFUZZ_VERSION;
+  const std::string path = g_settings.artifact_prefix + "crash-" + hash + ".json";
+  try {
+    save_fixture(scenario, path);
+    std::fprintf(stderr, "kvfuzz: %s fails %s; fixture written to %s\n",
+                 g_settings.engine->name.c_str(),
+                 outcome.signature ? to_string(*outcome.signature).c_str() : "?", path.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvfuzz: could not write the fixture %s: %s\n", path.c_str(), e.what());
+  }
+  std::fprintf(stderr, "%s\n", outcome.report.c_str());
+  write_totals();
+  std::abort();
+}
+
+}  // namespace kvfuzz::fuzz

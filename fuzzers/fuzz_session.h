@@ -1,0 +1,56 @@
+// What every kvfuzz fuzz target shares: its settings (engine, artifact prefix, ...), how
+// an input becomes a scenario, the cache-state extra counters, and what happens when a
+// property fails (the fixture is written next to libFuzzer's artifact, then abort()).
+//
+// Settings come from the environment, so that libFuzzer's fork and jobs modes pass them
+// to every child, or from flags that libFuzzer itself ignores (it skips "--" flags):
+//
+//   KVFUZZ_ENGINE=NAME  or --engine=NAME   engine under test (default contiguous; any
+//                                          name of `kvfuzz list`, mutants included)
+//   KVFUZZ_EVENT_COUNTERS=0                 do not feed cache states to libFuzzer
+//   KVFUZZ_EVENTS_DIR=DIR                   write cache-state totals to DIR/events-PID.json
+//                                          every few seconds (read by kvfuzz campaign)
+//   KVFUZZ_DECODE_OUT=FILE                  only write the input's scenario as a fixture
+//                                          and return (turns any artifact into a fixture)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kvfuzz/engine.h"
+#include "kvfuzz/property.h"
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz::fuzz {
+
+struct Settings {
+  const EngineInfo* engine = nullptr;
+  std::string artifact_prefix = "./";  // libFuzzer's -artifact_prefix=
+  std::string events_dir;
+  std::string decode_out;
+  bool event_counters = true;
+};
+
+// From LLVMFuzzerInitialize. An unknown engine prints one line and exits with status 2.
+void initialize(int argc, char** argv);
+const Settings& settings();
+
+// Inputs that start with '{' are fixtures (so corpus/ seeds the targets as it is);
+// anything else is bytes for the generator. Nothing when the input is a fixture that does
+// not parse or is too large to judge within a fuzzing time limit.
+std::optional<Scenario> decode_input(const uint8_t* data, size_t size);
+
+// Sets the extra counters for the scenario's cache states and adds them to the totals.
+void record_cache_states(const Scenario& scenario);
+
+// When KVFUZZ_DECODE_OUT is set: writes the scenario there and returns true.
+bool decode_only(const Scenario& scenario);
+
+// The fixture first (<artifact_prefix>crash-<sha1 of the input>.json), then the report on
+// stderr, then abort() so that libFuzzer records the crash.
+[[noreturn]] void report_failure(const uint8_t* data, size_t size, Scenario scenario,
+                                 Property property, const PropertyOutcome& outcome);
+
+}  // namespace kvfuzz::fuzz
