@@ -18,6 +18,7 @@
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/report.h"
+#include "selftest_engines.h"
 #include "sha1.h"
 
 // libFuzzer reads these as extra coverage: it clears them before each input and keeps an
@@ -86,6 +87,7 @@ void initialize(int argc, char** argv) {
   }
   if (engine.empty()) engine = "contiguous";
   g_settings.engine = find_engine(engine);
+  if (g_settings.engine == nullptr) g_settings.engine = find_selftest_engine(engine);
   if (g_settings.engine == nullptr) {
     std::string names;
     for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;

@@ -6,7 +6,8 @@
 // to every child, or from flags that libFuzzer itself ignores (it skips "--" flags):
 //
 //   KVFUZZ_ENGINE=NAME  or --engine=NAME   engine under test (default contiguous; any
-//                                          name of `kvfuzz list`, mutants included)
+//                                          name of `kvfuzz list`, mutants included, or
+//                                          selftest-crash / selftest-hang)
 //   KVFUZZ_EVENT_COUNTERS=0                 do not feed cache states to libFuzzer
 //   KVFUZZ_EVENTS_DIR=DIR                   write cache-state totals to DIR/events-PID.json
 //                                          every few seconds (read by kvfuzz campaign)

@@ -11,5 +11,6 @@ void add_explain_command(CLI::App& app, int& exit_status);
 void add_list_command(CLI::App& app, int& exit_status);
 void add_check_command(CLI::App& app, int& exit_status);
 void add_shrink_command(CLI::App& app, int& exit_status);
+void add_campaign_command(CLI::App& app, int& exit_status);
 
 }  // namespace kvfuzz::cli

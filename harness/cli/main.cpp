@@ -20,14 +20,16 @@ int main(int argc, char** argv) {
   kvfuzz::cli::add_list_command(app, exit_status);
   kvfuzz::cli::add_check_command(app, exit_status);
   kvfuzz::cli::add_shrink_command(app, exit_status);
+  kvfuzz::cli::add_campaign_command(app, exit_status);
   try {
     // CLI11 would call an unknown command "a missing subcommand"; name it instead.
     if (argc > 1 && argv[1][0] != '-') {
       try {
         app.get_subcommand(argv[1]);
       } catch (const CLI::OptionNotFound&) {
-        throw kvfuzz::cli::UsageError(std::string("unknown command '") + argv[1] +
-                                      "'; expected one of replay, explain, list, check, shrink");
+        throw kvfuzz::cli::UsageError(
+            std::string("unknown command '") + argv[1] +
+            "'; expected one of replay, explain, list, check, shrink, campaign");
       }
     }
     app.parse(argc, argv);

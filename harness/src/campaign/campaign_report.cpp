@@ -1,0 +1,662 @@
+// The campaign report (kvfuzz/campaign.h): one set of tables, drawn as Markdown or as a
+// self-contained HTML page. The page adds inline SVG line charts of the samples; it has no
+// scripts and loads nothing, so it can be archived or mailed as a single file.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvfuzz/campaign.h"
+#include "kvfuzz/events.h"
+
+namespace kvfuzz {
+
+namespace {
+
+// A table both renderers draw. Cells are plain text; each renderer escapes them.
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+constexpr int kUnreachedStatesListed = 20;  // the rest are "and N more"
+constexpr int kProgressRows = 10;           // one row per tenth of the elapsed time
+
+// --- Numbers and durations ------------------------------------------------------------------
+
+std::string fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+// "1,234,567": executions run into the billions.
+std::string grouped(int64_t value) {
+  // The magnitude as unsigned, so that INT64_MIN has one too.
+  const uint64_t magnitude =
+      value < 0 ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+  const std::string digits = std::to_string(magnitude);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+// "45.2 s", "3m 05s", "2h 03m 04s".
+std::string duration_text(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;   // NaN included
+  seconds = std::min(seconds, 1e12);  // keeps the cast below defined
+  if (seconds < 60) return fixed(seconds, 1) + " s";
+  const auto total = static_cast<long long>(seconds + 0.5);
+  char text[64];
+  if (total >= 3600) {
+    std::snprintf(text, sizeof text, "%lldh %02lldm %02llds", total / 3600, total / 60 % 60,
+                  total % 60);
+  } else {
+    std::snprintf(text, sizeof text, "%lldm %02llds", total / 60, total % 60);
+  }
+  return text;
+}
+
+std::string yes_no(bool value) {
+  return value ? "yes" : "no";
+}
+
+std::string joined(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+// --- Facts derived from the record ---------------------------------------------------------
+
+int events_reached(const CampaignRecord& record) {
+  return static_cast<int>(std::count_if(record.event_hits.begin(), record.event_hits.end(),
+                                        [](int64_t hits) { return hits > 0; }));
+}
+
+// A hand-built record may hold fewer than kCacheStateCount flags; the missing ones count
+// as not reached.
+bool cache_state_reached(const CampaignRecord& record, int index) {
+  return static_cast<size_t>(index) < record.cache_states.size() &&
+         record.cache_states[static_cast<size_t>(index)];
+}
+
+int cache_states_reached(const CampaignRecord& record) {
+  int reached = 0;
+  for (int i = 0; i < kCacheStateCount; ++i) reached += cache_state_reached(record, i) ? 1 : 0;
+  return reached;
+}
+
+std::string unreached_states_text(const CampaignRecord& record) {
+  std::vector<std::string> names;
+  int unlisted = 0;
+  for (int i = 0; i < kCacheStateCount; ++i) {
+    if (cache_state_reached(record, i)) continue;
+    if (static_cast<int>(names.size()) < kUnreachedStatesListed) {
+      names.push_back(cache_state_name(i));
+    } else {
+      ++unlisted;
+    }
+  }
+  if (names.empty()) return "none";
+  std::string text = joined(names, ", ");
+  if (unlisted > 0) text += " and " + std::to_string(unlisted) + " more";
+  return text;
+}
+
+size_t distinct_signatures(const CampaignRecord& record) {
+  std::set<std::string> signatures;
+  for (const CampaignFinding& finding : record.findings) signatures.insert(finding.signature);
+  return signatures.size();
+}
+
+std::string findings_sentence(const CampaignRecord& record) {
+  if (record.findings.empty()) return "No findings.";
+  const size_t artifacts = record.findings.size();
+  const size_t signatures = distinct_signatures(record);
+  return std::to_string(artifacts) + (artifacts == 1 ? " artifact, " : " artifacts, ") +
+         std::to_string(signatures) +
+         (signatures == 1 ? " distinct signature." : " distinct signatures.");
+}
+
+std::string reached_sentence(const CampaignRecord& record) {
+  return "Events reached: " + std::to_string(events_reached(record)) + " of " +
+         std::to_string(kEventCount) +
+         ". Cache states reached: " + std::to_string(cache_states_reached(record)) + " of " +
+         std::to_string(kCacheStateCount) + ".";
+}
+
+// The samples closest before each tenth of the elapsed time (samples are in time order),
+// without repeats; the last sample always ends the list.
+std::vector<const CampaignSample*> tenth_samples(const std::vector<CampaignSample>& samples) {
+  std::vector<const CampaignSample*> chosen;
+  if (samples.empty()) return chosen;
+  const double start = samples.front().elapsed_seconds;
+  const double span = samples.back().elapsed_seconds - start;
+  size_t next = 0;
+  for (int tenth = 1; tenth <= kProgressRows; ++tenth) {
+    const double until = start + span * tenth / kProgressRows;
+    while (next + 1 < samples.size() && samples[next + 1].elapsed_seconds <= until) ++next;
+    if (chosen.empty() || chosen.back() != &samples[next]) chosen.push_back(&samples[next]);
+  }
+  if (chosen.back() != &samples.back()) chosen.push_back(&samples.back());
+  return chosen;
+}
+
+// --- Tables --------------------------------------------------------------------------------
+
+Table settings_table(const CampaignRecord& record) {
+  Table table{{"Setting", "Value"}, {}};
+  table.rows = {
+      {"Engine", record.engine},
+      {"Targets", record.targets.empty() ? "-" : joined(record.targets, ", ")},
+      {"Budget", duration_text(record.budget_seconds)},
+      {"Elapsed", duration_text(record.elapsed_seconds)},
+      {"Jobs", std::to_string(record.jobs)},
+      {"Event counters", record.event_counters ? "on" : "off"},
+      {"Command", record.command},
+      {"Started", record.started},
+      {"Machine", record.machine},
+      {"Executions", grouped(record.executions)},
+      {"Finished", record.finished ? "yes" : "no (running, or stopped before the final merge)"},
+  };
+  return table;
+}
+
+std::string tokens_text(const CampaignFinding& finding) {
+  if (finding.fixture.empty()) return "-";
+  return std::to_string(finding.tokens_before) + " \u2192 " + std::to_string(finding.tokens_after);
+}
+
+std::string filed_text(const CampaignFinding& finding) {
+  if (!finding.filed.empty()) return finding.filed;
+  if (!finding.duplicate_of.empty()) return "duplicate of " + finding.duplicate_of;
+  return "-";
+}
+
+// One row per signature: its first finding (the one that was shrunk and filed) and how
+// many artifacts had that signature; the record keeps every artifact.
+Table findings_table(const CampaignRecord& record) {
+  Table table{
+      {"Signature", "Artifacts", "Kind", "Target", "Tokens", "Fixture", "Filed", "Failure", "Note"},
+      {}};
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<const CampaignFinding*, int>> by_signature;
+  for (const CampaignFinding& finding : record.findings) {
+    auto [it, first] = by_signature.try_emplace(finding.signature, &finding, 0);
+    if (first) order.push_back(finding.signature);
+    ++it->second.second;
+  }
+  for (const std::string& signature : order) {
+    const auto& [finding, count] = by_signature.at(signature);
+    table.rows.push_back({finding->signature, std::to_string(count), finding->kind, finding->target,
+                          tokens_text(*finding), finding->fixture.empty() ? "-" : finding->fixture,
+                          filed_text(*finding), finding->failure, finding->note});
+  }
+  return table;
+}
+
+Table events_table(const CampaignRecord& record) {
+  Table table{{"Event", "Hits", "Reached"}, {}};
+  for (int e = 0; e < kEventCount; ++e) {
+    const int64_t hits = record.event_hits[static_cast<size_t>(e)];
+    table.rows.push_back(
+        {std::string(event_name(static_cast<Event>(e))), grouped(hits), yes_no(hits > 0)});
+  }
+  return table;
+}
+
+Table corpus_table(const CampaignRecord& record) {
+  Table table{{"Target", "Inputs before", "Inputs after"}, {}};
+  for (const CampaignCorpus& corpus : record.corpora) {
+    // 0 after means "not merged yet" (campaign.h), unless the campaign finished.
+    const bool merged = corpus.inputs_after > 0 || record.finished;
+    table.rows.push_back({corpus.target, grouped(corpus.inputs_before),
+                          merged ? grouped(corpus.inputs_after) : "not merged yet"});
+  }
+  return table;
+}
+
+Table progress_table(const CampaignRecord& record) {
+  Table table{{"Elapsed", "Target", "Exec/s", "Cov", "Features", "Events", "States", "Failures"},
+              {}};
+  for (const CampaignSample* sample : tenth_samples(record.samples)) {
+    table.rows.push_back({duration_text(sample->elapsed_seconds), sample->target,
+                          fixed(sample->executions_per_second, 0), grouped(sample->coverage),
+                          grouped(sample->features), std::to_string(sample->events_reached),
+                          std::to_string(sample->cache_states), std::to_string(sample->failures)});
+  }
+  return table;
+}
+
+// --- Markdown ------------------------------------------------------------------------------
+
+// Keeps a cell one table cell: no line breaks, no column separators, no raw HTML.
+std::string markdown_text(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '<') {
+      out += "&lt;";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_row(const std::vector<std::string>& cells) {
+  std::string line = "|";
+  for (const std::string& cell : cells) line += " " + markdown_text(cell) + " |";
+  return line + "\n";
+}
+
+std::string markdown_table(const Table& table) {
+  std::string out = markdown_row(table.header);
+  out += "|";
+  for (size_t i = 0; i < table.header.size(); ++i) out += "---|";
+  out += "\n";
+  for (const auto& row : table.rows) out += markdown_row(row);
+  return out + "\n";
+}
+
+// --- HTML ----------------------------------------------------------------------------------
+
+std::string html_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string html_table(const Table& table) {
+  std::string out = "<table>\n<tr>";
+  for (const std::string& cell : table.header) out += "<th>" + html_text(cell) + "</th>";
+  out += "</tr>\n";
+  for (const auto& row : table.rows) {
+    out += "<tr>";
+    for (const std::string& cell : row) out += "<td>" + html_text(cell) + "</td>";
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+std::string html_paragraph(std::string_view text) {
+  return "<p>" + html_text(text) + "</p>\n";
+}
+
+// --- SVG line charts -----------------------------------------------------------------------
+
+struct Point {
+  double x = 0;
+  double y = 0;
+};
+
+struct Series {
+  std::string label;
+  std::string colour;
+  bool dashed = false;
+  std::vector<Point> points;
+};
+
+struct Chart {
+  std::string title;
+  std::string y_title;
+  std::optional<double> y_max;  // a fixed top, e.g. 100 for percentages
+  std::vector<Series> series;
+};
+
+// Chart geometry in SVG user units.
+constexpr double kChartWidth = 760;
+constexpr double kPlotLeft = 80;
+constexpr double kPlotRight = 20;
+constexpr double kPlotTop = 30;
+constexpr double kPlotHeight = 220;
+constexpr double kBelowPlot = 50;  // x tick labels and the x axis title
+constexpr double kLegendRow = 18;
+constexpr double kPlotWidth = kChartWidth - kPlotLeft - kPlotRight;
+constexpr size_t kMaxPlottedPoints = 800;  // per series: days of samples stay a small page
+
+constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                    "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+
+std::string palette_colour(size_t index) {
+  return kPalette[index % (sizeof kPalette / sizeof kPalette[0])];
+}
+
+// Every n-th point and the last: the line keeps its shape, the page its size.
+std::vector<Point> thinned(const std::vector<Point>& points) {
+  if (points.size() <= kMaxPlottedPoints) return points;
+  const size_t step = (points.size() + kMaxPlottedPoints - 1) / kMaxPlottedPoints;
+  std::vector<Point> out;
+  for (size_t i = 0; i < points.size(); i += step) out.push_back(points[i]);
+  if (out.back().x != points.back().x || out.back().y != points.back().y) {
+    out.push_back(points.back());
+  }
+  return out;
+}
+
+// The data ranges the axes span; never empty, so the scaling below never divides by zero.
+struct Bounds {
+  double x_min = 0, x_max = 1, y_min = 0, y_max = 1;
+};
+
+Bounds chart_bounds(const Chart& chart) {
+  bool any = false;
+  Bounds b;
+  double y_top = 0;
+  for (const Series& series : chart.series) {
+    for (const Point& p : series.points) {
+      b.x_min = any ? std::min(b.x_min, p.x) : p.x;
+      b.x_max = any ? std::max(b.x_max, p.x) : p.x;
+      b.y_min = std::min(b.y_min, p.y);  // counts start at 0, the axis too
+      y_top = std::max(y_top, p.y);
+      any = true;
+    }
+  }
+  b.y_max = chart.y_max.value_or(y_top);
+  if (b.x_max <= b.x_min) b.x_max = b.x_min + 1;
+  if (b.y_max <= b.y_min) b.y_max = b.y_min + 1;
+  return b;
+}
+
+double to_svg_x(const Bounds& b, double x) {
+  return kPlotLeft + (x - b.x_min) / (b.x_max - b.x_min) * kPlotWidth;
+}
+
+double to_svg_y(const Bounds& b, double y) {
+  return kPlotTop + kPlotHeight - (y - b.y_min) / (b.y_max - b.y_min) * kPlotHeight;
+}
+
+std::string axis_number(double value) {
+  if (std::abs(value) < 1e15 && value == std::floor(value)) {
+    return grouped(static_cast<int64_t>(value));
+  }
+  return fixed(value, 1);
+}
+
+std::string svg_text(double x, double y, std::string_view anchor, std::string_view text,
+                     std::string_view extra = {}) {
+  return "<text x=\"" + fixed(x, 1) + "\" y=\"" + fixed(y, 1) + "\" text-anchor=\"" +
+         std::string(anchor) + "\"" + std::string(extra) + ">" + html_text(text) + "</text>\n";
+}
+
+std::string svg_line(double x1, double y1, double x2, double y2, std::string_view attributes) {
+  return "<line x1=\"" + fixed(x1, 1) + "\" y1=\"" + fixed(y1, 1) + "\" x2=\"" + fixed(x2, 1) +
+         "\" y2=\"" + fixed(y2, 1) + "\" " + std::string(attributes) + "/>\n";
+}
+
+// Axes with their min and max tick labels and titles.
+std::string svg_axes(const Chart& chart, const Bounds& b) {
+  const double bottom = kPlotTop + kPlotHeight;
+  const double right = kPlotLeft + kPlotWidth;
+  std::string out = svg_line(kPlotLeft, bottom, right, bottom, "class=\"axis\"");
+  out += svg_line(kPlotLeft, kPlotTop, kPlotLeft, bottom, "class=\"axis\"");
+  out += svg_text(kPlotLeft - 6, bottom, "end", axis_number(b.y_min));
+  out += svg_text(kPlotLeft - 6, kPlotTop + 4, "end", axis_number(b.y_max));
+  out += svg_text(kPlotLeft, bottom + 16, "start", duration_text(b.x_min));
+  out += svg_text(right, bottom + 16, "end", duration_text(b.x_max));
+  out += svg_text(kPlotLeft + kPlotWidth / 2, bottom + 36, "middle", "elapsed time");
+  const double y_middle = kPlotTop + kPlotHeight / 2;
+  out += svg_text(16, y_middle, "middle", chart.y_title,
+                  " transform=\"rotate(-90 16 " + fixed(y_middle, 1) + ")\"");
+  return out;
+}
+
+std::string svg_series(const Series& series, const Bounds& b) {
+  const std::vector<Point> points = thinned(series.points);
+  if (points.empty()) return "";
+  const std::string stroke =
+      "stroke=\"" + series.colour + "\"" + (series.dashed ? " stroke-dasharray=\"5 3\"" : "");
+  if (points.size() == 1) {  // a polyline of one point draws nothing
+    return "<circle cx=\"" + fixed(to_svg_x(b, points[0].x), 1) + "\" cy=\"" +
+           fixed(to_svg_y(b, points[0].y), 1) + "\" r=\"3\" fill=\"" + series.colour + "\"/>\n";
+  }
+  std::string coordinates;
+  for (const Point& p : points) {
+    if (!coordinates.empty()) coordinates += ' ';
+    coordinates += fixed(to_svg_x(b, p.x), 1) + "," + fixed(to_svg_y(b, p.y), 1);
+  }
+  return "<polyline class=\"series\" " + stroke + " points=\"" + coordinates + "\"/>\n";
+}
+
+std::string svg_legend(const Chart& chart) {
+  std::string out;
+  double y = kPlotTop + kPlotHeight + kBelowPlot + kLegendRow / 2;
+  for (const Series& series : chart.series) {
+    const std::string stroke = "stroke=\"" + series.colour + "\" stroke-width=\"2\"" +
+                               (series.dashed ? " stroke-dasharray=\"5 3\"" : "");
+    out += svg_line(kPlotLeft, y - 4, kPlotLeft + 24, y - 4, stroke);
+    out += svg_text(kPlotLeft + 30, y, "start", series.label);
+    y += kLegendRow;
+  }
+  return out;
+}
+
+std::string svg_chart(const Chart& chart) {
+  const Bounds bounds = chart_bounds(chart);
+  const double height = kPlotTop + kPlotHeight + kBelowPlot +
+                        kLegendRow * static_cast<double>(chart.series.size()) + 6;
+  std::string out = "<svg width=\"" + fixed(kChartWidth, 0) + "\" height=\"" + fixed(height, 0) +
+                    "\" viewBox=\"0 0 " + fixed(kChartWidth, 0) + " " + fixed(height, 0) +
+                    "\" role=\"img\" aria-label=\"" + html_text(chart.title) + "\">\n";
+  out += svg_text(kPlotLeft, 18, "start", chart.title, " class=\"chart-title\"");
+  out += svg_axes(chart, bounds);
+  for (const Series& series : chart.series) out += svg_series(series, bounds);
+  out += svg_legend(chart);
+  return out + "</svg>\n";
+}
+
+// --- The charts of a campaign --------------------------------------------------------------
+
+using SampleValue = std::function<double(const CampaignSample&)>;
+
+// The campaign's targets, then any target that only the samples name.
+std::vector<std::string> plotted_targets(const CampaignRecord& record) {
+  std::vector<std::string> targets = record.targets;
+  for (const CampaignSample& sample : record.samples) {
+    if (std::find(targets.begin(), targets.end(), sample.target) == targets.end()) {
+      targets.push_back(sample.target);
+    }
+  }
+  return targets;
+}
+
+// `target` empty: every sample (counters of the whole campaign).
+Series sample_series(const CampaignRecord& record, const std::string& target,
+                     const SampleValue& value) {
+  Series series;
+  for (const CampaignSample& sample : record.samples) {
+    if (target.empty() || sample.target == target) {
+      series.points.push_back({sample.elapsed_seconds, value(sample)});
+    }
+  }
+  return series;
+}
+
+// Coverage and executions per second belong to the target that was running, so each
+// target gets its own line (its colour in every chart) rather than one sawtooth line.
+std::vector<Series> per_target_series(const CampaignRecord& record, std::string_view suffix,
+                                      bool dashed, const SampleValue& value) {
+  std::vector<Series> all;
+  const std::vector<std::string> targets = plotted_targets(record);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Series series = sample_series(record, targets[i], value);
+    if (series.points.empty()) continue;
+    series.label = targets[i] + std::string(suffix);
+    series.colour = palette_colour(i);
+    series.dashed = dashed;
+    all.push_back(std::move(series));
+  }
+  return all;
+}
+
+Series campaign_series(const CampaignRecord& record, std::string label, size_t colour,
+                       const SampleValue& value) {
+  Series series = sample_series(record, "", value);
+  series.label = std::move(label);
+  series.colour = palette_colour(colour);
+  return series;
+}
+
+Chart coverage_chart(const CampaignRecord& record) {
+  Chart chart{"Coverage and features", "edges (cov) / features (ft)", std::nullopt, {}};
+  chart.series = per_target_series(record, " cov", false, [](const CampaignSample& s) {
+    return static_cast<double>(s.coverage);
+  });
+  for (Series& features : per_target_series(record, " ft", true, [](const CampaignSample& s) {
+         return static_cast<double>(s.features);
+       })) {
+    chart.series.push_back(std::move(features));
+  }
+  return chart;
+}
+
+// Percentages, so 11 events and 193 cache states share one axis.
+Chart reached_chart(const CampaignRecord& record) {
+  Chart chart{"Cache-state events reached", "% reached", 100.0, {}};
+  chart.series.push_back(campaign_series(
+      record, "events (of " + std::to_string(kEventCount) + ")", 0,
+      [](const CampaignSample& s) { return 100.0 * s.events_reached / kEventCount; }));
+  chart.series.push_back(campaign_series(
+      record, "cache states (of " + std::to_string(kCacheStateCount) + ")", 1,
+      [](const CampaignSample& s) { return 100.0 * s.cache_states / kCacheStateCount; }));
+  return chart;
+}
+
+Chart speed_chart(const CampaignRecord& record) {
+  Chart chart{"Executions per second", "exec/s", std::nullopt, {}};
+  chart.series = per_target_series(record, "", false,
+                                   [](const CampaignSample& s) { return s.executions_per_second; });
+  return chart;
+}
+
+Chart failures_chart(const CampaignRecord& record) {
+  Chart chart{"Failures", "artifacts", std::nullopt, {}};
+  chart.series.push_back(
+      campaign_series(record, "artifacts so far", 1,
+                      [](const CampaignSample& s) { return static_cast<double>(s.failures); }));
+  return chart;
+}
+
+// --- Pages ---------------------------------------------------------------------------------
+
+constexpr std::string_view kStyle = R"(body { font-family: sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+svg { display: block; margin: 0.5em 0 1.5em; font-size: 12px; }
+svg .axis { stroke: #444; }
+svg .series { fill: none; stroke-width: 1.5; }
+svg .chart-title { font-weight: bold; font-size: 14px; }
+)";
+
+std::string title_text(const CampaignRecord& record) {
+  return "kvfuzz campaign: " + record.engine;
+}
+
+std::string markdown_findings(const CampaignRecord& record) {
+  std::string out = "## Findings\n\n" + findings_sentence(record) + "\n\n";
+  if (!record.findings.empty()) out += markdown_table(findings_table(record));
+  return out;
+}
+
+std::string markdown_events(const CampaignRecord& record) {
+  return "## Cache-state events\n\n" + markdown_table(events_table(record)) +
+         reached_sentence(record) +
+         "\n\nCache states not reached: " + markdown_text(unreached_states_text(record)) + ".\n\n";
+}
+
+std::string markdown_corpus(const CampaignRecord& record) {
+  if (record.corpora.empty()) return "## Corpus\n\nNo corpus recorded.\n\n";
+  return "## Corpus\n\n" + markdown_table(corpus_table(record));
+}
+
+std::string markdown_progress(const CampaignRecord& record) {
+  if (record.samples.empty()) return "## Progress\n\nNo samples yet.\n";
+  return "## Progress\n\nAt each tenth of the elapsed time (the HTML report plots every "
+         "sample):\n\n" +
+         markdown_table(progress_table(record));
+}
+
+std::string html_findings(const CampaignRecord& record) {
+  std::string out = "<h2>Findings</h2>\n" + html_paragraph(findings_sentence(record));
+  if (!record.findings.empty()) out += html_table(findings_table(record));
+  return out;
+}
+
+std::string html_events(const CampaignRecord& record) {
+  return "<h2>Cache-state events</h2>\n" + html_table(events_table(record)) +
+         html_paragraph(reached_sentence(record)) +
+         html_paragraph("Cache states not reached: " + unreached_states_text(record) + ".");
+}
+
+std::string html_corpus(const CampaignRecord& record) {
+  if (record.corpora.empty()) return "<h2>Corpus</h2>\n" + html_paragraph("No corpus recorded.");
+  return "<h2>Corpus</h2>\n" + html_table(corpus_table(record));
+}
+
+std::string html_plots(const CampaignRecord& record) {
+  std::string out = "<h2>Plots</h2>\n";
+  if (record.samples.empty()) return out + html_paragraph("No samples yet.");
+  out += svg_chart(coverage_chart(record));
+  out += svg_chart(reached_chart(record));
+  out += svg_chart(speed_chart(record));
+  out += svg_chart(failures_chart(record));
+  out += "<h3>At each tenth of the elapsed time</h3>\n" + html_table(progress_table(record));
+  return out;
+}
+
+}  // namespace
+
+std::string campaign_markdown(const CampaignRecord& record) {
+  return "# " + markdown_text(title_text(record)) + "\n\n## Settings\n\n" +
+         markdown_table(settings_table(record)) + markdown_findings(record) +
+         markdown_events(record) + markdown_corpus(record) + markdown_progress(record);
+}
+
+std::string campaign_html(const CampaignRecord& record) {
+  const std::string title = html_text(title_text(record));
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + title +
+         "</title>\n<style>\n" + std::string(kStyle) + "</style>\n</head>\n<body>\n<h1>" + title +
+         "</h1>\n<h2>Settings</h2>\n" + html_table(settings_table(record)) + html_findings(record) +
+         html_events(record) + html_corpus(record) + html_plots(record) + "</body>\n</html>\n";
+}
+
+}  // namespace kvfuzz
