@@ -111,13 +111,25 @@ TEST_P(MisbehavingEngine, IsAFindingAndTheCampaignGoesOn) {
   const CampaignFinding& first = record.findings[0];
   EXPECT_EQ(first.kind, kind);
   EXPECT_EQ(first.signature, kind + " in " + first.target);
-  // The input became a fixture (decoded without running the engine) that holds a truncate.
+  // The input became a fixture (decoded without running the engine), shrunk with the target
+  // as the judge: it still holds the truncate that misbehaves, and little else.
   ASSERT_FALSE(first.fixture.empty()) << first.note;
+  EXPECT_TRUE(first.note.empty()) << first.note;
+  EXPECT_LE(first.tokens_after, first.tokens_before);
   const Scenario scenario = load_fixture(first.fixture);
+  EXPECT_EQ(scenario.provenance.source, "shrink");
   bool truncates = false;
   for (const Op& op : scenario.program) truncates |= op.kind == OpKind::truncate;
   EXPECT_TRUE(truncates);
-  EXPECT_TRUE(json_files(dir / "regressions").empty());  // nothing a replay could judge
+  EXPECT_LE(scenario.program.size(), 3u);
+  // Filed apart from the property failures, once per signature.
+  EXPECT_TRUE(json_files(dir / "regressions").empty());
+  std::set<std::string> signatures;
+  for (const CampaignFinding& f : record.findings) signatures.insert(f.signature);
+  const std::vector<fs::path> filed = json_files(dir / "regressions" / "crashes");
+  EXPECT_EQ(filed.size(), signatures.size());
+  EXPECT_TRUE(fs::exists(first.filed)) << first.filed;
+  EXPECT_TRUE(fs::path(first.filed).filename().string().starts_with(engine + "-" + kind + "-"));
 }
 
 INSTANTIATE_TEST_SUITE_P(

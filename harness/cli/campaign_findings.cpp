@@ -10,6 +10,7 @@
 #include "campaign_support.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/property.h"
+#include "kvfuzz/shrink.h"
 #include "kvfuzz/subprocess.h"
 
 namespace kvfuzz::cli {
@@ -102,15 +103,79 @@ void shrink_finding(const FindingContext& context, const CampaignRecord& record,
                      : "shrinking failed: " + last_line(result.output);
 }
 
-void file_finding(const FindingContext& context, CampaignFinding& finding,
-                  const std::string& stem) {
-  if (const auto existing = filed_with_signature(context.regressions, stem)) {
+// Whether the target still ends the way `kind` says on `scenario`, given to it as a
+// fixture input: a sanitizer report or signal (crash), libFuzzer's timeout, or its
+// out-of-memory. A property failure is another failure, not this one.
+bool target_still_fails(const FindingContext& context, const CampaignRecord& record,
+                        const std::string& target, const std::string& kind,
+                        const Scenario& scenario) {
+  const fs::path input = context.paths.findings() / "shrink-candidate.json";
+  try {
+    save_fixture(scenario, input);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const ProcessResult result = run_process(
+      {(context.fuzzers / target).string(), "-timeout=" + std::to_string(context.input_timeout),
+       "-rss_limit_mb=" + std::to_string(context.rss_limit_mb), input.string()},
+      {{"KVFUZZ_ENGINE", record.engine}, {"ASAN_OPTIONS", "detect_leaks=0:symbolize=0"}},
+      std::chrono::seconds(context.input_timeout + 60));
+  const std::string& out = result.output;
+  const bool timeout = out.find("ERROR: libFuzzer: timeout") != std::string::npos;
+  const bool oom = out.find("ERROR: libFuzzer: out-of-memory") != std::string::npos;
+  const bool property = out.find("; fixture written to ") != std::string::npos;
+  if (kind == "timeout") return timeout;
+  if (kind == "oom") return oom;
+  return result.exit_code != 0 && !timeout && !oom && !property;
+}
+
+// A crash, timeout or out-of-memory has no property to keep failing: the scenario
+// shrinker runs with the target itself as the judge, one process per candidate.
+void shrink_crash(const FindingContext& context, const CampaignRecord& record,
+                  CampaignFinding& finding) {
+  ShrinkOptions options;
+  options.time_budget_seconds = context.shrink_seconds;
+  std::optional<ShrinkResult> result;
+  try {
+    result = shrink_with(
+        load_fixture(finding.fixture),
+        [&](const Scenario& candidate) {
+          return target_still_fails(context, record, finding.target, finding.kind, candidate);
+        },
+        options);
+  } catch (const std::exception& e) {
+    finding.note = std::string("shrinking failed: ") + e.what();
+    return;
+  }
+  if (!result) {
+    finding.note = "the target did not fail again on the fixture (flaky, or too large to judge)";
+    return;
+  }
+  Scenario shrunk = result->scenario;
+  const std::string sha = finding.artifact.substr(finding.artifact.rfind('-') + 1, 8);
+  shrunk.name = record.engine + "-" + finding.kind + "-" + finding.target + "-" + sha;
+  shrunk.note = "Shrunk by kvfuzz campaign: " + record.engine + " " +
+                (finding.kind == "crash" ? std::string("crashes") : "hits " + finding.kind) +
+                " in " + finding.target + ". Reproduce with KVFUZZ_ENGINE=" + record.engine + " " +
+                finding.target + " FIXTURE.";
+  shrunk.provenance.source = "shrink";
+  shrunk.provenance.engine = record.engine;
+  shrunk.provenance.property = property_of(finding.target);
+  shrunk.provenance.failure = finding.signature;
+  const fs::path path = context.paths.shrunk() / (shrunk.name + ".json");
+  save_fixture(shrunk, path);
+  finding.fixture = path.string();
+  finding.tokens_after = fixture_tokens(path);
+}
+
+void file_finding(const fs::path& regressions, CampaignFinding& finding, const std::string& stem) {
+  if (const auto existing = filed_with_signature(regressions, stem)) {
     finding.duplicate_of = existing->string();
     return;
   }
   std::error_code error;
-  fs::create_directories(context.regressions, error);
-  const fs::path target = context.regressions / fs::path(finding.fixture).filename();
+  fs::create_directories(regressions, error);
+  const fs::path target = regressions / fs::path(finding.fixture).filename();
   fs::copy_file(finding.fixture, target, fs::copy_options::overwrite_existing, error);
   if (error) {
     finding.note = "could not file it: " + error.message();
@@ -219,7 +284,18 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
           std::fprintf(stderr, "campaign: new failure %s (%s); shrinking it\n",
                        finding.signature.c_str(), finding.artifact.c_str());
           shrink_finding(context, record, finding);
-          if (finding.note.empty()) file_finding(context, finding, stem);
+          if (finding.note.empty()) file_finding(context.regressions, finding, stem);
+        } else if (finding.kind != "property" && finding.target != "fuzz_fixture" &&
+                   !finding.fixture.empty()) {
+          std::fprintf(stderr, "campaign: new finding %s (%s); shrinking it\n",
+                       finding.signature.c_str(), finding.artifact.c_str());
+          shrink_crash(context, record, finding);
+          // Under crashes/: replayed on the honest engines by ctest like every fixture,
+          // but not judged by a property on the engine that crashed.
+          if (finding.note.empty()) {
+            file_finding(context.regressions / "crashes", finding,
+                         record.engine + "-" + finding.kind + "-" + finding.target + "-");
+          }
         } else {
           std::fprintf(stderr, "campaign: new finding %s (%s)\n", finding.signature.c_str(),
                        finding.artifact.c_str());

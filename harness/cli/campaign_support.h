@@ -34,6 +34,8 @@ struct FindingContext {
   std::filesystem::path regressions;  // where new signatures are filed
   std::filesystem::path self;         // this kvfuzz binary (for `kvfuzz shrink`)
   double shrink_seconds = 60;
+  int input_timeout = 10;  // seconds, as the targets ran
+  int rss_limit_mb = 2048;
 };
 
 // Turns every artifact not yet in record.findings into a finding: its fixture (written by

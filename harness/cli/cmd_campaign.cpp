@@ -401,8 +401,13 @@ int run_campaign(const CampaignOptions& options) {
   const CampaignPaths paths{options.out};
   CampaignRecord record = start_or_resume(options, paths, budget);
   check_setup(options, record.targets);
-  FindingContext context{paths, options.fuzzers, options.regressions,
-                         fs::read_symlink("/proc/self/exe"), options.shrink_seconds};
+  FindingContext context{paths,
+                         options.fuzzers,
+                         options.regressions,
+                         fs::read_symlink("/proc/self/exe"),
+                         options.shrink_seconds,
+                         options.input_timeout,
+                         options.rss_limit_mb};
 
   struct sigaction action {};
   action.sa_handler = request_stop;

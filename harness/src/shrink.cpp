@@ -25,8 +25,11 @@ using Clock = std::chrono::steady_clock;
 
 class Search {
  public:
-  Search(const EngineInfo& engine, const ShrinkOptions& options, ShrinkResult& result)
+  // `judge` replaces the property check when set (shrink_with).
+  Search(const EngineInfo* engine, const std::function<bool(const Scenario&)>* judge,
+         const ShrinkOptions& options, ShrinkResult& result)
       : engine_(engine),
+        judge_(judge),
         options_(options),
         result_(result),
         start_(Clock::now()),
@@ -56,8 +59,9 @@ class Search {
   // Runs `scenario` and says whether it fails with the signature being kept.
   bool fails_the_same(const Scenario& scenario, PropertyOutcome& outcome) {
     ++result_.tried;
+    if (judge_ != nullptr) return (*judge_)(scenario);
     try {
-      outcome = check_property(options_.property, scenario, engine_);
+      outcome = check_property(options_.property, scenario, *engine_);
     } catch (const std::exception&) {
       return false;  // a candidate nobody can judge is not the same failure
     }
@@ -121,7 +125,8 @@ class Search {
     }
   }
 
-  const EngineInfo& engine_;
+  const EngineInfo* engine_;
+  const std::function<bool(const Scenario&)>* judge_;
   const ShrinkOptions& options_;
   ShrinkResult& result_;
   Clock::time_point start_;
@@ -138,7 +143,17 @@ std::optional<ShrinkResult> shrink(const Scenario& failing, const EngineInfo& en
   result.scenario = failing;
   result.signature = *outcome.signature;
   result.outcome = std::move(outcome);
-  Search(engine, options, result).run();
+  Search(&engine, nullptr, options, result).run();
+  return result;
+}
+
+std::optional<ShrinkResult> shrink_with(const Scenario& failing,
+                                        const std::function<bool(const Scenario&)>& still_fails,
+                                        const ShrinkOptions& options) {
+  if (!still_fails(failing)) return std::nullopt;
+  ShrinkResult result;
+  result.scenario = failing;
+  Search(nullptr, &still_fails, options, result).run();
   return result;
 }
 

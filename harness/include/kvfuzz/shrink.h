@@ -40,4 +40,12 @@ struct ShrinkResult {
 std::optional<ShrinkResult> shrink(const Scenario& failing, const EngineInfo& engine,
                                    const ShrinkOptions& options);
 
+// The same search with the caller's judgement instead of a property: `still_fails` says
+// whether a candidate keeps the failure (for a campaign: the engine, run in another
+// process, still crashes or hangs on it). `options.property` is unused; the result's
+// signature and outcome are left empty. Nothing if `failing` itself does not fail.
+std::optional<ShrinkResult> shrink_with(const Scenario& failing,
+                                        const std::function<bool(const Scenario&)>& still_fails,
+                                        const ShrinkOptions& options);
+
 }  // namespace kvfuzz
