@@ -78,7 +78,10 @@ void write_totals() {
   for (bool reached : g_totals.states) states += reached ? '1' : '0';
   j["states"] = states;
   const std::filesystem::path dir(g_settings.events_dir);
-  const std::string name = "events-" + std::to_string(getpid()) + ".json";
+  // The PID alone could be reused by a later job before the campaign reads the file.
+  static const auto started = std::chrono::system_clock::now().time_since_epoch().count();
+  const std::string name =
+      "events-" + std::to_string(getpid()) + "-" + std::to_string(started) + ".json";
   std::error_code ignored;
   std::filesystem::create_directories(dir, ignored);
   {
@@ -92,10 +95,13 @@ void write_totals() {
 
 void initialize(int argc, char** argv) {
   std::string engine = env("KVFUZZ_ENGINE");
+  bool merging = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg.starts_with("--engine=")) engine = std::string(arg.substr(9));
     if (arg.starts_with("-artifact_prefix=")) g_settings.artifact_prefix = arg.substr(17);
+    // Merges re-run known inputs: their cache states are not new fuzzing work.
+    if (arg.starts_with("-merge=") || arg.starts_with("-merge_inner=")) merging = true;
   }
   if (engine.empty()) engine = "contiguous";
   g_settings.engine = find_engine(engine);
@@ -109,7 +115,7 @@ void initialize(int argc, char** argv) {
     std::exit(2);
   }
   g_settings.event_counters = env("KVFUZZ_EVENT_COUNTERS") != "0";
-  g_settings.events_dir = env("KVFUZZ_EVENTS_DIR");
+  g_settings.events_dir = merging ? std::string() : env("KVFUZZ_EVENTS_DIR");
   g_settings.decode_out = env("KVFUZZ_DECODE_OUT");
   std::atexit(write_totals);
 }

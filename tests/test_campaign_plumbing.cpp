@@ -59,7 +59,8 @@ TEST(Duration, Units) {
 }
 
 TEST(Duration, Malformed) {
-  for (const char* bad : {"", "h", "8x", "-5m", "0", "0s", "1h30", "8 h", "m8", "1e400"}) {
+  for (const char* bad : {"", "h", "8x", "-5m", "0", "0s", "1h30", "8 h", "m8", "1e400", "inf",
+                          "nan", "infh", "11000d"}) {
     EXPECT_FALSE(parse_duration(bad)) << bad;
   }
 }

@@ -175,6 +175,15 @@ TEST(Seeds, EveryMutantIsRejectedByASeedWithItsPredictedWrongValues) {
   }
 }
 
+// corpus/ holds fixtures and nothing else: a fuzzer run with corpus/ as its first
+// directory would leave its raw inputs there, and every campaign would seed from them.
+TEST(Corpus, HoldsOnlyFixtures) {
+  const auto dir = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "corpus";
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) EXPECT_EQ(entry.path().extension(), ".json") << entry.path();
+  }
+}
+
 // corpus/regressions holds shrunk failures: each still fails, on the engine and property
 // its provenance records, and every honest engine passes it (ctest also replays it).
 TEST(Regressions, EachStillFailsWhereItsProvenanceSays) {

@@ -136,6 +136,47 @@ TEST(Shrink, APassingScenarioHasNothingToShrink) {
   EXPECT_FALSE(shrink(test::worked_example(), engine("paged"), {}));
 }
 
+// shrink_with: the caller judges (a campaign's target in another process). Here the
+// "failure" is "the program truncates a sequence that holds tokens": the minimum keeps one
+// append and one truncate, and every step of the way the judge said yes.
+TEST(ShrinkWith, ReachesTheMinimumOfTheCallersJudgement) {
+  const auto truncates_a_nonempty_sequence = [](const Scenario& s) {
+    std::map<int, int64_t> length;
+    for (const Op& op : s.program) {
+      for (const Chunk& chunk : op.batch()) length[chunk.seq] += std::ssize(chunk.tokens);
+      if (op.kind == OpKind::reset) length[op.seq] = 0;
+      if (op.kind == OpKind::truncate && length[op.seq] > op.keep) return true;
+      if (op.kind == OpKind::truncate) length[op.seq] = op.keep;
+      if (op.kind == OpKind::fork) length[op.seq] = length[op.src];
+    }
+    return false;
+  };
+  int found = 0;
+  for (uint64_t seed = 1; seed < 400 && found < 3; ++seed) {
+    PrngChoiceSource choices(seed);
+    const Scenario s = generate_scenario(choices);
+    if (!truncates_a_nonempty_sequence(s)) continue;
+    ++found;
+    int judged = 0;
+    const auto result = shrink_with(s,
+                                    [&](const Scenario& c) {
+                                      ++judged;
+                                      return truncates_a_nonempty_sequence(c);
+                                    },
+                                    {});
+    ASSERT_TRUE(result) << seed;
+    EXPECT_TRUE(truncates_a_nonempty_sequence(result->scenario));
+    EXPECT_EQ(result->scenario.program.size(), 2u) << write_fixture(result->scenario);
+    EXPECT_EQ(result->scenario.program[1].kind, OpKind::truncate);
+    EXPECT_EQ(result->scenario.program[1].keep, 0);
+    EXPECT_GT(result->accepted, 0);
+    EXPECT_EQ(result->tried + 1, judged);  // the input once, then every candidate
+  }
+  EXPECT_EQ(found, 3);
+  // Nothing to shrink when the judge says the input does not fail.
+  EXPECT_FALSE(shrink_with(test::worked_example(), truncates_a_nonempty_sequence, {}));
+}
+
 // Draws scenarios from the generator, seed after seed, until one fails `engine`.
 std::optional<Scenario> first_failing(const EngineInfo& info, uint64_t& seed, int max_draws) {
   for (int draw = 0; draw < max_draws; ++draw, ++seed) {

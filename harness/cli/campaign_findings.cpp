@@ -4,6 +4,7 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <vector>
 
@@ -87,7 +88,8 @@ void shrink_finding(const FindingContext& context, const CampaignRecord& record,
                    "--property", property_of(finding.target), "--time",
                    std::to_string(context.shrink_seconds), "--out", context.paths.shrunk().string(),
                    "--raw", (context.paths.findings() / "raw").string(), "--quiet"},
-                  {}, std::chrono::seconds(static_cast<int64_t>(context.shrink_seconds) + 120));
+                  {}, std::chrono::seconds(static_cast<int64_t>(context.shrink_seconds) + 120),
+                  &g_campaign_stop);
   if (result.exit_code == 1) {
     const size_t at = result.output.find("saved to ");
     if (at != std::string::npos) {
@@ -115,11 +117,16 @@ bool target_still_fails(const FindingContext& context, const CampaignRecord& rec
   } catch (const std::exception&) {
     return false;
   }
+  // Candidates' own artifacts go to a scratch folder (libFuzzer's default is the current
+  // directory, usually the checkout).
+  const fs::path scratch = context.paths.findings() / "candidates";
+  fs::create_directories(scratch);
   const ProcessResult result = run_process(
-      {(context.fuzzers / target).string(), "-timeout=" + std::to_string(context.input_timeout),
+      {(context.fuzzers / target).string(), "-artifact_prefix=" + scratch.string() + "/",
+       "-timeout=" + std::to_string(context.input_timeout),
        "-rss_limit_mb=" + std::to_string(context.rss_limit_mb), input.string()},
       {{"KVFUZZ_ENGINE", record.engine}, {"ASAN_OPTIONS", "detect_leaks=0:symbolize=0"}},
-      std::chrono::seconds(context.input_timeout + 60));
+      std::chrono::seconds(context.input_timeout + 60), &g_campaign_stop);
   const std::string& out = result.output;
   const bool timeout = out.find("ERROR: libFuzzer: timeout") != std::string::npos;
   const bool oom = out.find("ERROR: libFuzzer: out-of-memory") != std::string::npos;
@@ -238,6 +245,11 @@ CampaignFinding make_finding(const FindingContext& context, const CampaignRecord
 
 }  // namespace
 
+bool is_artifact_name(const std::string& name) {
+  static const std::regex pattern("(crash|timeout|oom|leak)-[0-9a-f]{40}");
+  return std::regex_match(name, pattern);
+}
+
 int fixture_tokens(const fs::path& path) {
   try {
     const Scenario s = load_fixture(path);
@@ -266,7 +278,7 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
     std::vector<fs::path> artifacts;
     for (const auto& entry : fs::directory_iterator(dir, error)) {
       const std::string name = entry.path().filename().string();
-      if (!name.ends_with(".json") && !known.count(target + "/" + name)) {
+      if (is_artifact_name(name) && !known.count(target + "/" + name)) {
         artifacts.push_back(entry.path());
       }
     }

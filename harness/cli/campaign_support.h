@@ -45,6 +45,10 @@ struct FindingContext {
 // Saves the record after each finding. Returns how many were new.
 int process_artifacts(CampaignRecord& record, const FindingContext& context);
 
+// libFuzzer's artifact names: crash-, timeout-, oom- or leak- and a SHA-1 (not the
+// fixture beside it, nor a temporary file a killed target left).
+bool is_artifact_name(const std::string& file_name);
+
 // Number of tokens the fixture's program feeds (0 when it does not load).
 int fixture_tokens(const std::filesystem::path& path);
 

@@ -79,7 +79,7 @@ std::vector<std::string> parse_targets(const std::string& spec) {
                        "'; expected properties, all, or a list of prefix, schedule, layout, "
                        "poison, reset, batch, fixture");
     }
-    targets.push_back(name);
+    if (std::find(targets.begin(), targets.end(), name) == targets.end()) targets.push_back(name);
     start = end + 1;
   }
   return targets;
@@ -133,7 +133,7 @@ int count_artifacts(const CampaignRecord& record, const CampaignPaths& paths) {
     std::error_code error;
     if (!fs::is_directory(paths.artifacts(target), error)) continue;
     for (const auto& entry : fs::directory_iterator(paths.artifacts(target), error)) {
-      n += entry.path().extension() != ".json" ? 1 : 0;
+      n += is_artifact_name(entry.path().filename().string()) ? 1 : 0;
     }
   }
   return n;
@@ -254,6 +254,7 @@ void run_slice(CampaignRecord& record, const CampaignOptions& options, const Cam
     sample.failures = count_artifacts(record, paths);
     record.samples.push_back(sample);
     record.elapsed_seconds = sample.elapsed_seconds;
+    record.executions = sample.executions;
     save_campaign(record, paths.record());
     std::fprintf(
         stderr,
@@ -264,13 +265,20 @@ void run_slice(CampaignRecord& record, const CampaignOptions& options, const Cam
         static_cast<long long>(latest.coverage), static_cast<long long>(latest.features),
         sample.events_reached, kEventCount, sample.cache_states, kCacheStateCount, sample.failures);
   };
+  bool saw_status = false;
+  std::string last_line;
+  // libFuzzer checks -max_total_time only when a job ends, and a fork-mode job runs up to
+  // min(300, job number) seconds: let the last job finish, but not eat the next turn.
+  const double grace = std::min(300.0, seconds / 2) + options.input_timeout + 5;
   while (process.poll_lines(std::chrono::milliseconds(200), [&](const std::string& line) {
     log << line << "\n";
-    if (const auto status = parse_libfuzzer_status(line)) latest = *status;
+    if (!line.empty()) last_line = line;
+    if (const auto status = parse_libfuzzer_status(line)) {
+      latest = *status;
+      saw_status = true;
+    }
   })) {
-    // libFuzzer checks -max_total_time only between jobs; a job stuck on a hanging input
-    // (and the sanitizer report that follows) must not eat the next target's turn.
-    if (!stopping && Clock::now() > start + std::chrono::duration<double>(seconds + 5)) {
+    if (!stopping && Clock::now() > start + std::chrono::duration<double>(seconds + grace)) {
       stopping = true;
       log << "== slice over its time: stopping " << target << "\n";
       process.stop(std::chrono::seconds(5));
@@ -288,11 +296,21 @@ void run_slice(CampaignRecord& record, const CampaignOptions& options, const Cam
   }
   const ProcessResult result = process.wait();
   log << "== exit " << result.exit_code << " signal " << result.signal << "\n";
+  const double ran = std::chrono::duration<double>(Clock::now() - start).count();
+  // A target that cannot start (built from another tree, a bad flag) would otherwise make
+  // the campaign spin through empty slices until the budget is gone.
+  if (!stopping && !saw_status && ran < 5) {
+    throw UsageError("--fuzzers: " + target + " exited at once with status " +
+                     std::to_string(result.exit_code) + ": " + last_line +
+                     " (log: " + (paths.logs() / (target + ".log")).string() + ")");
+  }
   tick();
-  record.executions = executions_before + latest.executions;
   fold_event_files(record, paths);
-  // 77 is libFuzzer's exit status after crashes it was told to ignore: findings, not trouble.
-  if (!stopping && result.exit_code != 0 && result.exit_code != 77) {
+  save_campaign(record, paths.record());
+  // The fork-mode parent exits with its last job's status: 1 a sanitizer report, 70 a
+  // timeout, 71 out of memory, 77 a crash (-error_exitcode): findings, not trouble.
+  const std::set<int> job_statuses = {0, 1, 70, 71, 77};
+  if (!stopping && !job_statuses.count(result.exit_code)) {
     std::fprintf(stderr, "campaign: %s ended with status %d (log: %s)\n", target.c_str(),
                  result.exit_code, (paths.logs() / (target + ".log")).string().c_str());
   }
@@ -305,6 +323,7 @@ void merge_corpus(CampaignRecord& record, const CampaignOptions& options,
   const fs::path merged = paths.out / "corpus" / (target + ".merging");
   fs::remove_all(merged);
   fs::create_directories(merged);
+  fs::create_directories(paths.corpus(target));  // a target that never had its turn
   // Inputs that fail while merging are findings like any other (and must not land in the
   // current directory, libFuzzer's default).
   std::vector<std::string> argv = {(fs::path(options.fuzzers) / target).string(), "-merge=1",
@@ -313,7 +332,7 @@ void merge_corpus(CampaignRecord& record, const CampaignOptions& options,
   for (const std::string& flag : libfuzzer_flags(options)) argv.push_back(flag);
   if (fs::is_directory(options.seeds)) argv.push_back(options.seeds);
   const ProcessResult result =
-      run_process(argv, target_env(record, paths), std::chrono::minutes(30));
+      run_process(argv, target_env(record, paths), std::chrono::minutes(30), &g_campaign_stop);
   if (result.exit_code != 0) {
     std::fprintf(stderr, "campaign: merging the corpus of %s failed; kept it unmerged\n",
                  target.c_str());
@@ -329,6 +348,7 @@ void merge_corpus(CampaignRecord& record, const CampaignOptions& options,
     if (c.target == target) c.inputs_after = count_files(paths.corpus(target));
   }
   fold_event_files(record, paths);
+  save_campaign(record, paths.record());
 }
 
 void write_reports(const CampaignRecord& record, const CampaignPaths& paths) {
@@ -350,6 +370,9 @@ CampaignRecord start_or_resume(const CampaignOptions& options, const CampaignPat
     if (record.engine != options.engine) {
       throw UsageError(paths.record().string() + ": engine: this campaign fuzzes '" +
                        record.engine + "', not '" + options.engine + "'; use another --out");
+    }
+    if (record.targets.empty()) {
+      throw UsageError(paths.record().string() + ": targets: expected at least one fuzz target");
     }
     record.budget_seconds = budget;
     record.jobs = options.jobs;
@@ -374,6 +397,18 @@ CampaignRecord start_or_resume(const CampaignOptions& options, const CampaignPat
 }
 
 void check_setup(const CampaignOptions& options, const std::vector<std::string>& targets) {
+  // libFuzzer's fork and merge modes run their jobs through system() with the arguments
+  // joined by spaces, unquoted: such a path would break every job, silently.
+  for (const auto& [flag, path] : {std::pair{"--out", options.out},
+                                   {"--fuzzers", options.fuzzers},
+                                   {"--seeds", options.seeds},
+                                   {"--dict", options.dict}}) {
+    if (path.find_first_of(" \t\n'\"\\$`;&|<>*?()") != std::string::npos) {
+      throw UsageError(std::string(flag) + ": '" + path +
+                       "' has a space or shell character; libFuzzer's fork mode cannot pass "
+                       "it to its jobs. Expected a plain path");
+    }
+  }
   if (find_engine(options.engine) == nullptr && options.engine != "selftest-crash" &&
       options.engine != "selftest-hang") {
     std::string names;
@@ -413,7 +448,13 @@ int run_campaign(const CampaignOptions& options) {
   action.sa_handler = request_stop;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);
 
+  // A run killed between the two renames of a merge left the old corpus as TARGET.old.
+  for (const std::string& target : record.targets) {
+    const fs::path old = paths.out / "corpus" / (target + ".old");
+    if (!fs::exists(paths.corpus(target)) && fs::exists(old)) fs::rename(old, paths.corpus(target));
+  }
   save_campaign(record, paths.record());
   process_artifacts(record, context);  // anything a killed run left unprocessed
   // Every target gets a turn even in a short campaign.

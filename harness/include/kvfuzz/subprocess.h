@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -25,7 +26,8 @@ class Subprocess {
  public:
   // Starts `argv` (argv[0] is looked up on PATH when it has no '/') with `env` added to
   // this process's environment, stdout and stderr on one pipe, in its own process group
-  // so that stop() reaches the children it starts too. Throws std::runtime_error.
+  // so that stop() reaches the children it starts too, and killed if this process dies.
+  // Throws std::runtime_error.
   Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
   ~Subprocess();  // kills the group if still running
   Subprocess(const Subprocess&) = delete;
@@ -49,9 +51,10 @@ class Subprocess {
   std::optional<ProcessResult> result_;
 };
 
-// Runs to completion with a time limit, capturing the output.
+// Runs to completion with a time limit, capturing the output. When `stop` becomes true
+// (a campaign's Ctrl-C) the child is stopped as at the limit.
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env,
-                          std::chrono::milliseconds limit);
+                          std::chrono::milliseconds limit, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace kvfuzz

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <string>
 
 namespace kvfuzz {
@@ -80,7 +81,8 @@ std::optional<double> parse_duration(std::string_view text) {
     }
     total += value * unit;
   }
-  if (total <= 0) return std::nullopt;
+  // No infinities or NaNs (from_chars reads "inf"), and nothing beyond ten years.
+  if (!std::isfinite(total) || total <= 0 || total > 10 * 365 * 86400.0) return std::nullopt;
   return total;
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +66,7 @@ Subprocess::Subprocess(const std::vector<std::string>& argv,
   }
   if (pid_ == 0) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphaned fuzzer if the campaign is killed
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     execvpe(arg_pointers[0], arg_pointers.data(), env_pointers.data());
@@ -143,14 +145,14 @@ ProcessResult Subprocess::wait() {
 
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env,
-                          std::chrono::milliseconds limit) {
+                          std::chrono::milliseconds limit, const std::atomic<bool>* stop) {
   Subprocess process(argv, env);
   std::string output;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   bool timed_out = false;
   while (process.poll_lines(std::chrono::milliseconds(100),
                             [&](const std::string& line) { output += line + "\n"; })) {
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (std::chrono::steady_clock::now() > deadline || (stop != nullptr && *stop)) {
       timed_out = true;
       process.stop(std::chrono::seconds(2));
       break;
