@@ -5,7 +5,9 @@
 // scenario (the PRNG-driven generator rejects every mutant within a few cases, while
 // "every choice at its lower bound" would leave libFuzzer to grow inputs byte by byte
 // before a second op appears), and any mutation of it gives another one. Deterministic:
-// the same bytes give the same scenario on every machine.
+// the same bytes give the same scenario on every machine. `bytes_only` turns the PRNG off
+// (every choice past the bytes at its lower bound): KVFUZZ_BYTES_ONLY=1, for measuring
+// how much libFuzzer's guidance does on its own (docs/BENCHMARKS.md).
 #pragma once
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -20,11 +22,11 @@ namespace kvfuzz::fuzz {
 
 class FuzzedChoiceSource final : public ChoiceSource {
  public:
-  FuzzedChoiceSource(const uint8_t* data, size_t size)
-      : bytes_(data, size), rest_(fnv1a(data, size)) {}
+  FuzzedChoiceSource(const uint8_t* data, size_t size, bool bytes_only = false)
+      : bytes_(data, size), rest_(fnv1a(data, size)), bytes_only_(bytes_only) {}
   int64_t pick(int64_t lo, int64_t hi) override {
     if (bytes_.remaining_bytes() > 0) return bytes_.ConsumeIntegralInRange<int64_t>(lo, hi);
-    return rest_.between(lo, hi);
+    return bytes_only_ ? lo : rest_.between(lo, hi);
   }
 
  private:
@@ -35,6 +37,7 @@ class FuzzedChoiceSource final : public ChoiceSource {
   }
   FuzzedDataProvider bytes_;
   Xoshiro256 rest_;
+  bool bytes_only_;
 };
 
 }  // namespace kvfuzz::fuzz

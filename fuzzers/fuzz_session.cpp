@@ -115,6 +115,7 @@ void initialize(int argc, char** argv) {
     std::exit(2);
   }
   g_settings.event_counters = env("KVFUZZ_EVENT_COUNTERS") != "0";
+  g_settings.bytes_only = env("KVFUZZ_BYTES_ONLY") == "1";
   g_settings.events_dir = merging ? std::string() : env("KVFUZZ_EVENTS_DIR");
   g_settings.decode_out = env("KVFUZZ_DECODE_OUT");
   std::atexit(write_totals);
@@ -135,7 +136,7 @@ std::optional<Scenario> decode_input(const uint8_t* data, size_t size) {
       return std::nullopt;
     }
   }
-  FuzzedChoiceSource choices(data, size);
+  FuzzedChoiceSource choices(data, size, g_settings.bytes_only);
   return generate_scenario(choices);
 }
 

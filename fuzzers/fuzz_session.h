@@ -11,6 +11,8 @@
 //   KVFUZZ_EVENT_COUNTERS=0                 do not feed cache states to libFuzzer
 //   KVFUZZ_EVENTS_DIR=DIR                   write cache-state totals to DIR/events-PID.json
 //                                          every few seconds (read by kvfuzz campaign)
+//   KVFUZZ_BYTES_ONLY=1                     choices past the input's bytes at their
+//                                          lower bound instead of from a PRNG (measuring)
 //   KVFUZZ_DECODE_OUT=FILE                  only write the input's scenario as a fixture
 //                                          and return (turns any artifact into a fixture)
 #pragma once
@@ -32,6 +34,7 @@ struct Settings {
   std::string events_dir;
   std::string decode_out;
   bool event_counters = true;
+  bool bytes_only = false;  // KVFUZZ_BYTES_ONLY=1: no PRNG past the input's bytes
 };
 
 // From LLVMFuzzerInitialize. An unknown engine prints one line and exits with status 2.
