@@ -124,7 +124,9 @@ TEST_P(MisbehavingEngine, IsAFindingAndTheCampaignGoesOn) {
   EXPECT_TRUE(truncates);
   // A crash costs a process start per candidate, a hang its timeout too: only the crash
   // gets far enough within the test's budget to promise a size.
-  if (kind == "crash") EXPECT_LE(scenario.program.size(), 3u);
+  if (kind == "crash") {
+    EXPECT_LE(scenario.program.size(), 3u);
+  }
   // Filed apart from the property failures, once per signature.
   EXPECT_TRUE(json_files(dir / "regressions").empty());
   std::set<std::string> signatures;

@@ -180,7 +180,9 @@ TEST(Seeds, EveryMutantIsRejectedByASeedWithItsPredictedWrongValues) {
 TEST(Corpus, HoldsOnlyFixtures) {
   const auto dir = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "corpus";
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (entry.is_regular_file()) EXPECT_EQ(entry.path().extension(), ".json") << entry.path();
+    if (entry.is_regular_file()) {
+      EXPECT_EQ(entry.path().extension(), ".json") << entry.path();
+    }
   }
 }
 
