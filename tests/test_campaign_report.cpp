@@ -342,6 +342,12 @@ TEST(CampaignReport, HtmlIsSelfContained) {
   for (std::string_view outside : {"<script", "http://", "https://", "<link", " src=", "url("}) {
     EXPECT_FALSE(contains(html, outside)) << outside;
   }
+  // SVG fills a polyline black by default; the page's CSS says otherwise, but an image
+  // viewer or converter that reads the SVG alone must not draw black wedges.
+  for (size_t at = html.find("<polyline"); at != std::string::npos;
+       at = html.find("<polyline", at + 1)) {
+    EXPECT_NE(html.substr(at, html.find('>', at) - at).find("fill=\"none\""), std::string::npos);
+  }
 }
 
 TEST(CampaignReport, HtmlEscapesNames) {

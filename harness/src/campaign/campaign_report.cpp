@@ -453,7 +453,8 @@ std::string svg_series(const Series& series, const Bounds& b) {
     if (!coordinates.empty()) coordinates += ' ';
     coordinates += fixed(to_svg_x(b, p.x), 1) + "," + fixed(to_svg_y(b, p.y), 1);
   }
-  return "<polyline class=\"series\" " + stroke + " points=\"" + coordinates + "\"/>\n";
+  return "<polyline class=\"series\" fill=\"none\" " + stroke + " points=\"" + coordinates +
+         "\"/>\n";
 }
 
 std::string svg_legend(const Chart& chart) {
