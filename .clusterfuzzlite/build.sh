@@ -70,7 +70,9 @@ cmake --build "$build_dir" --parallel "$(nproc)"
 # In KVFUZZ_FUZZERS_ONLY mode the install rules put exactly the fuzz targets, flat, into
 # the prefix; its manifest names them, so a new target needs no edit here.
 cmake --install "$build_dir" --prefix "$OUT"
-mapfile -t targets < <(xargs -n1 basename < "$build_dir/install_manifest.txt")
+targets=()
+while IFS= read -r installed; do targets+=("$(basename "$installed")"); done \
+  < "$build_dir/install_manifest.txt"
 if [[ ${#targets[@]} -eq 0 ]]; then
   echo "build.sh: the build installed no fuzz targets" >&2
   exit 1

@@ -3,19 +3,26 @@
 # how many artifacts, how many distinct signatures after deduplication, how small the
 # shrunk fixture is, and where it was filed. Prints a Markdown table for docs/BENCHMARKS.md.
 #
-# usage: bench/campaign_mutants.sh [SECONDS=60] [SHRINK_SECONDS=30]
+# usage: bench/campaign_mutants.sh [SECONDS=60] [SHRINK_SECONDS=30] [SEEDS=corpus]
+#   corpus/ holds each mutant's own regression fixture, so with the default seeds every
+#   mutant fails on its seeds at once; SEEDS=none starts from an empty corpus instead.
 # Needs build/default (kvfuzz) and the sanitize preset's fuzz targets; python3 reads the
 # campaign records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shrink=${2:-30}
+seeds=${3:-corpus}
 kvfuzz=build/default/harness/kvfuzz
 [[ -x $kvfuzz && -x build/sanitize/fuzzers/fuzz_prefix ]] ||
   { echo "campaign_mutants: build the default and sanitize presets first" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r build/sanitize/fuzzers "$work/fuzzers"  # a rebuild meanwhile must not change them
+if [[ $seeds == none ]]; then
+  seeds=$work/no-seeds
+  mkdir -p "$seeds"
+fi
 
 echo "| mutant | found after (s) | artifacts | signatures | shrunk: tokens / ops | filed |"
 echo "|---|---:|---:|---|---|---|"
@@ -23,7 +30,7 @@ for mutant in $("$kvfuzz" list | awk '$2 == "mutant" {print $1}'); do
   out=$work/$mutant
   "$kvfuzz" campaign --engine "$mutant" --targets prefix --time "${seconds}s" --out "$out" \
     --regressions "$out/regressions" --fuzzers "$work/fuzzers" --shrink-time "$shrink" \
-    --progress 1 >"$out.stdout" 2>"$out.stderr" || true
+    --seeds "$seeds" --progress 1 >"$out.stdout" 2>"$out.stderr" || true
   python3 - "$out" "$mutant" <<'PY'
 import json, os, sys
 out, mutant = sys.argv[1], sys.argv[2]

@@ -284,7 +284,10 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
     }
     std::sort(artifacts.begin(), artifacts.end());
     for (const fs::path& artifact : artifacts) {
-      if (g_campaign_stop) return added;
+      if (g_campaign_stop) {
+        save_campaign(record, context.paths.record());
+        return added;
+      }
       std::string stem;
       CampaignFinding finding = make_finding(context, record, target, artifact, stem);
       const auto first = first_of_signature.find(finding.signature);
@@ -313,11 +316,16 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
                        finding.artifact.c_str());
         }
       }
+      // Saved after every shrink (the expensive step) and every 50 duplicates: a mutant can
+      // leave thousands of artifacts, and the record grows with each. Anything a kill
+      // leaves unsaved is processed again on resume.
+      const bool shrunk = finding.duplicate_of.empty() || !finding.filed.empty();
       record.findings.push_back(std::move(finding));
-      save_campaign(record, context.paths.record());
       ++added;
+      if (shrunk || added % 50 == 0) save_campaign(record, context.paths.record());
     }
   }
+  save_campaign(record, context.paths.record());
   return added;
 }
 

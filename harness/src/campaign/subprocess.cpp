@@ -136,9 +136,11 @@ void Subprocess::interrupt() {
 ProcessResult Subprocess::wait() {
   if (!result_) {
     int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    pid_t reaped = -1;
+    while ((reaped = waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
     }
-    result_ = decode_status(status);
+    // Not ours to reap (SIGCHLD ignored by whoever started us): unknown, never "exit 0".
+    result_ = reaped == pid_ ? decode_status(status) : ProcessResult{};
   }
   return *result_;
 }
