@@ -71,7 +71,8 @@ cmake --build "$build_dir" --parallel "$(nproc)"
 # the prefix; its manifest names them, so a new target needs no edit here.
 cmake --install "$build_dir" --prefix "$OUT"
 targets=()
-while IFS= read -r installed; do targets+=("$(basename "$installed")"); done \
+# (|| [[ -n ... ]]: the manifest's last line has no newline)
+while IFS= read -r installed || [[ -n $installed ]]; do targets+=("$(basename "$installed")"); done \
   < "$build_dir/install_manifest.txt"
 if [[ ${#targets[@]} -eq 0 ]]; then
   echo "build.sh: the build installed no fuzz targets" >&2
