@@ -65,11 +65,14 @@ TEST(Cli, EveryMalformedFixtureExitsTwoWithOneLineNamingTheFile) {
 
 TEST(Cli, BadFlagsAndUnknownEnginesExitTwoWithOneLine) {
   const std::vector<std::string> bad = {
-      "replay",          "replay --no-such-flag x",
-      "frobnicate",      "replay " + seed("worked-example.json") + " --engine nope",
-      "check --cases 0", "replay /no/such/dir",
-      "check --seed -1", "check --seed 18446744073709551616",
-      "check --seed 7x"};
+      "replay", "replay --no-such-flag x", "frobnicate",
+      "replay " + seed("worked-example.json") + " --engine nope", "check --cases 0",
+      "replay /no/such/dir", "check --seed -1", "check --seed 18446744073709551616",
+      "check --seed 7x",
+      // A campaign needs the fuzz targets; this build may have none (the default preset).
+      "campaign --engine paged --fuzzers /no/such/dir --out /tmp/kvfuzz-cli-campaign",
+      "campaign --engine nope --out /tmp/kvfuzz-cli-campaign",
+      "campaign --engine paged --time forever --out /tmp/kvfuzz-cli-campaign"};
   for (const std::string& args : bad) {
     const Result r = kvfuzz(args);
     EXPECT_EQ(r.status, 2) << args;
@@ -105,8 +108,8 @@ TEST(Cli, AnUnreadableDirectoryIsBadInputNotACrash) {
 }
 
 TEST(Cli, HelpIsThereForEverySubcommand) {
-  for (const char* args :
-       {"--help", "replay --help", "explain --help", "list --help", "check --help"}) {
+  for (const char* args : {"--help", "replay --help", "explain --help", "list --help",
+                           "check --help", "shrink --help", "campaign --help"}) {
     const Result r = kvfuzz(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args;
