@@ -9,7 +9,7 @@
 //                                          name of `kvfuzz list`, mutants included, or
 //                                          selftest-crash / selftest-hang)
 //   KVFUZZ_EVENT_COUNTERS=0                 do not feed cache states to libFuzzer
-//   KVFUZZ_EVENTS_DIR=DIR                   write cache-state totals to DIR/events-PID.json
+//   KVFUZZ_EVENTS_DIR=DIR                   write cache-state totals to DIR/events-PID-START.json
 //                                          every few seconds (read by kvfuzz campaign)
 //   KVFUZZ_BYTES_ONLY=1                     choices past the input's bytes at their
 //                                          lower bound instead of from a PRNG (measuring)
