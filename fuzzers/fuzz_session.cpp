@@ -107,11 +107,9 @@ void initialize(int argc, char** argv) {
   g_settings.engine = find_engine(engine);
   if (g_settings.engine == nullptr) g_settings.engine = find_selftest_engine(engine);
   if (g_settings.engine == nullptr) {
-    std::string names;
-    for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;
     std::fprintf(stderr,
                  "kvfuzz fuzz target: KVFUZZ_ENGINE: unknown engine '%s'; expected one of %s\n",
-                 engine.c_str(), names.c_str());
+                 engine.c_str(), engine_names().c_str());
     std::exit(2);
   }
   g_settings.event_counters = env("KVFUZZ_EVENT_COUNTERS") != "0";

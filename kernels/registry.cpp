@@ -78,4 +78,10 @@ const EngineInfo* find_engine(std::string_view name) {
   return nullptr;
 }
 
+std::string engine_names() {
+  std::string names;
+  for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;
+  return names;
+}
+
 }  // namespace kvfuzz

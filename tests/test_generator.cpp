@@ -35,12 +35,6 @@ std::string why_invalid(const Scenario& s) {
   return error ? error->path + ": expected " + error->message : "";
 }
 
-int64_t program_tokens(const Scenario& s) {
-  int64_t n = 0;
-  for_each_chunk(s, [&](const PlacedChunk& c) { n += static_cast<int64_t>(c.tokens->size()); });
-  return n;
-}
-
 TEST(Generator, FiveThousandScenariosAreValidCanonicalAndFarInsideTheLimits) {
   for (uint64_t seed = 1; seed <= 5000; ++seed) {
     const Scenario s = generated(seed);

@@ -252,12 +252,7 @@ bool is_artifact_name(const std::string& name) {
 
 int fixture_tokens(const fs::path& path) {
   try {
-    const Scenario s = load_fixture(path);
-    int tokens = 0;
-    for (const Op& op : s.program) {
-      for (const Chunk& chunk : op.batch()) tokens += static_cast<int>(chunk.tokens.size());
-    }
-    return tokens;
+    return program_tokens(load_fixture(path));
   } catch (const std::exception&) {
     return 0;
   }

@@ -411,9 +411,8 @@ void check_setup(const CampaignOptions& options, const std::vector<std::string>&
   }
   if (find_engine(options.engine) == nullptr && options.engine != "selftest-crash" &&
       options.engine != "selftest-hang") {
-    std::string names;
-    for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;
-    throw UsageError("--engine: unknown engine '" + options.engine + "'; expected one of " + names);
+    throw UsageError("--engine: unknown engine '" + options.engine + "'; expected one of " +
+                     engine_names());
   }
   for (const std::string& target : targets) {
     const fs::path binary = fs::path(options.fuzzers) / target;

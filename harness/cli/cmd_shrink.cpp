@@ -44,11 +44,7 @@ struct Size {
 };
 
 Size size_of(const Scenario& s) {
-  Size size{static_cast<int>(s.program.size()), 0};
-  for (const Op& op : s.program) {
-    for (const Chunk& chunk : op.batch()) size.tokens += static_cast<int>(chunk.tokens.size());
-  }
-  return size;
+  return Size{static_cast<int>(s.program.size()), program_tokens(s)};
 }
 
 std::string size_text(Size size) {
@@ -100,10 +96,8 @@ void set_provenance(Scenario& s, const std::string& engine, Property property,
 int run_shrink(const ShrinkCommandOptions& options) {
   const EngineInfo* engine = find_engine(options.engine);
   if (engine == nullptr) {
-    std::string names;
-    for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;
-    throw UsageError("--engine: unknown engine '" + options.engine + "'; expected one of " + names +
-                     " (see kvfuzz list)");
+    throw UsageError("--engine: unknown engine '" + options.engine + "'; expected one of " +
+                     engine_names() + " (see kvfuzz list)");
   }
   const std::optional<Property> property = parse_property(options.property);
   if (!property) {

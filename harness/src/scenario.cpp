@@ -144,6 +144,14 @@ void for_each_chunk(const Scenario& scenario, const std::function<void(const Pla
   }
 }
 
+int program_tokens(const Scenario& scenario) {
+  int tokens = 0;
+  for (const Op& op : scenario.program) {
+    for (const Chunk& chunk : op.batch()) tokens += static_cast<int>(chunk.tokens.size());
+  }
+  return tokens;
+}
+
 int max_epoch_length(const Scenario& scenario) {
   int64_t longest = 0;
   for (const auto& [seq_epoch, n] : epoch_lengths(scenario)) longest = std::max(longest, n);

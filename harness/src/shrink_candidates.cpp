@@ -592,15 +592,6 @@ Made simplify_value(const Scenario& s, int index, Scenario& out) {
 
 }  // namespace
 
-int program_tokens(const Scenario& scenario) {
-  int total = 0;
-  for (const Op& op : scenario.program) {
-    total += static_cast<int>(op.tokens.size());
-    for (const Chunk& chunk : op.chunks) total += static_cast<int>(chunk.tokens.size());
-  }
-  return total;
-}
-
 std::vector<ExplicitToken> materialise(const Scenario& scenario) {
   if (const auto* tokens = std::get_if<std::vector<ExplicitToken>>(&scenario.tokens)) {
     return *tokens;

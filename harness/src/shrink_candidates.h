@@ -40,9 +40,6 @@ const std::vector<Move>& drop_moves();
 // Never smaller by itself; the search only keeps it when a drop then makes it smaller.
 Made split_chunk(const Scenario& current, int index, Scenario& out);
 
-// Program tokens and ops, as the progress lines and notes count them.
-int program_tokens(const Scenario& scenario);
-
 // The token table as explicit values (what the engine and reference see: rounded to the
 // layout's dtype).
 std::vector<ExplicitToken> materialise(const Scenario& scenario);

@@ -86,5 +86,7 @@ struct EngineInfo {
 // Every built-in engine, honest ones first, in a fixed order.
 const std::vector<EngineInfo>& engine_registry();
 const EngineInfo* find_engine(std::string_view name);
+// Every registry name, comma-separated: what an "unknown engine" error offers instead.
+std::string engine_names();
 
 }  // namespace kvfuzz

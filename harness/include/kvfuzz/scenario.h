@@ -180,6 +180,8 @@ void for_each_chunk(const Scenario& scenario, const std::function<void(const Pla
 
 // Pages the paged engines need: the pool size when the placement does not fix it.
 int required_pool_pages(const Scenario& scenario);
+// Tokens the program feeds the engine (every chunk of every op): a scenario's size.
+int program_tokens(const Scenario& scenario);
 // Longest (sequence, epoch) token stream of the program.
 int max_epoch_length(const Scenario& scenario);
 
