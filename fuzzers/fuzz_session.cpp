@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "fuzz_choices.h"
+#include "kvfuzz/engine_spec.h"
 #include "kvfuzz/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
@@ -104,12 +105,20 @@ void initialize(int argc, char** argv) {
     if (arg.starts_with("-merge=") || arg.starts_with("-merge_inner=")) merging = true;
   }
   if (engine.empty()) engine = "contiguous";
-  g_settings.engine = find_engine(engine);
-  if (g_settings.engine == nullptr) g_settings.engine = find_selftest_engine(engine);
+  g_settings.engine = find_selftest_engine(engine);
   if (g_settings.engine == nullptr) {
-    std::fprintf(stderr,
-                 "kvfuzz fuzz target: KVFUZZ_ENGINE: unknown engine '%s'; expected one of %s\n",
-                 engine.c_str(), engine_names().c_str());
+    try {
+      g_settings.engine_owner = resolve_engine(engine);
+      g_settings.engine = g_settings.engine_owner.get();
+    } catch (const EngineSpecError& e) {
+      std::fprintf(stderr, "kvfuzz fuzz target: KVFUZZ_ENGINE: %s\n", e.what());
+      std::exit(2);
+    }
+  }
+  try {
+    g_settings.capabilities = probe_capabilities(*g_settings.engine);
+  } catch (const EngineError& e) {
+    std::fprintf(stderr, "kvfuzz fuzz target: KVFUZZ_ENGINE: %s\n", e.what());
     std::exit(2);
   }
   g_settings.event_counters = env("KVFUZZ_EVENT_COUNTERS") != "0";
@@ -129,13 +138,17 @@ std::optional<Scenario> decode_input(const uint8_t* data, size_t size) {
       Scenario s =
           parse_fixture(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz input");
       if (attention_cost(s) > kMaxFixtureCost) return std::nullopt;
+      if (unsupported_operation(s, g_settings.capabilities)) return std::nullopt;
       return s;
     } catch (const FixtureError&) {
       return std::nullopt;
     }
   }
   FuzzedChoiceSource choices(data, size, g_settings.bytes_only);
-  return generate_scenario(choices);
+  GeneratorOptions options;
+  options.truncate = g_settings.capabilities.truncate;
+  options.fork = g_settings.capabilities.fork;
+  return generate_scenario(choices, options);
 }
 
 void record_cache_states(const Scenario& scenario) {

@@ -6,7 +6,8 @@
 // to every child, or from flags that libFuzzer itself ignores (it skips "--" flags):
 //
 //   KVFUZZ_ENGINE=NAME  or --engine=NAME   engine under test (default contiguous; any
-//                                          name of `kvfuzz list`, mutants included, or
+//                                          name of `kvfuzz list`, mutants included,
+//                                          plugin:PATH[:NAME], exec:COMMAND, or
 //                                          selftest-crash / selftest-hang)
 //   KVFUZZ_EVENT_COUNTERS=0                 do not feed cache states to libFuzzer
 //   KVFUZZ_EVENTS_DIR=DIR                   write cache-state totals to DIR/events-PID-START.json
@@ -19,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,7 +32,9 @@ namespace kvfuzz::fuzz {
 
 struct Settings {
   const EngineInfo* engine = nullptr;
-  std::string artifact_prefix = "./";  // libFuzzer's -artifact_prefix=
+  std::shared_ptr<const EngineInfo> engine_owner;  // a plugin or exec engine stays loaded
+  EngineCapabilities capabilities;                 // what the generator may use
+  std::string artifact_prefix = "./";              // libFuzzer's -artifact_prefix=
   std::string events_dir;
   std::string decode_out;
   bool event_counters = true;

@@ -3,7 +3,7 @@
 # quiet when everything is present. Run as root (or through sudo) on Debian 12.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev librapidcheck-dev
+packages=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev librapidcheck-dev python3
           nlohmann-json3-dev libcli11-dev clang-format)
 
 missing=()

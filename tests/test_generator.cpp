@@ -301,6 +301,39 @@ TEST(Generator, OptionsBoundTheScenarios) {
   }
 }
 
+// An engine without truncate or fork never sees them; the rest of the program is drawn
+// from the same choices, so the sizes stay as they were.
+TEST(Generator, LeavesOutTheOperationsAnEngineDoesNotAnnounce) {
+  const auto count = [](const Scenario& s, OpKind kind) {
+    return std::count_if(s.program.begin(), s.program.end(),
+                         [&](const Op& op) { return op.kind == kind; });
+  };
+  GeneratorOptions no_truncate;
+  no_truncate.truncate = false;
+  GeneratorOptions no_fork;
+  no_fork.fork = false;
+  long truncates = 0, forks = 0, without_truncate_forks = 0, without_fork_truncates = 0;
+  for (uint64_t seed = 1; seed <= 1000; ++seed) {
+    const Scenario all = generated(seed);
+    truncates += count(all, OpKind::truncate);
+    forks += count(all, OpKind::fork);
+    const Scenario a = generated(seed, no_truncate);
+    ASSERT_EQ(why_invalid(a), "") << seed;
+    EXPECT_EQ(count(a, OpKind::truncate), 0) << seed;
+    without_truncate_forks += count(a, OpKind::fork);
+    const Scenario b = generated(seed, no_fork);
+    ASSERT_EQ(why_invalid(b), "") << seed;
+    EXPECT_EQ(count(b, OpKind::fork), 0) << seed;
+    without_fork_truncates += count(b, OpKind::truncate);
+    EXPECT_EQ(a.layout, all.layout) << seed;  // the same choices up to the program
+  }
+  // Both are common by default, and leaving one out keeps the other.
+  EXPECT_GT(truncates, 300);
+  EXPECT_GT(forks, 300);
+  EXPECT_GT(without_truncate_forks, 300);
+  EXPECT_GT(without_fork_truncates, 100);
+}
+
 // ---- RapidCheck drives the same generator. ----
 
 RC_GTEST_PROP(GeneratorRc, ScenariosAreValid, ()) {

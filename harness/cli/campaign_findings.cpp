@@ -3,12 +3,14 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <set>
 #include <vector>
 
 #include "campaign_support.h"
+#include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
@@ -160,7 +162,8 @@ void shrink_crash(const FindingContext& context, const CampaignRecord& record,
   }
   Scenario shrunk = result->scenario;
   const std::string sha = finding.artifact.substr(finding.artifact.rfind('-') + 1, 8);
-  shrunk.name = record.engine + "-" + finding.kind + "-" + finding.target + "-" + sha;
+  shrunk.name =
+      file_safe_name(record.engine) + "-" + finding.kind + "-" + finding.target + "-" + sha;
   shrunk.note = "Shrunk by kvfuzz campaign: " + record.engine + " " +
                 (finding.kind == "crash" ? std::string("crashes") : "hits " + finding.kind) +
                 " in " + finding.target + ". Reproduce with KVFUZZ_ENGINE=" + record.engine + " " +
@@ -196,9 +199,14 @@ void file_finding(const fs::path& regressions, CampaignFinding& finding, const s
 std::optional<std::pair<FailureSignature, std::string>> judge(const fs::path& fixture,
                                                               const std::string& engine_name,
                                                               const std::string& target) {
-  const EngineInfo* engine = find_engine(engine_name);
   const auto property = parse_property(property_of(target));
-  if (engine == nullptr || !property) return std::nullopt;
+  if (!property) return std::nullopt;
+  std::shared_ptr<const EngineInfo> engine;
+  try {
+    engine = resolve_engine(engine_name);
+  } catch (const EngineSpecError&) {
+    return std::nullopt;  // selftest engines live only in the fuzz targets
+  }
   const Scenario scenario = load_fixture(fixture);
   const PropertyOutcome outcome = check_property(*property, scenario, *engine);
   if (outcome.pass || !outcome.signature) return std::nullopt;
@@ -219,7 +227,8 @@ CampaignFinding make_finding(const FindingContext& context, const CampaignRecord
       if (const auto judged = judge(written, record.engine, target)) {
         finding.signature = to_string(judged->first);
         finding.failure = judged->second;
-        file_stem = record.engine + "-" + std::string(property_name(judged->first.property)) + "-" +
+        file_stem = file_safe_name(record.engine) + "-" +
+                    std::string(property_name(judged->first.property)) + "-" +
                     kind_name_for_file(judged->first.kind) + "-";
       } else {
         finding.signature = property_of(target) + "/?";
@@ -303,8 +312,9 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
           // Under crashes/: replayed on the honest engines by ctest like every fixture,
           // but not judged by a property on the engine that crashed.
           if (finding.note.empty()) {
-            file_finding(context.regressions / "crashes", finding,
-                         record.engine + "-" + finding.kind + "-" + finding.target + "-");
+            file_finding(
+                context.regressions / "crashes", finding,
+                file_safe_name(record.engine) + "-" + finding.kind + "-" + finding.target + "-");
           }
         } else {
           std::fprintf(stderr, "campaign: new finding %s (%s)\n", finding.signature.c_str(),

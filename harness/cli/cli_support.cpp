@@ -3,30 +3,40 @@
 #include <algorithm>
 #include <charconv>
 
+#include "kvfuzz/engine_spec.h"
+
 namespace kvfuzz::cli {
 
-std::vector<const EngineInfo*> select_engines(std::string_view spec) {
-  std::vector<const EngineInfo*> selected;
+std::shared_ptr<const EngineInfo> select_engine(std::string_view spec) {
+  try {
+    return resolve_engine(spec);
+  } catch (const EngineSpecError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::vector<std::shared_ptr<const EngineInfo>> select_engines(std::string_view spec) {
+  std::vector<std::shared_ptr<const EngineInfo>> selected;
   const bool honest = spec == "all" || spec == "every";
   const bool mutants = spec == "mutants" || spec == "every";
   if (honest || mutants) {
     for (const EngineInfo& info : engine_registry()) {
-      if (info.mutant ? mutants : honest) selected.push_back(&info);
+      if (info.mutant ? mutants : honest) selected.push_back(select_engine(info.name));
     }
     return selected;
   }
+  if (spec.starts_with("plugin:") || spec.starts_with("exec:")) return {select_engine(spec)};
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = std::min(spec.find(',', start), spec.size());
     const std::string_view name = spec.substr(start, comma - start);
-    const EngineInfo* info = find_engine(name);
-    if (info == nullptr) {
-      std::string names;
-      for (const EngineInfo& e : engine_registry()) names += e.name + ", ";
-      throw UsageError("--engine: unknown engine '" + std::string(name) + "'; expected one of " +
-                       names + "or all, mutants, every (see kvfuzz list)");
+    if (find_engine(name) == nullptr) {
+      throw UsageError(
+          "--engine: unknown engine '" + std::string(name) + "'; expected one of " +
+          engine_names() +
+          ", all, mutants, every, plugin:PATH[:NAME] or exec:COMMAND (see kvfuzz list)");
     }
-    selected.push_back(info);
+    selected.push_back(select_engine(name));
     start = comma + 1;
   }
   return selected;

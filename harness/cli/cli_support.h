@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -17,9 +18,13 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "all" (every honest engine), "mutants", "every" (both), or a comma-separated list of
-// engine names. Throws UsageError naming the valid choices.
-std::vector<const EngineInfo*> select_engines(std::string_view spec);
+// "all" (every honest engine), "mutants", "every" (both), a comma-separated list of
+// engine names, or one plugin:PATH[:NAME] or exec:COMMAND (kvfuzz/engine_spec.h; no comma
+// splitting, paths and commands may hold commas). Throws UsageError naming the choices.
+std::vector<std::shared_ptr<const EngineInfo>> select_engines(std::string_view spec);
+
+// One engine by its spec (a name, plugin:..., exec:...). Throws UsageError.
+std::shared_ptr<const EngineInfo> select_engine(std::string_view spec);
 
 // A fixture file, or every *.json below a directory (sorted, so runs are reproducible).
 std::vector<std::filesystem::path> find_fixtures(const std::filesystem::path& path);

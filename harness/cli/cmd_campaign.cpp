@@ -409,10 +409,10 @@ void check_setup(const CampaignOptions& options, const std::vector<std::string>&
                        "it to its jobs. Expected a plain path");
     }
   }
-  if (find_engine(options.engine) == nullptr && options.engine != "selftest-crash" &&
-      options.engine != "selftest-hang") {
-    throw UsageError("--engine: unknown engine '" + options.engine + "'; expected one of " +
-                     engine_names());
+  // The fuzz targets resolve the same spec (KVFUZZ_ENGINE); resolving it here first turns
+  // a bad plugin or a silent exec command into one line before any target starts.
+  if (options.engine != "selftest-crash" && options.engine != "selftest-hang") {
+    select_engine(options.engine);
   }
   for (const std::string& target : targets) {
     const fs::path binary = fs::path(options.fuzzers) / target;
@@ -513,7 +513,9 @@ void add_campaign_command(CLI::App& app, int& exit_status) {
       "the regressions folder; corpora are merged at the end; DIR/report.md and\n"
       "DIR/report.html summarise it. Progress on stderr every few seconds. Ctrl-C stops it;\n"
       "the same command resumes it. Exit status: 0 no findings, 1 findings, 2 bad input.");
-  cmd->add_option("--engine", options->engine, "Engine to fuzz (see kvfuzz list)")->required();
+  cmd->add_option("--engine", options->engine,
+                  "Engine to fuzz: a name (see kvfuzz list), plugin:PATH[:NAME] or exec:COMMAND")
+      ->required();
   cmd->add_option("--time", options->time, "Total time budget, e.g. 30m, 8h, 1h30m")
       ->default_val("8h");
   cmd->add_option("--jobs", options->jobs, "Parallel fuzzing processes (libFuzzer -fork=N)")

@@ -1,13 +1,16 @@
 // kvfuzz check: random scenarios from the generator against engines. Honest engines
 // must pass every case; mutants must be rejected. A failing case is saved as a fixture
 // before anything else is printed, then reported; the run ends with a table.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cli_support.h"
 #include "commands.h"
 #include "kvfuzz/check.h"
+#include "kvfuzz/engine_spec.h"
 #include "kvfuzz/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
@@ -23,10 +26,15 @@ struct CheckOptions {
   std::string seed_text = "1";
   std::string out = "kvfuzz-out";
   bool quiet = false;
+  // Caps on the generated sizes (0: the generator's own): a slow engine (a plain Python
+  // one through exec:) can be checked on small scenarios first.
+  int max_tokens = 0;
+  int max_head_dim = 0;
+  int max_q_heads = 0;
 };
 
 struct EngineTally {
-  const EngineInfo* engine = nullptr;
+  std::shared_ptr<const EngineInfo> engine;
   int cases = 0;
   long rows = 0;
   long unjudged = 0;  // rows that passed only because their tolerance reaches max |v|
@@ -43,7 +51,7 @@ uint64_t case_seed(uint64_t seed, int index) {
 
 std::string save_failure(const CheckOptions& options, Scenario scenario, const EngineInfo& engine,
                          uint64_t seed, const Divergence& divergence) {
-  scenario.name = "check-" + engine.name + "-" + std::to_string(seed);
+  scenario.name = "check-" + file_safe_name(engine.name) + "-" + std::to_string(seed);
   scenario.provenance.source = "check";
   scenario.provenance.engine = engine.name;
   scenario.provenance.seed = seed;
@@ -92,15 +100,42 @@ void print_events(const EventCounts& events, int cases) {
   if (!never.empty()) std::printf("never hit: %s\n", never.c_str());
 }
 
+// One scenario per case serves every engine, so it uses only the optional operations that
+// all of them announce.
+GeneratorOptions generator_options(const CheckOptions& options,
+                                   const std::vector<EngineTally>& tallies) {
+  GeneratorOptions generator;
+  for (const EngineTally& t : tallies) {
+    EngineCapabilities can;
+    try {
+      can = probe_capabilities(*t.engine);
+    } catch (const EngineError& e) {
+      throw UsageError(std::string("--engine: ") + e.what());
+    }
+    generator.truncate = generator.truncate && can.truncate;
+    generator.fork = generator.fork && can.fork;
+  }
+  const auto cap = [](int limit, int& most, int& typical) {
+    if (limit <= 0) return;
+    most = std::min(most, limit);
+    typical = std::min(typical, limit);
+  };
+  cap(options.max_tokens, generator.max_epoch_tokens, generator.typical_epoch_tokens);
+  cap(options.max_head_dim, generator.max_head_dim, generator.typical_head_dim);
+  cap(options.max_q_heads, generator.max_q_heads, generator.typical_q_heads);
+  return generator;
+}
+
 int run_check(const CheckOptions& options) {
   if (options.cases < 1) throw UsageError("--cases: expected a positive number of cases");
   const uint64_t run_seed = parse_seed(options.seed_text);
   std::vector<EngineTally> tallies;
-  for (const EngineInfo* engine : select_engines(options.engines)) {
+  for (const std::shared_ptr<const EngineInfo>& engine : select_engines(options.engines)) {
     EngineTally tally;
     tally.engine = engine;
     tallies.push_back(tally);
   }
+  const GeneratorOptions generator = generator_options(options, tallies);
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -109,7 +144,7 @@ int run_check(const CheckOptions& options) {
   for (int i = 0; i < options.cases; ++i) {
     const uint64_t seed = case_seed(run_seed, i);
     PrngChoiceSource choices(seed);
-    const Scenario scenario = generate_scenario(choices);
+    const Scenario scenario = generate_scenario(choices, generator);
     events += count_events(scenario);
     const Prepared prepared = prepare(scenario);
     for (EngineTally& tally : tallies) {
@@ -155,7 +190,8 @@ void add_check_command(CLI::App& app, int& exit_status) {
       "be rejected. Failing cases are saved as fixtures under --out. Exit status: 0 as expected,\n"
       "1 an honest engine failed or a mutant was not rejected, 2 bad input.");
   cmd->add_option("--engine", options->engines,
-                  "Engine name, comma-separated names, 'all' (honest), 'mutants' or 'every'")
+                  "Engine name, comma-separated names, 'all' (honest), 'mutants', 'every', "
+                  "plugin:PATH[:NAME] or exec:COMMAND")
       ->default_val("all");
   cmd->add_option("--cases", options->cases, "Number of random scenarios")
       ->default_val(100)
@@ -166,6 +202,16 @@ void add_check_command(CLI::App& app, int& exit_status) {
       ->default_val("1");
   cmd->add_option("--out", options->out, "Directory for failing fixtures")
       ->default_val("kvfuzz-out");
+  cmd->add_option("--max-tokens", options->max_tokens,
+                  "At most this many tokens per sequence and request (default: the generator's, "
+                  "up to 160)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-head-dim", options->max_head_dim,
+                  "At most this head dimension (default: up to 128)")
+      ->check(CLI::Range(1, 128));
+  cmd->add_option("--max-q-heads", options->max_q_heads,
+                  "At most this many query heads (default: up to 16)")
+      ->check(CLI::Range(1, 32));
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
   cmd->callback([options, &exit_status] { exit_status = run_check(*options); });
 }

@@ -1,5 +1,6 @@
 // kvfuzz explain FIXTURE: every row with its visible keys, expected and got, per engine.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cli_support.h"
@@ -42,7 +43,7 @@ int run_explain(const ExplainOptions& options) {
     std::printf("expect rows: %zu hand-derived rows agree with the reference\n",
                 scenario.expect.size());
   }
-  for (const EngineInfo* engine : engines) {
+  for (const std::shared_ptr<const EngineInfo>& engine : engines) {
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
     std::printf("\nengine %s (%s): %s\n", engine->name.c_str(),
                 engine->mutant ? "mutant" : "honest", outcome.verdict.pass ? "pass" : "FAIL");
@@ -64,7 +65,8 @@ void add_explain_command(CLI::App& app, int& exit_status) {
       "Print every row of a fixture: sequence, epoch, position, visible keys, expected and got.");
   cmd->add_option("fixture", options->path, "Fixture file")->required();
   cmd->add_option("--engine", options->engines,
-                  "Engine name, comma-separated names, 'all', 'mutants' or 'every'")
+                  "Engine name, comma-separated names, 'all', 'mutants', 'every', "
+                  "plugin:PATH[:NAME] or exec:COMMAND")
       ->default_val("all");
   cmd->callback([options, &exit_status] { exit_status = run_explain(*options); });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -22,7 +23,7 @@ struct ReplayOptions {
   std::string engines = "all";
 };
 
-enum class FixtureResult { pass, mismatch, bad_input };
+enum class FixtureResult { pass, mismatch, bad_input, skipped };
 
 void print_indented(const std::string& text) {
   size_t start = 0;
@@ -33,8 +34,12 @@ void print_indented(const std::string& text) {
   }
 }
 
+// What each engine announces, asked once per run (an exec engine starts a process).
+using Capabilities = std::map<const EngineInfo*, EngineCapabilities>;
+
 FixtureResult replay_one(const std::filesystem::path& file,
-                         const std::vector<const EngineInfo*>& engines) {
+                         const std::vector<std::shared_ptr<const EngineInfo>>& engines,
+                         const Capabilities& capabilities) {
   Scenario scenario;
   try {
     scenario = load_fixture(file);
@@ -55,8 +60,16 @@ FixtureResult replay_one(const std::filesystem::path& file,
       parse_property(scenario.provenance.property.value_or("prefix")).value_or(Property::prefix);
   std::string failed;
   std::string reports;
+  std::string skipped;
   int unjudged = 0;
-  for (const EngineInfo* engine : engines) {
+  size_t ran = 0;
+  for (const std::shared_ptr<const EngineInfo>& engine : engines) {
+    // A program with an operation the engine does not announce says nothing about it.
+    if (const auto missing = unsupported_operation(scenario, capabilities.at(engine.get()))) {
+      skipped += (skipped.empty() ? "" : "; ") + engine->name + " does not announce " + *missing;
+      continue;
+    }
+    ++ran;
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
     unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
     std::string report;
@@ -72,9 +85,14 @@ FixtureResult replay_one(const std::filesystem::path& file,
     reports += engine->name + ": " + report;
     if (reports.back() != '\n') reports += '\n';
   }
+  if (ran == 0) {
+    std::printf("skip %s: %s\n", file.string().c_str(), skipped.c_str());
+    return FixtureResult::skipped;
+  }
   if (failed.empty()) {
     std::printf("ok   %s (%zu rows, %zu engines)\n", file.string().c_str(), prepared.slots.size(),
-                engines.size());
+                ran);
+    if (!skipped.empty()) std::printf("     skipped: %s\n", skipped.c_str());
     if (unjudged > 0) {
       std::printf(
           "     warning: %d rows only checked for finiteness: their tolerance reaches the largest "
@@ -90,18 +108,26 @@ FixtureResult replay_one(const std::filesystem::path& file,
 
 int run_replay(const ReplayOptions& options) {
   const auto engines = select_engines(options.engines);
+  Capabilities capabilities;
+  for (const auto& engine : engines) {
+    try {
+      capabilities[engine.get()] = probe_capabilities(*engine);
+    } catch (const EngineError& e) {
+      throw UsageError(std::string("--engine: ") + e.what());
+    }
+  }
   const auto files = find_fixtures(options.path);
   if (files.empty()) throw UsageError(options.path + ": no *.json fixtures found");
 
   struct Tally {
-    int total = 0, passed = 0, failed = 0, bad = 0;
+    int total = 0, passed = 0, failed = 0, bad = 0, skipped = 0;
   };
   std::map<std::string, Tally> by_directory;
   for (const auto& file : files) {
     const std::string directory = file.parent_path().string();
     Tally& tally = by_directory[directory.empty() ? "." : directory];
     ++tally.total;
-    switch (replay_one(file, engines)) {
+    switch (replay_one(file, engines, capabilities)) {
       case FixtureResult::pass:
         ++tally.passed;
         break;
@@ -111,12 +137,17 @@ int run_replay(const ReplayOptions& options) {
       case FixtureResult::bad_input:
         ++tally.bad;
         break;
+      case FixtureResult::skipped:
+        ++tally.skipped;
+        break;
     }
   }
   Tally all;
   for (const auto& [directory, tally] : by_directory) {
-    std::printf("%s: %d fixtures, %d passed, %d failed, %d bad\n", directory.c_str(), tally.total,
+    std::printf("%s: %d fixtures, %d passed, %d failed, %d bad", directory.c_str(), tally.total,
                 tally.passed, tally.failed, tally.bad);
+    if (tally.skipped > 0) std::printf(", %d skipped (operations not announced)", tally.skipped);
+    std::printf("\n");
     all.failed += tally.failed;
     all.bad += tally.bad;
   }
@@ -134,8 +165,8 @@ void add_replay_command(CLI::App& app, int& exit_status) {
       "Exit status: 0 all pass, 1 a mismatch, 2 bad input.");
   cmd->add_option("fixture", options->path, "Fixture file or directory")->required();
   cmd->add_option("--engine", options->engines,
-                  "Engine name, comma-separated names, 'all' (honest engines), 'mutants' or "
-                  "'every'")
+                  "Engine name, comma-separated names, 'all' (honest engines), 'mutants', "
+                  "'every', plugin:PATH[:NAME] or exec:COMMAND")
       ->default_val("all");
   cmd->callback([options, &exit_status] { exit_status = run_replay(*options); });
 }

@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "cli_support.h"
 #include "commands.h"
 #include "kvfuzz/check.h"
+#include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/report.h"
@@ -71,8 +73,8 @@ std::string file_stem(const std::string& engine, Property property, FailureKind 
                       const Scenario& s) {
   std::string kind_name(failure_kind_name(kind));
   for (char& c : kind_name) c = c == '_' ? '-' : c;
-  return engine + "-" + std::string(property_name(property)) + "-" + kind_name + "-" +
-         short_hash(s);
+  return file_safe_name(engine) + "-" + std::string(property_name(property)) + "-" + kind_name +
+         "-" + short_hash(s);
 }
 
 std::string first_line(const std::string& text) {
@@ -94,11 +96,7 @@ void set_provenance(Scenario& s, const std::string& engine, Property property,
 }
 
 int run_shrink(const ShrinkCommandOptions& options) {
-  const EngineInfo* engine = find_engine(options.engine);
-  if (engine == nullptr) {
-    throw UsageError("--engine: unknown engine '" + options.engine + "'; expected one of " +
-                     engine_names() + " (see kvfuzz list)");
-  }
+  const std::shared_ptr<const EngineInfo> engine = select_engine(options.engine);
   const std::optional<Property> property = parse_property(options.property);
   if (!property) {
     std::string names;
@@ -188,7 +186,9 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
       "stderr. Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk\n"
       "and saved, 2 bad input.");
   cmd->add_option("fixture", options->path, "Failing fixture file")->required();
-  cmd->add_option("--engine", options->engine, "The engine it fails on (see kvfuzz list)")
+  cmd->add_option(
+         "--engine", options->engine,
+         "The engine it fails on: a name (see kvfuzz list), plugin:PATH[:NAME] or exec:COMMAND")
       ->required();
   cmd->add_option("--property", options->property,
                   "prefix, schedule, layout, poison, reset or batch")

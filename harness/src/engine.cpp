@@ -1,5 +1,7 @@
 #include "kvfuzz/engine.h"
 
+#include <exception>
+#include <memory>
 #include <string>
 
 namespace kvfuzz {
@@ -12,6 +14,28 @@ void Engine::truncate(int seq, int64_t /*keep*/) {
 void Engine::fork(int src, int dst) {
   throw EngineError("this engine does not support fork (" + std::to_string(src) + " -> " +
                     std::to_string(dst) + ")");
+}
+
+EngineCapabilities probe_capabilities(const EngineInfo& engine) {
+  EngineConfig config;
+  config.sequences = 4;
+  config.page_order = {0, 1, 2, 3};
+  try {
+    const std::unique_ptr<Engine> probe = engine.make(config);
+    if (!probe) throw EngineError("its factory returned no engine");
+    return probe->capabilities();
+  } catch (const std::exception& e) {
+    throw EngineError("engine " + engine.name +
+                      " cannot be made for the smallest layout: " + e.what());
+  }
+}
+
+std::optional<std::string> unsupported_operation(const Scenario& scenario, EngineCapabilities can) {
+  for (const Op& op : scenario.program) {
+    if (op.kind == OpKind::truncate && !can.truncate) return "truncate";
+    if (op.kind == OpKind::fork && !can.fork) return "fork";
+  }
+  return std::nullopt;
 }
 
 }  // namespace kvfuzz

@@ -90,6 +90,8 @@ struct Bounds {
   int max_q_heads = 1;
   int head_dim = 1;
   bool large = false;
+  bool truncate = true;  // the engine's optional operations (GeneratorOptions)
+  bool fork = true;
 };
 
 Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
@@ -99,6 +101,8 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.max_q_heads = std::clamp(o.max_q_heads, 1, 32);
   const int max_epoch = std::clamp(o.max_epoch_tokens, 1, 1024);
   const int max_dim = std::clamp(o.max_head_dim, 1, 128);
+  b.truncate = o.truncate;
+  b.fork = o.fork;
   b.large = rarely(c, o.large_one_in);
   b.epoch_tokens = b.large ? max_epoch : std::clamp(o.typical_epoch_tokens, 1, max_epoch);
   b.q_heads = b.large ? b.max_q_heads : std::clamp(o.typical_q_heads, 1, b.max_q_heads);
@@ -310,7 +314,12 @@ class ProgramBuilder {
   // sequence, which other sequences join a batch, a chunk length for every sequence slot,
   // the length of a decode run and of a run of resets.
   void add_step() {
-    const auto kind = static_cast<StepKind>(pick_weighted(c_, {1, 4, 3, 3, 2, 2, 2}));
+    auto kind = static_cast<StepKind>(pick_weighted(c_, {1, 4, 3, 3, 2, 2, 2}));
+    // An engine without truncate or fork gets an append in their place (same choices).
+    if ((kind == StepKind::truncate && !bounds_.truncate) ||
+        (kind == StepKind::fork && !bounds_.fork)) {
+      kind = StepKind::append;
+    }
     const int seq = c_.pick_int(0, sequences() - 1);
     std::vector<int> batch;  // ascending: `seq` and, each with a coin flip, the others
     std::vector<int> lengths;
@@ -358,7 +367,7 @@ class ProgramBuilder {
         fork(seq, dst);
         // Speculative decoding forks a draft and rolls one side back: a truncate right
         // after a fork lands in pages the two still share (copy-on-write territory).
-        if (rollback && dst != seq) {
+        if (rollback && dst != seq && bounds_.truncate) {
           const int target = rollback_child ? dst : seq;
           ops_.push_back(Op::truncate(target, rollback_keep % (length(target) + 1)));
           length_[static_cast<size_t>(target)] = rollback_keep % (length(target) + 1);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -88,5 +89,14 @@ const std::vector<EngineInfo>& engine_registry();
 const EngineInfo* find_engine(std::string_view name);
 // Every registry name, comma-separated: what an "unknown engine" error offers instead.
 std::string engine_names();
+
+// What an engine announces, asked of one made for the smallest layout (one sequence, one
+// head of one dimension). Throws EngineError when it cannot even be made.
+EngineCapabilities probe_capabilities(const EngineInfo& engine);
+
+// The first optional operation `scenario` uses that `can` lacks ("truncate" or "fork"):
+// such a scenario says nothing about that engine, so replays skip it and fuzz targets
+// ignore it. Nothing when the engine can run the whole program.
+std::optional<std::string> unsupported_operation(const Scenario& scenario, EngineCapabilities can);
 
 }  // namespace kvfuzz

@@ -35,6 +35,11 @@ struct GeneratorOptions {
   int typical_head_dim = 32;
   int typical_q_heads = 8;
   int large_one_in = 8;
+  // The optional operations the engine under test announces (probe_capabilities): a step
+  // that would truncate or fork appends instead when the engine cannot. The choices drawn
+  // stay the same, so shrinking behaves alike either way.
+  bool truncate = true;
+  bool fork = true;
 };
 
 Scenario generate_scenario(ChoiceSource& choices, const GeneratorOptions& options = {});

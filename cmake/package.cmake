@@ -1,0 +1,64 @@
+# The installed package (docs/writing-an-engine.md): after
+#   cmake --install build/default --prefix PREFIX
+# a project with PREFIX in CMAKE_PREFIX_PATH writes
+#   find_package(kvfuzz CONFIG REQUIRED)
+#   kvfuzz_add_engine_tests(TARGET ... ENGINE MyEngine HEADER my_engine.h ...)
+# and gets GoogleTest tests for its engine (cmake/KvfuzzEngineTests.cmake), or links
+# kvfuzz::harness to drive the library itself.
+#
+# Installed: the static libraries (model, fixture, check, engines, external, engine_tests)
+# and their headers, the kvfuzz command, the built-in engines' plugin when it is built,
+# kvfuzz's corpus, and the CMake files: kvfuzzConfig.cmake, its version file,
+# kvfuzzTargets.cmake (namespace kvfuzz::) and KvfuzzEngineTests.cmake.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+add_subdirectory(${PROJECT_SOURCE_DIR}/harness/engine_tests ${PROJECT_BINARY_DIR}/harness/engine_tests)
+
+# kvfuzz::harness: everything a program that drives kvfuzz itself links (the scenario
+# model, fixtures, the check pipeline, properties and shrinker, the built-in and external
+# engines).
+add_library(kvfuzz_harness INTERFACE)
+target_link_libraries(kvfuzz_harness INTERFACE
+  kvfuzz_model kvfuzz_fixture kvfuzz_check kvfuzz_external kvfuzz_engines)
+add_library(kvfuzz::harness ALIAS kvfuzz_harness)
+
+set(KVFUZZ_PACKAGE_TARGETS kvfuzz_model kvfuzz_fixture kvfuzz_check kvfuzz_engines
+    kvfuzz_external kvfuzz_engine_tests kvfuzz_harness kvfuzz)
+foreach(target kvfuzz_model kvfuzz_fixture kvfuzz_check kvfuzz_engines kvfuzz_external kvfuzz_harness)
+  string(REPLACE "kvfuzz_" "" export_name ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
+endforeach()
+# The built-in engines as a C ABI plugin (plugins/builtin), when this build makes it.
+if(TARGET kvfuzz_builtin_engines)
+  set_target_properties(kvfuzz_builtin_engines PROPERTIES EXPORT_NAME builtin_engines)
+  list(APPEND KVFUZZ_PACKAGE_TARGETS kvfuzz_builtin_engines)
+endif()
+
+set(KVFUZZ_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/kvfuzz)
+set(KVFUZZ_INSTALL_CORPUSDIR ${CMAKE_INSTALL_DATADIR}/kvfuzz/corpus)
+
+install(TARGETS ${KVFUZZ_PACKAGE_TARGETS}
+  EXPORT kvfuzzTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kvfuzz
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/include/kvfuzz
+                  ${PROJECT_SOURCE_DIR}/harness/engine_tests/include/kvfuzz
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/corpus/ DESTINATION ${KVFUZZ_INSTALL_CORPUSDIR}
+        FILES_MATCHING PATTERN "*.json")
+
+install(EXPORT kvfuzzTargets NAMESPACE kvfuzz:: DESTINATION ${KVFUZZ_INSTALL_CMAKEDIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvfuzzConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cmake/kvfuzzConfig.cmake
+  INSTALL_DESTINATION ${KVFUZZ_INSTALL_CMAKEDIR}
+  PATH_VARS KVFUZZ_INSTALL_CORPUSDIR)
+# 0.x: a new minor version may change the interface.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/kvfuzzConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/cmake/kvfuzzConfig.cmake
+              ${PROJECT_BINARY_DIR}/cmake/kvfuzzConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/KvfuzzEngineTests.cmake
+        DESTINATION ${KVFUZZ_INSTALL_CMAKEDIR})

@@ -1,0 +1,48 @@
+// The pieces behind register_engine_tests() (kvfuzz/engine_tests.h), one file each:
+// the property cases, the corpus replay, and what a failing test leaves behind.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "kvfuzz/engine.h"
+#include "kvfuzz/engine_tests.h"
+#include "kvfuzz/property.h"
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz::engine_tests {
+
+// Case i's own seed, derived as `kvfuzz check` derives it, so a saved fixture's seed names
+// the case.
+uint64_t case_seed(uint64_t run_seed, int index);
+
+// The body of Properties.<property>: `options.cases` generated scenarios; the first failure
+// is shrunk, saved and reported through GoogleTest.
+void check_generated_cases(const EngineInfo& engine, Property property,
+                           const EngineTestOptions& options);
+
+// The body of Corpus.<stem> and KvfuzzCorpus.<stem>.
+void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixture,
+                    const EngineTestOptions& options);
+
+// What the engine announces; a GoogleTest failure (and nothing) when it cannot be made.
+std::optional<EngineCapabilities> announced_capabilities(const EngineInfo& engine);
+
+// A scenario that fails `property` on the engine, and where it came from.
+struct FailingCase {
+  Scenario scenario;
+  Property property = Property::prefix;
+  PropertyOutcome outcome;  // of `scenario`
+  std::string where;        // "case 3 of 100 (seed 123)", "fixture /path/x.json"
+  bool generated = true;    // no file holds it yet: the raw scenario is saved first
+};
+
+// Shrinks the failing case, saves the raw (generated cases only) and the shrunk fixture
+// under options.failures_dir, and returns the message the test fails with: the report, the
+// paths and the commands to replay it.
+std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
+                         const EngineTestOptions& options);
+
+}  // namespace kvfuzz::engine_tests

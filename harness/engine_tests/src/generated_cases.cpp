@@ -1,0 +1,50 @@
+// Properties.<property>: scenarios from the one generator, judged by check_property, the
+// same judge as `kvfuzz check`, the RapidCheck suites and the fuzz targets. Only the
+// operations the engine announces are generated: an engine without truncate or fork gets
+// appends in their place (GeneratorOptions), so it is tested on everything it claims.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine_tests_internal.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/generator.h"
+
+namespace kvfuzz::engine_tests {
+
+uint64_t case_seed(uint64_t run_seed, int index) {
+  uint64_t state = run_seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
+  return splitmix64(state);
+}
+
+std::optional<EngineCapabilities> announced_capabilities(const EngineInfo& engine) {
+  try {
+    return probe_capabilities(engine);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+    return std::nullopt;
+  }
+}
+
+void check_generated_cases(const EngineInfo& engine, Property property,
+                           const EngineTestOptions& options) {
+  const std::optional<EngineCapabilities> capabilities = announced_capabilities(engine);
+  if (!capabilities) return;
+  GeneratorOptions generator = options.generator;
+  generator.truncate = capabilities->truncate;
+  generator.fork = capabilities->fork;
+  for (int i = 0; i < options.cases; ++i) {
+    const uint64_t seed = case_seed(options.seed, i);
+    PrngChoiceSource choices(seed);
+    Scenario scenario = generate_scenario(choices, generator);
+    PropertyOutcome outcome = check_property(property, scenario, engine);
+    if (outcome.pass) continue;
+    scenario.provenance.seed = seed;
+    const std::string where = "case " + std::to_string(i + 1) + " of " +
+                              std::to_string(options.cases) + " (seed " + std::to_string(seed) +
+                              ", run seed " + std::to_string(options.seed) + ")";
+    FAIL() << keep_failure(FailingCase{scenario, property, outcome, where, true}, engine, options);
+  }
+}
+
+}  // namespace kvfuzz::engine_tests

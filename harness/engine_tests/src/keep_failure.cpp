@@ -1,0 +1,128 @@
+// What a failing engine test leaves behind, in the order that loses nothing: the raw
+// failing scenario first (a generated case exists nowhere else; a crash while shrinking
+// keeps it), then the shrinker's result under the time budget, named and stamped as
+// `kvfuzz shrink` names and stamps its results, so both tools give one case one file.
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "engine_tests_internal.h"
+#include "kvfuzz/engine_spec.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/report.h"
+#include "kvfuzz/shrink.h"
+
+namespace kvfuzz::engine_tests {
+
+namespace {
+
+std::string size_text(const Scenario& s) {
+  const size_t ops = s.program.size();
+  const int tokens = program_tokens(s);
+  return std::to_string(ops) + (ops == 1 ? " op, " : " ops, ") + std::to_string(tokens) +
+         (tokens == 1 ? " token" : " tokens");
+}
+
+// FNV-1a over the canonical text of what the scenario tests (name, note and provenance
+// left out), as `kvfuzz shrink` computes it: the same case gets the same file name.
+std::string short_hash(Scenario s) {
+  s.name = "x";
+  s.note.clear();
+  s.provenance = Provenance{};
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const unsigned char c : write_fixture(s)) hash = (hash ^ c) * 0x100000001b3ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return std::string(text, 8);
+}
+
+// ENGINE-PROPERTY-KIND-HASH, the file name `kvfuzz shrink` gives.
+std::string file_stem(const std::string& engine, Property property, FailureKind kind,
+                      const Scenario& s) {
+  std::string kind_name(failure_kind_name(kind));
+  for (char& c : kind_name) c = c == '_' ? '-' : c;
+  return file_safe_name(engine) + "-" + std::string(property_name(property)) + "-" + kind_name +
+         "-" + short_hash(s);
+}
+
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+std::string failure_line(const PropertyOutcome& outcome) {
+  return first_line(outcome.first ? describe_divergence(*outcome.first) : outcome.report);
+}
+
+void stamp(Scenario& s, const std::string& source, const EngineInfo& engine, Property property,
+           const PropertyOutcome& outcome) {
+  s.provenance.source = source;
+  s.provenance.engine = engine.name;
+  s.provenance.property = std::string(property_name(property));
+  s.provenance.failure = failure_line(outcome);
+  s.provenance.kvfuzz_version = KVFUZZ_VERSION;
+}
+
+FailureKind kind_of(const PropertyOutcome& outcome) {
+  return outcome.signature ? outcome.signature->kind : FailureKind::mismatch;
+}
+
+}  // namespace
+
+std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
+                         const EngineTestOptions& options) {
+  const std::filesystem::path dir = std::filesystem::absolute(options.failures_dir);
+  const PropertyOutcome& outcome = failing.outcome;
+  std::ostringstream message;
+  message << engine.name << " fails " << property_name(failing.property) << " on " << failing.where
+          << ".\n";
+
+  std::filesystem::path raw_path;
+  if (failing.generated) {
+    Scenario raw = failing.scenario;
+    raw.name = file_stem(engine.name, failing.property, kind_of(outcome), raw);
+    stamp(raw, "check", engine, failing.property, outcome);
+    raw_path = dir / "raw" / (raw.name + ".json");
+    save_fixture(raw, raw_path);
+  }
+
+  ShrinkOptions shrink_options;
+  shrink_options.property = failing.property;
+  shrink_options.time_budget_seconds = options.shrink_seconds;
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<ShrinkResult> result = shrink(failing.scenario, engine, shrink_options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!result) {
+    message << "It failed once and passed when judged again: the engine is not deterministic.\n"
+            << outcome.report;
+    if (!raw_path.empty()) message << "\nraw fixture: " << raw_path.string();
+    return message.str();
+  }
+
+  Scenario shrunk = result->scenario;
+  shrunk.name = file_stem(engine.name, failing.property, result->signature.kind, shrunk);
+  char timing[96];
+  std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
+                result->tried, seconds, result->timed_out ? ", stopped at the time budget" : "");
+  shrunk.note = "Shrunk by the kvfuzz engine tests from " + size_text(failing.scenario) + " to " +
+                size_text(shrunk) + " (" + timing + "). Fails " + to_string(result->signature) +
+                " on " + engine.name + ": " + failure_line(result->outcome);
+  stamp(shrunk, "shrink", engine, failing.property, result->outcome);
+  const std::filesystem::path path = dir / (shrunk.name + ".json");
+  save_fixture(shrunk, path);
+
+  message << "Shrunk from " << size_text(failing.scenario) << " to " << size_text(shrunk) << " ("
+          << timing << "). The shrunk case:\n"
+          << result->outcome.report;
+  if (!result->outcome.report.empty() && result->outcome.report.back() != '\n') message << '\n';
+  message << "shrunk fixture: " << path.string() << "\n";
+  if (!raw_path.empty()) message << "raw fixture: " << raw_path.string() << "\n";
+  message << "kvfuzz's own engines pass it; replay it there with\n  " << options.kvfuzz_command
+          << " replay " << path.string() << " --engine contiguous\n"
+          << "and keep it as a regression test of " << engine.name
+          << ": copy it into the engine's corpus directory.";
+  return message.str();
+}
+
+}  // namespace kvfuzz::engine_tests

@@ -1,0 +1,141 @@
+/* The kvfuzz engine plugin ABI, version 1: an engine in a shared library, in C.
+ *
+ *   kvfuzz check --engine plugin:./libmy_engine.so            (the library's only engine)
+ *   kvfuzz check --engine plugin:./libmy_engine.so:my-engine  (one of several, by name)
+ *
+ * A plugin exports one function, kvfuzz_engine_plugin(), returning a table of engines. Each
+ * engine is a set of function pointers over an opaque handle. kvfuzz owns every buffer it
+ * passes in; the plugin owns its handles and its error strings. Walk-through:
+ * docs/writing-an-engine.md; the built-in engines exported this way: plugins/builtin.
+ *
+ * The contract (the same as the C++ interface, kvfuzz/engine.h):
+ *   - kvfuzz never tells the engine positions. The engine assigns an absolute position to
+ *     every token it is fed and reports it with the token's row.
+ *   - Arrays are token-major floats, already rounded to the layout's dtype:
+ *       q[token][q_head][head_dim], k[token][kv_head][head_dim], v[token][kv_head][value_dim]
+ *       out[token][q_head][value_dim]
+ *   - Query head h reads kv head h / (q_heads / kv_heads).
+ *   - Every call but destroy returns 0 on success. On failure it returns non-zero and points
+ *     *error at a NUL-terminated message that stays valid until the next call on the same
+ *     handle (for create: until the next create). kvfuzz reports it as an engine error.
+ *   - Calls on one handle never overlap; different handles may live at the same time.
+ *
+ * Versioning: kvfuzz refuses a table whose abi_version is not the one it was built with,
+ * and reads no field beyond struct_size, so later versions can only add fields at the end.
+ */
+#ifndef KVFUZZ_ENGINE_ABI_H
+#define KVFUZZ_ENGINE_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVFUZZ_ENGINE_ABI_VERSION 1
+
+/* kvfuzz_engine_config.dtype */
+#define KVFUZZ_DTYPE_F32 0
+#define KVFUZZ_DTYPE_F16 1
+#define KVFUZZ_DTYPE_BF16 2
+
+/* kvfuzz_engine_config.poison: what a paged engine writes into slots that hold no token. */
+#define KVFUZZ_POISON_NAN 0
+#define KVFUZZ_POISON_POS_INF 1
+#define KVFUZZ_POISON_NEG_INF 2
+#define KVFUZZ_POISON_HUGE 3
+
+/* kvfuzz_engine_api.capabilities: the optional operations. The generator leaves out what an
+ * engine does not announce, and kvfuzz never calls a function whose flag is absent. */
+#define KVFUZZ_CAN_TRUNCATE 1u
+#define KVFUZZ_CAN_FORK 2u
+
+typedef struct kvfuzz_engine_config {
+  uint32_t struct_size; /* sizeof(kvfuzz_engine_config) as kvfuzz was built */
+  int32_t q_heads;
+  int32_t kv_heads; /* divides q_heads: MHA (equal), GQA, MQA (1) */
+  int32_t head_dim;
+  int32_t value_dim;
+  int32_t page_size;  /* tokens per page, for engines that page their cache */
+  int32_t dtype;      /* KVFUZZ_DTYPE_* */
+  double scale;       /* softmax scale, always set (1/sqrt(head_dim) unless the fixture says) */
+  double rope_theta;  /* RoPE (half-split, NeoX style) with this base; 0: no RoPE */
+  int32_t window;     /* sliding window: the query at p sees keys [p - window + 1, p]; 0: none */
+  int32_t sequences;  /* sequences are numbered 0 .. sequences-1 */
+  int32_t poison;     /* KVFUZZ_POISON_* */
+  int32_t pool_pages; /* physical pages available ... */
+  const int32_t* page_order; /* ... handed out in this order (a permutation of 0..pool_pages-1) */
+} kvfuzz_engine_config;
+
+/* One sequence's new tokens in a batched forward. */
+typedef struct kvfuzz_chunk_in {
+  int32_t seq;
+  int32_t tokens;
+  const float* q; /* tokens * q_heads * head_dim */
+  const float* k; /* tokens * kv_heads * head_dim */
+  const float* v; /* tokens * kv_heads * value_dim */
+} kvfuzz_chunk_in;
+
+/* Where the engine writes that chunk's rows. The buffers belong to kvfuzz and have room
+ * for exactly the chunk: out_capacity == tokens * q_heads * value_dim floats and
+ * positions_capacity == tokens. The engine sets rows to the number of token rows it wrote
+ * (kvfuzz reports anything but `tokens` as a wrongly shaped chunk). */
+typedef struct kvfuzz_chunk_out {
+  float* out;
+  int64_t out_capacity;
+  int64_t* positions;
+  int64_t positions_capacity;
+  int64_t rows;
+} kvfuzz_chunk_out;
+
+typedef struct kvfuzz_engine kvfuzz_engine; /* the plugin's own engine state */
+
+typedef struct kvfuzz_engine_api {
+  uint32_t abi_version;    /* KVFUZZ_ENGINE_ABI_VERSION */
+  uint32_t struct_size;    /* sizeof(kvfuzz_engine_api) */
+  const char* name;        /* [A-Za-z0-9._-]+, unique within the plugin */
+  const char* description; /* one sentence, shown by kvfuzz list */
+  uint32_t capabilities;   /* KVFUZZ_CAN_* */
+  uint32_t mutant;         /* 1: deliberately wrong, kvfuzz check expects it to fail */
+
+  /* A new engine for this layout, with every sequence empty. NULL and *error on failure. */
+  kvfuzz_engine* (*create)(const kvfuzz_engine_config* config, const char** error);
+  void (*destroy)(kvfuzz_engine* engine);
+  /* One batched forward: append each chunk's tokens to its sequence (chunks name distinct
+   * sequences) and write one row per new token into outs[i]. */
+  int (*step)(kvfuzz_engine* engine, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs,
+              int32_t count, const char** error);
+  /* A new request on `seq`: positions start at 0 again and its old K/V are gone. */
+  int (*reset)(kvfuzz_engine* engine, int32_t seq, const char** error);
+  /* KVFUZZ_CAN_TRUNCATE: keep the first `keep` tokens of `seq` (0 <= keep <= its length);
+   * the next token fed to it gets position `keep`. NULL when not announced. */
+  int (*truncate)(kvfuzz_engine* engine, int32_t seq, int64_t keep, const char** error);
+  /* KVFUZZ_CAN_FORK: `dst` drops what it held and starts with the tokens of `src`
+   * (src != dst); both may grow independently afterwards. NULL when not announced. */
+  int (*fork)(kvfuzz_engine* engine, int32_t src, int32_t dst, const char** error);
+} kvfuzz_engine_api;
+
+typedef struct kvfuzz_engine_plugin_table {
+  uint32_t abi_version; /* KVFUZZ_ENGINE_ABI_VERSION */
+  uint32_t engine_count;
+  const kvfuzz_engine_api* engines;
+} kvfuzz_engine_plugin_table;
+
+/* The one symbol kvfuzz looks up (dlsym) in a plugin. */
+#define KVFUZZ_ENGINE_PLUGIN_SYMBOL "kvfuzz_engine_plugin"
+typedef const kvfuzz_engine_plugin_table* (*kvfuzz_engine_plugin_fn)(void);
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KVFUZZ_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define KVFUZZ_PLUGIN_EXPORT
+#endif
+
+/* What a plugin defines:
+ *   KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void); */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVFUZZ_ENGINE_ABI_H */

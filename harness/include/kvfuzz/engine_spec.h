@@ -1,0 +1,40 @@
+// Where an engine comes from, as every --engine option (and KVFUZZ_ENGINE for the fuzz
+// targets) names it:
+//
+//   NAME                 a built-in engine (kvfuzz list)
+//   plugin:PATH[:NAME]   an engine exported by a shared library through the C ABI
+//                        (kvfuzz/engine_abi.h); NAME picks one when the library has several
+//   exec:COMMAND         a process speaking JSON lines on stdin/stdout
+//                        (docs/engine-protocol.md); COMMAND runs under /bin/sh -c
+//
+// Every path leads to the same EngineInfo, so the runner, the properties, the shrinker and
+// the corpus treat a user's engine exactly as a built-in one. The returned EngineInfo's
+// name is the spec itself: what to pass to --engine to get the same engine again.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "kvfuzz/engine.h"
+
+namespace kvfuzz {
+
+// A spec that names no usable engine: an unknown name, a library that cannot be loaded, a
+// missing symbol, an ABI version mismatch, a command that does not answer hello. One line,
+// naming the spec and what was expected; the CLI exits with status 2.
+struct EngineSpecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws EngineSpecError. A plugin is loaded (and kept loaded) and an exec engine is
+// started once to check its hello, so that a broken engine fails here, not mid-run.
+std::shared_ptr<const EngineInfo> resolve_engine(std::string_view spec);
+
+// Engine names turned into file-name material: [A-Za-z0-9._-], other runs become '-', at
+// most 60 characters (the end kept). A plugin or exec spec keeps its kind and what follows
+// its last '/': "plugin:/x/libe.so:bug" -> "plugin-libe.so-bug".
+std::string file_safe_name(std::string_view name);
+
+}  // namespace kvfuzz
