@@ -111,14 +111,14 @@ void initialize(int argc, char** argv) {
       g_settings.engine_owner = resolve_engine(engine);
       g_settings.engine = g_settings.engine_owner.get();
     } catch (const EngineSpecError& e) {
-      std::fprintf(stderr, "kvfuzz fuzz target: KVFUZZ_ENGINE: %s\n", e.what());
+      std::fprintf(stderr, "kvfuzz fuzz target (KVFUZZ_ENGINE): %s\n", e.what());
       std::exit(2);
     }
   }
   try {
     g_settings.capabilities = probe_capabilities(*g_settings.engine);
   } catch (const EngineError& e) {
-    std::fprintf(stderr, "kvfuzz fuzz target: KVFUZZ_ENGINE: %s\n", e.what());
+    std::fprintf(stderr, "kvfuzz fuzz target (KVFUZZ_ENGINE): %s\n", e.what());
     std::exit(2);
   }
   g_settings.event_counters = env("KVFUZZ_EVENT_COUNTERS") != "0";

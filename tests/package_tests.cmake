@@ -12,4 +12,13 @@ if(NOT KVFUZZ_SANITIZE AND NOT KVFUZZ_FUZZERS)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package_example.sh ${PROJECT_BINARY_DIR}
                    ${PROJECT_SOURCE_DIR} ${CMAKE_CXX_COMPILER} "${CMAKE_CXX_COMPILER_LAUNCHER}")
   set_tests_properties(package:cpp-engine-example PROPERTIES TIMEOUT 600 LABELS package)
+
+  # package:c-plugin-example: a user's engine in plain C as a plugin (examples/c-plugin),
+  # built with the system C compiler ($CC, else cc) against its own install of this build:
+  # the honest engine passes check, kvfuzz's corpus and all six properties on it; the buggy
+  # one fails check, shrinks to a few tokens, and replays and explains as its README says.
+  add_test(NAME package:c-plugin-example
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/c_plugin_example.sh ${PROJECT_BINARY_DIR}
+                   ${PROJECT_SOURCE_DIR} "${CMAKE_CXX_COMPILER_LAUNCHER}")
+  set_tests_properties(package:c-plugin-example PROPERTIES TIMEOUT 300 LABELS package)
 endif()

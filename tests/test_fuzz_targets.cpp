@@ -138,8 +138,9 @@ TEST(FuzzTarget, AnUnknownEngineIsOneLineAndStatus2) {
   const test::CommandResult r =
       run_shell("KVFUZZ_ENGINE=no-such-engine " + target("fuzz_prefix") + " -runs=1");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("KVFUZZ_ENGINE: unknown engine 'no-such-engine'; expected one of"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("(KVFUZZ_ENGINE): --engine: unknown engine 'no-such-engine'; expected one of"),
+      std::string::npos)
       << r.err;
 }
 

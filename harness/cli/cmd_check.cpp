@@ -161,7 +161,7 @@ int run_check(const CheckOptions& options) {
       tally.failure = report.substr(0, report.find('\n'));
       if (!tally.engine->mutant) {
         std::printf("FAIL %s, case %d (seed %llu), saved to %s\n%s\n", tally.engine->name.c_str(),
-                    i, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),
+                    i + 1, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),
                     report.c_str());
       }
     }

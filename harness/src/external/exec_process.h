@@ -44,9 +44,6 @@ class LineProcess {
   // kvfuzz allocate without end. Throws EngineError.
   std::string exchange(std::string_view request, std::string_view what, size_t max_reply_bytes);
 
-  // The last lines of the engine's stderr, " | "-joined; empty when none.
-  std::string stderr_tail() const { return stderr_.text(); }
-
   // Ends the process (the destructor does this): EOF on stdin, up to kExitGrace for it to
   // exit, then SIGKILL to its group; reaps it. Never throws.
   void close();

@@ -1,0 +1,516 @@
+// The exec: door (docs/engine-protocol.md): engines in other processes speaking JSON lines.
+// The honest Python example passes generated scenarios and agrees with the contiguous
+// engine; the buggy one is caught; every way an engine can break the protocol or the
+// process contract becomes one engine_error naming the problem, within the timeout, with
+// no process left behind; a command that cannot be an engine fails when it is resolved;
+// and the kvfuzz command checks, shrinks and replays with a Python engine.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "command.h"
+#include "kvfuzz/check.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/engine_spec.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/generator.h"
+#include "kvfuzz/runner.h"
+#include "test_scenarios.h"
+
+namespace kvfuzz {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const fs::path kSource = KVFUZZ_SOURCE_DIR;
+
+std::string quoted(const fs::path& path) {
+  return "'" + path.string() + "'";
+}
+
+std::string python_script(const std::string& script, const std::string& args = "") {
+  // -B: no __pycache__ in the source tree.
+  return std::string(KVFUZZ_PYTHON) + " -B " + quoted(kSource / script) +
+         (args.empty() ? "" : " " + args);
+}
+
+std::string honest_command() {
+  return python_script("examples/python-engine/honest_engine.py");
+}
+
+std::string buggy_command() {
+  return python_script("examples/python-engine/buggy_engine.py");
+}
+
+std::string misbehaving(const std::string& mode, const std::string& arg = "") {
+  return python_script("tests/exec/misbehaving_engine.py", mode + (arg.empty() ? "" : " " + arg));
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// KVFUZZ_ENGINE_TIMEOUT for the scope of one test (each test is its own process under
+// ctest; this keeps a test binary run as a whole correct too).
+class ScopedTimeout {
+ public:
+  explicit ScopedTimeout(const char* seconds) {
+    if (const char* old = std::getenv("KVFUZZ_ENGINE_TIMEOUT")) old_ = old;
+    setenv("KVFUZZ_ENGINE_TIMEOUT", seconds, 1);
+  }
+  ~ScopedTimeout() {
+    if (old_) {
+      setenv("KVFUZZ_ENGINE_TIMEOUT", old_->c_str(), 1);
+    } else {
+      unsetenv("KVFUZZ_ENGINE_TIMEOUT");
+    }
+  }
+  ScopedTimeout(const ScopedTimeout&) = delete;
+  ScopedTimeout& operator=(const ScopedTimeout&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+std::shared_ptr<const EngineInfo> exec_engine(const std::string& command) {
+  return resolve_engine("exec:" + command);
+}
+
+CheckOutcome check(const Scenario& scenario, const EngineInfo& engine) {
+  return check_engine(scenario, prepare(scenario), engine);
+}
+
+// Request A (3 tokens), reset, request B (2 tokens): B's first row is at position 0.
+Scenario reset_between_requests() {
+  Scenario s = test::worked_example();
+  s.name = "reset-between-requests";
+  s.program = {Op::append(0, {0, 1, 2}), Op::reset(0), Op::append(0, {3, 4})};
+  return s;
+}
+
+// True when this process has no child left, running or unreaped.
+bool no_children_left() {
+  return waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
+
+// A process that is gone, or a zombie waiting for a parent other than us.
+bool process_gone(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("State:", 0) == 0) return line.find('Z') != std::string::npos;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// The honest and the buggy example engines
+
+TEST(ExecEngine, HelloGivesTheDescriptionAndCapabilities) {
+  const auto engine = exec_engine(honest_command());
+  EXPECT_EQ(engine->name, "exec:" + honest_command());
+  EXPECT_NE(engine->description.find("'honest-python'"), std::string::npos) << engine->description;
+  EXPECT_FALSE(engine->mutant);
+  const EngineCapabilities can = probe_capabilities(*engine);
+  EXPECT_TRUE(can.truncate);
+  EXPECT_TRUE(can.fork);
+  EXPECT_TRUE(no_children_left());
+}
+
+TEST(ExecEngine, HonestPythonEnginePassesGeneratedScenariosAndAgreesWithContiguous) {
+  const auto python = exec_engine(honest_command());
+  const EngineInfo& contiguous = *find_engine("contiguous");
+  GeneratorOptions options;
+  options.max_sequences = 3;
+  options.max_ops = 8;
+  options.max_epoch_tokens = 24;
+  options.typical_epoch_tokens = 16;
+  options.max_head_dim = 8;
+  options.typical_head_dim = 4;
+  options.max_q_heads = 4;
+  options.typical_q_heads = 4;
+  std::map<std::string, int> seen;  // what the scenarios held, so that passing means something
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    PrngChoiceSource choices(7000 + seed);
+    const Scenario scenario = generate_scenario(choices, options);
+    const Prepared prepared = prepare(scenario);
+    const CheckOutcome outcome = check_engine(scenario, prepared, *python);
+    ASSERT_TRUE(outcome.verdict.pass)
+        << "seed " << 7000 + seed << ": " << outcome.verdict.first->detail
+        << (outcome.run.error ? *outcome.run.error : "");
+    const CheckOutcome reference_engine = check_engine(scenario, prepared, contiguous);
+    ASSERT_TRUE(reference_engine.verdict.pass);
+    // The same rows at the same keys, within the reference's bound of each other.
+    std::map<RowKey, const EngineRow*> rows;
+    for (const EngineRow& row : reference_engine.run.rows) rows[row.key] = &row;
+    ASSERT_EQ(outcome.run.rows.size(), rows.size());
+    for (const EngineRow& row : outcome.run.rows) {
+      ASSERT_TRUE(rows.count(row.key)) << to_string(row.key);
+      const ReferenceRow& ref = prepared.reference.at(row.key);
+      for (size_t i = 0; i < row.values.size(); ++i) {
+        const double bound = 2 * ref.bound[i / static_cast<size_t>(scenario.layout.value_dim)];
+        ASSERT_LE(std::abs(row.values[i] - rows[row.key]->values[i]), bound)
+            << "seed " << 7000 + seed << ", " << to_string(row.key) << ", value " << i;
+      }
+    }
+    for (const Op& op : scenario.program) {
+      if (op.kind == OpKind::reset) ++seen["reset"];
+      if (op.kind == OpKind::truncate) ++seen["truncate"];
+      if (op.kind == OpKind::fork) ++seen["fork"];
+      if (op.kind == OpKind::step && op.chunks.size() > 1) ++seen["batched step"];
+    }
+    if (scenario.layout.rope_theta) ++seen["rope"];
+    if (scenario.layout.window) ++seen["window"];
+    if (scenario.layout.group() > 1) ++seen["gqa"];
+    if (scenario.layout.dtype != DType::f32) ++seen["half dtype"];
+  }
+  for (const char* what :
+       {"reset", "truncate", "fork", "batched step", "rope", "window", "gqa", "half dtype"}) {
+    EXPECT_GT(seen[what], 0) << "no scenario had a " << what;
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
+TEST(ExecEngine, EachEngineIsAProcessOfItsOwn) {
+  const auto engine = exec_engine(honest_command());
+  EngineConfig config;
+  config.page_order = {0};
+  const std::unique_ptr<Engine> a = engine->make(config);
+  const std::unique_ptr<Engine> b = engine->make(config);
+  const std::vector<float> zero(3, 0.0f), values{1, 2, 3};
+  std::vector<ChunkOut> out(1);
+  const ChunkIn three{0, 3, zero, zero, values};
+  a->step(std::span<const ChunkIn>(&three, 1), out);
+  EXPECT_EQ(out[0].positions, (std::vector<int64_t>{0, 1, 2}));
+  const ChunkIn one{0, 1, std::span<const float>(zero).first(1),
+                    std::span<const float>(zero).first(1), std::span<const float>(values).first(1)};
+  b->step(std::span<const ChunkIn>(&one, 1), out);
+  EXPECT_EQ(out[0].positions, (std::vector<int64_t>{0}));  // b never saw a's tokens
+  a->step(std::span<const ChunkIn>(&one, 1), out);
+  EXPECT_EQ(out[0].positions, (std::vector<int64_t>{3}));
+  EXPECT_FLOAT_EQ(out[0].out[0], (1 + 2 + 3 + 1) / 4.0f);  // a's mean over its 4 values
+}
+
+TEST(ExecEngine, BuggyEngineIsCaughtByAWrongPositionAfterAReset) {
+  const Scenario scenario = reset_between_requests();
+  EXPECT_TRUE(check(scenario, *exec_engine(honest_command())).verdict.pass);
+  const CheckOutcome buggy = check(scenario, *exec_engine(buggy_command()));
+  ASSERT_FALSE(buggy.verdict.pass);
+  EXPECT_EQ(buggy.verdict.first->kind, FailureKind::wrong_position);
+  EXPECT_EQ(buggy.verdict.first->key, (RowKey{0, 1, 0}));  // B's first row, epoch 1
+  EXPECT_EQ(buggy.run.rows.at(3).key.pos, 3);              // reported where A left off
+}
+
+TEST(ExecEngine, NonFiniteValuesAreFindingsNotProtocolErrors) {
+  // Python's NaN and Infinity tokens, and JavaScript's null, are numbers to kvfuzz.
+  for (const char* mode : {"nan", "infinity", "null"}) {
+    const CheckOutcome outcome = check(test::worked_example(), *exec_engine(misbehaving(mode)));
+    ASSERT_FALSE(outcome.verdict.pass) << mode;
+    EXPECT_EQ(outcome.verdict.first->kind, FailureKind::not_finite) << mode;
+    EXPECT_FALSE(outcome.run.error.has_value()) << mode << ": " << *outcome.run.error;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Misbehaving engines: one engine_error each, naming the problem, within the timeout
+
+struct Misbehaviour {
+  const char* mode;
+  std::vector<std::string> message;  // each must appear in the engine error
+};
+
+// The mode, where gtest would otherwise print the struct's bytes in the test's name.
+void PrintTo(const Misbehaviour& m, std::ostream* out) {
+  *out << m.mode;
+}
+
+class ExecMisbehaving : public testing::TestWithParam<Misbehaviour> {};
+
+TEST_P(ExecMisbehaving, GivesAnEngineErrorNamingTheProblem) {
+  const Misbehaviour& m = GetParam();
+  const ScopedTimeout timeout("1");
+  const auto engine = exec_engine(misbehaving(m.mode));
+  const auto start = Clock::now();
+  const CheckOutcome outcome = check(test::worked_example(), *engine);
+  const double seconds = seconds_since(start);
+  ASSERT_FALSE(outcome.verdict.pass);
+  const Divergence& d = *outcome.verdict.first;
+  EXPECT_EQ(d.kind, FailureKind::engine_error);
+  EXPECT_EQ(d.detail.find('\n'), std::string::npos) << d.detail;
+  for (const std::string& part : m.message) {
+    EXPECT_NE(d.detail.find(part), std::string::npos) << "expected '" << part << "' in\n"
+                                                      << d.detail;
+  }
+  EXPECT_LT(seconds, 5.0) << d.detail;
+  EXPECT_TRUE(no_children_left());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ExecMisbehaving,
+    testing::Values(
+        Misbehaviour{"garbage", {"answer to step is not JSON", "'this is not json'"}},
+        Misbehaviour{"exit",
+                     {"exited (status 3) before answering step",
+                      "stderr ended: engine: out of memory, giving up"}},
+        Misbehaviour{"hang", {"did not answer step within 1 s (KVFUZZ_ENGINE_TIMEOUT); killed it"}},
+        Misbehaviour{"traceback",
+                     {"exited (status 1) before answering step", "ValueError: kaboom in step"}},
+        Misbehaviour{"signal", {"killed by signal 11 (Segmentation fault)"}},
+        Misbehaviour{"cut-short",
+                     {"exited (status 0) before answering step",
+                      "its stdout ended with '{\"ok\": true, \"chu'"}},
+        Misbehaviour{"endless", {"answer to step ran past", "bytes without a newline", "'xxxx"}},
+        Misbehaviour{"error", {"out of KV blocks (pool exhausted)"}},
+        Misbehaviour{"rows",
+                     {"$.chunks[0].out: expected an array of 3 rows (one per token), got an "
+                      "array of 2"}},
+        Misbehaviour{"positions-float",
+                     {"$.chunks[0].positions[0]: expected an integer, got the number 0.0"}},
+        Misbehaviour{"value-string",
+                     {"$.chunks[0].out[0][0][0]: expected a number", "got the string '1.5'"}},
+        Misbehaviour{"two-lines",
+                     {"more than one line in answer to step", "{\"debug\": \"done\"}"}}),
+    [](const testing::TestParamInfo<Misbehaviour>& param) {
+      std::string name = param.param.mode;
+      for (char& c : name) c = c == '-' ? '_' : c;
+      return name;
+    });
+
+TEST(ExecEngineProcess, WritingToAnEngineThatExitedIsAnErrorNotSigpipe) {
+  const auto engine = exec_engine(misbehaving("exit-after-hello"));
+  EngineConfig config;
+  config.page_order = {0};
+  const std::unique_ptr<Engine> instance = engine->make(config);
+  // Long enough for it to be gone, so that the step's write meets a closed pipe (EPIPE);
+  // a SIGPIPE would end this test binary.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::vector<float> zero(1, 0.0f);
+  std::vector<ChunkOut> out(1);
+  const ChunkIn in{0, 1, zero, zero, zero};
+  try {
+    instance->step(std::span<const ChunkIn>(&in, 1), out);
+    FAIL() << "step succeeded";
+  } catch (const EngineError& e) {
+    EXPECT_NE(std::string(e.what()).find("exited (status 4) before answering step"),
+              std::string::npos)
+        << e.what();
+  }
+  // Every later call repeats the failure instead of touching a dead process.
+  EXPECT_THROW(instance->reset(0), EngineError);
+}
+
+TEST(ExecEngineProcess, StderrIsDrainedSoANoisyEnginePasses) {
+  // Megabytes on stderr around every reply: the engine would block on a full pipe (and
+  // time out) if kvfuzz did not read it.
+  const ScopedTimeout timeout("5");
+  const CheckOutcome outcome =
+      check(reset_between_requests(), *exec_engine(misbehaving("stderr-flood")));
+  EXPECT_TRUE(outcome.verdict.pass) << (outcome.run.error ? *outcome.run.error : "");
+}
+
+TEST(ExecEngineProcess, AHungEngineIsKilledWithWhatItStarted) {
+  const ScopedTimeout timeout("1");
+  const fs::path pid_file =
+      fs::temp_directory_path() / ("kvfuzz-exec-grandchild-" + std::to_string(getpid()));
+  fs::remove(pid_file);
+  const CheckOutcome outcome =
+      check(test::worked_example(), *exec_engine(misbehaving("grandchild", quoted(pid_file))));
+  ASSERT_FALSE(outcome.verdict.pass);
+  EXPECT_NE(outcome.verdict.first->detail.find("did not answer step within 1 s"),
+            std::string::npos);
+  std::ifstream in(pid_file);
+  pid_t grandchild = 0;
+  ASSERT_TRUE(in >> grandchild) << "the engine did not start its child";
+  const auto start = Clock::now();
+  while (!process_gone(grandchild) && seconds_since(start) < 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(process_gone(grandchild)) << "pid " << grandchild << " survived its engine";
+  EXPECT_TRUE(no_children_left());
+  fs::remove(pid_file);
+}
+
+TEST(ExecEngineProcess, AnEngineThatIgnoresEndOfInputIsKilledAfterTheGrace) {
+  const auto engine = exec_engine(misbehaving("ignore-eof"));
+  EngineConfig config;
+  config.page_order = {0};
+  std::unique_ptr<Engine> instance = engine->make(config);
+  const auto start = Clock::now();
+  instance.reset();
+  const double seconds = seconds_since(start);
+  EXPECT_GE(seconds, 0.9);
+  EXPECT_LT(seconds, 3.0);
+  EXPECT_TRUE(no_children_left());
+}
+
+// ---------------------------------------------------------------------------------------
+// Resolve time: a command that cannot be an engine is an EngineSpecError, one line
+
+struct SpecFailure {
+  std::string command;
+  std::vector<std::string> message;
+};
+
+std::string spec_error(const std::string& spec) {
+  try {
+    resolve_engine(spec);
+  } catch (const EngineSpecError& e) {
+    return e.what();
+  }
+  return "(resolved)";
+}
+
+TEST(ExecResolve, CommandsThatAreNoEngineFailWithOneLine) {
+  const ScopedTimeout timeout("1");
+  const std::vector<SpecFailure> failures = {
+      {"kvfuzz-no-such-engine-command",
+       {"--engine exec:kvfuzz-no-such-engine-command: the engine exited (status 127) before "
+        "answering hello",
+        "kvfuzz-no-such-engine-command: not found"}},
+      {"true", {"exited (status 0) before answering hello; nothing on its stderr"}},
+      {"cat",
+       {"answer to hello does not follow protocol 1: $.ok: expected true or false, got "
+        "nothing (the field is missing)"}},
+      {"echo hello", {"'hello'"}},  // "is not JSON", or "answered before reading it all"
+      {"sleep 30", {"did not answer hello within 1 s"}},
+      {misbehaving("protocol2"), {"the engine speaks protocol 2; this kvfuzz speaks 1"}},
+      {misbehaving("no-name"), {"$.name: expected the engine's name, a non-empty string"}},
+      {misbehaving("refuse-hello"), {"the engine refused hello: no GPU found"}},
+  };
+  for (const SpecFailure& f : failures) {
+    const auto start = Clock::now();
+    const std::string message = spec_error("exec:" + f.command);
+    EXPECT_LT(seconds_since(start), 5.0) << f.command;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_EQ(message.rfind("--engine exec:" + f.command + ": ", 0), 0u) << message;
+    for (const std::string& part : f.message) {
+      EXPECT_NE(message.find(part), std::string::npos) << "expected '" << part << "' in\n"
+                                                       << message;
+    }
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
+TEST(ExecResolve, TheTimeoutMustBeAPositiveNumberOfSeconds) {
+  for (const char* bad : {"abc", "0", "-1", "nan", "inf", "1e9", "2s"}) {
+    const ScopedTimeout timeout(bad);
+    const std::string message = spec_error("exec:" + honest_command());
+    EXPECT_NE(message.find("KVFUZZ_ENGINE_TIMEOUT: expected a number of seconds in (0, 86400], "
+                           "got '" +
+                           std::string(bad) + "'"),
+              std::string::npos)
+        << message;
+  }
+  // Decimal seconds are honoured.
+  const ScopedTimeout timeout("0.3");
+  const auto start = Clock::now();
+  EXPECT_NE(spec_error("exec:sleep 30").find("did not answer hello within 0.3 s"),
+            std::string::npos);
+  EXPECT_LT(seconds_since(start), 3.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The kvfuzz command with Python engines
+
+using test::run_kvfuzz;
+
+std::string engine_flag(const std::string& command) {
+  return "--engine \"exec:" + command + "\"";
+}
+
+// Small scenarios: a pure-Python engine is slow on the generator's largest ones.
+const std::string kSmall = " --max-tokens 24 --max-head-dim 8 --max-q-heads 4 --quiet";
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvfuzz-exec-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::vector<fs::path> json_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  return files;
+}
+
+TEST(ExecCli, CheckPassesTheHonestPythonEngine) {
+  const fs::path out = fresh_dir("honest");
+  const auto r = run_kvfuzz("check " + engine_flag(honest_command()) + " --cases 12" + kSmall +
+                            " --out " + quoted(out));
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("pass"), std::string::npos) << r.out;
+  EXPECT_TRUE(json_files(out).empty());
+  fs::remove_all(out);
+}
+
+TEST(ExecCli, CheckRejectsTheBuggyEngineAndShrinkGivesASmallFixtureThatReplays) {
+  const fs::path out = fresh_dir("buggy");
+  const auto r = run_kvfuzz("check " + engine_flag(buggy_command()) + " --cases 40" + kSmall +
+                            " --out " + quoted(out));
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("wrong-position at seq"), std::string::npos) << r.out;
+  const std::vector<fs::path> saved = json_files(out);
+  ASSERT_EQ(saved.size(), 1u) << r.out;
+
+  const fs::path shrunk_dir = out / "shrunk";
+  const auto s = run_kvfuzz("shrink " + quoted(saved[0]) + " " + engine_flag(buggy_command()) +
+                            " --time 60 --quiet --out " + quoted(shrunk_dir) + " --raw " +
+                            quoted(out / "raw"));
+  ASSERT_EQ(s.status, 1) << s.out << s.err;
+  const std::vector<fs::path> shrunk = json_files(shrunk_dir);
+  ASSERT_EQ(shrunk.size(), 1u) << s.out;
+  const Scenario small = load_fixture(shrunk[0]);
+  EXPECT_LE(program_tokens(small), 3) << s.out;  // a token, a reset, a token (and maybe one more)
+  EXPECT_NE(s.out.find("wrong-position"), std::string::npos) << s.out;
+
+  const auto on_buggy =
+      run_kvfuzz("replay " + quoted(shrunk[0]) + " " + engine_flag(buggy_command()));
+  EXPECT_EQ(on_buggy.status, 1) << on_buggy.out << on_buggy.err;
+  const auto on_contiguous = run_kvfuzz("replay " + quoted(shrunk[0]) + " --engine contiguous");
+  EXPECT_EQ(on_contiguous.status, 0) << on_contiguous.out << on_contiguous.err;
+  const auto on_honest =
+      run_kvfuzz("replay " + quoted(shrunk[0]) + " " + engine_flag(honest_command()));
+  EXPECT_EQ(on_honest.status, 0) << on_honest.out << on_honest.err;
+  fs::remove_all(out);
+}
+
+TEST(ExecCli, AHangingEngineFailsTheCheckWithAFixtureInsteadOfHanging) {
+  const fs::path out = fresh_dir("hang");
+  const auto start = Clock::now();
+  const auto r = test::run_shell("KVFUZZ_ENGINE_TIMEOUT=1 " + std::string(KVFUZZ_BINARY) +
+                                 " check " + engine_flag(misbehaving("hang")) + " --cases 3" +
+                                 kSmall + " --out " + quoted(out));
+  EXPECT_LT(seconds_since(start), 20.0);
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("did not answer step within 1 s"), std::string::npos) << r.out;
+  EXPECT_EQ(json_files(out).size(), 1u) << r.out;
+  fs::remove_all(out);
+}
+
+TEST(ExecCli, ACommandThatIsNoEngineIsBadInput) {
+  const auto r = run_kvfuzz("check --engine exec:kvfuzz-no-such-engine-command --cases 1");
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvfuzz
