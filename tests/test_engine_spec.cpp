@@ -12,6 +12,7 @@
 
 #include "kvfuzz/engine.h"
 #include "kvfuzz/engine_spec.h"
+#include "kvfuzz/fixture_names.h"
 
 namespace kvfuzz {
 namespace {
@@ -63,6 +64,27 @@ TEST(EngineSpec, FileSafeNamesKeepTheTellingEnd) {
     EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')
         << c;
   }
+}
+
+TEST(FixtureNames, TheSameCaseGetsTheSameNameWhateverItsNameNoteAndProvenance) {
+  Scenario s;
+  s.tokens = GeneratedTokens{7, 3, Distribution::small_int, false};
+  s.program = {Op::append(0, {0, 1}), Op::append(0, {2})};
+  const std::string stem = failure_fixture_stem("plugin:/x/libe.so:bug", Property::reset,
+                                                FailureKind::wrong_position, s);
+  EXPECT_TRUE(stem.starts_with("plugin-libe.so-bug-reset-wrong-position-")) << stem;
+  const std::string hash = stem.substr(stem.rfind('-') + 1);
+  EXPECT_EQ(hash.size(), 8u);
+  EXPECT_EQ(hash.find_first_not_of("0123456789abcdef"), std::string::npos) << hash;
+  EXPECT_EQ(scenario_hash(s), hash);
+  Scenario renamed = s;
+  renamed.name = "other";
+  renamed.note = "a note";
+  renamed.provenance.engine = "contiguous";
+  EXPECT_EQ(scenario_hash(renamed), hash);
+  Scenario changed = s;
+  changed.program.push_back(Op::reset(0));
+  EXPECT_NE(scenario_hash(changed), hash);
 }
 
 TEST(EngineSpec, ProbedCapabilitiesAreTheEnginesOwn) {

@@ -301,8 +301,8 @@ TEST(Generator, OptionsBoundTheScenarios) {
   }
 }
 
-// An engine without truncate or fork never sees them; the rest of the program is drawn
-// from the same choices, so the sizes stay as they were.
+// An engine without truncate or fork never sees them; everything else is drawn from the
+// same choices (the layout stays as it was), and leaving one out keeps the other.
 TEST(Generator, LeavesOutTheOperationsAnEngineDoesNotAnnounce) {
   const auto count = [](const Scenario& s, OpKind kind) {
     return std::count_if(s.program.begin(), s.program.end(),

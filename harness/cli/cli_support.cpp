@@ -30,6 +30,11 @@ std::vector<std::shared_ptr<const EngineInfo>> select_engines(std::string_view s
   while (start <= spec.size()) {
     const size_t comma = std::min(spec.find(',', start), spec.size());
     const std::string_view name = spec.substr(start, comma - start);
+    if (name.starts_with("plugin:") || name.starts_with("exec:")) {
+      throw UsageError("--engine: '" + std::string(name) +
+                       "' in a list; expected plugin:PATH[:NAME] or exec:COMMAND alone, as the "
+                       "whole --engine value");
+    }
     if (find_engine(name) == nullptr) {
       throw UsageError(
           "--engine: unknown engine '" + std::string(name) + "'; expected one of " +

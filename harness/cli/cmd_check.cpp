@@ -43,12 +43,6 @@ struct EngineTally {
   std::string saved_to;
 };
 
-// Case i's own seed: the saved fixture of a failing case records it in its provenance.
-uint64_t case_seed(uint64_t seed, int index) {
-  uint64_t state = seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
-  return splitmix64(state);
-}
-
 std::string save_failure(const CheckOptions& options, Scenario scenario, const EngineInfo& engine,
                          uint64_t seed, const Divergence& divergence) {
   scenario.name = "check-" + file_safe_name(engine.name) + "-" + std::to_string(seed);

@@ -1,6 +1,7 @@
 // kvfuzz explain FIXTURE: every row with its visible keys, expected and got, per engine.
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli_support.h"
@@ -44,6 +45,17 @@ int run_explain(const ExplainOptions& options) {
                 scenario.expect.size());
   }
   for (const std::shared_ptr<const EngineInfo>& engine : engines) {
+    std::optional<std::string> missing;
+    try {
+      missing = unsupported_operation(scenario, probe_capabilities(*engine));
+    } catch (const EngineError& e) {
+      throw UsageError(std::string("--engine: ") + e.what());
+    }
+    if (missing) {
+      std::printf("\nengine %s: skipped: the program uses %s, which it does not announce\n",
+                  engine->name.c_str(), missing->c_str());
+      continue;
+    }
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
     std::printf("\nengine %s (%s): %s\n", engine->name.c_str(),
                 engine->mutant ? "mutant" : "honest", outcome.verdict.pass ? "pass" : "FAIL");

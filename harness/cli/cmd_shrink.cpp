@@ -19,6 +19,7 @@
 #include "kvfuzz/check.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/fixture_names.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/report.h"
 #include "kvfuzz/shrink.h"
@@ -54,29 +55,6 @@ std::string size_text(Size size) {
          std::to_string(size.tokens) + (size.tokens == 1 ? " token" : " tokens");
 }
 
-// FNV-1a over the canonical text of what the scenario tests (name, note and provenance
-// left out), so the same failing case always gets the same file name.
-std::string short_hash(Scenario s) {
-  s.name = "x";
-  s.note.clear();
-  s.provenance = Provenance{};
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : write_fixture(s)) {
-    hash = (hash ^ c) * 0x100000001b3ull;
-  }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
-  return std::string(text, 8);
-}
-
-std::string file_stem(const std::string& engine, Property property, FailureKind kind,
-                      const Scenario& s) {
-  std::string kind_name(failure_kind_name(kind));
-  for (char& c : kind_name) c = c == '_' ? '-' : c;
-  return file_safe_name(engine) + "-" + std::string(property_name(property)) + "-" + kind_name +
-         "-" + short_hash(s);
-}
-
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
@@ -106,6 +84,16 @@ int run_shrink(const ShrinkCommandOptions& options) {
                      names);
   }
   const Scenario input = load_fixture(options.path);
+  // An operation the engine does not announce is refused by the runner: that refusal is
+  // not a bug of the engine, and shrinking it would file a false finding.
+  try {
+    if (const auto missing = unsupported_operation(input, probe_capabilities(*engine))) {
+      throw UsageError(options.path + ": the program uses " + *missing + ", which " + engine->name +
+                       " does not announce; expected a fixture it can run");
+    }
+  } catch (const EngineError& e) {
+    throw UsageError(std::string("--engine: ") + e.what());
+  }
   const PropertyOutcome outcome = check_property(*property, input, *engine);
   if (outcome.pass) {
     std::printf("nothing to shrink: the fixture passes %s on %s\n",
@@ -117,7 +105,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
 
   // The raw failing fixture first: whatever happens next, the failure is kept.
   Scenario raw = input;
-  raw.name = file_stem(engine->name, *property, kind, input);
+  raw.name = failure_fixture_stem(engine->name, *property, kind, input);
   set_provenance(raw, engine->name, *property, failure_line(outcome));
   const std::filesystem::path raw_path = std::filesystem::path(options.raw) / (raw.name + ".json");
   save_fixture(raw, raw_path);
@@ -149,7 +137,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   const Size after = size_of(result->scenario);
   Scenario shrunk = result->scenario;
   const std::string failure = failure_line(result->outcome);
-  shrunk.name = file_stem(engine->name, *property, result->signature.kind, shrunk);
+  shrunk.name = failure_fixture_stem(engine->name, *property, result->signature.kind, shrunk);
   char timing[96];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
                 result->tried, seconds, result->timed_out ? ", stopped at the time budget" : "");

@@ -678,4 +678,9 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   return s;
 }
 
+uint64_t case_seed(uint64_t run_seed, int index) {
+  uint64_t state = run_seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
+  return splitmix64(state);
+}
+
 }  // namespace kvfuzz

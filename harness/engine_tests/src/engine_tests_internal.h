@@ -14,10 +14,6 @@
 
 namespace kvfuzz::engine_tests {
 
-// Case i's own seed, derived as `kvfuzz check` derives it, so a saved fixture's seed names
-// the case.
-uint64_t case_seed(uint64_t run_seed, int index);
-
 // The body of Properties.<property>: `options.cases` generated scenarios; the first failure
 // is shrunk, saved and reported through GoogleTest.
 void check_generated_cases(const EngineInfo& engine, Property property,

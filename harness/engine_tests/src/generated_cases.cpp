@@ -12,11 +12,6 @@
 
 namespace kvfuzz::engine_tests {
 
-uint64_t case_seed(uint64_t run_seed, int index) {
-  uint64_t state = run_seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
-  return splitmix64(state);
-}
-
 std::optional<EngineCapabilities> announced_capabilities(const EngineInfo& engine) {
   try {
     return probe_capabilities(engine);

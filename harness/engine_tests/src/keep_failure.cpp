@@ -8,8 +8,8 @@
 #include <string>
 
 #include "engine_tests_internal.h"
-#include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/fixture_names.h"
 #include "kvfuzz/report.h"
 #include "kvfuzz/shrink.h"
 
@@ -22,28 +22,6 @@ std::string size_text(const Scenario& s) {
   const int tokens = program_tokens(s);
   return std::to_string(ops) + (ops == 1 ? " op, " : " ops, ") + std::to_string(tokens) +
          (tokens == 1 ? " token" : " tokens");
-}
-
-// FNV-1a over the canonical text of what the scenario tests (name, note and provenance
-// left out), as `kvfuzz shrink` computes it: the same case gets the same file name.
-std::string short_hash(Scenario s) {
-  s.name = "x";
-  s.note.clear();
-  s.provenance = Provenance{};
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (const unsigned char c : write_fixture(s)) hash = (hash ^ c) * 0x100000001b3ull;
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
-  return std::string(text, 8);
-}
-
-// ENGINE-PROPERTY-KIND-HASH, the file name `kvfuzz shrink` gives.
-std::string file_stem(const std::string& engine, Property property, FailureKind kind,
-                      const Scenario& s) {
-  std::string kind_name(failure_kind_name(kind));
-  for (char& c : kind_name) c = c == '_' ? '-' : c;
-  return file_safe_name(engine) + "-" + std::string(property_name(property)) + "-" + kind_name +
-         "-" + short_hash(s);
 }
 
 std::string first_line(const std::string& text) {
@@ -80,7 +58,7 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
   std::filesystem::path raw_path;
   if (failing.generated) {
     Scenario raw = failing.scenario;
-    raw.name = file_stem(engine.name, failing.property, kind_of(outcome), raw);
+    raw.name = failure_fixture_stem(engine.name, failing.property, kind_of(outcome), raw);
     stamp(raw, "check", engine, failing.property, outcome);
     raw_path = dir / "raw" / (raw.name + ".json");
     save_fixture(raw, raw_path);
@@ -101,7 +79,7 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
   }
 
   Scenario shrunk = result->scenario;
-  shrunk.name = file_stem(engine.name, failing.property, result->signature.kind, shrunk);
+  shrunk.name = failure_fixture_stem(engine.name, failing.property, result->signature.kind, shrunk);
   char timing[96];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
                 result->tried, seconds, result->timed_out ? ", stopped at the time budget" : "");

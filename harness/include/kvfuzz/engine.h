@@ -90,8 +90,9 @@ const EngineInfo* find_engine(std::string_view name);
 // Every registry name, comma-separated: what an "unknown engine" error offers instead.
 std::string engine_names();
 
-// What an engine announces, asked of one made for the smallest layout (one sequence, one
-// head of one dimension). Throws EngineError when it cannot even be made.
+// What an engine announces, asked of one made for the smallest layout (one head of one
+// dimension, four sequences, four pages). Capabilities must not depend on the layout.
+// Throws EngineError when it cannot even be made.
 EngineCapabilities probe_capabilities(const EngineInfo& engine);
 
 // The first optional operation `scenario` uses that `can` lacks ("truncate" or "fork"):

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "kvfuzz/engine.h"
+#include "kvfuzz/fixture_names.h"  // file_safe_name, for names made from specs
 
 namespace kvfuzz {
 
@@ -31,10 +32,5 @@ struct EngineSpecError : std::runtime_error {
 // Throws EngineSpecError. A plugin is loaded (and kept loaded) and an exec engine is
 // started once to check its hello, so that a broken engine fails here, not mid-run.
 std::shared_ptr<const EngineInfo> resolve_engine(std::string_view spec);
-
-// Engine names turned into file-name material: [A-Za-z0-9._-], other runs become '-', at
-// most 60 characters (the end kept). A plugin or exec spec keeps its kind and what follows
-// its last '/': "plugin:/x/libe.so:bug" -> "plugin-libe.so-bug".
-std::string file_safe_name(std::string_view name);
 
 }  // namespace kvfuzz

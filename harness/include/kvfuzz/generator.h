@@ -16,6 +16,7 @@
 // no window), so that shrinking the choices shrinks the scenario.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kvfuzz/choice_source.h"
@@ -43,6 +44,11 @@ struct GeneratorOptions {
 };
 
 Scenario generate_scenario(ChoiceSource& choices, const GeneratorOptions& options = {});
+
+// The seed of case `index` (from 0) of a run seeded with `run_seed`: `kvfuzz check` and the
+// CMake package's property tests draw case i from PrngChoiceSource(case_seed(seed, i)), and
+// a saved failing case records it, so either reproduces the other's cases.
+uint64_t case_seed(uint64_t run_seed, int index);
 
 // The interleaved page order the generator uses: an explicit list of at least `pool` pages
 // in which physically consecutive pages alternate between the sequences' pages, in the

@@ -56,33 +56,4 @@ std::shared_ptr<const EngineInfo> resolve_engine(std::string_view spec_view) {
                         engine_names() + ", plugin:PATH[:NAME] or exec:COMMAND (see kvfuzz list)");
 }
 
-std::string file_safe_name(std::string_view name) {
-  // Runs of anything else, '-' included, become one '-'. A plugin or exec spec is told
-  // apart by its kind and what follows its last '/' (the library and engine name, the
-  // script); directories only make names long.
-  std::string out;
-  for (const std::string_view kind : {kPlugin, kExec}) {
-    if (name.starts_with(kind)) {
-      out = std::string(kind.substr(0, kind.size() - 1)) + "-";
-      name.remove_prefix(kind.size());
-      const size_t slash = name.rfind('/');
-      if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
-    }
-  }
-  for (const char c : name) {
-    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '.' || c == '_';
-    if (safe) {
-      out += c;
-    } else if (!out.empty() && out.back() != '-') {
-      out += '-';
-    }
-  }
-  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
-  constexpr size_t kMost = 60;
-  if (out.size() > kMost) out = out.substr(out.size() - kMost);
-  while (!out.empty() && (out.front() == '-' || out.front() == '.')) out.erase(0, 1);
-  return out.empty() ? "engine" : out;
-}
-
 }  // namespace kvfuzz
