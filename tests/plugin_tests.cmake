@@ -11,7 +11,9 @@ set(KVFUZZ_TEST_PLUGINS kvfuzz_builtin_engines)
 
 # One library per table defect, all from one source (tests/plugins/bad_table.cpp).
 foreach(defect abi_version_2 null_table struct_size_too_small no_engines missing_name
-               invalid_name duplicate_names null_step truncate_without_function)
+               invalid_name duplicate_names null_step truncate_without_function
+               fork_without_function too_many_engines null_engines entry_abi_version_2
+               name_not_text description_not_utf8 description_with_newline)
   set(target kvfuzz_test_plugin_${defect})
   kvfuzz_add_engine_plugin(${target} plugins/bad_table.cpp)
   target_compile_definitions(${target} PRIVATE TABLE_DEFECT=${defect})
@@ -24,6 +26,12 @@ kvfuzz_add_engine_plugin(kvfuzz_test_plugin_misbehaving plugins/misbehaving_engi
 list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_MISBEHAVING=\"$<TARGET_FILE:kvfuzz_test_plugin_misbehaving>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_misbehaving)
+
+# A plugin that changes its table after kvfuzz has read it (tests/plugins/shifting_table.cpp).
+kvfuzz_add_engine_plugin(kvfuzz_test_plugin_shifting plugins/shifting_table.cpp)
+list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
+     "KVFUZZ_PLUGIN_SHIFTING=\"$<TARGET_FILE:kvfuzz_test_plugin_shifting>\"")
+list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_shifting)
 
 # Built as a user would build a shared library, without the plugin export map: it exports
 # its one function, under the wrong name.

@@ -93,6 +93,47 @@ TEST(Campaign, AMutantBecomesOneShrunkFiledFixtureAndAResumeFilesNothingTwice) {
   EXPECT_GE(record.findings.size(), findings_before);
 }
 
+// The doors for users' engines lead into campaigns too: the fuzz targets load the spec
+// from KVFUZZ_ENGINE, and the finding is shrunk and filed under a file-safe name. A
+// plugin (the built-in mask-origin, exported through the C ABI) and a process (the Python
+// example whose reset keeps the position counter).
+struct DoorCase {
+  std::string name;
+  std::string spec;
+  std::string filed_prefix;
+  Property property;
+};
+
+class CampaignThroughADoor : public ::testing::TestWithParam<DoorCase> {};
+
+TEST_P(CampaignThroughADoor, FilesOneShrunkFixture) {
+  const DoorCase& c = GetParam();
+  const fs::path dir = fresh_dir(c.name);
+  const test::CommandResult r =
+      run_kvfuzz("campaign --engine '" + c.spec + "' --targets " +
+                 std::string(property_name(c.property)) + " --time 15s" + common_flags(dir));
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  const std::vector<fs::path> filed = json_files(dir / "regressions");
+  ASSERT_EQ(filed.size(), 1u) << r.out << r.err;
+  EXPECT_TRUE(filed[0].filename().string().starts_with(c.filed_prefix)) << filed[0];
+  const Scenario shrunk = load_fixture(filed[0]);
+  EXPECT_EQ(shrunk.provenance.engine, c.spec);
+  EXPECT_LE(program_tokens(shrunk), 4) << test::slurp(filed[0]);
+  EXPECT_TRUE(check_property(c.property, shrunk, *find_engine("contiguous")).pass);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Doors, CampaignThroughADoor,
+    ::testing::Values(DoorCase{"plugin",
+                               std::string("plugin:") + KVFUZZ_BUILTIN_PLUGIN + ":mask-origin",
+                               "plugin-libkvfuzz_builtin_engines.so-mask-origin-prefix-mismatch-",
+                               Property::prefix},
+                      DoorCase{"exec",
+                               std::string("exec:python3 ") + KVFUZZ_SOURCE_DIR +
+                                   "/examples/python-engine/buggy_engine.py",
+                               "exec-buggy_engine.py-prefix-wrong-position-", Property::prefix}),
+    [](const auto& info) { return info.param.name; });
+
 class MisbehavingEngine : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(MisbehavingEngine, IsAFindingAndTheCampaignGoesOn) {

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 
 const std::string kBuiltin = KVFUZZ_BUILTIN_PLUGIN;
 const std::string kMisbehaving = KVFUZZ_PLUGIN_MISBEHAVING;
+const std::string kShifting = KVFUZZ_PLUGIN_SHIFTING;
 const fs::path kSeeds = fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds";
 
 std::shared_ptr<const EngineInfo> builtin_plugin(const std::string& name) {
@@ -202,6 +203,22 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_NULL_STEP, {"engine 'second' has no step function (NULL)"}},
       {KVFUZZ_PLUGIN_TRUNCATE_WITHOUT_FUNCTION,
        {"engine 'second' announces KVFUZZ_CAN_TRUNCATE but its truncate function is NULL"}},
+      {KVFUZZ_PLUGIN_FORK_WITHOUT_FUNCTION,
+       {"engine 'second' announces KVFUZZ_CAN_FORK but its fork function is NULL"}},
+      {KVFUZZ_PLUGIN_TOO_MANY_ENGINES,
+       {"the plugin's table claims 1025 engines; expected at most 1024"}},
+      {KVFUZZ_PLUGIN_NULL_ENGINES,
+       {"the plugin's table claims 2 engines but its engines array is NULL"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_2, {"engine 1 has abi_version 2; expected 1"}},
+      // The refused name escaped: the message stays one line of valid UTF-8.
+      {KVFUZZ_PLUGIN_NAME_NOT_TEXT,
+       {"engine 1 is named 'caf\\xe9\\nlatte'; expected a name of [A-Za-z0-9._-]+"}},
+      {KVFUZZ_PLUGIN_DESCRIPTION_NOT_UTF8,
+       {"engine 'second' has a description that is not valid UTF-8 (byte '\\xe9' at offset 10); "
+        "expected one line of UTF-8 text"}},
+      {KVFUZZ_PLUGIN_DESCRIPTION_WITH_NEWLINE,
+       {"engine 'second' has a description with a control character ('\\n' at offset 10); "
+        "expected one line of UTF-8 text"}},
       {KVFUZZ_PLUGIN_NO_SYMBOL,
        {"has no symbol kvfuzz_engine_plugin", "undefined symbol: kvfuzz_engine_plugin"}},
   };
@@ -210,6 +227,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
     const std::string message = spec_error(spec);
     EXPECT_TRUE(message.starts_with("--engine " + spec + ": ")) << message;
     EXPECT_FALSE(contains(message, "\n")) << message;
+    EXPECT_FALSE(contains(message, "\xe9")) << message;
     for (const std::string& part : c.says) EXPECT_TRUE(contains(message, part)) << message;
   }
 }
@@ -229,10 +247,11 @@ TEST(PluginLoad, AFileThatIsNoLibraryGivesTheLoadersReason) {
 
 TEST(PluginLoad, SeveralEnginesNeedANameAndAnUnknownNameListsThem) {
   const std::string names =
-      "wrong-row-count, calls-fail, calls-fail-silently, create-fails, step-throws";
+      "wrong-row-count, calls-fail, calls-fail-silently, create-fails, step-throws, "
+      "unannounced-ops";
   EXPECT_EQ(
       spec_error("plugin:" + kMisbehaving),
-      "--engine plugin:" + kMisbehaving + ": the plugin has 5 engines; add :NAME, one of " + names);
+      "--engine plugin:" + kMisbehaving + ": the plugin has 6 engines; add :NAME, one of " + names);
   EXPECT_EQ(spec_error("plugin:" + kMisbehaving + ":calls-fial"),
             "--engine plugin:" + kMisbehaving +
                 ":calls-fial: the plugin has no engine 'calls-fial'; expected one of " + names);
@@ -332,15 +351,88 @@ TEST(PluginCalls, ResetTruncateAndForkFailuresCarryTheMessageOrSayThereIsNone) {
   EXPECT_EQ(engine_error([&] { silent->fork(0, 1); }), "plugin fork failed: (no message)");
 }
 
+// unannounced-ops has truncate and fork functions that fail with "should never be called";
+// wrong-row-count has none (NULL).
 TEST(PluginCalls, AnOperationThePluginDoesNotAnnounceIsNeverCalled) {
-  const auto engine = misbehaving("wrong-row-count");
-  const std::unique_ptr<Engine> instance = engine->make(engine_config(seed("worked-example")));
-  EXPECT_FALSE(instance->capabilities().truncate);
-  EXPECT_FALSE(instance->capabilities().fork);
-  EXPECT_EQ(engine_error([&] { instance->truncate(0, 0); }),
+  for (const std::string name : {"unannounced-ops", "wrong-row-count"}) {
+    SCOPED_TRACE(name);
+    const auto engine = misbehaving(name);
+    const std::unique_ptr<Engine> instance =
+        engine->make(engine_config(seed("fork-shared-prefix")));
+    EXPECT_FALSE(instance->capabilities().truncate);
+    EXPECT_FALSE(instance->capabilities().fork);
+    EXPECT_EQ(engine_error([&] { instance->truncate(0, 0); }),
+              "this engine does not support truncate (seq 0)");
+    EXPECT_EQ(engine_error([&] { instance->fork(0, 1); }),
+              "this engine does not support fork (0 -> 1)");
+  }
+  // The runner refuses the operation itself, before the engine sees it.
+  const auto engine = misbehaving("unannounced-ops");
+  for (const auto& [fixture, what] :
+       {std::pair<std::string, std::string>{"truncate-rollback", "truncate of seq 0 to 1 tokens"},
+        {"fork-shared-prefix", "fork of seq 0 into seq 1"}}) {
+    const Scenario scenario = seed(fixture);
+    const CheckOutcome outcome = check_engine(scenario, prepare(scenario), *engine);
+    EXPECT_EQ(outcome.run.error.value_or("(no error)"),
+              "engine threw on " + what +
+                  ": the engine does not announce this operation in capabilities()")
+        << fixture;
+  }
+}
+
+// The plugin's first create announces truncate and fork in its table, points create, step
+// and reset at functions that fail, and renames the engine (tests/plugins/shifting_table.cpp).
+TEST(PluginCalls, APluginThatChangesItsTableAfterLoadChangesNothingKvfuzzCalls) {
+  const std::string spec = "plugin:" + kShifting;
+  const std::string description =
+      "Changes its table after kvfuzz has read it \xe2\x80\x94 on purpose.";
+  const auto info = resolve_engine(spec);
+  EXPECT_EQ(info->description, description);
+  const EngineConfig config = engine_config(seed("fork-shared-prefix"));
+  const std::unique_ptr<Engine> engine = info->make(config);
+
+  // The table has changed: the test would prove nothing otherwise.
+  void* handle = dlopen(kShifting.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  const auto plugin =
+      reinterpret_cast<kvfuzz_engine_plugin_fn>(dlsym(handle, KVFUZZ_ENGINE_PLUGIN_SYMBOL));
+  ASSERT_NE(plugin, nullptr);
+  const kvfuzz_engine_api& changed = plugin()->engines[0];
+  EXPECT_EQ(changed.capabilities, KVFUZZ_CAN_TRUNCATE | KVFUZZ_CAN_FORK);
+  EXPECT_EQ(changed.mutant, 1u);
+  EXPECT_STREQ(changed.name, "renamed");
+  dlclose(handle);  // only drops this reference
+
+  // kvfuzz calls what the table held at load: the engine announces nothing, its truncate and
+  // fork are never called, its step and reset work, and another create succeeds.
+  EXPECT_FALSE(engine->capabilities().truncate);
+  EXPECT_FALSE(engine->capabilities().fork);
+  EXPECT_EQ(engine_error([&] { engine->truncate(0, 0); }),
             "this engine does not support truncate (seq 0)");
-  EXPECT_EQ(engine_error([&] { instance->fork(0, 1); }),
+  EXPECT_EQ(engine_error([&] { engine->fork(0, 1); }),
             "this engine does not support fork (0 -> 1)");
+  EXPECT_EQ(engine_error([&] { engine->reset(0); }), "");
+  EXPECT_NE(info->make(config), nullptr);
+  for (const auto& [fixture, what] :
+       {std::pair<std::string, std::string>{"truncate-rollback", "truncate of seq 0 to 1 tokens"},
+        {"fork-shared-prefix", "fork of seq 0 into seq 1"}}) {
+    const Scenario scenario = seed(fixture);
+    const CheckOutcome outcome = check_engine(scenario, prepare(scenario), *info);
+    EXPECT_EQ(outcome.run.error.value_or("(no error)"),
+              "engine threw on " + what +
+                  ": the engine does not announce this operation in capabilities()")
+        << fixture;
+    EXPECT_EQ(outcome.run.rows.size(), 3u) << fixture;  // the first append, by the old step
+  }
+
+  // Its name and description are kvfuzz's copies.
+  const auto again = resolve_engine(spec + ":shifty");
+  EXPECT_EQ(again->description, description);
+  EXPECT_FALSE(again->mutant);
+  EXPECT_EQ(spec_error(spec + ":renamed"),
+            "--engine " + spec +
+                ":renamed: the plugin has no engine 'renamed'; expected one of "
+                "shifty");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -409,6 +501,8 @@ TEST(PluginCommand, CheckRejectsAMutantPluginEngineShrinkAndReplayAgree) {
 TEST(PluginCommand, ABrokenPluginExitsTwoWithOneLineNamingIt) {
   for (const std::string& library :
        {std::string(KVFUZZ_PLUGIN_ABI_VERSION_2), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
+        std::string(KVFUZZ_PLUGIN_NAME_NOT_TEXT),
+        std::string(KVFUZZ_PLUGIN_DESCRIPTION_WITH_NEWLINE),
         std::string("/nonexistent-kvfuzz-dir/libnothing.so")}) {
     const auto r = run_kvfuzz("check --engine plugin:" + library + " --cases 1");
     EXPECT_EQ(r.status, 2) << library << ": " << r.out << r.err;

@@ -17,6 +17,13 @@ enum class Defect {
   duplicate_names,            // two entries named alike
   null_step,                  // a required function missing
   truncate_without_function,  // KVFUZZ_CAN_TRUNCATE announced, truncate NULL
+  fork_without_function,      // KVFUZZ_CAN_FORK announced, fork NULL
+  too_many_engines,           // engine_count past what any plugin needs
+  null_engines,               // engine_count 2, engines NULL
+  entry_abi_version_2,        // one entry built for another ABI
+  name_not_text,              // a name with a byte that is no UTF-8 and a newline
+  description_not_utf8,       // a description in Latin-1
+  description_with_newline,   // a description of two lines
 };
 
 constexpr Defect kDefect = Defect::TABLE_DEFECT;
@@ -79,6 +86,27 @@ struct Table {
         break;
       case Defect::truncate_without_function:
         engines[1].capabilities = KVFUZZ_CAN_TRUNCATE;
+        break;
+      case Defect::fork_without_function:
+        engines[1].capabilities = KVFUZZ_CAN_FORK;
+        break;
+      case Defect::too_many_engines:
+        table.engine_count = 1025;  // kvfuzz must refuse it before reading any entry
+        break;
+      case Defect::null_engines:
+        table.engines = nullptr;
+        break;
+      case Defect::entry_abi_version_2:
+        engines[1].abi_version = 2;
+        break;
+      case Defect::name_not_text:
+        engines[1].name = "caf\xe9\nlatte";
+        break;
+      case Defect::description_not_utf8:
+        engines[1].description = "Serves caf\xe9 au lait.";
+        break;
+      case Defect::description_with_newline:
+        engines[1].description = "Two lines.\nThe second.";
         break;
       case Defect::null_table:
         break;

@@ -6,6 +6,8 @@
 //   calls-fail-silently  every call after create fails without a message (NULL)
 //   create-fails         create returns NULL with a message
 //   step-throws          step lets a C++ exception escape (breaking the ABI's contract)
+//   unannounced-ops      announces no capability yet has truncate and fork functions that
+//                        fail loudly: kvfuzz must never call them
 //
 // Having several engines, it is also the plugin that needs :NAME on the command line.
 #include <cstdint>
@@ -42,12 +44,12 @@ void destroy(kvfuzz_engine* engine) {
   delete engine;
 }
 
-// Writes zeros at consecutive positions, one row short of every chunk.
-int step_short(kvfuzz_engine* engine, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs,
-               int32_t count, const char** /*error*/) {
+// Writes zeros at consecutive positions, `missing` rows short of every chunk.
+int step_zeros(kvfuzz_engine* engine, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs,
+               int32_t count, int32_t missing) {
   const int64_t row = int64_t{engine->q_heads} * engine->value_dim;
   for (int32_t c = 0; c < count; ++c) {
-    const int64_t rows = chunks[c].tokens > 0 ? chunks[c].tokens - 1 : 0;
+    const int64_t rows = chunks[c].tokens > missing ? chunks[c].tokens - missing : 0;
     for (int64_t t = 0; t < rows; ++t) {
       for (int64_t i = 0; i < row; ++i) outs[c].out[t * row + i] = 0.0f;
       outs[c].positions[t] = engine->fed++;
@@ -55,6 +57,17 @@ int step_short(kvfuzz_engine* engine, const kvfuzz_chunk_in* chunks, kvfuzz_chun
     outs[c].rows = rows;
   }
   return 0;
+}
+
+int step_short(kvfuzz_engine* engine, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs,
+               int32_t count, const char** /*error*/) {
+  return step_zeros(engine, chunks, outs, count, 1);
+}
+
+// Every row, of zeros: wrong values, but a run goes on past it to the next operation.
+int step_full(kvfuzz_engine* engine, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs,
+              int32_t count, const char** /*error*/) {
+  return step_zeros(engine, chunks, outs, count, 0);
 }
 
 int reset_ok(kvfuzz_engine* engine, int32_t /*seq*/, const char** /*error*/) {
@@ -95,6 +108,16 @@ int fork_fails_silently(kvfuzz_engine*, int32_t, int32_t, const char**) {
   return -1;
 }
 
+// Present in the table but not announced in its capabilities.
+int truncate_never(kvfuzz_engine*, int32_t, int64_t, const char** error) {
+  *error = "truncate should never be called: KVFUZZ_CAN_TRUNCATE is not announced";
+  return 1;
+}
+int fork_never(kvfuzz_engine*, int32_t, int32_t, const char** error) {
+  *error = "fork should never be called: KVFUZZ_CAN_FORK is not announced";
+  return 1;
+}
+
 int step_throws(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t, const char**) {
   throw std::runtime_error("a C++ exception where a status belongs");
 }
@@ -111,7 +134,7 @@ kvfuzz_engine_api entry(const char* name, const char* description) {
 }
 
 struct Table {
-  kvfuzz_engine_api engines[5];
+  kvfuzz_engine_api engines[6];
   kvfuzz_engine_plugin_table table;
 
   Table()
@@ -119,8 +142,9 @@ struct Table {
                 entry("calls-fail", "Every call fails with a message."),
                 entry("calls-fail-silently", "Every call fails without a message."),
                 entry("create-fails", "Cannot be created."),
-                entry("step-throws", "Throws a C++ exception out of step.")},
-        table{KVFUZZ_ENGINE_ABI_VERSION, 5, engines} {
+                entry("step-throws", "Throws a C++ exception out of step."),
+                entry("unannounced-ops", "Has truncate and fork but does not announce them.")},
+        table{KVFUZZ_ENGINE_ABI_VERSION, 6, engines} {
     engines[0].step = step_short;
     engines[0].reset = reset_ok;
 
@@ -142,6 +166,12 @@ struct Table {
 
     engines[4].step = step_throws;
     engines[4].reset = reset_ok;
+
+    engines[5].capabilities = 0;
+    engines[5].step = step_full;
+    engines[5].reset = reset_ok;
+    engines[5].truncate = truncate_never;
+    engines[5].fork = fork_never;
   }
 };
 

@@ -19,9 +19,21 @@
  *     *error at a NUL-terminated message that stays valid until the next call on the same
  *     handle (for create: until the next create). kvfuzz reports it as an engine error.
  *   - Calls on one handle never overlap; different handles may live at the same time.
+ *   - The plugin runs in kvfuzz's process, on kvfuzz's thread, with no timeout: a call that
+ *     never returns hangs kvfuzz, and one that crashes or corrupts memory takes kvfuzz
+ *     with it. (exec: engines run in a process of their own, with timeouts.)
  *
- * Versioning: kvfuzz refuses a table whose abi_version is not the one it was built with,
- * and reads no field beyond struct_size, so later versions can only add fields at the end.
+ * The table: kvfuzz calls kvfuzz_engine_plugin() when it loads the library (once per
+ * process, for a table it accepts), checks the table and copies it (every entry, with its
+ * name and description strings) before making any engine. It never reads the plugin's
+ * table again: changing or freeing it afterwards changes nothing kvfuzz calls.
+ *
+ * Versioning: there is no partial compatibility. kvfuzz refuses a table whose abi_version,
+ * or any of whose entries' abi_version, is not the KVFUZZ_ENGINE_ABI_VERSION it was built
+ * with, and an entry whose struct_size is not exactly sizeof(kvfuzz_engine_api) as kvfuzz
+ * was built (it walks engines[] with that size as the stride). Any change to the layout of
+ * any struct here, a field added at the end included, bumps KVFUZZ_ENGINE_ABI_VERSION; a
+ * plugin is rebuilt against the header of the kvfuzz that loads it.
  */
 #ifndef KVFUZZ_ENGINE_ABI_H
 #define KVFUZZ_ENGINE_ABI_H
@@ -46,12 +58,18 @@ extern "C" {
 #define KVFUZZ_POISON_HUGE 3
 
 /* kvfuzz_engine_api.capabilities: the optional operations. The generator leaves out what an
- * engine does not announce, and kvfuzz never calls a function whose flag is absent. */
+ * engine does not announce, and kvfuzz never calls a function whose flag is absent. The
+ * flags are one value per entry and must hold for every layout: kvfuzz reads them once
+ * (making one engine, for a small layout, to ask) and then sends the operations they
+ * announce to engines of any layout. An engine that can truncate or fork only for some
+ * layouts announces neither. */
 #define KVFUZZ_CAN_TRUNCATE 1u
 #define KVFUZZ_CAN_FORK 2u
 
 typedef struct kvfuzz_engine_config {
-  uint32_t struct_size; /* sizeof(kvfuzz_engine_config) as kvfuzz was built */
+  /* sizeof(kvfuzz_engine_config) as kvfuzz was built: create can compare it with its own
+   * sizeof before reading further and refuse a config of another layout. */
+  uint32_t struct_size;
   int32_t q_heads;
   int32_t kv_heads; /* divides q_heads: MHA (equal), GQA, MQA (1) */
   int32_t head_dim;
@@ -91,10 +109,10 @@ typedef struct kvfuzz_chunk_out {
 typedef struct kvfuzz_engine kvfuzz_engine; /* the plugin's own engine state */
 
 typedef struct kvfuzz_engine_api {
-  uint32_t abi_version;    /* KVFUZZ_ENGINE_ABI_VERSION */
-  uint32_t struct_size;    /* sizeof(kvfuzz_engine_api) */
+  uint32_t abi_version;    /* KVFUZZ_ENGINE_ABI_VERSION, as in the table */
+  uint32_t struct_size;    /* exactly sizeof(kvfuzz_engine_api) */
   const char* name;        /* [A-Za-z0-9._-]+, unique within the plugin */
-  const char* description; /* one sentence, shown by kvfuzz list */
+  const char* description; /* one sentence: valid UTF-8, no control characters; or NULL */
   uint32_t capabilities;   /* KVFUZZ_CAN_* */
   uint32_t mutant;         /* 1: deliberately wrong, kvfuzz check expects it to fail */
 

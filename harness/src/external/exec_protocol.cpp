@@ -1,10 +1,14 @@
 #include "exec_protocol.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
 
 #include "exec_json.h"
 #include "exec_text.h"
+#include "utf8_text.h"
 
 namespace kvfuzz::external {
 
@@ -44,14 +48,14 @@ const json* member(const json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-// The engine's own error text, kept to one line of reasonable length.
-std::string one_line(std::string text) {
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  constexpr size_t kMost = 500;
-  if (text.size() > kMost) text = text.substr(0, kMost) + "...";
-  return text;
+// The engine's own text (its error, its name), kept to one line of valid UTF-8 and
+// reasonable length: nlohmann has checked the UTF-8 of a parsed string, but a cut in
+// bytes could split a character and the text may hold any control character.
+std::string one_line(std::string_view text) {
+  constexpr size_t kMostCharacters = 500;
+  SafeText line = safe_utf8(text, Controls::blank, kMostCharacters);
+  if (line.used < text.size()) line.text += "...";
+  return std::move(line.text);
 }
 
 // Every reply: an object whose "ok" is true. {"ok": false} throws the engine's message.
@@ -62,7 +66,7 @@ void require_ok(const json& reply, std::string_view what, std::string_view refus
   if (ok->get<bool>()) return;
   const json* error = member(reply, "error");
   const std::string message = error != nullptr && error->is_string()
-                                  ? one_line(error->get<std::string>())
+                                  ? one_line(error->get_ref<const std::string&>())
                                   : "(no error message: \"error\" should hold a string)";
   throw EngineError(std::string(refusal_prefix) + message);
 }
@@ -80,7 +84,23 @@ std::string at(const std::string& path, size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
 
-// values[token][head][dim] of one chunk, token-major, as in ChunkIn.
+// The request is written from a chunk's spans: sizes that do not match its tokens and the
+// layout are refused before anything is read from them.
+void check_sizes(const ChunkIn& c, const Layout& layout) {
+  const auto n = [](int value) { return static_cast<size_t>(std::max(0, value)); };
+  const size_t tokens = n(c.tokens);
+  if (c.tokens < 0 || c.q.size() != tokens * n(layout.q_heads) * n(layout.head_dim) ||
+      c.k.size() != tokens * n(layout.kv_heads) * n(layout.head_dim) ||
+      c.v.size() != tokens * n(layout.kv_heads) * n(layout.value_dim)) {
+    throw EngineError("step: the q/k/v sizes of sequence " + std::to_string(c.seq) + " (" +
+                      std::to_string(c.q.size()) + ", " + std::to_string(c.k.size()) + ", " +
+                      std::to_string(c.v.size()) + " values) do not match " +
+                      std::to_string(c.tokens) + " tokens of the layout");
+  }
+}
+
+// values[token][head][dim] of one chunk, token-major, as in ChunkIn; check_sizes() has
+// made sure that they are all there.
 void append_tensor(std::string& out, std::span<const float> values, int tokens, int heads,
                    int dim) {
   size_t i = 0;
@@ -180,7 +200,10 @@ std::string hello_request(const EngineConfig& config) {
 std::string step_request(std::span<const ChunkIn> chunks, const Layout& layout) {
   std::string out;
   size_t values = 0;
-  for (const ChunkIn& c : chunks) values += c.q.size() + c.k.size() + c.v.size();
+  for (const ChunkIn& c : chunks) {
+    check_sizes(c, layout);
+    values += c.q.size() + c.k.size() + c.v.size();
+  }
   out.reserve(64 + 16 * values);
   out += R"({"op":"step","chunks":[)";
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -226,7 +249,7 @@ HelloReply read_hello_reply(std::string_view line) {
   if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
     wrong("hello", "$.name", "the engine's name, a non-empty string", name);
   }
-  hello.name = one_line(name->get<std::string>());
+  hello.name = one_line(name->get_ref<const std::string&>());
   const json* capabilities = member(reply, "capabilities");
   if (capabilities == nullptr) return hello;  // neither truncate nor fork
   if (!capabilities->is_object()) {

@@ -22,6 +22,8 @@ struct HelloReply {
 };
 
 std::string hello_request(const EngineConfig& config);
+// Throws EngineError, before reading any value, when a chunk's q, k or v does not hold
+// exactly its tokens' values for `layout`.
 std::string step_request(std::span<const ChunkIn> chunks, const Layout& layout);
 std::string reset_request(int seq);
 std::string truncate_request(int seq, int64_t keep);

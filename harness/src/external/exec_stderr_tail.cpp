@@ -1,5 +1,7 @@
 #include "exec_stderr_tail.h"
 
+#include "utf8_text.h"
+
 namespace kvfuzz::external {
 
 void StderrTail::add(std::string_view bytes) {
@@ -9,21 +11,19 @@ void StderrTail::add(std::string_view bytes) {
       end_line();
       continue;
     }
+    if (partial_length_ == 0 && (c == ' ' || c == '\t')) continue;  // indentation
     ++partial_length_;
-    if (partial_.size() < kLineChars) {
-      // One line of printable text in the message, whatever the engine wrote.
-      const auto byte = static_cast<unsigned char>(c);
-      partial_ += (byte >= 0x20 && byte != 0x7f) || byte >= 0x80 ? c : '?';
-    }
+    // Raw bytes: a character may arrive split over two reads, so the line is made valid
+    // UTF-8 only when it ends. kLineChars characters take at most 4 bytes each.
+    if (partial_.size() < kLineBytes) partial_ += c;
   }
 }
 
 void StderrTail::end_line() {
-  const size_t first = partial_.find_first_not_of(" \t");
-  if (first != std::string::npos) {
-    std::string line = partial_.substr(first);
-    if (partial_length_ > kLineChars) line += "...";
-    lines_.push_back(std::move(line));
+  if (!partial_.empty()) {
+    SafeText line = safe_utf8(partial_, Controls::blank, kLineChars);
+    if (line.used < partial_length_) line.text += "...";
+    lines_.push_back(std::move(line.text));
     if (lines_.size() > kLines) lines_.pop_front();
   }
   partial_.clear();

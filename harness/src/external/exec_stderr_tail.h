@@ -15,19 +15,22 @@ class StderrTail {
  public:
   // Bytes as read from the pipe, in any pieces.
   void add(std::string_view bytes);
-  // The last lines (at most kLines, each cut to kLineChars), joined with " | "; empty when
-  // nothing but blank lines arrived.
+  // The last lines (at most kLines, each cut to kLineChars characters and made valid
+  // UTF-8 on one line, utf8_text.h), joined with " | "; empty when nothing but blank
+  // lines arrived.
   std::string text() const;
 
   static constexpr size_t kLines = 3;
   static constexpr size_t kLineChars = 200;
+  static constexpr size_t kLineBytes = 4 * kLineChars;  // enough for kLineChars characters
 
  private:
   void end_line();
 
   std::deque<std::string> lines_;
-  std::string partial_;  // the line being written; only its first kLineChars are kept
-  size_t partial_length_ = 0;
+  std::string partial_;        // the line being written, without its indentation; its first
+                               // kLineBytes bytes, as they came
+  size_t partial_length_ = 0;  // its length in bytes, all of it
 };
 
 }  // namespace kvfuzz::external

@@ -8,8 +8,9 @@
 
 namespace kvfuzz::external {
 
-// 'text' with control characters escaped, cut after 80 characters ("'abc...' (5120
-// bytes)"), so that a message stays one readable line whatever the engine wrote.
+// 'text' as valid UTF-8 with control characters and bytes that are not UTF-8 escaped
+// (utf8_text.h), cut after 80 characters ("'abc'... (5120 bytes)"), so that a message
+// stays one readable line, fit for a fixture, whatever the engine wrote.
 std::string quote_excerpt(std::string_view text);
 
 // "1 s", "0.25 s".

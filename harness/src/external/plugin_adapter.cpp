@@ -5,24 +5,29 @@
 // run in kvfuzz's address space; exec: engines run in their own).
 #include "plugin_adapter.h"
 
+#include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <utility>
+
+#include "utf8_text.h"
 
 namespace kvfuzz::external {
 
 namespace {
 
-// A plugin's message as one line of bounded length (reports and the CLI print one line).
+// A plugin's message as one line of bounded length (reports and the CLI print one line)
+// and valid UTF-8 (it may end up in a fixture, which is JSON): utf8_text.h.
 std::string plugin_message(const char* error) {
   if (error == nullptr) return "(no message)";
   constexpr size_t kMostChars = 1000;
-  std::string message;
-  for (const char* c = error; *c != '\0' && message.size() < kMostChars; ++c) {
-    message += (*c == '\n' || *c == '\r') ? ' ' : *c;
-  }
-  if (message.size() == kMostChars) message += "...";
-  return message.empty() ? "(empty message)" : message;
+  // A character is at most 4 bytes: no need to look further for kMostChars of them, nor to
+  // trust the plugin to end its string soon.
+  const std::string_view text(error, strnlen(error, 4 * kMostChars + 1));
+  SafeText message = safe_utf8(text, Controls::blank, kMostChars);
+  if (message.used < text.size()) message.text += "...";
+  return message.text.empty() ? "(empty message)" : std::move(message.text);
 }
 
 int32_t dtype_code(DType dtype) {

@@ -15,6 +15,8 @@ namespace kvfuzz::external {
 class PluginEngine final : public Engine {
  public:
   // Calls the entry's create; throws EngineError with the plugin's message when it fails.
+  // `api` is kvfuzz's checked copy of the entry (PluginEntry::api); the engine keeps a copy
+  // of its own.
   PluginEngine(std::shared_ptr<PluginLibrary> library, const kvfuzz_engine_api& api,
                const EngineConfig& config);
   ~PluginEngine() override;
@@ -33,8 +35,9 @@ class PluginEngine final : public Engine {
   template <class Call>
   void call(const char* what, Call&& call);
 
-  std::shared_ptr<PluginLibrary> library_;  // keeps the code and the table alive
-  const kvfuzz_engine_api& api_;
+  std::shared_ptr<PluginLibrary> library_;  // keeps the code loaded
+  // Every capability and function pointer comes from here, never from the plugin's table.
+  const kvfuzz_engine_api api_;
   // The plugin may keep the config's page_order pointer for the engine's life.
   std::vector<int32_t> page_order_;
   int q_heads_ = 0, value_dim_ = 0;

@@ -1,7 +1,8 @@
-// plugin:PATH[:NAME] (kvfuzz/engine_spec.h): one entry of a checked plugin table as an
-// EngineInfo whose factory makes PluginEngines.
+// plugin:PATH[:NAME] (kvfuzz/engine_spec.h): one entry of a checked plugin table, as kvfuzz
+// copied it at load, as an EngineInfo whose factory makes PluginEngines.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "external_engines.h"
 #include "plugin_adapter.h"
@@ -11,28 +12,27 @@ namespace kvfuzz::external {
 
 namespace {
 
-std::string engine_names(const kvfuzz_engine_plugin_table& table) {
+std::string engine_names(const std::vector<PluginEntry>& engines) {
   std::string names;
-  for (uint32_t i = 0; i < table.engine_count; ++i) {
-    names += (i == 0 ? "" : ", ") + std::string(table.engines[i].name);
+  for (const PluginEntry& entry : engines) {
+    names += (names.empty() ? "" : ", ") + entry.name;
   }
   return names;
 }
 
-const kvfuzz_engine_api& select_entry(const std::string& spec,
-                                      const kvfuzz_engine_plugin_table& table,
-                                      const std::optional<std::string>& name) {
+const PluginEntry& select_entry(const std::string& spec, const std::vector<PluginEntry>& engines,
+                                const std::optional<std::string>& name) {
   if (!name) {
-    if (table.engine_count == 1) return table.engines[0];
+    if (engines.size() == 1) return engines[0];
     throw EngineSpecError("--engine " + spec + ": the plugin has " +
-                          std::to_string(table.engine_count) + " engines; add :NAME, one of " +
-                          engine_names(table));
+                          std::to_string(engines.size()) + " engines; add :NAME, one of " +
+                          engine_names(engines));
   }
-  for (uint32_t i = 0; i < table.engine_count; ++i) {
-    if (*name == table.engines[i].name) return table.engines[i];
+  for (const PluginEntry& entry : engines) {
+    if (*name == entry.name) return entry;
   }
   throw EngineSpecError("--engine " + spec + ": the plugin has no engine '" + *name +
-                        "'; expected one of " + engine_names(table));
+                        "'; expected one of " + engine_names(engines));
 }
 
 }  // namespace
@@ -40,12 +40,13 @@ const kvfuzz_engine_api& select_entry(const std::string& spec,
 std::shared_ptr<const EngineInfo> plugin_engine(const std::string& spec, const std::string& path,
                                                 const std::optional<std::string>& name) {
   std::shared_ptr<PluginLibrary> library = load_plugin_library(spec, path);
-  const kvfuzz_engine_api& api = select_entry(spec, *library->table, name);
+  const PluginEntry& entry = select_entry(spec, library->engines, name);
   auto info = std::make_shared<EngineInfo>();
   info->name = spec;
-  info->description = api.description != nullptr ? api.description : "";
-  info->mutant = api.mutant != 0;
-  info->make = [library, &api](const EngineConfig& config) -> std::unique_ptr<Engine> {
+  info->description = entry.description;
+  info->mutant = entry.api.mutant != 0;
+  // kvfuzz's copy of the entry's values, by value: nothing here points into the plugin.
+  info->make = [library, api = entry.api](const EngineConfig& config) -> std::unique_ptr<Engine> {
     return std::make_unique<PluginEngine>(library, api, config);
   };
   return info;

@@ -1,5 +1,6 @@
-// Loading a plugin and checking its table before any engine is made from it, so that a
-// broken plugin is refused with one line at --engine time instead of failing mid-run.
+// Loading a plugin and checking and copying its table before any engine is made from it,
+// so that a broken plugin is refused with one line at --engine time instead of failing
+// mid-run, and a plugin that changes its table later cannot change what kvfuzz calls.
 #include "plugin_library.h"
 
 #include <dlfcn.h>
@@ -7,8 +8,10 @@
 #include <filesystem>
 #include <map>
 #include <string_view>
+#include <vector>
 
 #include "kvfuzz/engine_spec.h"
+#include "utf8_text.h"
 
 namespace kvfuzz::external {
 
@@ -28,24 +31,67 @@ bool valid_name(std::string_view name) {
   return true;
 }
 
-std::string dl_error_text() {
-  const char* text = dlerror();
-  return text != nullptr ? text : "no reason given";
+// A refused name as it may appear in a one-line message (it may be anything): as
+// utf8_text.h escapes it, quoted, cut after 64 characters.
+std::string quoted_name(std::string_view name) {
+  const SafeText shown = safe_utf8(name, Controls::escape, 64);
+  std::string quoted = "'" + shown.text + "'";
+  if (shown.used < name.size()) quoted += "... (" + std::to_string(name.size()) + " bytes)";
+  return quoted;
 }
 
-// The problem with one entry, or "" when it is complete.
-std::string entry_problem(const kvfuzz_engine_api& api, uint32_t index) {
+// The problem with a description, or "": it reaches reports and saved fixtures, which hold
+// one line of valid UTF-8, so a description that is not one line of valid UTF-8 without
+// control characters (utf8_text.h says which are) is refused rather than mended.
+std::string description_problem(std::string_view description, const std::string& named) {
+  const std::string expected = "; expected one line of UTF-8 text";
+  for (size_t i = 0; i < description.size();) {
+    const size_t length = utf8_character_length(description.substr(i));
+    if (length == 0) {
+      return named + " has a description that is not valid UTF-8 (byte " +
+             quoted_name(description.substr(i, 1)) + " at offset " + std::to_string(i) + ")" +
+             expected;
+    }
+    const std::string_view character = description.substr(i, length);
+    const SafeText shown = safe_utf8(character, Controls::escape);
+    if (shown.text != character) {
+      return named + " has a description with a control character ('" + shown.text +
+             "' at offset " + std::to_string(i) + ")" + expected;
+    }
+    i += length;
+  }
+  return "";
+}
+
+// The loader's reason, one line of valid UTF-8: it may quote names from the library.
+std::string dl_error_text() {
+  const char* text = dlerror();
+  return text != nullptr ? safe_utf8(text, Controls::blank, 1000).text : "no reason given";
+}
+
+// Checks one entry, already copied out of the plugin's table, and copies its strings into
+// `entry`. The problem, or "" when it is complete.
+std::string take_entry(const kvfuzz_engine_api& api, uint32_t index, PluginEntry& entry) {
   const std::string which = "engine " + std::to_string(index);
+  if (api.abi_version != KVFUZZ_ENGINE_ABI_VERSION) {
+    return which + " has abi_version " + std::to_string(api.abi_version) + "; expected " +
+           std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + ", the table's and this kvfuzz's";
+  }
   if (api.struct_size != sizeof(kvfuzz_engine_api)) {
     return which + " has struct_size " + std::to_string(api.struct_size) + "; expected " +
            std::to_string(sizeof(kvfuzz_engine_api)) + ", sizeof(kvfuzz_engine_api) in ABI " +
            std::to_string(KVFUZZ_ENGINE_ABI_VERSION);
   }
   if (api.name == nullptr) return which + " has no name (NULL); expected [A-Za-z0-9._-]+";
-  if (!valid_name(api.name)) {
-    return which + " is named '" + api.name + "'; expected a name of [A-Za-z0-9._-]+";
+  entry.name = api.name;
+  if (!valid_name(entry.name)) {
+    return which + " is named " + quoted_name(entry.name) + "; expected a name of [A-Za-z0-9._-]+";
   }
-  const std::string named = "engine '" + std::string(api.name) + "'";
+  const std::string named = "engine '" + entry.name + "'";
+  entry.description = api.description != nullptr ? api.description : "";
+  if (std::string problem = description_problem(entry.description, named); !problem.empty()) {
+    return problem;
+  }
   const std::pair<const char*, bool> required[] = {{"create", api.create != nullptr},
                                                    {"destroy", api.destroy != nullptr},
                                                    {"step", api.step != nullptr},
@@ -59,37 +105,45 @@ std::string entry_problem(const kvfuzz_engine_api& api, uint32_t index) {
   if ((api.capabilities & KVFUZZ_CAN_FORK) != 0 && api.fork == nullptr) {
     return named + " announces KVFUZZ_CAN_FORK but its fork function is NULL";
   }
+  entry.api = api;
+  entry.api.name = nullptr;
+  entry.api.description = nullptr;
   return "";
 }
 
-// The problem with the table, or "" when every engine in it can be used.
-std::string table_problem(const kvfuzz_engine_plugin_table* table) {
+// Copies the table out of the plugin's memory into `engines`, checking each value as it is
+// copied; every field is read once. The problem, or "" when every engine can be used.
+std::string take_table(const kvfuzz_engine_plugin_table* given, std::vector<PluginEntry>& engines) {
   const std::string expected = "; expected a table of ABI " +
                                std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + " (kvfuzz/engine_abi.h)";
-  if (table == nullptr) {
+  if (given == nullptr) {
     return std::string(KVFUZZ_ENGINE_PLUGIN_SYMBOL) + "() returned no table (NULL)" + expected;
   }
-  if (table->abi_version != KVFUZZ_ENGINE_ABI_VERSION) {
-    return "plugin built for engine ABI " + std::to_string(table->abi_version) +
+  const kvfuzz_engine_plugin_table table = *given;
+  if (table.abi_version != KVFUZZ_ENGINE_ABI_VERSION) {
+    return "plugin built for engine ABI " + std::to_string(table.abi_version) +
            ", this kvfuzz speaks " + std::to_string(KVFUZZ_ENGINE_ABI_VERSION);
   }
-  if (table->engine_count == 0 || table->engines == nullptr) {
-    return "the plugin's table has no engines (engine_count " +
-           std::to_string(table->engine_count) + ", engines " +
-           (table->engines == nullptr ? "NULL" : "set") + "); expected at least one";
+  if (table.engine_count == 0) {
+    return "the plugin's table has no engines (engine_count 0); expected at least one";
   }
-  if (table->engine_count > kMostEngines) {
-    return "the plugin's table claims " + std::to_string(table->engine_count) +
+  if (table.engine_count > kMostEngines) {
+    return "the plugin's table claims " + std::to_string(table.engine_count) +
            " engines; expected at most " + std::to_string(kMostEngines);
   }
+  if (table.engines == nullptr) {
+    return "the plugin's table claims " + std::to_string(table.engine_count) +
+           " engines but its engines array is NULL; expected one entry per engine";
+  }
+  engines.resize(table.engine_count);
   std::map<std::string_view, uint32_t> seen;
-  for (uint32_t i = 0; i < table->engine_count; ++i) {
-    const kvfuzz_engine_api& api = table->engines[i];
-    if (std::string problem = entry_problem(api, i); !problem.empty()) return problem;
-    const auto [first, fresh] = seen.emplace(api.name, i);
+  for (uint32_t i = 0; i < table.engine_count; ++i) {
+    const kvfuzz_engine_api api = table.engines[i];
+    if (std::string problem = take_entry(api, i, engines[i]); !problem.empty()) return problem;
+    const auto [first, fresh] = seen.emplace(engines[i].name, i);
     if (!fresh) {
       return "engines " + std::to_string(first->second) + " and " + std::to_string(i) +
-             " are both named '" + api.name + "'; expected unique names";
+             " are both named '" + engines[i].name + "'; expected unique names";
     }
   }
   return "";
@@ -125,10 +179,11 @@ std::shared_ptr<PluginLibrary> load(const std::string& spec, const std::string& 
     throw refuse(std::string(KVFUZZ_ENGINE_PLUGIN_SYMBOL) +
                  "() threw a C++ exception across the C ABI; expected it to return a table");
   }
-  if (std::string problem = table_problem(table); !problem.empty()) throw refuse(problem);
   auto library = std::make_shared<PluginLibrary>();
+  if (std::string problem = take_table(table, library->engines); !problem.empty()) {
+    throw refuse(problem);
+  }
   library->handle = handle;
-  library->table = table;
   return library;
 }
 

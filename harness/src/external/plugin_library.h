@@ -1,19 +1,33 @@
-// A plugin library (kvfuzz/engine_abi.h) loaded and its table checked, once per file.
+// A plugin library (kvfuzz/engine_abi.h) loaded and its table checked and copied, once per
+// file.
 #pragma once
 
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kvfuzz/engine_abi.h"
 
 namespace kvfuzz::external {
 
+// One entry of the plugin's table, checked (right ABI version and struct_size, name valid
+// and unique, description valid UTF-8 on one line, the required functions and those its
+// capabilities announce all present) and copied into kvfuzz's memory at load. kvfuzz
+// never reads the plugin's table again, so a plugin that changes or frees it afterwards
+// changes nothing kvfuzz calls.
+struct PluginEntry {
+  std::string name;
+  std::string description;  // "" when the plugin gave none
+  // The entry's values as checked. Its name and description are NULL: the strings above
+  // are the copies.
+  kvfuzz_engine_api api{};
+};
+
 struct PluginLibrary {
   void* handle = nullptr;  // from dlopen, never closed
-  // Checked: right ABI version, at least one engine, every entry complete (names valid and
-  // unique, the required functions and those its capabilities announce all present).
-  const kvfuzz_engine_plugin_table* table = nullptr;
+  // At least one; filled at load and never changed afterwards.
+  std::vector<PluginEntry> engines;
   // The ABI keeps create's error message valid only until the next create of the library,
   // so kvfuzz never runs two creates of one library at once.
   std::mutex create_mutex;
