@@ -6,7 +6,8 @@
 # and gets GoogleTest tests for its engine (cmake/KvfuzzEngineTests.cmake), or links
 # kvfuzz::harness to drive the library itself.
 #
-# Installed: the static libraries (model, fixture, check, engines, external, engine_tests)
+# Installed: the static libraries (model, transformer, fixture, check, engines, external,
+# engine_tests)
 # and their headers, the kvfuzz command, the built-in engines' plugin when it is built,
 # kvfuzz's corpus, and the CMake files: kvfuzzConfig.cmake, its version file,
 # kvfuzzTargets.cmake (namespace kvfuzz::) and KvfuzzEngineTests.cmake.
@@ -20,12 +21,13 @@ add_subdirectory(${PROJECT_SOURCE_DIR}/harness/engine_tests ${PROJECT_BINARY_DIR
 # engines).
 add_library(kvfuzz_harness INTERFACE)
 target_link_libraries(kvfuzz_harness INTERFACE
-  kvfuzz_model kvfuzz_fixture kvfuzz_check kvfuzz_external kvfuzz_engines)
+  kvfuzz_model kvfuzz_transformer kvfuzz_fixture kvfuzz_check kvfuzz_external kvfuzz_engines)
 add_library(kvfuzz::harness ALIAS kvfuzz_harness)
 
-set(KVFUZZ_PACKAGE_TARGETS kvfuzz_model kvfuzz_fixture kvfuzz_check kvfuzz_engines
-    kvfuzz_external kvfuzz_engine_tests kvfuzz_harness kvfuzz)
-foreach(target kvfuzz_model kvfuzz_fixture kvfuzz_check kvfuzz_engines kvfuzz_external kvfuzz_harness)
+set(KVFUZZ_PACKAGE_TARGETS kvfuzz_model kvfuzz_transformer kvfuzz_fixture kvfuzz_check
+    kvfuzz_engines kvfuzz_external kvfuzz_engine_tests kvfuzz_harness kvfuzz)
+foreach(target kvfuzz_model kvfuzz_transformer kvfuzz_fixture kvfuzz_check kvfuzz_engines
+               kvfuzz_external kvfuzz_harness)
   string(REPLACE "kvfuzz_" "" export_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
 endforeach()

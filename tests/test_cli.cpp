@@ -166,4 +166,40 @@ TEST(Cli, CheckPassesHonestEnginesRejectsMutantsAndSavesReplayableFixtures) {
   fs::remove_all(out);
 }
 
+// Model level from the command line: check --model judges logits and saves what fails;
+// the shrunk model regression replays (failing on its mutant, passing on the honest
+// engines) and explain names the logits row, its top-5 and the layer.
+TEST(Cli, ModelLevelCheckReplayAndExplain) {
+  const fs::path out =
+      fs::temp_directory_path() / ("kvfuzz-cli-model-" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  const Result check = kvfuzz(
+      "check --model --engine contiguous,mask-origin,wrong-kv-head "
+      "--cases 20 --seed 3 --quiet --out " +
+      out.string());
+  EXPECT_EQ(check.status, 0) << check.out << check.err;
+  EXPECT_EQ(check.out.find("BAD "), std::string::npos) << check.out;
+  int saved = 0;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    ++saved;
+    EXPECT_NE(slurp(entry.path()).find("\"model\""), std::string::npos) << entry.path();
+    EXPECT_EQ(kvfuzz("replay " + entry.path().string()).status, 0) << entry.path();
+  }
+  EXPECT_EQ(saved, 2);  // the two mutants, nothing for contiguous
+  fs::remove_all(out);
+
+  const std::string regression =
+      std::string(KVFUZZ_SOURCE_DIR) +
+      "/corpus/regressions/mask-origin-model-prefix-mismatch-87740652.json";
+  EXPECT_EQ(kvfuzz("replay " + regression).status, 0);
+  EXPECT_EQ(kvfuzz("replay " + regression + " --engine mask-origin").status, 1);
+  const Result explain = kvfuzz("explain " + regression + " --engine mask-origin");
+  EXPECT_EQ(explain.status, 1) << explain.out << explain.err;
+  for (const char* text : {"model: vocab 2, width 2, 1 layer,", "logits: first diverging row seq 0",
+                           "top-5 got:", "top-5 expected:", "layer 0: first divergence"}) {
+    EXPECT_NE(explain.out.find(text), std::string::npos) << text << "\n" << explain.out;
+  }
+  EXPECT_EQ(kvfuzz("replay " + std::string(KVFUZZ_SOURCE_DIR) + "/corpus/model").status, 0);
+}
+
 }  // namespace

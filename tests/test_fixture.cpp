@@ -919,6 +919,231 @@ TEST(Validate, PoolPagesAreDerivedFromTheProgram) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Model level ("model": token ids are vocabulary ids, no token table)
+
+const std::string kModelExample = R"({
+  "kvfuzz_fixture": 1,
+  "name": "model-example",
+  "note": "two layers of GQA attention with RoPE; a fork shares a prefix",
+  "layout": {
+    "q_heads": 2,
+    "kv_heads": 1,
+    "head_dim": 4,
+    "value_dim": 4,
+    "page_size": 2,
+    "dtype": "f32",
+    "rope_theta": 10000
+  },
+  "model": {
+    "vocab": 16,
+    "width": 8,
+    "layers": 2,
+    "ffn": 16,
+    "seed": 18446744073709551615
+  },
+  "sequences": 2,
+  "program": [
+    {"op": "append", "seq": 0, "tokens": [1, 5, 3]},
+    {"op": "step", "chunks": [{"seq": 0, "tokens": [7]}, {"seq": 1, "tokens": [15, 0]}]},
+    {"op": "fork", "src": 0, "dst": 1},
+    {"op": "append", "seq": 1, "tokens": [2]}
+  ],
+  "placement": {
+    "page_order": "identity",
+    "poison": "nan"
+  },
+  "provenance": {
+    "source": "hand"
+  }
+}
+)";
+
+Scenario model_scenario() {
+  Scenario s;
+  s.name = "model";
+  s.model = ModelConfig{16, 8, 2, 16, 5};
+  s.tokens = GeneratedTokens{0, 16, Distribution::small_int, false};
+  s.program = {Op::append(0, {1, 2, 3})};
+  return s;
+}
+
+TEST(FixtureModel, RoundTripsCanonically) {
+  const Scenario s = parse_fixture(kModelExample, "model.json");
+  ASSERT_TRUE(s.model);
+  EXPECT_EQ(*s.model, (ModelConfig{16, 8, 2, 16, 18446744073709551615ull}));
+  // The canonical token source of a model scenario: the table is unused.
+  EXPECT_EQ(s.tokens, TokenSource(GeneratedTokens{0, 16, Distribution::small_int, false}));
+  EXPECT_EQ(s.layout.q_heads, 2);
+  EXPECT_EQ(s.program.size(), 4u);
+  EXPECT_EQ(write_fixture(s), kModelExample);
+  EXPECT_EQ(parse_fixture(write_fixture(s), "again.json"), s);
+  // Built in code, the same scenario writes the same text.
+  Scenario built = s;
+  built.model = ModelConfig{16, 8, 2, 16, 18446744073709551615ull};
+  EXPECT_EQ(write_fixture(built), kModelExample);
+  // No "tokens" key is written for a model scenario, and none for the model otherwise.
+  EXPECT_EQ(kModelExample.find("\"tokens\": {"), std::string::npos);
+  EXPECT_EQ(kEveryFeature.find("\"model\""), std::string::npos);
+}
+
+TEST(FixtureModel, AcceptsAnyKeyOrderAndTheLimits) {
+  const std::string reordered =
+      replace(kModelExample, R"("vocab": 16,
+    "width": 8,
+    "layers": 2,
+    "ffn": 16,
+    "seed": 18446744073709551615)",
+              R"("seed": 0, "ffn": 4096, "layers": 16, "width": 1, "vocab": 4096)");
+  const Scenario s = parse_fixture(reordered, "r.json");
+  ASSERT_TRUE(s.model);
+  EXPECT_EQ(*s.model, (ModelConfig{4096, 1, 16, 4096, 0}));
+  EXPECT_EQ(std::get<GeneratedTokens>(s.tokens).count, 4096);
+  EXPECT_EQ(parse_fixture(write_fixture(s), "r2.json"), s);
+}
+
+TEST(FixtureModel, ExactMessages) {
+  const std::string tokens = R"(  "tokens": {
+    "generated": {"seed": 0, "count": 16, "distribution": "small-int"}
+  },
+)";
+  EXPECT_EQ(
+      error_of(replace(kModelExample, "  \"sequences\": 2,\n", tokens + "  \"sequences\": 2,\n")),
+      "f.json: $.tokens: expected no \"tokens\" in a model scenario (its token ids are "
+      "vocabulary ids in [0, model.vocab)), got {\"generated\":{\"count\":16,\"distributio...");
+  EXPECT_EQ(error_of(replace(kModelExample, "[1, 5, 3]", "[1, 16, 3]")),
+            "f.json: $.program[0].tokens[1]: expected a vocabulary id in [0, 16) (the model's "
+            "vocab is 16), got 16");
+  EXPECT_EQ(error_of(replace(kModelExample, "\"layers\": 2,\n    ", "")),
+            "f.json: $.model.layers: missing; expected an integer in [1, 16]");
+  EXPECT_EQ(error_of(replace(kModelExample, "\"width\": 8", "\"width\": 1025")),
+            "f.json: $.model.width: expected an integer in [1, 1024], got 1025");
+  EXPECT_EQ(error_of(replace(kModelExample, "\"vocab\": 16", "\"vocab\": 0")),
+            "f.json: $.model.vocab: expected an integer in [1, 4096], got 0");
+  EXPECT_EQ(error_of(replace(kModelExample, "\"ffn\": 16", "\"ffn\": 16.0")),
+            "f.json: $.model.ffn: expected an integer in [1, 4096], got 16.0 (integers are "
+            "written without a fraction or exponent)");
+  EXPECT_EQ(error_of(replace(kModelExample, "\"seed\": 18446744073709551615", "\"seed\": -1")),
+            "f.json: $.model.seed: expected an unsigned 64-bit integer in [0, "
+            "18446744073709551615], got -1");
+  EXPECT_EQ(error_of(replace(kModelExample, "\"ffn\": 16", "\"hidden\": 16")),
+            "f.json: $.model.hidden: unknown field; expected one of vocab, width, layers, ffn, "
+            "seed");
+  EXPECT_EQ(error_of(replace(kModelExample, "  \"placement\"",
+                             "  \"expect\": [{\"seq\": 0, \"epoch\": 0, \"pos\": 0, \"values\": "
+                             "[[1, 2, 3, 4], [1, 2, 3, 4]]}],\n  \"placement\"")),
+            "f.json: $.expect: expected no expect rows in a model scenario (logits are checked "
+            "against the reference transformer), got 1 row");
+  // Without a model, tokens stay required.
+  EXPECT_EQ(error_of(replace(kModelExample, R"(  "model": {
+    "vocab": 16,
+    "width": 8,
+    "layers": 2,
+    "ffn": 16,
+    "seed": 18446744073709551615
+  },
+)",
+                             "")),
+            "f.json: $.tokens: missing; expected an object with either \"explicit\" or "
+            "\"generated\" token data");
+}
+
+TEST(FixtureModel, ValidateKeepsTheTokenSourceCanonical) {
+  const auto check = [](const Scenario& s, const std::string& path, const std::string& message) {
+    const auto error = validate(s);
+    ASSERT_TRUE(error) << path;
+    EXPECT_EQ(error->path, path);
+    EXPECT_EQ(error->message, message);
+  };
+  EXPECT_FALSE(validate(model_scenario()));
+  const std::string prefix =
+      "no token table in a model scenario (token ids are vocabulary ids; the scenario holds "
+      "generated tokens {seed 0, count 16 (model.vocab), small-int}), got ";
+  {
+    Scenario s = model_scenario();
+    s.tokens = GeneratedTokens{0, 17, Distribution::small_int, false};
+    check(s, "$.tokens", prefix + "generated tokens {seed 0, count 17, small-int}");
+    s.tokens = GeneratedTokens{3, 16, Distribution::dyadic, true};
+    check(s, "$.tokens", prefix + "generated tokens {seed 3, count 16, dyadic, zero_scores}");
+    s.tokens = std::vector<ExplicitToken>(16, ExplicitToken{{{0}}, {{0}}, {{1}}});
+    check(s, "$.tokens", prefix + "explicit tokens");
+  }
+  {
+    Scenario s = model_scenario();
+    s.program = {Op::append(0, {1, -1})};
+    check(s, "$.program[0].tokens[1]",
+          "a vocabulary id in [0, 16) (the model's vocab is 16), got -1");
+    s.program = {Op::step({Chunk{0, {16}}})};
+    check(s, "$.program[0].chunks[0].tokens[0]",
+          "a vocabulary id in [0, 16) (the model's vocab is 16), got 16");
+  }
+  {
+    Scenario s = model_scenario();
+    s.model->layers = 0;
+    check(s, "$.model.layers", "an integer in [1, 16], got 0");
+    s = model_scenario();
+    s.model->width = 0;
+    check(s, "$.model.width", "an integer in [1, 1024], got 0");
+    s = model_scenario();
+    s.model->ffn = 4097;
+    check(s, "$.model.ffn", "an integer in [1, 4096], got 4097");
+    s = model_scenario();
+    s.model->vocab = 4097;
+    check(s, "$.model.vocab", "an integer in [1, 4096], got 4097");
+  }
+  {
+    Scenario s = model_scenario();
+    s.expect = {ExpectedRow{0, 0, 0, {{1}}}};
+    check(s, "$.expect",
+          "no expect rows in a model scenario (logits are checked against the reference "
+          "transformer), got 1 row");
+  }
+}
+
+TEST(FixtureModel, ValidateBoundsTheModel) {
+  const auto check = [](const Scenario& s, const std::string& path, const std::string& message) {
+    const auto error = validate(s);
+    ASSERT_TRUE(error) << path;
+    EXPECT_EQ(error->path, path);
+    EXPECT_EQ(error->message, message);
+  };
+  const auto accepted = [](const Scenario& s) {
+    const auto error = validate(s);
+    EXPECT_FALSE(error) << error->path << ": " << error->message;
+  };
+  const auto with = [](ModelConfig m, int tokens) {
+    Scenario s;
+    s.name = "limits";
+    s.model = m;
+    s.tokens = GeneratedTokens{0, m.vocab, Distribution::small_int, false};
+    s.program = {Op::append(0, std::vector<int>(static_cast<size_t>(tokens), 0))};
+    return s;
+  };
+  // Weights: 2 x 4096 x 1024 (embedding, LM head) + 1024 (final norm) + one layer of
+  // 1024 x 3 (q, k, v) + 1024 (output) + 3 x 1024 x 4096 (MLP) + 2 x 1024 (norms).
+  check(with(ModelConfig{4096, 1024, 1, 4096, 0}, 1), "$.model",
+        "a model of at most 16777216 weights (embedding, layers and LM head, with the layout's "
+        "attention shapes), got 20978688");
+  // One layer of 4096 x 1024 MLP weights and little else: 12588032 multiply-adds per token.
+  Scenario s = with(ModelConfig{1, 1024, 1, 4096, 0}, 341);
+  accepted(s);
+  s = with(ModelConfig{1, 1024, 1, 4096, 0}, 342);
+  check(s, "$.program[0].tokens",
+        "at most 4294967296 model multiply-adds in the whole program, got 4305106944 (342 "
+        "tokens x 12588032 each) by the end of this chunk");
+  // Rows: 16 layers x (128 q heads x 512 values + width 1) + vocab 1 = 1048593 per token.
+  s = with(ModelConfig{1, 1, 16, 1, 0}, 15);
+  s.layout.q_heads = 128;
+  s.layout.kv_heads = 128;
+  s.layout.value_dim = 512;
+  accepted(s);
+  s.program = {Op::append(0, std::vector<int>(16, 0))};
+  check(s, "$.program[0].tokens",
+        "at most 16777216 model row values in the whole program (tokens x (layers x (q_heads x "
+        "value_dim + width) + vocab)), got 16777488 (16 tokens x 1048593 values each) by the end "
+        "of this chunk");
+}
+
+// ---------------------------------------------------------------------------------------
 // Saving
 
 TEST(SaveFixture, WritesAtomicallyAndCreatesDirectories) {

@@ -334,6 +334,125 @@ TEST(Generator, LeavesOutTheOperationsAnEngineDoesNotAnnounce) {
   EXPECT_GT(without_fork_truncates, 100);
 }
 
+// ---- Model level (GeneratorOptions::model). ----
+
+GeneratorOptions with_model(ModelOptions model = {}) {
+  GeneratorOptions options;
+  options.model = model;
+  return options;
+}
+
+// Ids of the program in order of first use.
+std::vector<int> used_ids(const Scenario& s) {
+  std::vector<int> ids;
+  for (const Op& op : s.program) {
+    for (const Chunk& chunk : op.batch()) {
+      for (int id : chunk.tokens) {
+        if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+      }
+    }
+  }
+  return ids;
+}
+
+TEST(GeneratorModel, WithoutTheOptionNoModelIsDrawn) {
+  GeneratorOptions unset;
+  unset.model.reset();
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const Scenario s = generated(seed);
+    EXPECT_FALSE(s.model) << seed;
+    EXPECT_EQ(generated(seed, unset), s) << seed;
+  }
+}
+
+TEST(GeneratorModel, ScenariosAreValidCanonicalAndSmall) {
+  std::set<int> layers, widths, ffns;
+  int spare = 0, repeated = 0;
+  for (uint64_t seed = 1; seed <= 1500; ++seed) {
+    const Scenario s = generated(seed, with_model());
+    ASSERT_EQ(why_invalid(s), "") << "seed " << seed << "\n" << write_fixture(s);
+    ASSERT_TRUE(s.model) << seed;
+    const ModelConfig& m = *s.model;
+    EXPECT_EQ(s.tokens, TokenSource(GeneratedTokens{0, m.vocab, Distribution::small_int, false}));
+    EXPECT_TRUE(s.expect.empty());
+    if (seed % 5 == 0) {
+      ASSERT_EQ(parse_fixture(write_fixture(s), "generated"), s) << "seed " << seed;
+    }
+    EXPECT_GE(m.layers, 1);
+    EXPECT_LE(m.layers, 3);
+    EXPECT_LE(m.width, 64);
+    EXPECT_LE(m.ffn, 128);
+    const std::vector<int> ids = used_ids(s);
+    const int largest = ids.empty() ? 0 : *std::max_element(ids.begin(), ids.end());
+    EXPECT_LT(largest, m.vocab);
+    EXPECT_LE(m.vocab, std::max({1, program_tokens(s), 32}) + 16) << seed;
+    spare += m.vocab > largest + 1;
+    repeated += static_cast<int>(ids.size()) < program_tokens(s);
+    // A model's work stays small (about 2^24 multiply-adds), far inside kMaxModelWork.
+    const Layout& l = s.layout;
+    const int64_t layer =
+        int64_t{m.width} * (l.q_heads * l.head_dim + l.kv_heads * (l.head_dim + l.value_dim)) +
+        int64_t{l.q_heads} * l.value_dim * m.width + 3 * int64_t{m.width} * m.ffn;
+    const int64_t work = program_tokens(s) * (m.layers * layer + int64_t{m.width} * m.vocab);
+    EXPECT_LE(work, std::max<int64_t>(int64_t{1} << 24, m.layers * layer + m.width * m.vocab))
+        << seed;
+    layers.insert(m.layers);
+    widths.insert(m.width);
+    ffns.insert(m.ffn);
+  }
+  EXPECT_EQ(layers, (std::set<int>{1, 2, 3}));
+  EXPECT_EQ(widths, (std::set<int>{4, 8, 12, 16, 24, 32, 64}));
+  EXPECT_GE(ffns.size(), 20u);
+  EXPECT_GT(spare, 100);
+  EXPECT_GT(repeated, 100);
+}
+
+TEST(GeneratorModel, SameChoicesGiveTheSameScenario) {
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    EXPECT_EQ(generated(seed, with_model()), generated(seed, with_model())) << seed;
+  }
+}
+
+TEST(GeneratorModel, TheLowestChoicesGiveTheSimplestModel) {
+  LowestChoices lowest;
+  const Scenario s = generate_scenario(lowest, with_model());
+  ASSERT_TRUE(s.model);
+  EXPECT_EQ(*s.model, (ModelConfig{1, 4, 1, 4, 0}));  // one word, width 4, one layer, ffn 4
+  EXPECT_EQ(s.tokens, TokenSource(GeneratedTokens{0, 1, Distribution::small_int, false}));
+  EXPECT_EQ(s.layout, (Layout{}));
+  EXPECT_TRUE(s.program.empty());
+}
+
+TEST(GeneratorModel, OptionsBoundTheModel) {
+  ModelOptions tiny;
+  tiny.max_layers = 1;
+  tiny.max_width = 2;
+  tiny.max_ffn = 3;
+  tiny.max_spare_vocab = 1;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const Scenario s = generated(seed, with_model(tiny));
+    ASSERT_EQ(why_invalid(s), "") << seed;
+    EXPECT_EQ(s.model->layers, 1);
+    EXPECT_LE(s.model->width, 2);
+    EXPECT_LE(s.model->ffn, 3);
+  }
+  // Options beyond the generator's own bounds are clamped far inside the limits.
+  ModelOptions huge;
+  huge.max_layers = 1000;
+  huge.max_width = 1 << 20;
+  huge.max_ffn = 1 << 20;
+  huge.max_spare_vocab = 1 << 20;
+  GeneratorOptions options = with_model(huge);
+  options.large_one_in = 1;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const Scenario s = generated(seed, options);
+    ASSERT_EQ(why_invalid(s), "") << seed;
+    EXPECT_LE(s.model->layers, 4);
+    EXPECT_LE(s.model->width, 128);
+    EXPECT_LE(s.model->ffn, 512);
+  }
+}
+
 // ---- RapidCheck drives the same generator. ----
 
 RC_GTEST_PROP(GeneratorRc, ScenariosAreValid, ()) {

@@ -474,5 +474,36 @@ TEST(CheckProperty, AVariantThatFailsAfterItsLastRowStillFails) {
       << layout.report;
 }
 
+// Model scenarios go through the same check_property (model_check.h): honest engines pass
+// all six on corpus/model, and mutants fail at model level with the layer named.
+TEST(ModelProperties, HonestEnginesPassAllSixAndMutantsFail) {
+  const auto dir = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "corpus/model";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    ++files;
+    const Scenario s = load_fixture(entry.path());
+    ASSERT_TRUE(s.model.has_value()) << entry.path();
+    for (const EngineInfo* honest : honest_engines()) {
+      for (Property p : kAllProperties) {
+        const PropertyOutcome outcome = check_property(p, s, *honest);
+        EXPECT_TRUE(outcome.pass) << entry.path() << " " << property_name(p) << "\n"
+                                  << outcome.report;
+      }
+    }
+  }
+  EXPECT_GE(files, 3);
+
+  const Scenario resets = load_fixture(dir / "model-reset-two-requests.json");
+  const PropertyOutcome prefix = check_property(Property::prefix, resets, engine("stale-kv"));
+  ASSERT_FALSE(prefix.pass);
+  EXPECT_EQ(prefix.signature->kind, FailureKind::mismatch);
+  EXPECT_NE(prefix.report.find("(model level)"), std::string::npos) << prefix.report;
+  EXPECT_NE(prefix.report.find("layer 0:"), std::string::npos) << prefix.report;
+  // A scenario that already fails prefix gives an invariance nothing of its own to say.
+  const Scenario forked = load_fixture(dir / "model-fork-then-rollback.json");
+  EXPECT_FALSE(check_property(Property::prefix, forked, engine("fork-restarts-positions")).pass);
+  EXPECT_TRUE(check_property(Property::schedule, forked, engine("fork-restarts-positions")).pass);
+}
+
 }  // namespace
 }  // namespace kvfuzz

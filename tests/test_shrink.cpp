@@ -14,12 +14,15 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "../harness/src/shrink_candidates.h"
 #include "command.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
@@ -175,6 +178,168 @@ TEST(ShrinkWith, ReachesTheMinimumOfTheCallersJudgement) {
   EXPECT_EQ(found, 3);
   // Nothing to shrink when the judge says the input does not fail.
   EXPECT_FALSE(shrink_with(test::worked_example(), truncates_a_nonempty_sequence, {}));
+}
+
+// ---- Model level: the model's own moves, and no move that invents token data. ----
+
+// A model scenario with something to shrink everywhere: three layers, wide, a large
+// vocabulary with ids out of first-use order, GQA with RoPE, a window, bf16, two sequences,
+// every kind of op, a reversed pool with spare pages and a finite poison.
+Scenario big_model_scenario() {
+  Scenario s;
+  s.name = "big-model";
+  s.layout.q_heads = 4;
+  s.layout.kv_heads = 2;
+  s.layout.head_dim = 8;
+  s.layout.value_dim = 6;
+  s.layout.page_size = 4;
+  s.layout.dtype = DType::bf16;
+  s.layout.rope_theta = 10000.0;
+  s.layout.window = 5;
+  s.layout.scale = 0.5;
+  s.model = ModelConfig{48, 32, 3, 64, 9};
+  s.tokens = GeneratedTokens{0, 48, Distribution::small_int, false};
+  s.sequences = 2;
+  s.program = {Op::append(0, {17, 5, 30, 5}),
+               Op::step({Chunk{0, {9, 22}}, Chunk{1, {3, 12, 3}}}),
+               Op::truncate(0, 2),
+               Op::fork(1, 0),
+               Op::append(1, {8, 39}),
+               Op::reset(1),
+               Op::append(0, {1, 2, 0})};
+  s.placement.order = PageOrder::reversed;
+  s.placement.pool_pages = 12;
+  s.placement.poison = Poison::huge;
+  return s;
+}
+
+TEST(ShrinkModel, EveryCandidateIsSmallerAndKeepsTheVocabularyIds) {
+  std::vector<Scenario> bases = {big_model_scenario()};
+  GeneratorOptions options;
+  options.model = ModelOptions{};
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    PrngChoiceSource choices(seed);
+    bases.push_back(generate_scenario(choices, options));
+  }
+  std::map<std::string, int> valid_model_moves;
+  for (const Scenario& base : bases) {
+    ASSERT_FALSE(validate(base)) << summary(base);
+    const shrinking::Measure size = shrinking::measure(base);
+    for (const shrinking::Move& move : shrinking::moves()) {
+      for (int index = 0;; ++index) {
+        Scenario candidate;
+        const shrinking::Made made = move.make(base, index, candidate);
+        if (made == shrinking::Made::end) break;
+        if (made == shrinking::Made::skip) continue;
+        SCOPED_TRACE(std::string(move.name) + " #" + std::to_string(index) + "\n" + summary(base));
+        ASSERT_TRUE(candidate.model);
+        // Never a token table: the token source stays the canonical one of its vocabulary.
+        EXPECT_EQ(candidate.tokens, TokenSource(GeneratedTokens{0, candidate.model->vocab,
+                                                                Distribution::small_int, false}));
+        EXPECT_EQ(candidate.model->seed, base.model->seed);
+        EXPECT_LT(shrinking::measure(candidate), size);
+        const bool model_move = move.name == "smaller model" || move.name == "smaller vocabulary" ||
+                                move.name == "merge vocabulary ids";
+        if (model_move) {
+          const auto error = validate(candidate);
+          EXPECT_FALSE(error) << error->path << ": expected " << error->message;
+          ++valid_model_moves[std::string(move.name)];
+        }
+      }
+    }
+  }
+  // Each model move had something to do.
+  EXPECT_GT(valid_model_moves["smaller model"], 40);
+  EXPECT_GT(valid_model_moves["smaller vocabulary"], 5);
+  EXPECT_GT(valid_model_moves["merge vocabulary ids"], 10);
+}
+
+TEST(ShrinkModel, TheModelMovesOfTheBigScenario) {
+  const Scenario base = big_model_scenario();
+  const auto candidates = [&](std::string_view name) {
+    std::vector<Scenario> out;
+    for (const shrinking::Move& move : shrinking::moves()) {
+      if (move.name != name) continue;
+      for (int index = 0;; ++index) {
+        Scenario candidate;
+        const shrinking::Made made = move.make(base, index, candidate);
+        if (made == shrinking::Made::end) break;
+        if (made == shrinking::Made::candidate) out.push_back(std::move(candidate));
+      }
+    }
+    return out;
+  };
+  std::vector<std::tuple<int, int, int>> sizes;  // layers, width, ffn
+  for (const Scenario& c : candidates("smaller model")) {
+    sizes.emplace_back(c.model->layers, c.model->width, c.model->ffn);
+  }
+  EXPECT_EQ(sizes, (std::vector<std::tuple<int, int, int>>{{1, 32, 64},
+                                                           {2, 32, 64},
+                                                           {3, 1, 64},
+                                                           {3, 16, 64},
+                                                           {3, 31, 64},
+                                                           {3, 32, 1},
+                                                           {3, 32, 32},
+                                                           {3, 32, 63}}));
+  // The vocabulary: down to the largest id used + 1, then renumbered in first-use order.
+  const std::vector<Scenario> vocab = candidates("smaller vocabulary");
+  ASSERT_EQ(vocab.size(), 2u);
+  EXPECT_EQ(vocab[0].model->vocab, 40);  // 39 is the largest id used
+  EXPECT_EQ(vocab[0].program, base.program);
+  EXPECT_EQ(vocab[1].model->vocab, 12);  // 12 distinct ids
+  EXPECT_EQ(vocab[1].program[0].tokens, (std::vector<int>{0, 1, 2, 1}));
+  EXPECT_EQ(vocab[1].program[1].chunks[1].tokens, (std::vector<int>{5, 6, 5}));
+  EXPECT_EQ(vocab[1].program[6].tokens, (std::vector<int>{9, 10, 11}));
+  // Merging: the second word used (5) becomes the first (17).
+  const std::vector<Scenario> merged = candidates("merge vocabulary ids");
+  ASSERT_EQ(merged.size(), 11u);
+  EXPECT_EQ(merged[0].program[0].tokens, (std::vector<int>{17, 17, 30, 17}));
+  // Layout moves keep the token source (no materialised q/k/v), and without token data
+  // each layout is tried once.
+  for (std::string_view name : {"fewer heads", "smaller head_dim", "smaller value_dim"}) {
+    const std::vector<Scenario> layouts = candidates(name);
+    EXPECT_FALSE(layouts.empty()) << name;
+    std::set<std::tuple<int, int, int, int>> shapes;
+    for (const Scenario& c : layouts) {
+      EXPECT_EQ(c.tokens, base.tokens) << name;
+      EXPECT_FALSE(validate(c)) << name << "\n" << summary(c);
+      const Layout& l = c.layout;
+      EXPECT_TRUE(shapes.emplace(l.q_heads, l.kv_heads, l.head_dim, l.value_dim).second) << name;
+    }
+  }
+  std::vector<int> head_dims;
+  for (const Scenario& c : candidates("smaller head_dim")) head_dims.push_back(c.layout.head_dim);
+  EXPECT_EQ(head_dims, (std::vector<int>{1, 4, 7}));
+  EXPECT_TRUE(candidates("compact tokens").empty());
+}
+
+TEST(ShrinkModel, ShrinkWithReachesTheExactMinimum) {
+  const auto fails = [](const Scenario& s) {
+    if (!s.model || s.model->layers < 2 || s.model->width < 4) return false;
+    for (const Op& op : s.program) {
+      for (const Chunk& chunk : op.batch()) {
+        if (std::find(chunk.tokens.begin(), chunk.tokens.end(), 3) != chunk.tokens.end())
+          return true;
+      }
+    }
+    return false;
+  };
+  const Scenario big = big_model_scenario();
+  const auto result = shrink_with(big, fails, {});
+  ASSERT_TRUE(result);
+  EXPECT_FALSE(result->timed_out);
+  Scenario minimum;
+  minimum.name = big.name;
+  minimum.model = ModelConfig{4, 4, 2, 1, 9};  // id 3 needs a vocabulary of 4
+  minimum.tokens = GeneratedTokens{0, 4, Distribution::small_int, false};
+  minimum.program = {Op::append(0, {3})};
+  EXPECT_EQ(result->scenario, minimum) << write_fixture(result->scenario);
+  EXPECT_FALSE(validate(result->scenario));
+  // And again from a canonical fixture of the result: nothing left to shrink.
+  const auto again =
+      shrink_with(parse_fixture(write_fixture(result->scenario), "m.json"), fails, {});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->accepted, 0);
 }
 
 // Draws scenarios from the generator, seed after seed, until one fails `engine`.

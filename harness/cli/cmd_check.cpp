@@ -14,6 +14,7 @@
 #include "kvfuzz/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/property.h"
 #include "kvfuzz/report.h"
 
 namespace kvfuzz::cli {
@@ -31,6 +32,7 @@ struct CheckOptions {
   int max_tokens = 0;
   int max_head_dim = 0;
   int max_q_heads = 0;
+  bool model = false;  // model level: a tiny transformer around the attention
 };
 
 struct EngineTally {
@@ -117,6 +119,7 @@ GeneratorOptions generator_options(const CheckOptions& options,
   cap(options.max_tokens, generator.max_epoch_tokens, generator.typical_epoch_tokens);
   cap(options.max_head_dim, generator.max_head_dim, generator.typical_head_dim);
   cap(options.max_q_heads, generator.max_q_heads, generator.typical_q_heads);
+  if (options.model) generator.model = ModelOptions{};
   return generator;
 }
 
@@ -143,6 +146,24 @@ int run_check(const CheckOptions& options) {
     const Prepared prepared = prepare(scenario);
     for (EngineTally& tally : tallies) {
       if (!tally.failure.empty()) continue;  // one failure per engine is enough
+      if (scenario.model) {
+        // Model level: judged on the logits, located to a layer (check_property).
+        const auto started = Clock::now();
+        const PropertyOutcome model = check_property(Property::prefix, scenario, *tally.engine);
+        tally.seconds += std::chrono::duration<double>(Clock::now() - started).count();
+        ++tally.cases;
+        tally.rows += static_cast<long>(prepared.slots.size());
+        if (model.pass) continue;
+        tally.saved_to = save_failure(options, scenario, *tally.engine, seed, *model.first);
+        const std::string first = describe_divergence(*model.first);
+        tally.failure = first.substr(0, first.find('\n'));
+        if (!tally.engine->mutant) {
+          std::printf("FAIL %s, case %d (seed %llu), saved to %s\n%s\n", tally.engine->name.c_str(),
+                      i + 1, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),
+                      model.report.c_str());
+        }
+        continue;
+      }
       const CheckOutcome outcome = check_engine(scenario, prepared, *tally.engine);
       ++tally.cases;
       tally.rows += outcome.verdict.rows_compared;
@@ -206,6 +227,10 @@ void add_check_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--max-q-heads", options->max_q_heads,
                   "At most this many query heads (default: up to 16)")
       ->check(CLI::Range(1, 32));
+  cmd->add_flag("--model", options->model,
+                "Model level: each scenario runs a tiny transformer (random vocabulary, width, "
+                "layers) whose attention is the engine, judged on the logits and located to a "
+                "layer");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
   cmd->callback([options, &exit_status] { exit_status = run_check(*options); });
 }

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "kvfuzz/check.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/model_check.h"
 #include "kvfuzz/report.h"
 
 namespace kvfuzz::cli {
@@ -35,6 +36,13 @@ int run_explain(const ExplainOptions& options) {
   const Prepared prepared = prepare(scenario);
   std::printf("%s: %s\n", options.path.c_str(), scenario.name.c_str());
   std::printf("layout: %s\n", describe_layout(scenario.layout).c_str());
+  if (const auto& m = scenario.model) {
+    std::printf(
+        "model: vocab %d, width %d, %d layer%s, ffn %d, seed %llu (each layer's attention "
+        "has the layout above)\n",
+        m->vocab, m->width, m->layers, m->layers == 1 ? "" : "s", m->ffn,
+        static_cast<unsigned long long>(m->seed));
+  }
   if (!scenario.note.empty()) std::printf("note: %s\n", scenario.note.c_str());
   int status = kExitPass;
   if (auto problem = check_expect(scenario, prepared)) {
@@ -54,6 +62,19 @@ int run_explain(const ExplainOptions& options) {
     if (missing) {
       std::printf("\nengine %s: skipped: the program uses %s, which it does not announce\n",
                   engine->name.c_str(), missing->c_str());
+      continue;
+    }
+    if (scenario.model) {
+      // Model level: the logits verdict, the first diverging logits row (top-5 on both
+      // sides) and the first layer that went wrong, with its row and head.
+      const ModelVerdict verdict = check_model(scenario, *engine);
+      std::printf("\nengine %s (%s): %s (model level: %zu logits rows)\n", engine->name.c_str(),
+                  engine->mutant ? "mutant" : "honest", verdict.pass ? "pass" : "FAIL",
+                  prepared.slots.size());
+      if (!verdict.pass || verdict.first_layer) {
+        std::printf("%s\n", describe_model_divergence(verdict).c_str());
+      }
+      if (!verdict.pass) status = kExitMismatch;
       continue;
     }
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);

@@ -70,9 +70,24 @@ FixtureResult replay_one(const std::filesystem::path& file,
       continue;
     }
     ++ran;
+    std::string report;
+    if (scenario.model) {
+      // Model level: the logits (and the diverging layer) through check_property.
+      const PropertyOutcome prefix = check_property(Property::prefix, scenario, *engine);
+      if (!prefix.pass) {
+        report = prefix.report;
+      } else if (recorded != Property::prefix) {
+        const PropertyOutcome property = check_property(recorded, scenario, *engine);
+        if (!property.pass) report = property.report;
+      }
+      if (report.empty()) continue;
+      failed += (failed.empty() ? "" : ", ") + engine->name;
+      reports += engine->name + ": " + report;
+      if (reports.back() != '\n') reports += '\n';
+      continue;
+    }
     const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
     unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
-    std::string report;
     if (!outcome.verdict.pass) {
       report = describe_divergence(*outcome.verdict.first);
     } else if (recorded != Property::prefix) {
@@ -90,8 +105,8 @@ FixtureResult replay_one(const std::filesystem::path& file,
     return FixtureResult::skipped;
   }
   if (failed.empty()) {
-    std::printf("ok   %s (%zu rows, %zu engines)\n", file.string().c_str(), prepared.slots.size(),
-                ran);
+    std::printf("ok   %s (%zu %s, %zu engines)\n", file.string().c_str(), prepared.slots.size(),
+                scenario.model ? "logits rows" : "rows", ran);
     if (!skipped.empty()) std::printf("     skipped: %s\n", skipped.c_str());
     if (unjudged > 0) {
       std::printf(

@@ -155,7 +155,9 @@ int run_shrink(const ShrinkCommandOptions& options) {
   std::printf("%s", result->outcome.report.c_str());
   if (!result->outcome.report.empty() && result->outcome.report.back() != '\n') std::printf("\n");
   const Prepared prepared = prepare(shrunk);
-  if (prepared.slots.size() <= kExplainRows) {
+  // Attention rows only: a model scenario's report above already names the logits row and
+  // the layer (its rows are logits, not one attention's output).
+  if (!shrunk.model && prepared.slots.size() <= kExplainRows) {
     std::printf("rows of %s against the reference:\n%s", engine->name.c_str(),
                 explain_rows(shrunk, prepared, check_engine(shrunk, prepared, *engine)).c_str());
   }

@@ -1,7 +1,9 @@
 #include "kvfuzz/engine.h"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
+#include <numeric>
 #include <string>
 
 namespace kvfuzz {
@@ -14,6 +16,26 @@ void Engine::truncate(int seq, int64_t /*keep*/) {
 void Engine::fork(int src, int dst) {
   throw EngineError("this engine does not support fork (" + std::to_string(src) + " -> " +
                     std::to_string(dst) + ")");
+}
+
+EngineConfig engine_config(const Scenario& scenario) {
+  EngineConfig config;
+  config.layout = scenario.layout;
+  config.sequences = scenario.sequences;
+  config.poison = scenario.placement.poison;
+  const Placement& placement = scenario.placement;
+  if (placement.order == PageOrder::explicit_list) {
+    config.page_order = placement.pages;
+    return config;
+  }
+  const int pages =
+      std::max(0, placement.pool_pages ? *placement.pool_pages : required_pool_pages(scenario));
+  config.page_order.resize(static_cast<size_t>(pages));
+  std::iota(config.page_order.begin(), config.page_order.end(), 0);
+  if (placement.order == PageOrder::reversed) {
+    std::reverse(config.page_order.begin(), config.page_order.end());
+  }
+  return config;
 }
 
 EngineCapabilities probe_capabilities(const EngineInfo& engine) {

@@ -98,6 +98,18 @@ Layout read_layout(const Object& top) {
   return layout;
 }
 
+// Model level: the transformer around the attention. All fields are required.
+ModelConfig read_model(const Node& node) {
+  const Object o = node.to_object({"vocab", "width", "layers", "ffn", "seed"});
+  ModelConfig model;
+  model.vocab = o.need_int("vocab", 1, limits::kMaxModelVocab);
+  model.width = o.need_int("width", 1, limits::kMaxModelWidth);
+  model.layers = o.need_int("layers", 1, limits::kMaxModelLayers);
+  model.ffn = o.need_int("ffn", 1, limits::kMaxModelFfn);
+  model.seed = o.need("seed", "an unsigned 64-bit integer").to_uint64();
+  return model;
+}
+
 TokenSource read_tokens(const Object& top) {
   const Node node =
       top.need("tokens", "an object with either \"explicit\" or \"generated\" token data");
@@ -349,6 +361,15 @@ std::string write_layout(const Layout& layout) {
   return block_object(fields, 2);
 }
 
+std::string write_model(const ModelConfig& model) {
+  return block_object({{"vocab", std::to_string(model.vocab)},
+                       {"width", std::to_string(model.width)},
+                       {"layers", std::to_string(model.layers)},
+                       {"ffn", std::to_string(model.ffn)},
+                       {"seed", std::to_string(model.seed)}},
+                      2);
+}
+
 std::string write_tokens(const TokenSource& source) {
   if (const auto* list = std::get_if<std::vector<ExplicitToken>>(&source)) {
     std::vector<std::string> items;
@@ -446,13 +467,25 @@ Scenario parse_fixture(std::string_view text, std::string_view origin) {
     version.expected(version_text);
   }
 
-  const Object top = root.to_object({"kvfuzz_fixture", "name", "note", "layout", "tokens",
+  const Object top = root.to_object({"kvfuzz_fixture", "name", "note", "layout", "model", "tokens",
                                      "sequences", "program", "placement", "expect", "provenance"});
   Scenario scenario;
   scenario.name = top.need_string("name", kMaxText);
   if (auto note = top.get_string("note", kMaxText)) scenario.note = std::move(*note);
   scenario.layout = read_layout(top);
-  scenario.tokens = read_tokens(top);
+  if (const auto model = top.get("model")) {
+    scenario.model = read_model(*model);
+    // Token ids are vocabulary ids: there is no token table to give. The scenario holds
+    // the canonical source validate() insists on.
+    if (const auto tokens = top.get("tokens")) {
+      tokens->expected(
+          "no \"tokens\" in a model scenario (its token ids are vocabulary ids in [0, "
+          "model.vocab))");
+    }
+    scenario.tokens = GeneratedTokens{0, scenario.model->vocab, Distribution::small_int, false};
+  } else {
+    scenario.tokens = read_tokens(top);
+  }
   scenario.sequences = top.need_int("sequences", 1, limits::kMaxSequences);
   scenario.program = read_program(top);
   scenario.placement = read_placement(top);
@@ -511,7 +544,11 @@ std::string write_fixture(const Scenario& scenario) {
                    {"name", json_string(scenario.name)}};
   if (!scenario.note.empty()) fields.push_back(Field{"note", json_string(scenario.note)});
   fields.push_back(Field{"layout", write_layout(scenario.layout)});
-  fields.push_back(Field{"tokens", write_tokens(scenario.tokens)});
+  if (scenario.model) {
+    fields.push_back(Field{"model", write_model(*scenario.model)});  // no token table
+  } else {
+    fields.push_back(Field{"tokens", write_tokens(scenario.tokens)});
+  }
   fields.push_back(Field{"sequences", std::to_string(scenario.sequences)});
   std::vector<std::string> ops;
   ops.reserve(scenario.program.size());

@@ -20,11 +20,13 @@
 //                        pick_window, pick_scale
 //     pick_token_choices zero scores, distribution, seeds, sequential or repeated ids
 //     pick_placement     poison, spare pages, page order kind
+//     pick_model         (model level only) layers, width, ffn, spare vocabulary, seed
 //     pick_program       steps: an append, a decode run, a batched step, resets, a
 //                        truncate, a fork (or none); each chunk length from
 //                        pick_chunk_length, aimed at edges by pick_edge
 //     resolve_pages      identity, reversed, shuffled or interleaved page list
-//     make_tokens        generated small-int / dyadic / uniform / wide, or explicit
+//     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
+//                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
 #include "kvfuzz/generator.h"
 
 #include <algorithm>
@@ -113,11 +115,66 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
 // Tokens the whole program may append: 4 epochs' worth, and at most about 2^20 numbers of
 // rows, q, k and v together, so that no layout brings the rows (kMaxRowValues), the table
 // (kMaxTableFloats) or the page pool (kMaxPoolElements) near their limits.
-int program_token_budget(const Bounds& b, const Layout& l) {
+// ---- Model level. ----
+
+// One layer and the smallest width first; ffn the width first (then 2x, 4x, any size up to
+// the bound); no spare vocabulary ids first. The seed picks the weights: no value of it is
+// simpler than another.
+struct ModelChoices {
+  int layers = 1;
+  int width = 4;
+  int ffn = 4;
+  int spare_vocab = 0;
+  uint64_t seed = 0;
+};
+
+ModelChoices pick_model(ChoiceSource& c, const ModelOptions& o) {
+  static constexpr std::array<int, 7> kWidths{4, 8, 16, 32, 64, 12, 24};
+  const int max_width = std::clamp(o.max_width, 1, 128);
+  const int max_ffn = std::clamp(o.max_ffn, 1, 512);
+  ModelChoices m;
+  m.layers = c.pick_int(1, std::clamp(o.max_layers, 1, 4));
+  m.width = std::min(c.pick_from(kWidths), max_width);
+  const int ffn_kind = pick_weighted(c, {2, 2, 1, 1});
+  const int any_ffn = c.pick_int(1, max_ffn);
+  m.ffn = std::clamp(select(std::array{m.width, 2 * m.width, 4 * m.width, any_ffn}, ffn_kind), 1,
+                     max_ffn);
+  const bool spare = rarely(c, 4);
+  const int spare_vocab = c.pick_int(1, std::clamp(o.max_spare_vocab, 1, 64));
+  m.spare_vocab = spare ? spare_vocab : 0;
+  m.seed = static_cast<uint64_t>(c.pick(0, INT32_MAX));
+  return m;
+}
+
+// Multiply-adds of the model for one token with a vocabulary of `vocab` (validate.cpp's
+// kMaxModelWork counts the same).
+int64_t model_work_per_token(const ModelChoices& m, const Layout& l, int64_t vocab) {
+  const int64_t width = m.width;
+  const int64_t layer = width * (int64_t{l.q_heads} * l.head_dim +
+                                 int64_t{l.kv_heads} * (int64_t{l.head_dim} + l.value_dim)) +
+                        int64_t{l.q_heads} * l.value_dim * width + 3 * width * m.ffn;
+  return m.layers * layer + width * vocab;
+}
+
+// Tokens the whole program may append: 4 epochs' worth, and at most about 2^20 numbers of
+// rows, q, k and v together, so that no layout brings the rows (kMaxRowValues), the table
+// (kMaxTableFloats) or the page pool (kMaxPoolElements) near their limits. At model level
+// also at most about 2^24 multiply-adds over the program (the vocabulary grows with the
+// tokens: at most one id per token or the small table's 32, plus the spare ones), far
+// inside kMaxModelWork.
+int program_token_budget(const Bounds& b, const Layout& l, const ModelChoices* model) {
   const int64_t per_token = int64_t{l.q_heads} * (int64_t{l.value_dim} + l.head_dim) +
                             int64_t{l.kv_heads} * (int64_t{l.head_dim} + l.value_dim);
-  return static_cast<int>(
+  auto budget = static_cast<int>(
       std::clamp<int64_t>((int64_t{1} << 20) / per_token, 1, int64_t{4} * b.epoch_tokens));
+  if (model != nullptr) {
+    const auto work = [&](int64_t tokens) {
+      const int64_t vocab = std::max<int64_t>(tokens, 32) + model->spare_vocab;
+      return tokens * model_work_per_token(*model, l, vocab);
+    };
+    while (budget > 1 && work(budget) > (int64_t{1} << 24)) budget = budget * 7 / 8;
+  }
+  return budget;
 }
 
 // ---- Layout. ----
@@ -302,11 +359,12 @@ enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork };
 // Builds the program step by step, tracking each sequence's current epoch length.
 class ProgramBuilder {
  public:
-  ProgramBuilder(ChoiceSource& c, const Bounds& b, const Layout& l, int sequences, TokenIds& ids)
+  ProgramBuilder(ChoiceSource& c, const Bounds& b, const Layout& l, int sequences, TokenIds& ids,
+                 const ModelChoices* model)
       : c_(c),
         bounds_(b),
         aim_{l.page_size, l.window},
-        program_tokens_(program_token_budget(b, l)),
+        program_tokens_(program_token_budget(b, l, model)),
         length_(static_cast<size_t>(sequences), 0),
         ids_(ids) {}
 
@@ -459,8 +517,8 @@ class ProgramBuilder {
 
 // Few steps first.
 std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, int sequences,
-                             TokenIds& ids) {
-  ProgramBuilder program(c, b, l, sequences, ids);
+                             TokenIds& ids, const ModelChoices* model) {
+  ProgramBuilder program(c, b, l, sequences, ids, model);
   const int steps = c.pick_int(1, b.steps);
   for (int i = 0; i < steps; ++i) program.add_step();
   return program.take();
@@ -666,11 +724,22 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   s.sequences = c.pick_int(1, bounds.sequences);
   const TokenChoices token_choices = pick_token_choices(c);
   const PlacementChoices placement_choices = pick_placement(c);
+  // Only at model level: without the option no choice is drawn (the same scenarios).
+  std::optional<ModelChoices> model;
+  if (options.model) model = pick_model(c, *options.model);
   // From here on the number of choices depends on the program.
   TokenIds ids(token_choices);
-  s.program = pick_program(c, bounds, s.layout, s.sequences, ids);
+  s.program = pick_program(c, bounds, s.layout, s.sequences, ids, model ? &*model : nullptr);
   s.placement = resolve_pages(c, placement_choices, s);
-  s.tokens = make_tokens(c, token_choices, s.layout, ids.count());
+  if (model) {
+    // The ids handed out are vocabulary ids (sequential: every token a new word; from a
+    // small table: repeated words); the vocabulary holds them and the spare ids.
+    const int vocab = std::min(ids.count() + model->spare_vocab, limits::kMaxModelVocab);
+    s.model = ModelConfig{vocab, model->width, model->layers, model->ffn, model->seed};
+    s.tokens = GeneratedTokens{0, vocab, Distribution::small_int, false};
+  } else {
+    s.tokens = make_tokens(c, token_choices, s.layout, ids.count());
+  }
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

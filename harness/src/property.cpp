@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "kvfuzz/check.h"
+#include "kvfuzz/model_check.h"
 #include "kvfuzz/property_variants.h"
 #include "kvfuzz/report.h"
 #include "kvfuzz/runner.h"
@@ -274,6 +275,7 @@ PropertyOutcome check_prefix(const Scenario& scenario, const EngineInfo& engine)
 
 PropertyOutcome check_property(Property property, const Scenario& scenario,
                                const EngineInfo& engine) {
+  if (scenario.model) return check_model_property(property, scenario, engine);
   if (property == Property::prefix) return check_prefix(scenario, engine);
 
   std::vector<ScenarioVariant> variants = variants_for(property, scenario);

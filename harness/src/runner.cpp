@@ -23,26 +23,6 @@ std::vector<ExpectedSlot> expected_slots(const Scenario& scenario) {
   return slots;
 }
 
-EngineConfig engine_config(const Scenario& scenario) {
-  EngineConfig config;
-  config.layout = scenario.layout;
-  config.sequences = scenario.sequences;
-  config.poison = scenario.placement.poison;
-  const Placement& placement = scenario.placement;
-  if (placement.order == PageOrder::explicit_list) {
-    config.page_order = placement.pages;
-    return config;
-  }
-  const int pages =
-      std::max(0, placement.pool_pages ? *placement.pool_pages : required_pool_pages(scenario));
-  config.page_order.resize(static_cast<size_t>(pages));
-  std::iota(config.page_order.begin(), config.page_order.end(), 0);
-  if (placement.order == PageOrder::reversed) {
-    std::reverse(config.page_order.begin(), config.page_order.end());
-  }
-  return config;
-}
-
 namespace {
 
 std::string describe_origin(const RowOrigin& origin) {

@@ -213,6 +213,113 @@ Made simplify_epoch_ops(const Scenario& s, int index, Scenario& out) {
   return Made::candidate;
 }
 
+// Used token ids in order of first use.
+std::vector<int> first_use_order(const Scenario& s) {
+  std::vector<int> order;
+  std::vector<bool> seen(static_cast<size_t>(token_count(s.tokens)), false);
+  for (const Op& op : s.program) {
+    for (const Chunk& chunk : op.batch()) {
+      for (int t : chunk.tokens) {
+        if (t < 0 || static_cast<size_t>(t) >= seen.size() || seen[static_cast<size_t>(t)])
+          continue;
+        seen[static_cast<size_t>(t)] = true;
+        order.push_back(t);
+      }
+    }
+  }
+  return order;
+}
+
+// ---------------------------------------------------------------------------------------
+// Model moves (model level only). No move changes the seed: the weights change entirely
+// with it, so a smaller seed is not a simpler model.
+
+// Smaller sizes of a model field, smallest first: 1, half, one less.
+std::vector<int> smaller_sizes(int current) {
+  std::vector<int> sizes;
+  for (int size : {1, current / 2, current - 1}) {
+    if (size >= 1 && size < current && std::find(sizes.begin(), sizes.end(), size) == sizes.end())
+      sizes.push_back(size);
+  }
+  return sizes;
+}
+
+// Fewer layers, a narrower residual stream, a narrower MLP. Layers go from the end: the
+// weights are drawn from one stream in order (embedding, then layer by layer), so dropping
+// the last layers keeps the others' weights; a layer in the middle cannot go alone (the
+// fixture holds a count, not a list of layers).
+Made reduce_model_size(const Scenario& s, int index, Scenario& out) {
+  if (!s.model) return index == 0 ? Made::skip : Made::end;
+  const ModelConfig& m = *s.model;
+  int seen = 0;
+  int ModelConfig::*fields[] = {&ModelConfig::layers, &ModelConfig::width, &ModelConfig::ffn};
+  for (int ModelConfig::*field : fields) {
+    for (int size : smaller_sizes(m.*field)) {
+      if (seen++ != index) continue;
+      out = start_candidate(s);
+      (*out.model).*field = size;
+      return Made::candidate;
+    }
+  }
+  return Made::end;
+}
+
+// Replaces every id of `s`'s program by new_id[id].
+void renumber_ids(Scenario& s, const std::vector<int>& new_id) {
+  for (Op& op : s.program) {
+    for (int& t : op.tokens) t = new_id[static_cast<size_t>(t)];
+    for (Chunk& chunk : op.chunks) {
+      for (int& t : chunk.tokens) t = new_id[static_cast<size_t>(t)];
+    }
+  }
+}
+
+void set_vocab(Scenario& s, int vocab) {
+  s.model->vocab = vocab;
+  s.tokens = GeneratedTokens{0, vocab, Distribution::small_int, false};
+}
+
+// A smaller vocabulary: down to the largest id used + 1 (the ids kept), then the used ids
+// renumbered in order of first use (0, 1, 2, ...) and the vocabulary down to their count.
+Made reduce_vocab(const Scenario& s, int index, Scenario& out) {
+  if (index > 1) return Made::end;
+  if (!s.model) return Made::skip;
+  const int vocab = s.model->vocab;
+  const std::vector<int> order = first_use_order(s);
+  if (index == 0) {
+    const int used = order.empty() ? 1 : *std::max_element(order.begin(), order.end()) + 1;
+    if (used >= vocab) return Made::skip;
+    out = start_candidate(s);
+    set_vocab(out, used);
+    return Made::candidate;
+  }
+  bool identity = static_cast<int>(order.size()) == vocab;
+  for (size_t i = 0; identity && i < order.size(); ++i) identity = order[i] == static_cast<int>(i);
+  if (identity || order.empty()) return Made::skip;
+  std::vector<int> new_id(static_cast<size_t>(vocab), -1);
+  for (size_t i = 0; i < order.size(); ++i)
+    new_id[static_cast<size_t>(order[i])] = static_cast<int>(i);
+  out = start_candidate(s);
+  renumber_ids(out, new_id);
+  set_vocab(out, static_cast<int>(order.size()));
+  return Made::candidate;
+}
+
+// Fewer distinct words: every use of the `index + 1`-th id in order of first use becomes
+// the first id used.
+Made merge_vocab_ids(const Scenario& s, int index, Scenario& out) {
+  if (!s.model) return index == 0 ? Made::skip : Made::end;
+  const std::vector<int> order = first_use_order(s);
+  const size_t i = static_cast<size_t>(index) + 1;
+  if (i >= order.size()) return Made::end;
+  std::vector<int> new_id(static_cast<size_t>(s.model->vocab));
+  for (size_t t = 0; t < new_id.size(); ++t) new_id[t] = static_cast<int>(t);
+  new_id[static_cast<size_t>(order[i])] = order[0];
+  out = start_candidate(s);
+  renumber_ids(out, new_id);
+  return Made::candidate;
+}
+
 // ---------------------------------------------------------------------------------------
 // Layout moves. Token data is rewritten to the new shapes (materialised first when it was
 // generated), keeping the chosen heads and dims.
@@ -261,7 +368,18 @@ Made reduce_heads(const Scenario& s, int index, Scenario& out) {
   const std::vector<HeadChoice> choices = head_choices(s.layout);
   if (static_cast<size_t>(index) >= choices.size()) return Made::end;
   const HeadChoice& choice = choices[static_cast<size_t>(index)];
+  if (s.model) {
+    // Without token data only the head counts matter: each once.
+    for (int i = 0; i < index; ++i) {
+      const HeadChoice& earlier = choices[static_cast<size_t>(i)];
+      if (earlier.q.size() == choice.q.size() && earlier.kv.size() == choice.kv.size())
+        return Made::skip;
+    }
+  }
   out = start_candidate(s);
+  out.layout.q_heads = static_cast<int>(choice.q.size());
+  out.layout.kv_heads = static_cast<int>(choice.kv.size());
+  if (s.model) return Made::candidate;  // no token data: the weights follow the layout
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
     keep_only(t.q, choice.q);
@@ -269,17 +387,21 @@ Made reduce_heads(const Scenario& s, int index, Scenario& out) {
     keep_only(t.v, choice.kv);
   }
   out.tokens = std::move(tokens);
-  out.layout.q_heads = static_cast<int>(choice.q.size());
-  out.layout.kv_heads = static_cast<int>(choice.kv.size());
   return Made::candidate;
 }
 
 // Smaller sets of n dims, smallest first: the first, the last, the first half, the second
-// half, then all but one (each in turn).
-std::vector<std::vector<int>> dim_choices(int n) {
+// half, then all but one (each in turn). At model level, with no token data, only the
+// number of dims matters: each size once.
+std::vector<std::vector<int>> dim_choices(int n, bool sizes_only) {
   std::vector<std::vector<int>> choices;
   const auto add = [&](std::vector<int> keep) {
     if (keep.empty() || static_cast<int>(keep.size()) >= n) return;
+    if (sizes_only && std::any_of(choices.begin(), choices.end(), [&](const std::vector<int>& c) {
+          return c.size() == keep.size();
+        })) {
+      return;
+    }
     if (std::find(choices.begin(), choices.end(), keep) == choices.end()) {
       choices.push_back(std::move(keep));
     }
@@ -297,32 +419,35 @@ std::vector<std::vector<int>> dim_choices(int n) {
 }
 
 Made reduce_head_dim(const Scenario& s, int index, Scenario& out) {
-  const std::vector<std::vector<int>> choices = dim_choices(s.layout.head_dim);
+  const std::vector<std::vector<int>> choices = dim_choices(s.layout.head_dim, s.model.has_value());
   if (static_cast<size_t>(index) >= choices.size()) return Made::end;
   const std::vector<int>& keep = choices[static_cast<size_t>(index)];
   out = start_candidate(s);
+  out.layout.head_dim = static_cast<int>(keep.size());
+  if (keep.size() % 2 != 0) out.layout.rope_theta.reset();  // RoPE needs an even head_dim
+  if (s.model) return Made::candidate;                      // no token data
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
     for (auto& head : t.q) keep_only(head, keep);
     for (auto& head : t.k) keep_only(head, keep);
   }
   out.tokens = std::move(tokens);
-  out.layout.head_dim = static_cast<int>(keep.size());
-  if (keep.size() % 2 != 0) out.layout.rope_theta.reset();  // RoPE needs an even head_dim
   return Made::candidate;
 }
 
 Made reduce_value_dim(const Scenario& s, int index, Scenario& out) {
-  const std::vector<std::vector<int>> choices = dim_choices(s.layout.value_dim);
+  const std::vector<std::vector<int>> choices =
+      dim_choices(s.layout.value_dim, s.model.has_value());
   if (static_cast<size_t>(index) >= choices.size()) return Made::end;
   const std::vector<int>& keep = choices[static_cast<size_t>(index)];
   out = start_candidate(s);
+  out.layout.value_dim = static_cast<int>(keep.size());
+  if (s.model) return Made::candidate;  // no token data
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
     for (auto& head : t.v) keep_only(head, keep);
   }
   out.tokens = std::move(tokens);
-  out.layout.value_dim = static_cast<int>(keep.size());
   return Made::candidate;
 }
 
@@ -406,27 +531,12 @@ Made reduce_page_size(const Scenario& s, int index, Scenario& out) {
 // ---------------------------------------------------------------------------------------
 // Token data moves.
 
-// Used token ids in order of first use.
-std::vector<int> first_use_order(const Scenario& s) {
-  std::vector<int> order;
-  std::vector<bool> seen(static_cast<size_t>(token_count(s.tokens)), false);
-  for (const Op& op : s.program) {
-    for (const Chunk& chunk : op.batch()) {
-      for (int t : chunk.tokens) {
-        if (t < 0 || static_cast<size_t>(t) >= seen.size() || seen[static_cast<size_t>(t)])
-          continue;
-        seen[static_cast<size_t>(t)] = true;
-        order.push_back(t);
-      }
-    }
-  }
-  return order;
-}
-
 // Generated data as explicit values; the count down to the largest id used; unused ids
-// dropped and the rest renumbered in order of first use.
+// dropped and the rest renumbered in order of first use. Not at model level: there the
+// ids are vocabulary ids (reduce_vocab).
 Made compact_tokens(const Scenario& s, int index, Scenario& out) {
   if (index > 2) return Made::end;
+  if (s.model) return Made::skip;
   const auto* generated = std::get_if<GeneratedTokens>(&s.tokens);
   if (index == 0) {
     if (!generated) return Made::skip;
@@ -645,6 +755,19 @@ Measure measure(const Scenario& s) {
     for (size_t i = 0; first_use && i < order.size(); ++i)
       first_use = order[i] == static_cast<int>(i);
   }
+  // Model level: layers, widths, the vocabulary, the distinct words used, and whether they
+  // are numbered in order of first use (all 0 without a model).
+  double layers = 0, width = 0, ffn = 0, vocab = 0, words = 0, word_order = 0;
+  if (s.model) {
+    const std::vector<int> order = first_use_order(s);
+    layers = s.model->layers;
+    width = s.model->width;
+    ffn = s.model->ffn;
+    vocab = s.model->vocab;
+    words = static_cast<double>(order.size());
+    for (size_t i = 0; i < order.size(); ++i) word_order += order[i] != static_cast<int>(i);
+    word_order = word_order > 0;
+  }
   return {static_cast<double>(s.expect.size()),
           static_cast<double>(program_tokens(s)),
           static_cast<double>(s.program.size()),
@@ -653,6 +776,12 @@ Measure measure(const Scenario& s) {
           static_cast<double>(steps),
           static_cast<double>(epoch_ops),
           keeps,
+          layers,
+          width,
+          ffn,
+          vocab,
+          words,
+          word_order,
           static_cast<double>(l.q_heads),
           static_cast<double>(l.kv_heads),
           static_cast<double>(l.head_dim),
@@ -687,6 +816,9 @@ const std::vector<Move>& moves() {
       {"merge appends", merge_appends},
       {"step to append", step_to_append},
       {"truncate/fork to reset", simplify_epoch_ops},
+      {"smaller model", reduce_model_size},
+      {"smaller vocabulary", reduce_vocab},
+      {"merge vocabulary ids", merge_vocab_ids},
       {"fewer heads", reduce_heads},
       {"smaller head_dim", reduce_head_dim},
       {"smaller value_dim", reduce_value_dim},

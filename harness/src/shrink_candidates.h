@@ -14,8 +14,9 @@
 namespace kvfuzz::shrinking {
 
 // The size of a scenario, compared lexicographically: first what makes a fixture long
-// (expect rows, program tokens, ops, sequences, chunks), then the layout (heads, dims,
-// RoPE, window, scale, dtype), the placement, the token table, and last the token values
+// (expect rows, program tokens, ops, sequences, chunks), then the model (layers, width,
+// ffn, vocab, distinct words, words out of first-use order; 0 without one), then the layout (heads,
+// dims, RoPE, window, scale, dtype), the placement, the token table, and last the token values
 // (non-zero values, non-integers, sum of |x|, negative values).
 using Measure = std::vector<double>;
 Measure measure(const Scenario& scenario);

@@ -107,14 +107,45 @@ void check_range(const std::string& path, int64_t value, int64_t lo, int64_t hi)
   }
 }
 
+// The dense weights of one layer that every token multiplies: q, k, v and output
+// projections and the SwiGLU MLP (the norms are negligible).
+int64_t layer_multiplies(const ModelConfig& m, const Layout& l) {
+  const int64_t width = m.width;
+  return width * (int64_t{l.q_heads} * l.head_dim + int64_t{l.kv_heads} * l.head_dim +
+                  int64_t{l.kv_heads} * l.value_dim) +
+         int64_t{l.q_heads} * l.value_dim * width + 3 * width * m.ffn;
+}
+
+// Every weight of the model (limits::kMaxModelWeights; kvfuzz/transformer.h's shapes).
+int64_t model_weights(const ModelConfig& m, const Layout& l) {
+  const int64_t width = m.width;
+  return 2 * int64_t{m.vocab} * width + width +
+         int64_t{m.layers} * (layer_multiplies(m, l) + 2 * width);
+}
+
+// Multiply-adds per row (limits::kMaxModelWork): every layer and the LM head.
+int64_t model_work_per_token(const ModelConfig& m, const Layout& l) {
+  return int64_t{m.layers} * layer_multiplies(m, l) + int64_t{m.width} * m.vocab;
+}
+
+// Values both evaluations keep per row (limits::kMaxModelRowValues): each layer's
+// attention output and hidden state, and the logits.
+int64_t model_values_per_token(const ModelConfig& m, const Layout& l) {
+  return int64_t{m.layers} * (int64_t{l.q_heads} * l.value_dim + m.width) + m.vocab;
+}
+
 class Validator {
  public:
-  explicit Validator(const Scenario& scenario) : s_(scenario), layout_(scenario.layout) {}
+  explicit Validator(const Scenario& scenario)
+      : s_(scenario),
+        layout_(scenario.layout),
+        model_(scenario.model ? &*scenario.model : nullptr) {}
 
   void run() {
     check_text("$.name", s_.name, 1, "a name");
     check_text("$.note", s_.note, 0, "a note");
     check_layout();
+    check_model();
     check_tokens();
     check_range("$.sequences", s_.sequences, 1, limits::kMaxSequences);
     check_program();
@@ -126,6 +157,7 @@ class Validator {
  private:
   const Scenario& s_;
   const Layout& layout_;
+  const ModelConfig* model_ = nullptr;  // model level when set
   int tokens_ = 0;
   // epochs_[seq][epoch] = the length of that (sequence, epoch), inherited tokens included;
   // inherited_[seq][epoch] = the tokens it inherited (truncate, fork), which have no rows.
@@ -175,6 +207,24 @@ class Validator {
     }
   }
 
+  // Model level: the fields within their limits and the whole model's weights bounded.
+  // (The program's rows and work are bounded chunk by chunk, check_chunk.)
+  void check_model() {
+    if (!model_) return;
+    const ModelConfig& m = *model_;
+    check_range("$.model.vocab", m.vocab, 1, limits::kMaxModelVocab);
+    check_range("$.model.width", m.width, 1, limits::kMaxModelWidth);
+    check_range("$.model.layers", m.layers, 1, limits::kMaxModelLayers);
+    check_range("$.model.ffn", m.ffn, 1, limits::kMaxModelFfn);
+    const int64_t weights = model_weights(m, layout_);
+    if (weights > limits::kMaxModelWeights) {
+      reject("$.model", "a model of at most " + str(limits::kMaxModelWeights) +
+                            " weights (embedding, layers and LM head, with the layout's "
+                            "attention shapes), got " +
+                            str(weights));
+    }
+  }
+
   void check_table_floats(const std::string& path, int64_t count) {
     const int64_t per_token = int64_t{layout_.q_heads} * layout_.head_dim +
                               int64_t{layout_.kv_heads} * layout_.head_dim +
@@ -216,7 +266,38 @@ class Validator {
     }
   }
 
+  // Model level: no token table, token ids are vocabulary ids. The scenario's source is the
+  // canonical GeneratedTokens{seed 0, count vocab, small-int}, the one the parser sets, so
+  // a scenario built in code cannot disagree with its fixture.
+  void check_model_tokens() {
+    const int vocab = model_->vocab;
+    const auto* generated = std::get_if<GeneratedTokens>(&s_.tokens);
+    const GeneratedTokens canonical{0, vocab, Distribution::small_int, false};
+    if (generated == nullptr || *generated != canonical) {
+      std::string got = "explicit tokens";
+      if (generated != nullptr) {
+        const char* names[] = {"small-int", "dyadic", "uniform", "wide"};
+        const auto d = static_cast<size_t>(generated->distribution);
+        got = "generated tokens {seed " + std::to_string(generated->seed) + ", count " +
+              str(generated->count) + ", " + (d < 4 ? names[d] : "?") +
+              (generated->zero_scores ? ", zero_scores" : "") + "}";
+      }
+      reject("$.tokens",
+             "no token table in a model scenario (token ids are vocabulary ids; the scenario "
+             "holds generated tokens {seed 0, count " +
+                 str(vocab) + " (model.vocab), small-int}), got " + got);
+    }
+    // The table is not used at model level, but it stays within the table's limits in case
+    // anything materialises it.
+    check_table_floats("$.model.vocab", vocab);
+    tokens_ = vocab;
+  }
+
   void check_tokens() {
+    if (model_) {
+      check_model_tokens();
+      return;
+    }
     if (const auto* list = std::get_if<std::vector<ExplicitToken>>(&s_.tokens)) {
       const std::string path = "$.tokens.explicit";
       const auto count = static_cast<int64_t>(list->size());
@@ -268,6 +349,11 @@ class Validator {
       reject(tokens_path, "1 to " + str(limits::kMaxChunkTokens) + " token ids, got " + str(n));
     }
     for (size_t i = 0; i < tokens.size(); ++i) {
+      if (model_ && (tokens[i] < 0 || tokens[i] >= tokens_)) {
+        reject(at(tokens_path, i), "a vocabulary id in [0, " + str(tokens_) +
+                                       ") (the model's vocab is " + str(tokens_) + "), got " +
+                                       str(tokens[i]));
+      }
       if (tokens[i] < 0 || tokens[i] >= tokens_) {
         reject(at(tokens_path, i), "a token id in [0, " + str(tokens_) + ") (the token table has " +
                                        count_text(tokens_, "token", "tokens") + "), got " +
@@ -296,6 +382,27 @@ class Validator {
                               "got " +
                               str(total * per_token) + " (" + str(total) + " tokens x " +
                               str(per_token) + " values each) by the end of this chunk");
+    }
+    if (model_) check_model_chunk(tokens_path, total);
+  }
+
+  // Model level: what the program's rows keep and cost, by the end of a chunk.
+  void check_model_chunk(const std::string& tokens_path, int64_t total) {
+    const int64_t values = model_values_per_token(*model_, layout_);
+    if (total * values > limits::kMaxModelRowValues) {
+      reject(tokens_path,
+             "at most " + str(limits::kMaxModelRowValues) +
+                 " model row values in the whole program (tokens x (layers x (q_heads x "
+                 "value_dim + width) + vocab)), got " +
+                 str(total * values) + " (" + str(total) + " tokens x " + str(values) +
+                 " values each) by the end of this chunk");
+    }
+    const int64_t work = model_work_per_token(*model_, layout_);
+    if (total * work > limits::kMaxModelWork) {
+      reject(tokens_path, "at most " + str(limits::kMaxModelWork) +
+                              " model multiply-adds in the whole program, got " +
+                              str(total * work) + " (" + str(total) + " tokens x " + str(work) +
+                              " each) by the end of this chunk");
     }
   }
 
@@ -493,6 +600,12 @@ class Validator {
     const auto rows = static_cast<int64_t>(s_.expect.size());
     if (rows > limits::kMaxExpectRows) {
       reject("$.expect", "at most " + str(limits::kMaxExpectRows) + " rows, got " + str(rows));
+    }
+    if (model_ && rows > 0) {
+      reject("$.expect",
+             "no expect rows in a model scenario (logits are checked against the "
+             "reference transformer), got " +
+                 count_text(rows, "row", "rows"));
     }
     std::set<std::tuple<int, int, int64_t>> keys;
     for (size_t i = 0; i < s_.expect.size(); ++i) {

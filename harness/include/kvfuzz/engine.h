@@ -75,6 +75,10 @@ class Engine {
   virtual void fork(int src, int dst);
 };
 
+// The engine's configuration for a scenario: layout, sequences, poison, and the page order
+// resolved to a permutation of the pool (identity, reversed or the explicit list).
+EngineConfig engine_config(const Scenario& scenario);
+
 using EngineFactory = std::function<std::unique_ptr<Engine>(const EngineConfig&)>;
 
 struct EngineInfo {

@@ -17,12 +17,23 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/scenario.h"
 
 namespace kvfuzz {
+
+// Model level (Scenario::model): the maxima of the small transformer drawn around the
+// attention. Clamped to sizes far inside limits.h (layers 4, width 128, ffn 512, 64 spare
+// vocabulary ids), and the program shrinks to keep a model's work small.
+struct ModelOptions {
+  int max_layers = 3;
+  int max_width = 64;  // widths come from a few sizes, 4 first
+  int max_ffn = 128;
+  int max_spare_vocab = 16;  // vocabulary ids no token of the program uses
+};
 
 struct GeneratorOptions {
   int max_sequences = 4;
@@ -41,6 +52,11 @@ struct GeneratorOptions {
   // stay the same, so shrinking behaves alike either way.
   bool truncate = true;
   bool fork = true;
+  // When set, every scenario is a model scenario: it also draws a ModelConfig (one layer
+  // and the smallest width at the low end), its token ids are vocabulary ids and its token
+  // source the canonical GeneratedTokens{0, vocab}. Unset, no choice is drawn for it: the
+  // scenarios are the same as without the option.
+  std::optional<ModelOptions> model;
 };
 
 Scenario generate_scenario(ChoiceSource& choices, const GeneratorOptions& options = {});

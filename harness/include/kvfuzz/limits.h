@@ -32,6 +32,24 @@ constexpr int64_t kMaxRowValues = int64_t{1} << 24;
 // Largest RoPE base: the tolerance derivation (harness/src/tolerance.cpp) assumes it.
 constexpr double kMaxRopeTheta = 1e7;
 constexpr int kMaxExpectRows = 1 << 16;
+
+// Model level (Scenario::model, docs/fixture-format.md "model").
+constexpr int kMaxModelVocab = 4096;
+constexpr int kMaxModelWidth = 1024;
+constexpr int kMaxModelLayers = 16;
+constexpr int kMaxModelFfn = 4096;
+// Weights of the whole model: vocab x width (embedding) + layers x (width x (q_heads x
+// head_dim + kv_heads x (head_dim + value_dim)) + q_heads x value_dim x width + 3 x width x
+// ffn + 2 x width) + width + width x vocab (LM head). 64 MiB in f32.
+constexpr int64_t kMaxModelWeights = int64_t{1} << 24;
+// What both evaluations keep per row, over the whole program: program tokens x (layers x
+// (q_heads x value_dim + width) + vocab) (each layer's attention output and hidden state,
+// and the logits).
+constexpr int64_t kMaxModelRowValues = int64_t{1} << 24;
+// Multiply-adds of the dense layers over the whole program: program tokens x (layers x
+// (width x (q_heads x head_dim + kv_heads x (head_dim + value_dim)) + q_heads x value_dim x
+// width + 3 x width x ffn) + width x vocab). Bounds the time of one evaluation.
+constexpr int64_t kMaxModelWork = int64_t{1} << 32;
 constexpr int kMaxTextLength = 1 << 16;
 constexpr int kMaxJsonDepth = 64;
 constexpr int64_t kMaxFixtureBytes = int64_t{64} << 20;

@@ -22,9 +22,6 @@ struct ExpectedSlot {
 
 std::vector<ExpectedSlot> expected_slots(const Scenario& scenario);
 
-// The engine's configuration for a scenario: layout, sequences, resolved page order.
-EngineConfig engine_config(const Scenario& scenario);
-
 struct EngineRun {
   std::vector<EngineRow> rows;        // in the order the engine returned them
   std::optional<std::string> error;   // the engine threw, or returned a wrongly shaped chunk

@@ -124,10 +124,24 @@ struct Provenance {
   bool operator==(const Provenance&) const = default;
 };
 
+// A tiny decoder-only transformer around the attention (kvfuzz/model.h): when a scenario
+// has one, its chunks' token ids are vocabulary ids in [0, vocab), each layer's attention
+// has the scenario's layout and runs in its own engine instance, and what is compared is
+// the logits (and, to locate a failure, every layer's state). Weights come from `seed`.
+struct ModelConfig {
+  int vocab = 16;  // token ids and logits per row
+  int width = 8;   // the residual stream (d_model)
+  int layers = 1;  // each: RMSNorm, attention (q_heads x head_dim), RMSNorm, SwiGLU MLP
+  int ffn = 16;    // SwiGLU hidden width
+  uint64_t seed = 1;
+  bool operator==(const ModelConfig&) const = default;
+};
+
 struct Scenario {
   std::string name;
   std::string note;
   Layout layout;
+  std::optional<ModelConfig> model;  // model level (docs/fixture-format.md, "model")
   TokenSource tokens;
   int sequences = 1;
   std::vector<Op> program;

@@ -1,0 +1,120 @@
+// Model-level checks per second (docs/BENCHMARKS.md, "Model level"): check_model on a
+// 2-layer transformer (width 64, ffn 128, vocab 256) over 128 tokens, per honest engine,
+// with the parts timed apart: the cached forward (weights + one engine per layer over the
+// program), the reference (one double-precision full-prefix pass) and the rest of
+// check_model (the tolerance's perturbed reference passes and the judging).
+// Usage: bench_model [--seconds S] [--repeats R]. Prints a Markdown table of medians.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvfuzz/engine.h"
+#include "kvfuzz/model_check.h"
+#include "kvfuzz/transformer.h"
+
+namespace kvfuzz {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One sequence: a prefill of 96 tokens, then 32 one-token decodes. 4 q heads over 2 kv
+// heads, head_dim 16, RoPE, page size 16; each check its own weights seed.
+Scenario make_scenario(DType dtype, uint64_t seed) {
+  Scenario s;
+  s.name = "bench-model";
+  s.layout.q_heads = 4;
+  s.layout.kv_heads = 2;
+  s.layout.head_dim = 16;
+  s.layout.value_dim = 16;
+  s.layout.page_size = 16;
+  s.layout.rope_theta = 10000.0;
+  s.layout.dtype = dtype;
+  s.model = ModelConfig{.vocab = 256, .width = 64, .layers = 2, .ffn = 128, .seed = seed};
+  s.tokens = GeneratedTokens{0, 256};
+  std::vector<int> prefill;
+  for (int t = 0; t < 96; ++t) prefill.push_back((t * 37 + 11) % 256);
+  s.program.push_back(Op::append(0, prefill));
+  for (int t = 0; t < 32; ++t) s.program.push_back(Op::append(0, {(t * 53 + 5) % 256}));
+  return s;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Sample {
+  double checks_per_second = 0, forward = 0, reference = 0, rest = 0;
+};
+
+Sample measure(const EngineInfo& engine, DType dtype, double budget, uint64_t& seed) {
+  double total = 0, forward = 0, reference = 0;
+  long checks = 0;
+  while (total < budget) {
+    const Scenario s = make_scenario(dtype, ++seed);
+    auto start = Clock::now();
+    const ModelVerdict verdict = check_model(s, engine);
+    total += seconds_since(start);
+    if (!verdict.pass) {
+      std::fprintf(stderr, "%s failed:\n%s", engine.name.c_str(),
+                   describe_model_divergence(verdict).c_str());
+      std::exit(1);
+    }
+    ++checks;
+    // The parts, timed apart on the same scenario.
+    start = Clock::now();
+    const TransformerWeights w = make_weights(*s.model, s.layout);
+    const std::vector<const EngineInfo*> engines{&engine, &engine};
+    const TransformerRun run = run_transformer(s, w, engines);
+    forward += seconds_since(start);
+    start = Clock::now();
+    const auto ref = reference_transformer(s, w);
+    reference += seconds_since(start);
+    if (run.rows.size() != ref.size()) std::exit(2);
+  }
+  const double n = static_cast<double>(checks);
+  return {n / total, forward / n, reference / n,
+          std::max(0.0, total / n - forward / n - reference / n)};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+}  // namespace kvfuzz
+
+int main(int argc, char** argv) {
+  using namespace kvfuzz;
+  double seconds = 1;
+  int repeats = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+  }
+  std::printf(
+      "| dtype | engine | checks/s | cached forward | reference | tolerance + judge |\n"
+      "|---|---|---:|---:|---:|---:|\n");
+  uint64_t seed = 0;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const EngineInfo& engine : engine_registry()) {
+      if (engine.mutant) continue;
+      std::vector<double> rate, forward, reference, rest;
+      for (int r = 0; r < repeats; ++r) {
+        const Sample s = measure(engine, dtype, seconds, seed);
+        rate.push_back(s.checks_per_second);
+        forward.push_back(s.forward * 1e3);
+        reference.push_back(s.reference * 1e3);
+        rest.push_back(s.rest * 1e3);
+      }
+      std::printf("| %s | %s | %.1f | %.2f ms | %.2f ms | %.2f ms |\n",
+                  std::string(dtype_name(dtype)).c_str(), engine.name.c_str(), median(rate),
+                  median(forward), median(reference), median(rest));
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,124 @@
+// The six properties at model level (check_model_property in kvfuzz/model_check.h).
+//
+// Why invariances are judged against the reference here and not engine against engine as
+// at attention level (property.cpp): a model's rows are logits after several layers, and
+// the two runs of an invariance feed each layer different cached states; the reference
+// tolerance of each run is what is derived (model_tolerance.cpp), so "each run is within
+// its bound of the same full-prefix logits" is the justified form of "the two runs agree".
+#include <string>
+#include <vector>
+
+#include "kvfuzz/model_check.h"
+#include "kvfuzz/property_variants.h"
+
+namespace kvfuzz {
+
+namespace {
+
+// The property's report and the shrinker's signature need a Divergence: the logits row
+// when the logits diverge, else the layer that went wrong (a wrong position or an error).
+Divergence as_divergence(const ModelDivergence& m) {
+  Divergence d;
+  d.kind = m.kind;
+  d.key = m.key;
+  d.origin = m.origin;
+  d.q_head = m.head < 0 ? 0 : m.head;
+  d.dim = m.index;
+  d.got = m.got;
+  d.expected = m.expected;
+  d.error = m.error;
+  d.bound = m.bound;
+  d.key_lo = 0;
+  d.key_hi = m.key.pos;
+  d.detail =
+      (m.layer < 0 ? std::string("logits") : "layer " + std::to_string(m.layer) + " " + m.where) +
+      (m.detail.empty() ? "" : ": " + m.detail);
+  return d;
+}
+
+const ModelDivergence& deciding(const ModelVerdict& verdict) {
+  return verdict.first_logits ? *verdict.first_logits : *verdict.first_layer;
+}
+
+std::vector<ScenarioVariant> variants_of(Property property, const Scenario& scenario) {
+  const uint64_t seed = variant_seed(scenario);
+  std::vector<ScenarioVariant> variants;
+  switch (property) {
+    case Property::prefix:
+      break;
+    case Property::schedule:
+      variants.push_back(rechunk(scenario, seed));
+      break;
+    case Property::layout:
+      variants.push_back(relayout(scenario, seed));
+      break;
+    case Property::poison:
+      variants.push_back(repoison(scenario, seed));
+      break;
+    case Property::reset:
+      variants = isolate_epochs(scenario);
+      break;
+    case Property::batch:
+      for (int seq : sequences_with_neighbours(scenario)) {
+        variants.push_back(isolate_sequence(scenario, seq));
+      }
+      break;
+  }
+  std::erase_if(variants, [&](const ScenarioVariant& v) { return same_run(v.scenario, scenario); });
+  return variants;
+}
+
+std::string headline(Property property, const EngineInfo& engine) {
+  return std::string(property_name(property)) + " (model level): engine '" + engine.name +
+         "' breaks the property that ";
+}
+
+}  // namespace
+
+PropertyOutcome check_model_property(Property property, const Scenario& scenario,
+                                     const EngineInfo& engine) {
+  PropertyOutcome result;
+  const std::string name(property_name(property));
+  const ModelVerdict base = check_model(scenario, engine);
+  if (property == Property::prefix) {
+    if (base.pass) {
+      result.report =
+          "prefix (model level): pass (" + std::to_string(base.rows_compared) + " logits rows)\n";
+      return result;
+    }
+    const ModelDivergence& first = deciding(base);
+    result.pass = false;
+    result.signature = FailureSignature{Property::prefix, first.kind};
+    result.first = as_divergence(first);
+    result.report = headline(property, engine) +
+                    "every cached logits row equals the full-prefix row at the same key\n" +
+                    describe_model_divergence(base);
+    return result;
+  }
+  const std::vector<ScenarioVariant> variants = variants_of(property, scenario);
+  if (!base.pass || variants.empty()) {
+    // Nothing this property can say: the scenario itself fails (prefix's failure), or no
+    // variant differs from it.
+    result.report = name + " (model level): pass (" +
+                    (base.pass ? "no variant differs" : "the scenario itself fails prefix") + ")\n";
+    return result;
+  }
+  for (const ScenarioVariant& variant : variants) {
+    const ModelVerdict verdict = check_model(variant.scenario, engine);
+    if (verdict.pass) continue;
+    const ModelDivergence& first = deciding(verdict);
+    result.pass = false;
+    result.signature = FailureSignature{property, first.kind};
+    result.first = as_divergence(first);
+    result.report = headline(property, engine) +
+                    "the variant's logits equal the full-prefix logits as the scenario's do\n"
+                    "  variant: " +
+                    variant.description + "\n" + describe_model_divergence(verdict);
+    return result;
+  }
+  result.report = name + " (model level): pass (" + std::to_string(variants.size()) +
+                  (variants.size() == 1 ? " variant)\n" : " variants)\n");
+  return result;
+}
+
+}  // namespace kvfuzz

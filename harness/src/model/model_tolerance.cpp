@@ -1,0 +1,201 @@
+// The model-level tolerance: how far an honest cached forward (f32 arithmetic, q/k/v
+// rounded to the layout's dtype, an honest f32-accumulating engine per layer) may land from
+// the double-precision full-prefix reference, on one logit, one attention output value and
+// one hidden value of every layer. Derived here, once.
+//
+// Why not a worst-case bound like tolerance.cpp's. At attention level the engine and the
+// reference read the same rounded numbers, so only f32 accumulation is tolerated and a
+// worst-case (Higham) bound is tiny. At model level the reference is exact and the engine's
+// q, k, v are rounded to f16/bf16 (unit roundoff u_s = 2^-11, 2^-8): that rounding is the
+// dominant error and it compounds through the layers. Worst-case propagation (every
+// rounding error aligned with the top singular vector of every weight matrix, every logit
+// error of a softmax pushing the same way, Cauchy-Schwarz at every dot product) gives, for
+// bf16 with head_dim 16, an attention-output bound of ~0.1 max|v| in the FIRST layer and
+// O(1) after two: as large as what a cache bug does, so it would judge nothing. Real
+// rounding errors are not aligned: they are independent, of either sign, and their effect
+// grows like sqrt(terms) rather than terms (Higham & Mary, "A new approach to probabilistic
+// rounding error analysis", SIAM J. Sci. Comput. 2019: an inner product of n terms is off by
+// at most lambda sqrt(n) u sum|x||y| with probability >= 1 - 2 exp(-lambda^2 (1-u)^2 / 2)).
+//
+// So the bound is probabilistic, and measured on the scenario itself rather than composed
+// from norms: model_math.h's Perturbation re-runs the double reference K times, each time
+// adding independent uniform noise in [-1, 1) times the largest error an honest cached
+// forward makes at every place where it rounds:
+//   * q, k, v: rounded to the dtype, |err| <= u_s |x|                     (qkv = u_s)
+//   * every matrix-vector product and RMSNorm in f32: sqrt(fan_in) u rms(out), the
+//     probabilistic inner-product error with sum|x||w| ~ rms(out) (random weights)
+//                                                                      (projection = u)
+//   * RoPE: cos/sin rounding 9u per rotated pair; an engine computing the angle in f32:
+//     40 p u (both as tolerance.cpp derives them), relative to the head's rms
+//   * the rotated k stored again in the dtype: u_s |x|                (k_store, RoPE only)
+//   * the attention output of one head: f32 softmax and weighted sum, (2 sqrt(n) + 4) u M
+//     with M the largest visible |v| (tolerance.cpp's sum term, probabilistic form)
+// Each perturbed run is one sample of "what an honest engine could have computed"; the
+// samples' deviation from the exact reference propagates through every later layer, the
+// cache (a key's perturbation reaches every later row that sees it) and the LM head exactly
+// as the engine's rounding does, to first order (every step of the model is smooth: no
+// argmax, no branch). The uniform relative noise overstates round-to-nearest (whose
+// relative error is uniform only for mantissas near 1, smaller elsewhere).
+//
+// Per row and per quantity (each layer's attention output, each layer's hidden state, the
+// logits) sigma_row is the root mean square of the deviation over the row's values and the
+// K = 8 samples (a row's values share their scale, so pooling them makes sigma stable with
+// few samples). Eight samples still leave a few rows in a hundred with sigma_row low by 2x
+// (chi-square with few effective degrees of freedom), so each quantity also gets a
+// scenario-wide relative spread rho (all rows and samples pooled: thousands of terms) and
+//     sigma = sqrt(sigma_row^2 + (rho * rms(reference values of the row))^2)
+//     bound = lambda * sigma + floor * rms(reference values of the row)
+// lambda = 16: the engine's own error is one more draw of the same linearised process, a sum
+// of many independent roundings, so near-Gaussian per value; the largest of up to ~10^5
+// values compared in a long run is ~4.5 sigma; a value whose own sigma is above its row's
+// (lm_head columns of larger norm, a head with larger values) costs up to ~2x; and the
+// estimate of sigma is within ~1.5x of the truth. 4.5 * 2 * 1.5 = 13.5 < 16. The floor,
+// 2^-14 of the row's rms, covers what the random model cannot: f32 errors that are
+// systematic rather than random (an exp() always 1 ulp high, a summation order that drifts
+// one way), at worst n u for f32 sums of n = 2^10 terms (longer ones, up to limits.h's
+// ffn of 4096, rely on their modelled sqrt(n) u term); it only matters for f32 layouts,
+// where sigma is ~1e-7 relative.
+//
+// Measured (tests/test_model.cpp: 162 generated and 27 hand-built checks, f32, f16 and
+// bf16, RoPE, windows, GQA, truncate and fork): honest engines reach at most 0.24 of the
+// logits bound (about 4 sigma) and 0.38 of a layer's bound; over 150 larger generated
+// scenarios (the generator's default sizes, 1 to 3 layers, width up to 64, x 3 dtypes x 3
+// engines) at most 0.41 of the logits bound and 0.54 of a layer's. Every attention mutant
+// that fails at the logits exceeds the bound by at least 16x (bf16; f16 ~100x, f32 ~10^3x
+// and more): a cache bug moves an attention output by a fraction of the values themselves,
+// O(1) against a rounding noise of O(u_s). Mutants whose only symptom is a position (no
+// RoPE: the values are right) fail on the reported position instead.
+//
+// Cost: K + 1 reference passes per check; they do not depend on the engine.
+#include "model_tolerance.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kvfuzz/dtype.h"
+#include "kvfuzz/prng.h"
+#include "model/model_math.h"
+
+namespace kvfuzz::model {
+
+namespace {
+
+constexpr double kU = 0x1p-24;  // f32 unit roundoff
+constexpr int kSamples = 8;
+constexpr double kLambda = 16;
+constexpr double kFloor = 0x1p-14;
+
+double rms(const std::vector<double>& x) {
+  double sum = 0;
+  for (double v : x) sum += v * v;
+  return x.empty() ? 0.0 : std::sqrt(sum / static_cast<double>(x.size()));
+}
+
+// Accumulates squared deviations of one quantity of one row over the samples.
+struct Spread {
+  double sum = 0;
+  double count = 0;
+  void add(const std::vector<double>& got, const std::vector<double>& expected) {
+    const size_t n = std::min(got.size(), expected.size());
+    for (size_t i = 0; i < n; ++i) {
+      const double e = got[i] - expected[i];
+      sum += e * e;
+    }
+    count += static_cast<double>(n);
+  }
+  double sigma() const { return count > 0 ? std::sqrt(sum / count) : 0.0; }
+};
+
+// A relative spread: squared deviations over squared reference values, summed over rows.
+struct Ratio {
+  double deviation = 0, reference = 0;
+  void add(const Spread& spread, const std::vector<double>& values) {
+    deviation += spread.sum;
+    for (double v : values) reference += v * v * kSamples;
+  }
+  double value() const { return reference > 0 ? std::sqrt(deviation / reference) : 0.0; }
+};
+
+struct RowSpread {
+  std::vector<Spread> attention, hidden;
+  Spread logits;
+};
+
+}  // namespace
+
+std::map<RowKey, RowBounds> model_bounds(const Scenario& scenario,
+                                         const TransformerWeights& weights,
+                                         const std::map<RowKey, TransformerRow>& reference) {
+  const double us = unit_roundoff(scenario.layout.dtype);
+  const bool rope = scenario.layout.rope_theta.has_value();
+  const uint64_t seed = scenario.model ? scenario.model->seed : 0;
+
+  std::map<RowKey, RowSpread> spreads;
+  for (int k = 0; k < kSamples; ++k) {
+    Perturbation p;
+    uint64_t state = seed + 0x6D6F64656Cull * static_cast<uint64_t>(k + 1);
+    p.seed = splitmix64(state);
+    p.qkv = us;
+    p.projection = kU;
+    p.rope = 9 * kU;
+    p.rope_per_position = 40 * kU;
+    p.k_store = rope ? us : 0;
+    p.attention = kU;
+    const auto sample = evaluate_reference(scenario, weights, &p);
+    for (const auto& [key, row] : sample) {
+      const auto ref = reference.find(key);
+      if (ref == reference.end()) continue;
+      RowSpread& s = spreads[key];
+      s.attention.resize(row.attention.size());
+      s.hidden.resize(row.hidden.size());
+      for (size_t l = 0; l < row.attention.size() && l < ref->second.attention.size(); ++l) {
+        s.attention[l].add(row.attention[l], ref->second.attention[l]);
+      }
+      for (size_t l = 0; l < row.hidden.size() && l < ref->second.hidden.size(); ++l) {
+        s.hidden[l].add(row.hidden[l], ref->second.hidden[l]);
+      }
+      s.logits.add(row.logits, ref->second.logits);
+    }
+  }
+
+  // The scenario-wide relative spread of each quantity: sum of squared deviations over sum of
+  // squared reference values, over every row and sample ([layer] for attention and hidden,
+  // then the logits at [layers]).
+  const size_t layers =
+      scenario.model ? static_cast<size_t>(std::max(0, scenario.model->layers)) : 0;
+  std::vector<Ratio> attention_rel(layers), hidden_rel(layers);
+  Ratio logits_rel;
+  for (const auto& [key, ref] : reference) {
+    const RowSpread& s = spreads[key];
+    for (size_t l = 0; l < layers && l < s.attention.size() && l < ref.attention.size(); ++l) {
+      attention_rel[l].add(s.attention[l], ref.attention[l]);
+      hidden_rel[l].add(s.hidden[l], ref.hidden[l]);
+    }
+    logits_rel.add(s.logits, ref.logits);
+  }
+
+  std::map<RowKey, RowBounds> bounds;
+  for (const auto& [key, ref] : reference) {
+    const RowSpread& s = spreads[key];
+    RowBounds b;
+    const auto bound = [](const Spread* spread, const Ratio& global,
+                          const std::vector<double>& values) {
+      const double own = spread ? spread->sigma() : 0.0;
+      const double scale = rms(values);
+      const double pooled = global.value() * scale;
+      return kLambda * std::sqrt(own * own + pooled * pooled) + kFloor * scale;
+    };
+    for (size_t l = 0; l < ref.attention.size(); ++l) {
+      const bool has = l < s.attention.size() && l < layers;
+      b.attention.push_back(bound(has ? &s.attention[l] : nullptr, has ? attention_rel[l] : Ratio{},
+                                  ref.attention[l]));
+      b.hidden.push_back(
+          bound(has ? &s.hidden[l] : nullptr, has ? hidden_rel[l] : Ratio{}, ref.hidden[l]));
+    }
+    b.logits = bound(&s.logits, logits_rel, ref.logits);
+    bounds.emplace(key, std::move(b));
+  }
+  return bounds;
+}
+
+}  // namespace kvfuzz::model

@@ -1,0 +1,25 @@
+// The model-level tolerance (derived in model_tolerance.cpp): per row, one bound for each
+// layer's attention output, one for each layer's hidden state, one for the logits.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "kvfuzz/rows.h"
+#include "kvfuzz/scenario.h"
+#include "kvfuzz/transformer.h"
+
+namespace kvfuzz::model {
+
+struct RowBounds {
+  std::vector<double> attention;  // per layer, every value of the row
+  std::vector<double> hidden;     // per layer
+  double logits = 0;
+};
+
+// `reference`: reference_transformer(scenario, weights).
+std::map<RowKey, RowBounds> model_bounds(const Scenario& scenario,
+                                         const TransformerWeights& weights,
+                                         const std::map<RowKey, TransformerRow>& reference);
+
+}  // namespace kvfuzz::model
