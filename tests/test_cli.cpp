@@ -186,6 +186,23 @@ TEST(Cli, ModelLevelCheckReplayAndExplain) {
     EXPECT_EQ(kvfuzz("replay " + entry.path().string()).status, 0) << entry.path();
   }
   EXPECT_EQ(saved, 2);  // the two mutants, nothing for contiguous
+  // A model failure shrinks like any other: the same signature, a handful of tokens, the
+  // model section kept (with fewer layers and smaller widths where the bug allows).
+  for (const auto& entry : fs::directory_iterator(out)) {
+    if (!entry.path().filename().string().starts_with("check-mask-origin-")) continue;
+    const fs::path shrunk = out / "shrunk";
+    const Result r = kvfuzz("shrink " + entry.path().string() + " --engine mask-origin --quiet " +
+                            "--out " + shrunk.string() + " --raw " + (out / "raw").string());
+    EXPECT_EQ(r.status, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("fails prefix/mismatch"), std::string::npos) << r.out;
+    ASSERT_TRUE(fs::is_directory(shrunk));
+    for (const auto& small : fs::directory_iterator(shrunk)) {
+      const std::string text = slurp(small.path());
+      EXPECT_NE(text.find("\"model\""), std::string::npos) << text;
+      EXPECT_EQ(kvfuzz("replay " + small.path().string() + " --engine mask-origin").status, 1);
+      EXPECT_EQ(kvfuzz("replay " + small.path().string()).status, 0);
+    }
+  }
   fs::remove_all(out);
 
   const std::string regression =

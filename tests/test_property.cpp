@@ -503,6 +503,21 @@ TEST(ModelProperties, HonestEnginesPassAllSixAndMutantsFail) {
   const Scenario forked = load_fixture(dir / "model-fork-then-rollback.json");
   EXPECT_FALSE(check_property(Property::prefix, forked, engine("fork-restarts-positions")).pass);
   EXPECT_TRUE(check_property(Property::schedule, forked, engine("fork-restarts-positions")).pass);
+
+  // A prompt prefilled in one chunk from an empty cache passes mask-origin (its mask origin
+  // is the chunk's, which is the sequence's); the same tokens re-chunked do not: schedule
+  // fails at model level, with the logits row and the layer.
+  Scenario prompt = resets;
+  prompt.name = "prompt";
+  prompt.program = {Op::append(0, {1, 2, 3, 4, 5})};
+  EXPECT_TRUE(check_property(Property::prefix, prompt, engine("mask-origin")).pass);
+  const PropertyOutcome schedule =
+      check_property(Property::schedule, prompt, engine("mask-origin"));
+  ASSERT_FALSE(schedule.pass);
+  EXPECT_EQ(schedule.signature->property, Property::schedule);
+  EXPECT_NE(schedule.report.find("variant: rechunk"), std::string::npos) << schedule.report;
+  EXPECT_NE(schedule.report.find("layer 0:"), std::string::npos) << schedule.report;
+  EXPECT_TRUE(check_property(Property::schedule, prompt, engine("contiguous")).pass);
 }
 
 }  // namespace
