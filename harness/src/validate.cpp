@@ -4,6 +4,7 @@
 // generators call validate() on what they build. So every rule that makes a scenario
 // safe to run lives here, including the per-field limits the parser also checks: a
 // scenario that passes validate() can be materialised and run without unbounded work.
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -149,6 +150,7 @@ class Validator {
     check_tokens();
     check_range("$.sequences", s_.sequences, 1, limits::kMaxSequences);
     check_program();
+    if (model_) check_model_streams();
     check_placement();
     check_expect();
     check_provenance();
@@ -384,6 +386,53 @@ class Validator {
                               str(per_token) + " values each) by the end of this chunk");
     }
     if (model_) check_model_chunk(tokens_path, total);
+  }
+
+  // Model level: what the evaluations cost beyond the rows. The reference recomputes every
+  // (sequence, epoch) stream from position 0, inherited tokens included, with attention
+  // over min(position + 1, window) keys per layer and head; the cached forward holds one
+  // op's q/k/v at once, the reference one stream's. Both are capped, so a program of
+  // short appends after long inherited prefixes cannot make a check run unbounded.
+  void check_model_streams() {
+    const int64_t act = int64_t{layout_.q_heads} * layout_.head_dim +
+                        int64_t{layout_.kv_heads} * (layout_.head_dim + layout_.value_dim);
+    const int64_t per_key =
+        int64_t{model_->layers} * layout_.q_heads * (int64_t{layout_.head_dim} + layout_.value_dim);
+    const int64_t work = model_work_per_token(*model_, layout_);
+    const int64_t window = layout_.window ? int64_t{*layout_.window} : limits::kMaxEpochTokens;
+    double total = 0;  // double: the sum is compared with a limit, never used as a size
+    for (size_t seq = 0; seq < epochs_.size(); ++seq) {
+      for (size_t e = 0; e < epochs_[seq].size(); ++e) {
+        const int64_t n = epochs_[seq][e];
+        if (n * act > limits::kMaxModelActivations) {
+          reject("$.program", "at most " + str(limits::kMaxModelActivations) +
+                                  " q/k/v values in one model stream, got " + str(n * act) +
+                                  " (sequence " + str(static_cast<int64_t>(seq)) + " epoch " +
+                                  str(static_cast<int64_t>(e)) + ": " + str(n) + " tokens x " +
+                                  str(act) + ")");
+        }
+        const int64_t seen = std::min(n, window);
+        total += static_cast<double>(n) * static_cast<double>(work) +
+                 static_cast<double>(n) * static_cast<double>(seen) * static_cast<double>(per_key);
+      }
+    }
+    if (total > static_cast<double>(limits::kMaxModelWork)) {
+      reject("$.program", "at most " + str(limits::kMaxModelWork) +
+                              " multiply-adds for the model's full-prefix reference (every "
+                              "stream from position 0, inherited tokens included, attention "
+                              "too), got about " +
+                              str(static_cast<int64_t>(total)));
+    }
+    for (size_t o = 0; o < s_.program.size(); ++o) {
+      int64_t tokens = static_cast<int64_t>(s_.program[o].tokens.size());
+      for (const Chunk& c : s_.program[o].chunks) tokens += static_cast<int64_t>(c.tokens.size());
+      if (tokens * act > limits::kMaxModelActivations) {
+        reject("$.program[" + str(static_cast<int64_t>(o)) + "]",
+               "at most " + str(limits::kMaxModelActivations) +
+                   " q/k/v values in one model step, got " + str(tokens * act) + " (" +
+                   str(tokens) + " tokens x " + str(act) + ")");
+      }
+    }
   }
 
   // Model level: what the program's rows keep and cost, by the end of a chunk.

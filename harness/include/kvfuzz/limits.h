@@ -50,6 +50,10 @@ constexpr int64_t kMaxModelRowValues = int64_t{1} << 24;
 // (width x (q_heads x head_dim + kv_heads x (head_dim + value_dim)) + q_heads x value_dim x
 // width + 3 x width x ffn) + width x vocab). Bounds the time of one evaluation.
 constexpr int64_t kMaxModelWork = int64_t{1} << 32;
+// Model level: q/k/v values one evaluation holds at once, per op in the cached forward and
+// per (sequence, epoch) stream in the reference (tokens x (q_heads x head_dim + kv_heads x
+// (head_dim + value_dim))): 2^25 doubles are 256 MiB.
+constexpr int64_t kMaxModelActivations = int64_t{1} << 25;
 constexpr int kMaxTextLength = 1 << 16;
 constexpr int kMaxJsonDepth = 64;
 constexpr int64_t kMaxFixtureBytes = int64_t{64} << 20;

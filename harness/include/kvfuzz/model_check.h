@@ -36,6 +36,10 @@ struct ModelVerdict {
   int rows_compared = 0;
   std::optional<ModelDivergence> first_logits;  // the first diverging logits row
   std::optional<ModelDivergence> first_layer;   // the first layer that went wrong
+  // What fails the verdict: the first logits row when one diverges, else the first wrong
+  // reported position (layer order, then program order), else the engine error. Nothing
+  // when the verdict passes. The property's signature comes from it.
+  std::optional<ModelDivergence> failure;
   // The largest |got - expected| / bound over every value compared (infinite for a value
   // that is not finite): how close the run came to failing, for margins in tests/benchmarks.
   double worst_logits_ratio = 0;

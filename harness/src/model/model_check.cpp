@@ -97,6 +97,18 @@ ModelDivergence divergence(const TransformerRow& row, int layer, std::string whe
 
 }  // namespace
 
+// The run's engine error, at its layer (or the model's set-up when no layer is known). It
+// has no row: the key stays empty.
+ModelDivergence engine_error(const TransformerRun& run) {
+  ModelDivergence d;
+  d.kind = FailureKind::engine_error;
+  d.origin = run.error_at;
+  d.layer = run.error_layer;
+  d.where = "engine";
+  d.detail = run.error;
+  return d;
+}
+
 ModelVerdict check_model(const Scenario& scenario, const EngineInfo& engine,
                          std::optional<std::pair<int, const EngineInfo*>> faulty) {
   if (!scenario.model) {
@@ -114,7 +126,7 @@ ModelVerdict check_model(const Scenario& scenario, const EngineInfo& engine,
   const TransformerRun run = run_transformer(scenario, weights, engines);
 
   ModelVerdict verdict;
-  bool wrong_position = false;
+  std::optional<ModelDivergence> first_position;  // the first wrong reported position
   const size_t layers = engines.size();
   const size_t value_dim = static_cast<size_t>(std::max(1, scenario.layout.value_dim));
 
@@ -159,7 +171,6 @@ ModelVerdict check_model(const Scenario& scenario, const EngineInfo& engine,
       }
       std::optional<ModelDivergence> found;
       if (row.reported_positions[l] != row.key.pos) {
-        wrong_position = true;
         ModelDivergence d;
         d.kind = FailureKind::wrong_position;
         d.key = row.key;
@@ -172,6 +183,7 @@ ModelVerdict check_model(const Scenario& scenario, const EngineInfo& engine,
         d.detail = "the engine reported this token at position " +
                    std::to_string(row.reported_positions[l]);
         found = d;
+        if (!first_position) first_position = d;
       }
       const double attention_bound = bound->second.attention[l];
       const Worst a = judge(row.attention[l], ref->second.attention[l], attention_bound);
@@ -186,25 +198,19 @@ ModelVerdict check_model(const Scenario& scenario, const EngineInfo& engine,
       if (!found && h.failed) found = divergence(row, layer, "hidden", h, hidden_bound);
       if (found && !verdict.first_layer) verdict.first_layer = found;
     }
-    if (run.error_layer == layer && !verdict.first_layer) {
-      ModelDivergence d;
-      d.kind = FailureKind::engine_error;
-      d.origin = run.error_at;
-      d.layer = layer;
-      d.where = "engine";
-      d.detail = run.error;
-      verdict.first_layer = d;
-    }
+    if (run.error_layer == layer && !verdict.first_layer) verdict.first_layer = engine_error(run);
   }
   if (!run.error.empty() && run.error_layer < 0 && !verdict.first_layer) {
-    ModelDivergence d;
-    d.kind = FailureKind::engine_error;
-    d.origin = run.error_at;
-    d.where = "engine";
-    d.detail = run.error;
-    verdict.first_layer = d;
+    verdict.first_layer = engine_error(run);
   }
-  verdict.pass = !verdict.first_logits && !wrong_position && run.error.empty();
+  if (verdict.first_logits) {
+    verdict.failure = verdict.first_logits;
+  } else if (first_position) {
+    verdict.failure = first_position;
+  } else if (!run.error.empty()) {
+    verdict.failure = engine_error(run);
+  }
+  verdict.pass = !verdict.failure;
   return verdict;
 }
 
@@ -270,6 +276,20 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
     if (verdict.pass) {
       text += "  (the logits stay within tolerance, so this does not fail the check)\n";
     }
+  }
+  // The logits agree and the first layer found is an excursion that fails nothing: name
+  // what does fail (a wrong position later on, or the engine error).
+  const auto& f = verdict.failure;
+  const auto& l = verdict.first_layer;
+  if (f && !verdict.first_logits &&
+      !(l && l->layer == f->layer && l->where == f->where && l->key == f->key)) {
+    const std::string layer = f->layer >= 0 ? "layer " + std::to_string(f->layer) : "model";
+    text += "fails on: " + layer + ", " +
+            (f->kind == FailureKind::engine_error
+                 ? "engine error at " + origin_text(f->origin) + ": " + f->detail
+                 : "wrong-position at " + to_string(f->key) + " (" + origin_text(f->origin) +
+                       "): " + f->detail) +
+            "\n";
   }
   return text;
 }

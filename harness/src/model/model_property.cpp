@@ -28,16 +28,22 @@ Divergence as_divergence(const ModelDivergence& m) {
   d.expected = m.expected;
   d.error = m.error;
   d.bound = m.bound;
+  // A logits row is not one attention's row: no key range to show; an engine error has no
+  // row at all. The one-line summaries say where the divergence is in `detail`.
   d.key_lo = 0;
-  d.key_hi = m.key.pos;
-  d.detail =
-      (m.layer < 0 ? std::string("logits") : "layer " + std::to_string(m.layer) + " " + m.where) +
-      (m.detail.empty() ? "" : ": " + m.detail);
+  d.key_hi = -1;
+  d.detail = m.layer < 0 && m.where == "logits"
+                 ? "logits, at token id " + std::to_string(m.index)
+                 : (m.layer >= 0 ? "layer " + std::to_string(m.layer) + " " : std::string()) +
+                       m.where +
+                       (m.where == "attention" ? ", q head " + std::to_string(m.head) : "");
+  if (!m.detail.empty()) d.detail += ": " + m.detail;
   return d;
 }
 
+// What failed the verdict (ModelVerdict::failure): logits, a wrong position, an error.
 const ModelDivergence& deciding(const ModelVerdict& verdict) {
-  return verdict.first_logits ? *verdict.first_logits : *verdict.first_layer;
+  return *verdict.failure;
 }
 
 std::vector<ScenarioVariant> variants_of(Property property, const Scenario& scenario) {
