@@ -38,6 +38,35 @@ EngineConfig engine_config(const Scenario& scenario) {
   return config;
 }
 
+void apply_history_op(Engine& engine, const Op& op) {
+  const EngineCapabilities can = engine.capabilities();
+  if (op.kind == OpKind::reset) {
+    engine.reset(op.seq);
+  } else if (op.kind == OpKind::truncate && can.truncate) {
+    engine.truncate(op.seq, op.keep);
+  } else if (op.kind == OpKind::fork && can.fork) {
+    engine.fork(op.src, op.seq);
+  } else {
+    throw EngineError("the engine does not announce this operation in capabilities()");
+  }
+}
+
+std::string describe_history_op(const Op& op) {
+  switch (op.kind) {
+    case OpKind::reset:
+      return "reset of seq " + std::to_string(op.seq);
+    case OpKind::truncate:
+      return "truncate of seq " + std::to_string(op.seq) + " to " + std::to_string(op.keep) +
+             " tokens";
+    case OpKind::fork:
+      return "fork of seq " + std::to_string(op.src) + " into seq " + std::to_string(op.seq);
+    case OpKind::append:
+    case OpKind::step:
+      break;
+  }
+  return "step";
+}
+
 EngineCapabilities probe_capabilities(const EngineInfo& engine) {
   EngineConfig config;
   config.sequences = 4;

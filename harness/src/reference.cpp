@@ -12,35 +12,6 @@
 
 namespace kvfuzz {
 
-std::vector<LogicalStream> logical_streams(const Scenario& scenario) {
-  std::vector<LogicalStream> streams;
-  std::map<std::pair<int, int>, size_t> index;  // (seq, epoch) -> streams[i]
-  std::map<int, std::vector<int>> held;         // per sequence: the tokens it holds now
-  for_each_chunk(
-      scenario,
-      [&](const PlacedChunk& c) {
-        std::vector<int>& tokens = held[c.seq];
-        if (c.tokens->empty()) return;
-        const auto [it, added] = index.try_emplace({c.seq, c.epoch}, streams.size());
-        if (added) {
-          streams.push_back(
-              LogicalStream{c.seq, c.epoch, tokens, static_cast<int64_t>(tokens.size())});
-        }
-        tokens.insert(tokens.end(), c.tokens->begin(), c.tokens->end());
-        auto& stream = streams[it->second].tokens;
-        stream.insert(stream.end(), c.tokens->begin(), c.tokens->end());
-      },
-      [&](const EpochStart& e) {
-        std::vector<int>& tokens = held[e.seq];
-        if (e.kind == OpKind::fork) {
-          tokens = held[scenario.program[static_cast<size_t>(e.op)].src];
-        } else {
-          tokens.resize(static_cast<size_t>(e.inherited));
-        }
-      });
-  return streams;
-}
-
 namespace {
 
 // NeoX (half-split) rotation of one head vector in place: pairs (x_i, x_{i+d/2}) for

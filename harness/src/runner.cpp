@@ -57,23 +57,9 @@ EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& 
     const Op& op = scenario.program[o];
     const int op_index = static_cast<int>(o);
     if (op.kind == OpKind::reset || op.kind == OpKind::truncate || op.kind == OpKind::fork) {
-      const std::string what =
-          op.kind == OpKind::reset ? "reset of seq " + std::to_string(op.seq)
-          : op.kind == OpKind::truncate
-              ? "truncate of seq " + std::to_string(op.seq) + " to " + std::to_string(op.keep) +
-                    " tokens"
-              : "fork of seq " + std::to_string(op.src) + " into seq " + std::to_string(op.seq);
-      const EngineCapabilities can = engine.capabilities();
+      const std::string what = describe_history_op(op);
       try {
-        if (op.kind == OpKind::reset) {
-          engine.reset(op.seq);
-        } else if (op.kind == OpKind::truncate && can.truncate) {
-          engine.truncate(op.seq, op.keep);
-        } else if (op.kind == OpKind::fork && can.fork) {
-          engine.fork(op.src, op.seq);
-        } else {
-          throw EngineError("the engine does not announce this operation in capabilities()");
-        }
+        apply_history_op(engine, op);
       } catch (const std::exception& e) {
         run.error = "engine threw on " + what + ": " + e.what();
         run.error_at = RowOrigin{op_index, 0, 0};

@@ -21,20 +21,6 @@ namespace kvfuzz {
 
 namespace {
 
-std::string describe_op(const Op& op) {
-  switch (op.kind) {
-    case OpKind::reset:
-      return "reset of seq " + std::to_string(op.seq);
-    case OpKind::truncate:
-      return "truncate of seq " + std::to_string(op.seq) + " to " + std::to_string(op.keep) +
-             " tokens";
-    case OpKind::fork:
-      return "fork of seq " + std::to_string(op.src) + " into seq " + std::to_string(op.seq);
-    default:
-      return "step";
-  }
-}
-
 std::vector<double> widen(const float* x, size_t n) {
   return std::vector<double>(x, x + n);
 }
@@ -94,19 +80,10 @@ TransformerRun run_transformer(const Scenario& scenario, const TransformerWeight
       for (size_t l = 0; l < d.layers; ++l) {
         Engine& engine = *engines[l];
         try {
-          const EngineCapabilities can = engine.capabilities();
-          if (op.kind == OpKind::reset) {
-            engine.reset(op.seq);
-          } else if (op.kind == OpKind::truncate && can.truncate) {
-            engine.truncate(op.seq, op.keep);
-          } else if (op.kind == OpKind::fork && can.fork) {
-            engine.fork(op.src, op.seq);
-          } else {
-            throw EngineError("the engine does not announce this operation in capabilities()");
-          }
+          apply_history_op(engine, op);
         } catch (const std::exception& e) {
-          return fail("engine threw on " + describe_op(op) + ": " + e.what(), {op_index, 0, 0},
-                      static_cast<int>(l));
+          return fail("engine threw on " + describe_history_op(op) + ": " + e.what(),
+                      {op_index, 0, 0}, static_cast<int>(l));
         }
       }
       continue;

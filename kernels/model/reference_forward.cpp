@@ -23,44 +23,16 @@ namespace model {
 
 namespace {
 
-struct Stream {
-  int seq = 0;
-  int epoch = 0;
-  std::vector<int> tokens;
-  size_t first_row = 0;
-};
-
-// Every (sequence, epoch) stream with its token ids, including what a truncate keeps and a
-// fork inherits (the rule of logical_streams() in harness/src/reference.cpp, over the same
-// walker); and the program origin of every row.
-std::vector<Stream> streams_of(const Scenario& scenario, std::map<RowKey, RowOrigin>& origins) {
-  std::vector<Stream> streams;
-  std::map<std::pair<int, int>, size_t> index;
-  std::map<int, std::vector<int>> held;
-  for_each_chunk(
-      scenario,
-      [&](const PlacedChunk& c) {
-        std::vector<int>& tokens = held[c.seq];
-        for (size_t t = 0; t < c.tokens->size(); ++t) {
-          origins[RowKey{c.seq, c.epoch, c.start + static_cast<int64_t>(t)}] =
-              RowOrigin{c.op, c.chunk, static_cast<int>(t)};
-        }
-        if (c.tokens->empty()) return;
-        const auto [it, added] = index.try_emplace({c.seq, c.epoch}, streams.size());
-        if (added) streams.push_back(Stream{c.seq, c.epoch, tokens, tokens.size()});
-        tokens.insert(tokens.end(), c.tokens->begin(), c.tokens->end());
-        auto& stream = streams[it->second].tokens;
-        stream.insert(stream.end(), c.tokens->begin(), c.tokens->end());
-      },
-      [&](const EpochStart& e) {
-        std::vector<int>& tokens = held[e.seq];
-        if (e.kind == OpKind::fork) {
-          tokens = held[scenario.program[static_cast<size_t>(e.op)].src];
-        } else {
-          tokens.resize(static_cast<size_t>(e.inherited));
-        }
-      });
-  return streams;
+// The program origin of every row (op, chunk, token), by its key.
+std::map<RowKey, RowOrigin> row_origins(const Scenario& scenario) {
+  std::map<RowKey, RowOrigin> origins;
+  for_each_chunk(scenario, [&](const PlacedChunk& c) {
+    for (size_t t = 0; t < c.tokens->size(); ++t) {
+      origins[RowKey{c.seq, c.epoch, c.start + static_cast<int64_t>(t)}] =
+          RowOrigin{c.op, c.chunk, static_cast<int>(t)};
+    }
+  });
+  return origins;
 }
 
 void rotate(double* x, size_t head_dim, double theta, double pos) {
@@ -166,16 +138,19 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
   const bool rope = layout.rope_theta.has_value();
   const double scale = layout.softmax_scale();
 
-  std::map<RowKey, RowOrigin> origins;
-  const std::vector<Stream> streams = streams_of(scenario, origins);
+  // Every (sequence, epoch) stream with its token ids, what a truncate keeps and a fork
+  // inherits included (logical_streams, as the attention-level reference walks them).
+  const std::map<RowKey, RowOrigin> origins = row_origins(scenario);
+  const std::vector<LogicalStream> streams = logical_streams(scenario);
   std::vector<double> h, x, q, k, v, a, o, gate, up, scores, logits(d.vocab);
-  for (const Stream& stream : streams) {
+  for (const LogicalStream& stream : streams) {
     Noise noise(perturbation);
     const size_t n = stream.tokens.size();
+    const auto first_row = static_cast<size_t>(stream.first_row);
     // Rows of this stream: positions first_row..n-1.
-    std::vector<TransformerRow> rows(n - std::min(n, stream.first_row));
-    for (size_t p = stream.first_row; p < n; ++p) {
-      TransformerRow& row = rows[p - stream.first_row];
+    std::vector<TransformerRow> rows(n - std::min(n, first_row));
+    for (size_t p = first_row; p < n; ++p) {
+      TransformerRow& row = rows[p - first_row];
       row.key = RowKey{stream.seq, stream.epoch, static_cast<int64_t>(p)};
       const auto found = origins.find(row.key);
       if (found != origins.end()) row.origin = found->second;
@@ -290,8 +265,8 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
         mat_vec(gate.data(), w.w_down, F, W, o.data());
         noise.product(o.data(), W, F, at_layer(kDownProduct, l));
         for (size_t i = 0; i < W; ++i) hp[i] += o[i];
-        if (p >= stream.first_row) {
-          TransformerRow& row = rows[p - stream.first_row];
+        if (p >= first_row) {
+          TransformerRow& row = rows[p - first_row];
           row.reported_positions.push_back(static_cast<int64_t>(p));
           row.attention.emplace_back(ap, ap + as);
           row.hidden.emplace_back(hp, hp + W);
@@ -299,12 +274,12 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
       }
     }
 
-    for (size_t p = stream.first_row; p < n; ++p) {
+    for (size_t p = first_row; p < n; ++p) {
       rms_norm(h.data() + p * W, weights.final_norm.data(), W, x.data());
       noise.product(x.data(), W, W, kFinalNorm);
       mat_vec(x.data(), weights.lm_head, W, d.vocab, logits.data());
       noise.product(logits.data(), d.vocab, W, kLogitsProduct);
-      TransformerRow& row = rows[p - stream.first_row];
+      TransformerRow& row = rows[p - first_row];
       row.logits = logits;
       result.emplace(row.key, std::move(row));
     }

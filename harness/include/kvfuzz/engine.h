@@ -75,6 +75,13 @@ class Engine {
   virtual void fork(int src, int dst);
 };
 
+// A reset, truncate or fork fed to an engine as the runner (and the model level, for every
+// layer) does: an optional operation the engine does not announce is refused with an
+// EngineError, never called. `describe_history_op` names the op for error messages
+// ("truncate of seq 0 to 3 tokens").
+void apply_history_op(Engine& engine, const Op& op);
+std::string describe_history_op(const Op& op);
+
 // The engine's configuration for a scenario: layout, sequences, poison, and the page order
 // resolved to a permutation of the pool (identity, reversed or the explicit list).
 EngineConfig engine_config(const Scenario& scenario);

@@ -192,6 +192,20 @@ struct EpochStart {
 void for_each_chunk(const Scenario& scenario, const std::function<void(const PlacedChunk&)>& visit,
                     const std::function<void(const EpochStart&)>& visit_epoch = {});
 
+// The token ids one (sequence, epoch) held, in order: position p holds tokens[p]. The first
+// `first_row` of them were inherited (kept by a truncate, shared by a fork): they are keys
+// for every row but have no rows of their own in this epoch.
+struct LogicalStream {
+  int seq = 0;
+  int epoch = 0;
+  std::vector<int> tokens;
+  int64_t first_row = 0;
+};
+
+// Every (sequence, epoch) stream the program builds, in order of first appearance.
+// Epochs with no tokens are left out.
+std::vector<LogicalStream> logical_streams(const Scenario& scenario);
+
 // Pages the paged engines need: the pool size when the placement does not fix it.
 int required_pool_pages(const Scenario& scenario);
 // Tokens the program feeds the engine (every chunk of every op): a scenario's size.
