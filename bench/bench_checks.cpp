@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "kvfuzz/check.h"
-#include "kvfuzz/reference.h"
-#include "kvfuzz/runner.h"
+#include "judge/compare.h"
+#include "judge/reference.h"
+#include "kvfuzz/judge.h"
+#include "run/runner.h"
 
 namespace kvfuzz {
 namespace {

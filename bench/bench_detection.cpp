@@ -31,7 +31,7 @@ double seconds_since(Clock::time_point start) {
 // The first property that fails, if any.
 std::optional<Property> failing_property(const Scenario& s, const EngineInfo& engine) {
   for (Property p : kAllProperties) {
-    if (!check_property(p, s, engine).pass) return p;
+    if (!judge_property(p, s, engine).pass) return p;
   }
   return std::nullopt;
 }
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     std::optional<int> grid_case;
     const auto grid_start = Clock::now();
     for (size_t i = 0; i < grid.size() && !grid_case; ++i) {
-      if (!check_property(Property::prefix, grid[i], engine).pass) {
+      if (!judge_property(Property::prefix, grid[i], engine).pass) {
         grid_case = static_cast<int>(i) + 1;
       }
     }

@@ -1,8 +1,8 @@
-// Model-level checks per second (docs/BENCHMARKS.md, "Model level"): check_model on a
+// Model-level checks per second (docs/BENCHMARKS.md, "Model level"): judge_model on a
 // 2-layer transformer (width 64, ffn 128, vocab 256) over 128 tokens, per honest engine,
 // with the parts timed apart: the cached forward (weights + one engine per layer over the
 // program), the reference (one double-precision full-prefix pass) and the rest of
-// check_model (the tolerance's perturbed reference passes and the judging).
+// judge_model (the tolerance's perturbed reference passes and the judging).
 // Usage: bench_model [--seconds S] [--repeats R]. Prints a Markdown table of medians.
 #include <algorithm>
 #include <chrono>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kvfuzz/engine.h"
-#include "kvfuzz/model_check.h"
-#include "kvfuzz/transformer.h"
+#include "model/model_check.h"
+#include "model/transformer.h"
 
 namespace kvfuzz {
 namespace {
@@ -56,7 +56,7 @@ Sample measure(const EngineInfo& engine, DType dtype, double budget, uint64_t& s
   while (total < budget) {
     const Scenario s = make_scenario(dtype, ++seed);
     auto start = Clock::now();
-    const ModelVerdict verdict = check_model(s, engine);
+    const ModelVerdict verdict = judge_model(s, engine);
     total += seconds_since(start);
     if (!verdict.pass) {
       std::fprintf(stderr, "%s failed:\n%s", engine.name.c_str(),

@@ -6,28 +6,30 @@
 # and gets GoogleTest tests for its engine (cmake/KvfuzzEngineTests.cmake), or links
 # kvfuzz::harness to drive the library itself.
 #
-# Installed: the static libraries (model, transformer, fixture, check, engines, external,
-# engine_tests)
-# and their headers, the kvfuzz command, the built-in engines' plugin when it is built,
-# kvfuzz's corpus, and the CMake files: kvfuzzConfig.cmake, its version file,
-# kvfuzzTargets.cmake (namespace kvfuzz::) and KvfuzzEngineTests.cmake.
+# Installed: the stage libraries (support, scenario, run, generate, judge with the model
+# level, shrink, corpus, doors), the engines and the tiny transformer, engine_tests, the
+# public headers of harness/include/kvfuzz and harness/engine_tests/include/kvfuzz (a
+# stage's own headers stay in the source tree), the kvfuzz command, the built-in engines'
+# plugin when it is built, kvfuzz's corpus, and the CMake files: kvfuzzConfig.cmake, its
+# version file, kvfuzzTargets.cmake (namespace kvfuzz::) and KvfuzzEngineTests.cmake.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 add_subdirectory(${PROJECT_SOURCE_DIR}/harness/engine_tests ${PROJECT_BINARY_DIR}/harness/engine_tests)
 
-# kvfuzz::harness: everything a program that drives kvfuzz itself links (the scenario
-# model, fixtures, the check pipeline, properties and shrinker, the built-in and external
-# engines).
+# kvfuzz::harness: everything a program that drives kvfuzz itself links (scenarios, the
+# generator, the judge and its properties, the shrinker, fixtures, the built-in engines and
+# the doors for external ones).
+set(KVFUZZ_STAGE_LIBRARIES kvfuzz_support kvfuzz_scenario kvfuzz_run kvfuzz_generate kvfuzz_judge
+    kvfuzz_shrink kvfuzz_corpus kvfuzz_doors)
 add_library(kvfuzz_harness INTERFACE)
-target_link_libraries(kvfuzz_harness INTERFACE
-  kvfuzz_model kvfuzz_transformer kvfuzz_fixture kvfuzz_check kvfuzz_external kvfuzz_engines)
+target_link_libraries(kvfuzz_harness INTERFACE ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer
+                                               kvfuzz_engines)
 add_library(kvfuzz::harness ALIAS kvfuzz_harness)
 
-set(KVFUZZ_PACKAGE_TARGETS kvfuzz_model kvfuzz_transformer kvfuzz_fixture kvfuzz_check
-    kvfuzz_engines kvfuzz_external kvfuzz_engine_tests kvfuzz_harness kvfuzz)
-foreach(target kvfuzz_model kvfuzz_transformer kvfuzz_fixture kvfuzz_check kvfuzz_engines
-               kvfuzz_external kvfuzz_harness)
+set(KVFUZZ_PACKAGE_TARGETS ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer kvfuzz_engines
+    kvfuzz_engine_tests kvfuzz_harness kvfuzz)
+foreach(target ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer kvfuzz_engines kvfuzz_harness)
   string(REPLACE "kvfuzz_" "" export_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
 endforeach()

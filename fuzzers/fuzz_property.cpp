@@ -1,6 +1,6 @@
 // One libFuzzer target per property (fuzzers/CMakeLists.txt compiles this file once for
 // each, with KVFUZZ_FUZZ_PROPERTY set to its name): decode the input into a scenario,
-// judge it with the same check_property the RapidCheck suites and `kvfuzz shrink` use, and
+// judge it with the same judge_property the RapidCheck suites and `kvfuzz shrink` use, and
 // crash on a failure, after writing the fixture (fuzz_session.h).
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (kvfuzz::fuzz::decode_only(*scenario)) return 0;
   kvfuzz::fuzz::record_cache_states(*scenario);
   const kvfuzz::PropertyOutcome outcome =
-      kvfuzz::check_property(g_property, *scenario, *kvfuzz::fuzz::settings().engine);
+      kvfuzz::judge_property(g_property, *scenario, *kvfuzz::fuzz::settings().engine);
   if (!outcome.pass) {
     kvfuzz::fuzz::report_failure(data, size, *scenario, g_property, outcome);
   }

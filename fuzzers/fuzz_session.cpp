@@ -14,11 +14,11 @@
 #include <string_view>
 
 #include "fuzz_choices.h"
+#include "generate/events.h"
+#include "judge/report.h"
 #include "kvfuzz/engine_spec.h"
-#include "kvfuzz/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
-#include "kvfuzz/report.h"
 #include "selftest_engines.h"
 #include "sha1.h"
 

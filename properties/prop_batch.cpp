@@ -1,6 +1,6 @@
 // batch invariance: a sequence's rows do not depend on its neighbours (isolate_sequence:
 // each sequence alone, every step reduced to its own chunk).
-// Checked on every honest engine; the property's definition is check_property
+// Checked on every honest engine; the property's definition is judge_property
 // (kvfuzz/property.h).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -1,6 +1,6 @@
 // layout invariance: another page size and physical page order (relayout) give the same
 // rows.
-// Checked on every honest engine; the property's definition is check_property
+// Checked on every honest engine; the property's definition is judge_property
 // (kvfuzz/property.h).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -76,7 +76,7 @@ Scenario case_scenario(int index) {
 std::optional<std::pair<int, std::string>> first_failure(Property property,
                                                          const EngineInfo& engine, int bound) {
   for (int i = 0; i <= bound; ++i) {
-    const PropertyOutcome outcome = check_property(property, case_scenario(i), engine);
+    const PropertyOutcome outcome = judge_property(property, case_scenario(i), engine);
     if (!outcome.pass) return std::pair{i, outcome.report};
   }
   return std::nullopt;

@@ -1,6 +1,6 @@
 // poison invariance: what the bytes outside the valid prefix hold (repoison: finite
 // against non-finite) does not change any row.
-// Checked on every honest engine; the property's definition is check_property
+// Checked on every honest engine; the property's definition is judge_property
 // (kvfuzz/property.h).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -1,6 +1,6 @@
 // prefix equivalence: every cached row equals the reference row (full-prefix attention in
 // double precision) at the same key (sequence, epoch, absolute position).
-// Checked on every honest engine; the property's definition is check_property
+// Checked on every honest engine; the property's definition is judge_property
 // (kvfuzz/property.h).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -1,6 +1,6 @@
 // reset isolation: after a reset (or a truncate or fork), a request's rows equal those
 // of a fresh engine fed the same logical prefix (isolate_epochs).
-// Checked on every honest engine; the property's definition is check_property
+// Checked on every honest engine; the property's definition is judge_property
 // (kvfuzz/property.h).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -1,7 +1,7 @@
 // schedule invariance: the same per-sequence token streams under another chunk schedule
 // (rechunk: each run of forwards with the same members re-split; resets, truncates, forks
 // and batch members stay) give the same rows.
-// Checked on every honest engine; the property's definition is check_property
+// Checked on every honest engine; the property's definition is judge_property
 // (kvfuzz/property.h).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>

@@ -1,6 +1,6 @@
 // Shared by the property suites (prop_*.cpp): one RapidCheck property per (property, honest
 // engine). Each case draws a scenario from the one generator (rc_choice_source.h) and judges
-// it with check_property (kvfuzz/property.h), the same function `kvfuzz shrink --property`
+// it with judge_property (kvfuzz/property.h), the same function `kvfuzz shrink --property`
 // uses. A failure prints the report and the scenario as a fixture with its provenance,
 // ready to save under corpus/ and replay.
 #pragma once
@@ -47,7 +47,7 @@ inline void holds(Property property, std::string_view engine_name) {
   const EngineInfo* engine = find_engine(engine_name);
   RC_ASSERT(engine != nullptr);
   const Scenario scenario = *gen_scenario(suite_options());
-  const PropertyOutcome outcome = check_property(property, scenario, *engine);
+  const PropertyOutcome outcome = judge_property(property, scenario, *engine);
   if (!outcome.pass) {
     RC_FAIL(outcome.report +
             "\nThe scenario as a fixture (save as corpus/regressions/NAME.json):\n" +

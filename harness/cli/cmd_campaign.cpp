@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
-#include "campaign_support.h"
+#include "campaign/campaign_support.h"
+#include "campaign/libfuzzer_status.h"
 #include "cli_support.h"
 #include "commands.h"
-#include "kvfuzz/libfuzzer_status.h"
-#include "kvfuzz/subprocess.h"
+#include "support/subprocess.h"
 
 namespace kvfuzz::cli {
 

@@ -9,13 +9,14 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "kvfuzz/check.h"
+#include "corpus/fixture_names.h"
+#include "generate/events.h"
+#include "judge/report.h"
 #include "kvfuzz/engine_spec.h"
-#include "kvfuzz/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/judge.h"
 #include "kvfuzz/property.h"
-#include "kvfuzz/report.h"
 
 namespace kvfuzz::cli {
 
@@ -147,9 +148,9 @@ int run_check(const CheckOptions& options) {
     for (EngineTally& tally : tallies) {
       if (!tally.failure.empty()) continue;  // one failure per engine is enough
       if (scenario.model) {
-        // Model level: judged on the logits, located to a layer (check_property).
+        // Model level: judged on the logits, located to a layer (judge_property).
         const auto started = Clock::now();
-        const PropertyOutcome model = check_property(Property::prefix, scenario, *tally.engine);
+        const PropertyOutcome model = judge_property(Property::prefix, scenario, *tally.engine);
         tally.seconds += std::chrono::duration<double>(Clock::now() - started).count();
         ++tally.cases;
         tally.rows += static_cast<long>(prepared.slots.size());
@@ -164,7 +165,7 @@ int run_check(const CheckOptions& options) {
         }
         continue;
       }
-      const CheckOutcome outcome = check_engine(scenario, prepared, *tally.engine);
+      const CheckOutcome outcome = judge_engine(scenario, prepared, *tally.engine);
       ++tally.cases;
       tally.rows += outcome.verdict.rows_compared;
       tally.unjudged += outcome.verdict.rows_unjudged;

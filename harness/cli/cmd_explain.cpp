@@ -6,10 +6,10 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "kvfuzz/check.h"
+#include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
-#include "kvfuzz/model_check.h"
-#include "kvfuzz/report.h"
+#include "kvfuzz/judge.h"
+#include "model/model_check.h"
 
 namespace kvfuzz::cli {
 
@@ -45,7 +45,7 @@ int run_explain(const ExplainOptions& options) {
   }
   if (!scenario.note.empty()) std::printf("note: %s\n", scenario.note.c_str());
   int status = kExitPass;
-  if (auto problem = check_expect(scenario, prepared)) {
+  if (auto problem = judge_expect(scenario, prepared)) {
     std::printf("expect rows: DISAGREE with the reference: %s\n", problem->c_str());
     status = kExitMismatch;
   } else if (!scenario.expect.empty()) {
@@ -67,7 +67,7 @@ int run_explain(const ExplainOptions& options) {
     if (scenario.model) {
       // Model level: the logits verdict, the first diverging logits row (top-5 on both
       // sides) and the first layer that went wrong, with its row and head.
-      const ModelVerdict verdict = check_model(scenario, *engine);
+      const ModelVerdict verdict = judge_model(scenario, *engine);
       std::printf("\nengine %s (%s): %s (model level: %zu logits rows)\n", engine->name.c_str(),
                   engine->mutant ? "mutant" : "honest", verdict.pass ? "pass" : "FAIL",
                   prepared.slots.size());
@@ -77,7 +77,7 @@ int run_explain(const ExplainOptions& options) {
       if (!verdict.pass) status = kExitMismatch;
       continue;
     }
-    const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
+    const CheckOutcome outcome = judge_engine(scenario, prepared, *engine);
     std::printf("\nengine %s (%s): %s\n", engine->name.c_str(),
                 engine->mutant ? "mutant" : "honest", outcome.verdict.pass ? "pass" : "FAIL");
     std::printf("%s", explain_rows(scenario, prepared, outcome).c_str());

@@ -9,10 +9,10 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "kvfuzz/check.h"
+#include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/judge.h"
 #include "kvfuzz/property.h"
-#include "kvfuzz/report.h"
 
 namespace kvfuzz::cli {
 
@@ -49,7 +49,7 @@ FixtureResult replay_one(const std::filesystem::path& file,
     return FixtureResult::bad_input;
   }
   const Prepared prepared = prepare(scenario);
-  if (auto problem = check_expect(scenario, prepared)) {
+  if (auto problem = judge_expect(scenario, prepared)) {
     std::printf("FAIL %s: the reference disagrees with the fixture's expect rows\n",
                 file.string().c_str());
     print_indented(*problem);
@@ -72,12 +72,12 @@ FixtureResult replay_one(const std::filesystem::path& file,
     ++ran;
     std::string report;
     if (scenario.model) {
-      // Model level: the logits (and the diverging layer) through check_property.
-      const PropertyOutcome prefix = check_property(Property::prefix, scenario, *engine);
+      // Model level: the logits (and the diverging layer) through judge_property.
+      const PropertyOutcome prefix = judge_property(Property::prefix, scenario, *engine);
       if (!prefix.pass) {
         report = prefix.report;
       } else if (recorded != Property::prefix) {
-        const PropertyOutcome property = check_property(recorded, scenario, *engine);
+        const PropertyOutcome property = judge_property(recorded, scenario, *engine);
         if (!property.pass) report = property.report;
       }
       if (report.empty()) continue;
@@ -86,13 +86,13 @@ FixtureResult replay_one(const std::filesystem::path& file,
       if (reports.back() != '\n') reports += '\n';
       continue;
     }
-    const CheckOutcome outcome = check_engine(scenario, prepared, *engine);
+    const CheckOutcome outcome = judge_engine(scenario, prepared, *engine);
     unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
     if (!outcome.verdict.pass) {
       report = describe_divergence(*outcome.verdict.first);
     } else if (recorded != Property::prefix) {
       // A regression shrunk under another property is replayed under that property too.
-      const PropertyOutcome property = check_property(recorded, scenario, *engine);
+      const PropertyOutcome property = judge_property(recorded, scenario, *engine);
       if (!property.pass) report = property.report;
     }
     if (report.empty()) continue;

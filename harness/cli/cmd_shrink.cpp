@@ -16,12 +16,12 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "kvfuzz/check.h"
+#include "corpus/fixture_names.h"
+#include "judge/report.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
-#include "kvfuzz/fixture_names.h"
+#include "kvfuzz/judge.h"
 #include "kvfuzz/property.h"
-#include "kvfuzz/report.h"
 #include "kvfuzz/shrink.h"
 
 namespace kvfuzz::cli {
@@ -94,7 +94,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   } catch (const EngineError& e) {
     throw UsageError(std::string("--engine: ") + e.what());
   }
-  const PropertyOutcome outcome = check_property(*property, input, *engine);
+  const PropertyOutcome outcome = judge_property(*property, input, *engine);
   if (outcome.pass) {
     std::printf("nothing to shrink: the fixture passes %s on %s\n",
                 std::string(property_name(*property)).c_str(), engine->name.c_str());
@@ -159,7 +159,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   // the layer (its rows are logits, not one attention's output).
   if (!shrunk.model && prepared.slots.size() <= kExplainRows) {
     std::printf("rows of %s against the reference:\n%s", engine->name.c_str(),
-                explain_rows(shrunk, prepared, check_engine(shrunk, prepared, *engine)).c_str());
+                explain_rows(shrunk, prepared, judge_engine(shrunk, prepared, *engine)).c_str());
   }
   return kExitMismatch;
 }

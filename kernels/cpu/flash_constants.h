@@ -1,9 +1,9 @@
 // The flash engine's tiling and dispatch constants. They are defined in the harness
-// (kvfuzz/flash_constants.h) so that the generator can aim chunk and context lengths at
+// (generate/flash_constants.h) so that the generator can aim chunk and context lengths at
 // them; the engine sees them under kvfuzz::cpu.
 #pragma once
 
-#include "kvfuzz/flash_constants.h"
+#include "generate/flash_constants.h"
 
 namespace kvfuzz::cpu {
 

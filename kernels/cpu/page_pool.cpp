@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kvfuzz/engine.h"
-#include "kvfuzz/limits.h"
+#include "scenario/limits.h"
 
 namespace kvfuzz::cpu {
 

@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "kvfuzz/dtype.h"
-#include "kvfuzz/transformer.h"
 #include "model/model_math.h"
+#include "model/transformer.h"
 
 namespace kvfuzz {
 

@@ -34,6 +34,6 @@ endfunction()
 
 # libkvfuzz_builtin_engines.so: every engine of `kvfuzz list` through the plugin door.
 kvfuzz_add_engine_plugin(kvfuzz_builtin_engines ${CMAKE_CURRENT_LIST_DIR}/builtin_plugin.cpp)
-target_link_libraries(kvfuzz_builtin_engines PRIVATE kvfuzz_engines kvfuzz_model)
+target_link_libraries(kvfuzz_builtin_engines PRIVATE kvfuzz_engines kvfuzz_scenario)
 set_target_properties(kvfuzz_builtin_engines PROPERTIES
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/plugins)

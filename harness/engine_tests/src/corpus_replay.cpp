@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine_tests_internal.h"
-#include "kvfuzz/check.h"
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/judge.h"
 
 namespace kvfuzz::engine_tests {
 
@@ -29,7 +29,7 @@ void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixtu
     GTEST_SKIP() << fixture.string() << " uses " << *missing << ", which " << engine.name
                  << " does not announce (EngineCapabilities::" << *missing << ")";
   }
-  if (const auto problem = check_expect(scenario, prepare(scenario))) {
+  if (const auto problem = judge_expect(scenario, prepare(scenario))) {
     FAIL() << fixture.string()
            << ": the reference disagrees with the fixture's own expect rows (the fixture is "
               "wrong, whatever the engine does):\n"
@@ -41,7 +41,7 @@ void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixtu
   std::vector<Property> properties = {Property::prefix};
   if (recorded != Property::prefix) properties.push_back(recorded);
   for (const Property property : properties) {
-    PropertyOutcome outcome = check_property(property, scenario, engine);
+    PropertyOutcome outcome = judge_property(property, scenario, engine);
     if (outcome.pass) continue;
     const std::string where = "fixture " + fixture.string();
     FAIL() << keep_failure(FailingCase{scenario, property, outcome, where, false}, engine, options);

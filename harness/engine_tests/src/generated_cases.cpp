@@ -1,4 +1,4 @@
-// Properties.<property>: scenarios from the one generator, judged by check_property, the
+// Properties.<property>: scenarios from the one generator, judged by judge_property, the
 // same judge as `kvfuzz check`, the RapidCheck suites and the fuzz targets. Only the
 // operations the engine announces are generated: an engine without truncate or fork gets
 // appends in their place (GeneratorOptions), so it is tested on everything it claims.
@@ -32,7 +32,7 @@ void check_generated_cases(const EngineInfo& engine, Property property,
     const uint64_t seed = case_seed(options.seed, i);
     PrngChoiceSource choices(seed);
     Scenario scenario = generate_scenario(choices, generator);
-    PropertyOutcome outcome = check_property(property, scenario, engine);
+    PropertyOutcome outcome = judge_property(property, scenario, engine);
     if (outcome.pass) continue;
     scenario.provenance.seed = seed;
     const std::string where = "case " + std::to_string(i + 1) + " of " +

@@ -7,10 +7,10 @@
 #include <sstream>
 #include <string>
 
+#include "corpus/fixture_names.h"
 #include "engine_tests_internal.h"
+#include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
-#include "kvfuzz/fixture_names.h"
-#include "kvfuzz/report.h"
 #include "kvfuzz/shrink.h"
 
 namespace kvfuzz::engine_tests {

@@ -18,7 +18,6 @@
 #include <string_view>
 
 #include "kvfuzz/engine.h"
-#include "kvfuzz/fixture_names.h"  // file_safe_name, for names made from specs
 
 namespace kvfuzz {
 

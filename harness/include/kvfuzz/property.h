@@ -15,9 +15,9 @@
 #include <string>
 #include <string_view>
 
-#include "kvfuzz/compare.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/scenario.h"
+#include "kvfuzz/verdict.h"
 
 namespace kvfuzz {
 
@@ -47,7 +47,7 @@ struct PropertyOutcome {
   std::string report;                         // several lines for a person
 };
 
-PropertyOutcome check_property(Property property, const Scenario& scenario,
+PropertyOutcome judge_property(Property property, const Scenario& scenario,
                                const EngineInfo& engine);
 
 }  // namespace kvfuzz

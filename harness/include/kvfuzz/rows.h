@@ -3,6 +3,8 @@
 
 #include <compare>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,5 +41,20 @@ struct ReferenceRow {
   std::vector<double> bound;        // tolerance per q head
   std::vector<double> value_scale;  // per q head: the largest |v| the row sees (M)
 };
+
+// A row the program implies: its key (from the runner's own logical bookkeeping, never
+// from the engine) and where in the program it is produced. In program order.
+struct ExpectedSlot {
+  RowKey key;
+  RowOrigin origin;
+};
+
+struct EngineRun {
+  std::vector<EngineRow> rows;        // in the order the engine returned them
+  std::optional<std::string> error;   // the engine threw, or returned a wrongly shaped chunk
+  std::optional<RowOrigin> error_at;  // op where it happened
+};
+
+using ReferenceMap = std::map<RowKey, ReferenceRow>;
 
 }  // namespace kvfuzz

@@ -1,4 +1,4 @@
-// OUT/campaign.json: the campaign record on disk (kvfuzz/campaign.h).
+// OUT/campaign.json: the campaign record on disk (campaign/campaign.h).
 //
 // The record is what lets a stopped campaign resume, so saving is atomic (a temporary file
 // renamed over the old one) and loading is strict: a field that is missing or has the wrong
@@ -15,8 +15,8 @@
 #include <system_error>
 #include <utility>
 
-#include "kvfuzz/campaign.h"
-#include "kvfuzz/events.h"
+#include "campaign/campaign.h"
+#include "generate/events.h"
 
 namespace kvfuzz {
 

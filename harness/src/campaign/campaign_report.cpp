@@ -1,4 +1,4 @@
-// The campaign report (kvfuzz/campaign.h): one set of tables, drawn as Markdown or as a
+// The campaign report (campaign/campaign.h): one set of tables, drawn as Markdown or as a
 // self-contained HTML page. The page adds inline SVG line charts of the samples; it has no
 // scripts and loads nothing, so it can be archived or mailed as a single file.
 #include <algorithm>
@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kvfuzz/campaign.h"
-#include "kvfuzz/events.h"
+#include "campaign/campaign.h"
+#include "generate/events.h"
 
 namespace kvfuzz {
 

@@ -1,4 +1,4 @@
-#include "kvfuzz/libfuzzer_status.h"
+#include "campaign/libfuzzer_status.h"
 
 #include <cctype>
 #include <charconv>

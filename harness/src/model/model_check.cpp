@@ -10,14 +10,14 @@
 // values a rare honest excursion is more likely there than in the logits. Such a layer is
 // still named in first_layer (describe_model_divergence says the logits agree), since a bug
 // whose effect the later layers attenuate is worth a look.
-#include "kvfuzz/model_check.h"
+#include "model/model_check.h"
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
 
-#include "kvfuzz/transformer.h"
+#include "model/transformer.h"
 #include "model_tolerance.h"
 
 namespace kvfuzz {
@@ -109,10 +109,10 @@ ModelDivergence engine_error(const TransformerRun& run) {
   return d;
 }
 
-ModelVerdict check_model(const Scenario& scenario, const EngineInfo& engine,
+ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
                          std::optional<std::pair<int, const EngineInfo*>> faulty) {
   if (!scenario.model) {
-    throw std::invalid_argument("check_model: scenario '" + scenario.name + "' has no model");
+    throw std::invalid_argument("judge_model: scenario '" + scenario.name + "' has no model");
   }
   const ModelConfig& model = *scenario.model;
   const TransformerWeights weights = make_weights(model, scenario.layout);

@@ -1,4 +1,4 @@
-// The six properties at model level (check_model_property in kvfuzz/model_check.h).
+// The six properties at model level (judge_model_property in model/model_check.h).
 //
 // Why invariances are judged against the reference here and not engine against engine as
 // at attention level (property.cpp): a model's rows are logits after several layers, and
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kvfuzz/model_check.h"
-#include "kvfuzz/property_variants.h"
+#include "judge/property_variants.h"
+#include "model/model_check.h"
 
 namespace kvfuzz {
 
@@ -81,11 +81,11 @@ std::string headline(Property property, const EngineInfo& engine) {
 
 }  // namespace
 
-PropertyOutcome check_model_property(Property property, const Scenario& scenario,
+PropertyOutcome judge_model_property(Property property, const Scenario& scenario,
                                      const EngineInfo& engine) {
   PropertyOutcome result;
   const std::string name(property_name(property));
-  const ModelVerdict base = check_model(scenario, engine);
+  const ModelVerdict base = judge_model(scenario, engine);
   if (property == Property::prefix) {
     if (base.pass) {
       result.report =
@@ -110,7 +110,7 @@ PropertyOutcome check_model_property(Property property, const Scenario& scenario
     return result;
   }
   for (const ScenarioVariant& variant : variants) {
-    const ModelVerdict verdict = check_model(variant.scenario, engine);
+    const ModelVerdict verdict = judge_model(variant.scenario, engine);
     if (verdict.pass) continue;
     const ModelDivergence& first = deciding(verdict);
     result.pass = false;

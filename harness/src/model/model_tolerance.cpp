@@ -56,7 +56,7 @@
 // ffn of 4096, rely on their modelled sqrt(n) u term); it only matters for f32 layouts,
 // where sigma is ~1e-7 relative.
 //
-// Measured (tests/test_model.cpp: 162 generated and 27 hand-built checks, f32, f16 and
+// Measured (tests/model/test_model.cpp: 162 generated and 27 hand-built checks, f32, f16 and
 // bf16, RoPE, windows, GQA, truncate and fork): honest engines reach at most 0.24 of the
 // logits bound (about 4 sigma) and 0.38 of a layer's bound; over 150 larger generated
 // scenarios (the generator's default sizes, 1 to 3 layers, width up to 64, x 3 dtypes x 3

@@ -7,7 +7,7 @@
 
 #include "kvfuzz/rows.h"
 #include "kvfuzz/scenario.h"
-#include "kvfuzz/transformer.h"
+#include "model/transformer.h"
 
 namespace kvfuzz::model {
 

@@ -1,0 +1,211 @@
+// Loading a plugin and checking and copying its table before any engine is made from it,
+// so that a broken plugin is refused with one line at --engine time instead of failing
+// mid-run, and a plugin that changes its table later cannot change what kvfuzz calls.
+#include "doors/plugin_library.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <map>
+#include <string_view>
+#include <vector>
+
+#include "kvfuzz/engine_spec.h"
+#include "support/utf8_text.h"
+
+namespace kvfuzz::external {
+
+namespace {
+
+// More entries than any plugin needs; it bounds what kvfuzz reads from a table whose
+// engine_count is garbage.
+constexpr uint32_t kMostEngines = 1024;
+
+bool valid_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// A refused name as it may appear in a one-line message (it may be anything): as
+// utf8_text.h escapes it, quoted, cut after 64 characters.
+std::string quoted_name(std::string_view name) {
+  const SafeText shown = safe_utf8(name, Controls::escape, 64);
+  std::string quoted = "'" + shown.text + "'";
+  if (shown.used < name.size()) quoted += "... (" + std::to_string(name.size()) + " bytes)";
+  return quoted;
+}
+
+// The problem with a description, or "": it reaches reports and saved fixtures, which hold
+// one line of valid UTF-8, so a description that is not one line of valid UTF-8 without
+// control characters (utf8_text.h says which are) is refused rather than mended.
+std::string description_problem(std::string_view description, const std::string& named) {
+  const std::string expected = "; expected one line of UTF-8 text";
+  for (size_t i = 0; i < description.size();) {
+    const size_t length = utf8_character_length(description.substr(i));
+    if (length == 0) {
+      return named + " has a description that is not valid UTF-8 (byte " +
+             quoted_name(description.substr(i, 1)) + " at offset " + std::to_string(i) + ")" +
+             expected;
+    }
+    const std::string_view character = description.substr(i, length);
+    const SafeText shown = safe_utf8(character, Controls::escape);
+    if (shown.text != character) {
+      return named + " has a description with a control character ('" + shown.text +
+             "' at offset " + std::to_string(i) + ")" + expected;
+    }
+    i += length;
+  }
+  return "";
+}
+
+// The loader's reason, one line of valid UTF-8: it may quote names from the library.
+std::string dl_error_text() {
+  const char* text = dlerror();
+  return text != nullptr ? safe_utf8(text, Controls::blank, 1000).text : "no reason given";
+}
+
+// Checks one entry, already copied out of the plugin's table, and copies its strings into
+// `entry`. The problem, or "" when it is complete.
+std::string take_entry(const kvfuzz_engine_api& api, uint32_t index, PluginEntry& entry) {
+  const std::string which = "engine " + std::to_string(index);
+  if (api.abi_version != KVFUZZ_ENGINE_ABI_VERSION) {
+    return which + " has abi_version " + std::to_string(api.abi_version) + "; expected " +
+           std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + ", the table's and this kvfuzz's";
+  }
+  if (api.struct_size != sizeof(kvfuzz_engine_api)) {
+    return which + " has struct_size " + std::to_string(api.struct_size) + "; expected " +
+           std::to_string(sizeof(kvfuzz_engine_api)) + ", sizeof(kvfuzz_engine_api) in ABI " +
+           std::to_string(KVFUZZ_ENGINE_ABI_VERSION);
+  }
+  if (api.name == nullptr) return which + " has no name (NULL); expected [A-Za-z0-9._-]+";
+  entry.name = api.name;
+  if (!valid_name(entry.name)) {
+    return which + " is named " + quoted_name(entry.name) + "; expected a name of [A-Za-z0-9._-]+";
+  }
+  const std::string named = "engine '" + entry.name + "'";
+  entry.description = api.description != nullptr ? api.description : "";
+  if (std::string problem = description_problem(entry.description, named); !problem.empty()) {
+    return problem;
+  }
+  const std::pair<const char*, bool> required[] = {{"create", api.create != nullptr},
+                                                   {"destroy", api.destroy != nullptr},
+                                                   {"step", api.step != nullptr},
+                                                   {"reset", api.reset != nullptr}};
+  for (const auto& [function, present] : required) {
+    if (!present) return named + " has no " + function + " function (NULL); every engine needs one";
+  }
+  if ((api.capabilities & KVFUZZ_CAN_TRUNCATE) != 0 && api.truncate == nullptr) {
+    return named + " announces KVFUZZ_CAN_TRUNCATE but its truncate function is NULL";
+  }
+  if ((api.capabilities & KVFUZZ_CAN_FORK) != 0 && api.fork == nullptr) {
+    return named + " announces KVFUZZ_CAN_FORK but its fork function is NULL";
+  }
+  entry.api = api;
+  entry.api.name = nullptr;
+  entry.api.description = nullptr;
+  return "";
+}
+
+// Copies the table out of the plugin's memory into `engines`, checking each value as it is
+// copied; every field is read once. The problem, or "" when every engine can be used.
+std::string take_table(const kvfuzz_engine_plugin_table* given, std::vector<PluginEntry>& engines) {
+  const std::string expected = "; expected a table of ABI " +
+                               std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + " (kvfuzz/engine_abi.h)";
+  if (given == nullptr) {
+    return std::string(KVFUZZ_ENGINE_PLUGIN_SYMBOL) + "() returned no table (NULL)" + expected;
+  }
+  const kvfuzz_engine_plugin_table table = *given;
+  if (table.abi_version != KVFUZZ_ENGINE_ABI_VERSION) {
+    return "plugin built for engine ABI " + std::to_string(table.abi_version) +
+           ", this kvfuzz speaks " + std::to_string(KVFUZZ_ENGINE_ABI_VERSION);
+  }
+  if (table.engine_count == 0) {
+    return "the plugin's table has no engines (engine_count 0); expected at least one";
+  }
+  if (table.engine_count > kMostEngines) {
+    return "the plugin's table claims " + std::to_string(table.engine_count) +
+           " engines; expected at most " + std::to_string(kMostEngines);
+  }
+  if (table.engines == nullptr) {
+    return "the plugin's table claims " + std::to_string(table.engine_count) +
+           " engines but its engines array is NULL; expected one entry per engine";
+  }
+  engines.resize(table.engine_count);
+  std::map<std::string_view, uint32_t> seen;
+  for (uint32_t i = 0; i < table.engine_count; ++i) {
+    const kvfuzz_engine_api api = table.engines[i];
+    if (std::string problem = take_entry(api, i, engines[i]); !problem.empty()) return problem;
+    const auto [first, fresh] = seen.emplace(engines[i].name, i);
+    if (!fresh) {
+      return "engines " + std::to_string(first->second) + " and " + std::to_string(i) +
+             " are both named '" + engines[i].name + "'; expected unique names";
+    }
+  }
+  return "";
+}
+
+// Loads and checks; the caller caches.
+std::shared_ptr<PluginLibrary> load(const std::string& spec, const std::string& canonical) {
+  const auto refuse = [&](const std::string& problem) {
+    return EngineSpecError("--engine " + spec + ": " + problem);
+  };
+  dlerror();  // clear any earlier message
+  // RTLD_NOW: a library with unresolved symbols is refused here, not mid-run. RTLD_LOCAL:
+  // two plugins defining the same names do not bind to each other's.
+  void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    throw refuse("cannot load the library: " + dl_error_text() +
+                 "; expected a shared library exporting " + KVFUZZ_ENGINE_PLUGIN_SYMBOL);
+  }
+  // From here on the library stays loaded even when refused: its constructors have run
+  // (see plugin_library.h); loading it again only counts up dlopen's reference.
+  dlerror();
+  void* symbol = dlsym(handle, KVFUZZ_ENGINE_PLUGIN_SYMBOL);
+  if (symbol == nullptr) {
+    throw refuse(std::string("the library has no symbol ") + KVFUZZ_ENGINE_PLUGIN_SYMBOL + " (" +
+                 dl_error_text() + "); expected it defined with KVFUZZ_PLUGIN_EXPORT " +
+                 "(kvfuzz/engine_abi.h)");
+  }
+  const auto entry = reinterpret_cast<kvfuzz_engine_plugin_fn>(symbol);
+  const kvfuzz_engine_plugin_table* table = nullptr;
+  try {
+    table = entry();
+  } catch (...) {
+    throw refuse(std::string(KVFUZZ_ENGINE_PLUGIN_SYMBOL) +
+                 "() threw a C++ exception across the C ABI; expected it to return a table");
+  }
+  auto library = std::make_shared<PluginLibrary>();
+  if (std::string problem = take_table(table, library->engines); !problem.empty()) {
+    throw refuse(problem);
+  }
+  library->handle = handle;
+  return library;
+}
+
+}  // namespace
+
+std::shared_ptr<PluginLibrary> load_plugin_library(const std::string& spec,
+                                                   const std::string& path) {
+  // The canonical path is the cache key, so ./lib.so and /abs/lib.so load once. A path
+  // that does not resolve goes to dlopen made absolute (a bare name would otherwise be
+  // searched for in the system's library directories), which says why it cannot load.
+  std::error_code ec;
+  std::filesystem::path resolved = std::filesystem::canonical(path, ec);
+  if (ec) resolved = std::filesystem::absolute(path, ec);
+  const std::string key = resolved.string();
+
+  static std::mutex cache_mutex;
+  static std::map<std::string, std::shared_ptr<PluginLibrary>> cache;
+  const std::lock_guard<std::mutex> lock(cache_mutex);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  std::shared_ptr<PluginLibrary> library = load(spec, key);
+  cache.emplace(key, library);
+  return library;
+}
+
+}  // namespace kvfuzz::external

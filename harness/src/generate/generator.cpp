@@ -1,0 +1,755 @@
+// The one scenario generator (generator.h), as small pieces in the style of RapidCheck's
+// own generators: each piece builds one part of a scenario from a few choices.
+//
+// Two rules make the choices shrink well (RapidCheck's exec shrinks one choice at a time
+// toward its lower bound, and replays every later choice from the same random stream):
+//
+//  * Simple at lo. Every choice puts its simplest outcome at its low end, so a failure
+//    shrinks toward the worked example's shape: one sequence, MHA with one head, head_dim
+//    1, zero scores, f32, one page of 16, identity page order, NaN poison, no RoPE, no
+//    window, few short appends. (All choices at lo give an empty program.)
+//  * Fixed arity. A piece draws the same number of choices whichever way it goes (all the
+//    candidates, then the one the selector names), so shrinking a selector, say a decode
+//    run into an append, leaves every later choice where it was instead of shifting the
+//    rest of the scenario. Choices whose number depends on the program (the program's
+//    steps, a shuffled page list, explicit token values) come last.
+//
+//   generate_scenario
+//     pick_bounds        typical sizes, now and then the options' maxima
+//     pick_layout        pick_heads, pick_rope, pick_head_dim, pick_page_size, pick_dtype,
+//                        pick_window, pick_scale
+//     pick_token_choices zero scores, distribution, seeds, sequential or repeated ids
+//     pick_placement     poison, spare pages, page order kind
+//     pick_model         (model level only) layers, width, ffn, spare vocabulary, seed
+//     pick_program       steps: an append, a decode run, a batched step, resets, a
+//                        truncate, a fork (or none); each chunk length from
+//                        pick_chunk_length, aimed at edges by pick_edge
+//     resolve_pages      identity, reversed, shuffled or interleaved page list
+//     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
+//                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
+#include "kvfuzz/generator.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "generate/flash_constants.h"
+#include "kvfuzz/prng.h"
+#include "scenario/limits.h"
+
+namespace kvfuzz {
+
+namespace {
+
+// ---- Choice helpers. Each gives its simple outcome at the low end of its choice. ----
+
+// True about once in n; false at the low end.
+bool rarely(ChoiceSource& c, int n) {
+  return n > 0 && c.pick(0, n - 1) == n - 1;
+}
+
+// Index i with probability weights[i] / sum(weights); index 0 at the low end.
+int pick_weighted(ChoiceSource& c, std::initializer_list<int> weights) {
+  int r = c.pick_int(0, std::accumulate(weights.begin(), weights.end(), 0) - 1);
+  int index = 0;
+  for (int w : weights) {
+    if (r < w) return index;
+    r -= w;
+    ++index;
+  }
+  return index - 1;
+}
+
+// 0, 1, -1, 2, -2, ... for n = 0, 1, 2, 3, 4, ...: the integer nearest 0 at the low end.
+int zigzag(int64_t n) {
+  return static_cast<int>(n % 2 == 1 ? (n + 1) / 2 : -(n / 2));
+}
+
+// On an edge, one after it, one before it.
+int pick_offset(ChoiceSource& c) {
+  return zigzag(c.pick(0, 2));
+}
+
+template <typename T, size_t N>
+T select(const std::array<T, N>& candidates, int index) {
+  return candidates[static_cast<size_t>(index)];
+}
+
+// ---- Scale. ----
+
+// The sizes one scenario may reach. Options are clamped to sizes far inside limits.h.
+struct Bounds {
+  int sequences = 1;     // the most sequences (choices are drawn for this many)
+  int steps = 1;         // the most program steps
+  int epoch_tokens = 1;  // per (sequence, epoch)
+  int q_heads = 1;       // MHA and MQA heads; GQA may reach max_q_heads
+  int max_q_heads = 1;
+  int head_dim = 1;
+  bool large = false;
+  bool truncate = true;  // the engine's optional operations (GeneratorOptions)
+  bool fork = true;
+};
+
+Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
+  Bounds b;
+  b.sequences = std::clamp(o.max_sequences, 1, 8);
+  b.steps = std::clamp(o.max_ops, 1, 256);
+  b.max_q_heads = std::clamp(o.max_q_heads, 1, 32);
+  const int max_epoch = std::clamp(o.max_epoch_tokens, 1, 1024);
+  const int max_dim = std::clamp(o.max_head_dim, 1, 128);
+  b.truncate = o.truncate;
+  b.fork = o.fork;
+  b.large = rarely(c, o.large_one_in);
+  b.epoch_tokens = b.large ? max_epoch : std::clamp(o.typical_epoch_tokens, 1, max_epoch);
+  b.q_heads = b.large ? b.max_q_heads : std::clamp(o.typical_q_heads, 1, b.max_q_heads);
+  b.head_dim = b.large ? max_dim : std::clamp(o.typical_head_dim, 1, max_dim);
+  return b;
+}
+
+// Tokens the whole program may append: 4 epochs' worth, and at most about 2^20 numbers of
+// rows, q, k and v together, so that no layout brings the rows (kMaxRowValues), the table
+// (kMaxTableFloats) or the page pool (kMaxPoolElements) near their limits.
+// ---- Model level. ----
+
+// One layer and the smallest width first; ffn the width first (then 2x, 4x, any size up to
+// the bound); no spare vocabulary ids first. The seed picks the weights: no value of it is
+// simpler than another.
+struct ModelChoices {
+  int layers = 1;
+  int width = 4;
+  int ffn = 4;
+  int spare_vocab = 0;
+  uint64_t seed = 0;
+};
+
+ModelChoices pick_model(ChoiceSource& c, const ModelOptions& o) {
+  static constexpr std::array<int, 7> kWidths{4, 8, 16, 32, 64, 12, 24};
+  const int max_width = std::clamp(o.max_width, 1, 128);
+  const int max_ffn = std::clamp(o.max_ffn, 1, 512);
+  ModelChoices m;
+  m.layers = c.pick_int(1, std::clamp(o.max_layers, 1, 4));
+  m.width = std::min(c.pick_from(kWidths), max_width);
+  const int ffn_kind = pick_weighted(c, {2, 2, 1, 1});
+  const int any_ffn = c.pick_int(1, max_ffn);
+  m.ffn = std::clamp(select(std::array{m.width, 2 * m.width, 4 * m.width, any_ffn}, ffn_kind), 1,
+                     max_ffn);
+  const bool spare = rarely(c, 4);
+  const int spare_vocab = c.pick_int(1, std::clamp(o.max_spare_vocab, 1, 64));
+  m.spare_vocab = spare ? spare_vocab : 0;
+  m.seed = static_cast<uint64_t>(c.pick(0, INT32_MAX));
+  return m;
+}
+
+// Multiply-adds of the model for one token with a vocabulary of `vocab` (validate.cpp's
+// kMaxModelWork counts the same).
+int64_t model_work_per_token(const ModelChoices& m, const Layout& l, int64_t vocab) {
+  const int64_t width = m.width;
+  const int64_t layer = width * (int64_t{l.q_heads} * l.head_dim +
+                                 int64_t{l.kv_heads} * (int64_t{l.head_dim} + l.value_dim)) +
+                        int64_t{l.q_heads} * l.value_dim * width + 3 * width * m.ffn;
+  return m.layers * layer + width * vocab;
+}
+
+// Tokens the whole program may append: 4 epochs' worth, and at most about 2^20 numbers of
+// rows, q, k and v together, so that no layout brings the rows (kMaxRowValues), the table
+// (kMaxTableFloats) or the page pool (kMaxPoolElements) near their limits. At model level
+// also at most about 2^24 multiply-adds over the program (the vocabulary grows with the
+// tokens: at most one id per token or the small table's 32, plus the spare ones), far
+// inside kMaxModelWork.
+int program_token_budget(const Bounds& b, const Layout& l, const ModelChoices* model) {
+  const int64_t per_token = int64_t{l.q_heads} * (int64_t{l.value_dim} + l.head_dim) +
+                            int64_t{l.kv_heads} * (int64_t{l.head_dim} + l.value_dim);
+  auto budget = static_cast<int>(
+      std::clamp<int64_t>((int64_t{1} << 20) / per_token, 1, int64_t{4} * b.epoch_tokens));
+  if (model != nullptr) {
+    const auto work = [&](int64_t tokens) {
+      const int64_t vocab = std::max<int64_t>(tokens, 32) + model->spare_vocab;
+      return tokens * model_work_per_token(*model, l, vocab);
+    };
+    while (budget > 1 && work(budget) > (int64_t{1} << 24)) budget = budget * 7 / 8;
+  }
+  return budget;
+}
+
+// ---- Layout. ----
+
+// MHA (kv = q heads), then GQA (at least 2 kv heads; groups 2..8, powers of two or not,
+// and beyond 8 when large and max_q_heads allows), then MQA (one kv head, q >= 2).
+void pick_heads(ChoiceSource& c, const Bounds& b, Layout& l) {
+  const int kind = pick_weighted(c, {3, 5, 2});
+  const int max_group = std::max(2, b.large ? b.max_q_heads / 2 : std::min(8, b.max_q_heads / 2));
+  const int group = c.pick_int(2, max_group);
+  const int gqa_kv =
+      c.pick_int(2, std::clamp(b.q_heads / group, 2, std::max(2, b.max_q_heads / group)));
+  const int mqa_q = c.pick_int(std::min(2, b.q_heads), b.q_heads);
+  const int mha = c.pick_int(1, std::min(4, b.q_heads));
+  if (kind == 1 && gqa_kv * group <= b.max_q_heads) {
+    l.kv_heads = gqa_kv;
+    l.q_heads = gqa_kv * group;
+  } else if (kind == 2 && mqa_q >= 2) {
+    l.kv_heads = 1;
+    l.q_heads = mqa_q;
+  } else {
+    l.q_heads = l.kv_heads = mha;
+  }
+}
+
+// Off first; when on, a base from common to fast-turning.
+std::optional<double> pick_rope(ChoiceSource& c, int max_dim) {
+  static constexpr std::array<double, 4> kThetas{10000.0, 100.0, 1e6, 2.0};
+  const bool on = rarely(c, 3);
+  const double theta = c.pick_from(kThetas);
+  if (!on || max_dim < 2) return std::nullopt;
+  return theta;
+}
+
+// Tiny dims first, then multiples of the vector width (8), then any size up to the bound
+// (mostly not multiples of 8). Even when RoPE needs it.
+int pick_head_dim(ChoiceSource& c, int max_dim, bool even) {
+  const int kind = pick_weighted(c, {4, 2, 3});
+  const int tiny = c.pick_int(1, std::min(4, max_dim));
+  const int aligned = std::min(max_dim, 8 * c.pick_int(1, std::max(1, max_dim / 8)));
+  const int any = c.pick_int(1, max_dim);
+  int d = select(std::array{tiny, aligned, any}, kind);
+  if (even && d % 2 == 1) d = d + 1 <= max_dim ? d + 1 : d - 1;
+  return d;
+}
+
+// 16 first (a small program fits one page: no boundary at all), then the sizes where every
+// chunk crosses pages (1, 2, 3), then others, powers of two or not.
+int pick_page_size(ChoiceSource& c) {
+  static constexpr std::array<int, 12> kPageSizes{16, 1, 2, 3, 4, 8, 5, 7, 6, 12, 32, 64};
+  return c.pick_from(kPageSizes);
+}
+
+DType pick_dtype(ChoiceSource& c) {
+  return static_cast<DType>(pick_weighted(c, {2, 1, 1}));  // f32, f16, bf16
+}
+
+// Off first. On: near a page size, a flash tile or partition, the split threshold or a
+// short chunk; on it, one above or one below.
+std::optional<int> pick_window(ChoiceSource& c, int page_size) {
+  const bool on = rarely(c, 3);
+  const int kind = c.pick_int(0, 5);
+  const int short_chunk = c.pick_int(1, 8);
+  const int offset = pick_offset(c);
+  const int base = select(std::array{page_size, 2 * page_size, kFlashTileKeys, kFlashPartitionKeys,
+                                     kFlashSplitThreshold, short_chunk},
+                          kind);
+  if (!on) return std::nullopt;
+  return std::max(1, base + offset);
+}
+
+// Absent (1/sqrt(head_dim)) first; sometimes a sharper or flatter softmax.
+std::optional<double> pick_scale(ChoiceSource& c) {
+  static constexpr std::array<double, 4> kScales{1.0, 0.5, 0.125, 2.0};
+  const bool on = rarely(c, 6);
+  const double scale = c.pick_from(kScales);
+  if (!on) return std::nullopt;
+  return scale;
+}
+
+Layout pick_layout(ChoiceSource& c, const Bounds& b) {
+  Layout l;
+  pick_heads(c, b, l);
+  l.rope_theta = pick_rope(c, b.head_dim);
+  l.head_dim = pick_head_dim(c, b.head_dim, l.rope_theta.has_value());
+  const bool same_value_dim = c.pick(0, 3) < 3;
+  const int value_dim = pick_head_dim(c, b.head_dim, false);
+  l.value_dim = same_value_dim ? l.head_dim : value_dim;
+  l.page_size = pick_page_size(c);
+  l.dtype = pick_dtype(c);
+  l.window = pick_window(c, l.page_size);
+  l.scale = pick_scale(c);
+  return l;
+}
+
+// ---- Token data (the choices; the table is made once the program is known). ----
+
+enum class TokenKind { small_int, dyadic, explicit_small_int, uniform, wide };
+
+// Zero scores first (q = k = 0: every row is a plain mean, every bug a clean one). Then
+// exact data (small integers, dyadic fractions, explicit small integers), sometimes
+// uniform (rounded in f16/bf16) or wide dynamic range. Token ids: sequential first (every
+// appended token is a new table entry, so every position of every sequence has its own
+// q/k/v and a row that sees a wrong key changes); sometimes drawn from a small table (the
+// same token at several positions).
+struct TokenChoices {
+  bool zero_scores = true;
+  TokenKind kind = TokenKind::small_int;
+  uint64_t seed = 0;
+  int table = 0;  // 0: sequential ids
+  uint64_t id_seed = 0;
+};
+
+TokenChoices pick_token_choices(ChoiceSource& c) {
+  TokenChoices t;
+  t.zero_scores = c.pick(0, 3) == 0;
+  t.kind = static_cast<TokenKind>(pick_weighted(c, {4, 3, 1, 1, 1}));
+  t.seed = static_cast<uint64_t>(c.pick(0, INT32_MAX));
+  const bool repeated = rarely(c, 4);
+  const int table = c.pick_int(1, 32);
+  t.table = repeated ? table : 0;
+  t.id_seed = static_cast<uint64_t>(c.pick(0, INT32_MAX));
+  return t;
+}
+
+// Hands out token ids: sequential, or from the small table in a stream of its own (one
+// choice, its seed, so that the number of tokens never shifts later choices).
+class TokenIds {
+ public:
+  explicit TokenIds(const TokenChoices& t) : table_(t.table), rng_(t.id_seed) {}
+  std::vector<int> take(int n) {
+    std::vector<int> ids(static_cast<size_t>(n));
+    for (int& id : ids) {
+      id = table_ > 0 ? static_cast<int>(rng_.below(static_cast<uint64_t>(table_))) : next_++;
+    }
+    return ids;
+  }
+  int count() const { return table_ > 0 ? table_ : std::max(1, next_); }
+
+ private:
+  int table_;
+  int next_ = 0;
+  Xoshiro256 rng_;
+};
+
+// ---- Program. ----
+
+// The edges chunks are aimed at, as periods in absolute position: page boundaries, the
+// window (where it starts to slide), the flash split threshold, partitions and tiles.
+struct Aim {
+  int page_size = 16;
+  std::optional<int> window;
+};
+
+// An absolute position on, one after or one before an edge past `cached`: the next edge or
+// the one after it, so chunks both end on an edge and straddle one. The next chunk starts
+// where this one ends, so chunks also start on, one before and one after edges.
+int pick_edge(ChoiceSource& c, const Aim& aim, int cached) {
+  const std::array<int, 5> periods{aim.page_size, aim.window.value_or(aim.page_size),
+                                   kFlashSplitThreshold, kFlashPartitionKeys, kFlashTileKeys};
+  const int period = c.pick_from(periods);
+  const int edge = (cached / period + 1 + c.pick_int(0, 1)) * period;
+  return edge + pick_offset(c);
+}
+
+// The length of the next chunk of a sequence holding `cached` tokens with `room` left:
+// short chunks and decodes first, then chunks that end at an edge, mid-size chunks, and
+// single large chunks up to the whole room. At least 1; at most room when room >= 1.
+int pick_chunk_length(ChoiceSource& c, const Aim& aim, int cached, int room) {
+  const int kind = pick_weighted(c, {3, 4, 2, 1});
+  const int short_chunk = c.pick_int(1, 4);
+  const int to_edge = pick_edge(c, aim, cached) - cached;
+  const int mid = c.pick_int(1, 16);
+  const int whole = c.pick_int(1, std::max(1, room));
+  return std::clamp(select(std::array{short_chunk, to_edge, mid, whole}, kind), 1,
+                    std::max(1, room));
+}
+
+// `skip` adds nothing: at the low end, it lets shrinking delete any step, not only the last.
+enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork };
+
+// Builds the program step by step, tracking each sequence's current epoch length.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(ChoiceSource& c, const Bounds& b, const Layout& l, int sequences, TokenIds& ids,
+                 const ModelChoices* model)
+      : c_(c),
+        bounds_(b),
+        aim_{l.page_size, l.window},
+        program_tokens_(program_token_budget(b, l, model)),
+        length_(static_cast<size_t>(sequences), 0),
+        ids_(ids) {}
+
+  // One program step. Its choices are drawn in full whatever the step is: the kind, a
+  // sequence, which other sequences join a batch, a chunk length for every sequence slot,
+  // the length of a decode run and of a run of resets.
+  void add_step() {
+    auto kind = static_cast<StepKind>(pick_weighted(c_, {1, 4, 3, 3, 2, 2, 2}));
+    // An engine without truncate or fork gets an append in their place (same choices).
+    if ((kind == StepKind::truncate && !bounds_.truncate) ||
+        (kind == StepKind::fork && !bounds_.fork)) {
+      kind = StepKind::append;
+    }
+    const int seq = c_.pick_int(0, sequences() - 1);
+    std::vector<int> batch;  // ascending: `seq` and, each with a coin flip, the others
+    std::vector<int> lengths;
+    for (int s = 0; s < bounds_.sequences; ++s) {
+      const bool joins = c_.pick_bool();
+      if (s < sequences() && (s == seq || joins)) batch.push_back(s);
+    }
+    for (int s = 0; s < bounds_.sequences; ++s) {
+      const bool real = s < sequences();
+      lengths.push_back(
+          pick_chunk_length(c_, aim_, real ? length(s) : 0, real ? room(s) : bounds_.epoch_tokens));
+    }
+    const bool long_run = rarely(c_, 4);
+    const int long_decodes = c_.pick_int(1, bounds_.epoch_tokens);
+    const int short_decodes = c_.pick_int(1, 4);
+    const bool several_resets = rarely(c_, 3);
+    const int resets = c_.pick_int(2, 3);
+    const bool deep_cut = rarely(c_, 4);
+    const int short_cut = c_.pick_int(1, 4);
+    const int deep = c_.pick_int(1, bounds_.epoch_tokens);
+    const int fork_to = c_.pick_int(1, std::max(1, bounds_.sequences - 1));
+    const bool rollback = c_.pick_bool();
+    const bool rollback_child = c_.pick_bool();
+    const int rollback_keep = c_.pick_int(0, bounds_.epoch_tokens);
+    switch (kind) {
+      case StepKind::skip:
+        break;
+      case StepKind::append:
+        forward({seq}, lengths);
+        break;
+      case StepKind::decode_run:
+        decode_run(batch, long_run ? long_decodes : short_decodes);
+        break;
+      case StepKind::batch:
+        forward(batch, lengths);
+        break;
+      case StepKind::resets:
+        reset(seq, several_resets ? resets : 1);
+        break;
+      case StepKind::truncate:
+        truncate(seq, deep_cut ? deep : short_cut);
+        break;
+      case StepKind::fork: {
+        const int dst = (seq + fork_to) % sequences();
+        fork(seq, dst);
+        // Speculative decoding forks a draft and rolls one side back: a truncate right
+        // after a fork lands in pages the two still share (copy-on-write territory).
+        if (rollback && dst != seq && bounds_.truncate) {
+          const int target = rollback_child ? dst : seq;
+          ops_.push_back(Op::truncate(target, rollback_keep % (length(target) + 1)));
+          length_[static_cast<size_t>(target)] = rollback_keep % (length(target) + 1);
+        }
+        break;
+      }
+    }
+  }
+
+  std::vector<Op> take() { return std::move(ops_); }
+
+ private:
+  ChoiceSource& c_;
+  const Bounds& bounds_;
+  Aim aim_;
+  int program_tokens_;
+  int total_ = 0;
+  std::vector<int> length_;  // tokens in each sequence's current epoch
+  TokenIds& ids_;
+  std::vector<Op> ops_;
+
+  int sequences() const { return static_cast<int>(length_.size()); }
+  int length(int seq) const { return length_[static_cast<size_t>(seq)]; }
+  int room(int seq) const {
+    return std::min(bounds_.epoch_tokens - length(seq), program_tokens_ - total_);
+  }
+
+  std::vector<int> feed(int seq, int n) {
+    length_[static_cast<size_t>(seq)] += n;
+    total_ += n;
+    return ids_.take(n);
+  }
+
+  // One forward over `seqs` (an append when one), each sequence with its own chunk length,
+  // so batched sequences differ in cached length and in chunk length.
+  void forward(const std::vector<int>& seqs, const std::vector<int>& lengths) {
+    std::vector<Chunk> chunks;
+    for (int seq : seqs) {
+      const int n = std::min(lengths[static_cast<size_t>(seq)], room(seq));
+      if (n >= 1) chunks.push_back({seq, feed(seq, n)});
+    }
+    emit(std::move(chunks));
+  }
+
+  // A run of one-token decodes over `seqs` (batched steps when several): short runs first,
+  // sometimes long enough to cross pages and the split threshold one token at a time.
+  void decode_run(const std::vector<int>& seqs, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      std::vector<Chunk> chunks;
+      for (int seq : seqs) {
+        if (room(seq) >= 1) chunks.push_back({seq, feed(seq, 1)});
+      }
+      if (chunks.empty()) return;
+      emit(std::move(chunks));
+    }
+  }
+
+  // A reset (of an empty or a running sequence, while the others keep running), sometimes
+  // two or three in a row.
+  void reset(int seq, int count) {
+    for (int i = 0; i < count; ++i) ops_.push_back(Op::reset(seq));
+    length_[static_cast<size_t>(seq)] = 0;
+  }
+
+  // A rollback of `drop` tokens (a few, as speculative decoding rejects a draft, or deep;
+  // to 0 when it is more than the sequence holds).
+  void truncate(int seq, int drop) {
+    const int keep = std::max(0, length(seq) - drop);
+    ops_.push_back(Op::truncate(seq, keep));
+    length_[static_cast<size_t>(seq)] = keep;
+  }
+
+  // `dst` starts over with `src`'s tokens; nothing when there is no other sequence.
+  void fork(int src, int dst) {
+    if (src == dst) return;
+    ops_.push_back(Op::fork(src, dst));
+    length_[static_cast<size_t>(dst)] = length(src);
+  }
+
+  // A batch of one chunk is written as an append.
+  void emit(std::vector<Chunk> chunks) {
+    if (chunks.size() == 1) {
+      ops_.push_back(Op::append(chunks[0].seq, std::move(chunks[0].tokens)));
+    } else if (!chunks.empty()) {
+      ops_.push_back(Op::step(std::move(chunks)));
+    }
+  }
+};
+
+// Few steps first.
+std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, int sequences,
+                             TokenIds& ids, const ModelChoices* model) {
+  ProgramBuilder program(c, b, l, sequences, ids, model);
+  const int steps = c.pick_int(1, b.steps);
+  for (int i = 0; i < steps; ++i) program.add_step();
+  return program.take();
+}
+
+// ---- Token table. ----
+
+// Explicit tables only while they stay small (this many numbers).
+constexpr int64_t kMaxExplicitNumbers = 1024;
+
+std::vector<std::vector<double>> small_ints(ChoiceSource& c, int heads, int dim, bool zero) {
+  std::vector<std::vector<double>> out(static_cast<size_t>(heads),
+                                       std::vector<double>(static_cast<size_t>(dim), 0.0));
+  if (zero) return out;
+  for (auto& head : out) {
+    for (double& x : head) x = zigzag(c.pick(0, 8));  // integers in [-4, 4], 0 first
+  }
+  return out;
+}
+
+TokenSource make_tokens(ChoiceSource& c, const TokenChoices& t, const Layout& l, int count) {
+  const int64_t numbers = int64_t{count} * (int64_t{l.q_heads} * l.head_dim +
+                                            int64_t{l.kv_heads} * (l.head_dim + l.value_dim));
+  if (t.kind == TokenKind::explicit_small_int && numbers <= kMaxExplicitNumbers) {
+    std::vector<ExplicitToken> tokens(static_cast<size_t>(count));
+    for (ExplicitToken& token : tokens) {
+      token.q = small_ints(c, l.q_heads, l.head_dim, t.zero_scores);
+      token.k = small_ints(c, l.kv_heads, l.head_dim, t.zero_scores);
+      token.v = small_ints(c, l.kv_heads, l.value_dim, false);
+    }
+    return tokens;
+  }
+  static constexpr std::array<Distribution, 5> kDistributions{
+      Distribution::small_int, Distribution::dyadic, Distribution::small_int, Distribution::uniform,
+      Distribution::wide};
+  GeneratedTokens generated;
+  generated.seed = t.seed;
+  generated.count = count;
+  generated.distribution = kDistributions[static_cast<size_t>(t.kind)];
+  generated.zero_scores = t.zero_scores;
+  return generated;
+}
+
+// ---- Placement. ----
+
+enum class OrderKind { identity, reversed, shuffled, interleaved };
+
+// NaN poison first; no spare pages first (sometimes a few that nobody is handed, still
+// poisoned); identity order first, then reversed, shuffled and interleaved.
+struct PlacementChoices {
+  Poison poison = Poison::nan;
+  int spare = 0;
+  OrderKind order = OrderKind::identity;
+};
+
+PlacementChoices pick_placement(ChoiceSource& c) {
+  PlacementChoices p;
+  p.poison = static_cast<Poison>(c.pick_int(0, 3));
+  const bool spare = rarely(c, 4);
+  const int pages = c.pick_int(1, 4);
+  p.spare = spare ? pages : 0;
+  p.order = static_cast<OrderKind>(pick_weighted(c, {3, 2, 2, 2}));
+  return p;
+}
+
+// Fisher-Yates with the swap partner counted back from i: the low end swaps nothing, so a
+// shuffle shrinks toward identity.
+std::vector<int> shuffled_pages(ChoiceSource& c, int pool) {
+  std::vector<int> pages(static_cast<size_t>(pool));
+  std::iota(pages.begin(), pages.end(), 0);
+  for (int i = pool - 1; i > 0; --i) {
+    std::swap(pages[static_cast<size_t>(i)], pages[static_cast<size_t>(i - c.pick_int(0, i))]);
+  }
+  return pages;
+}
+
+// The entries of a page-order list of `pool` entries, grouped by the sequence that first
+// takes them when a paged engine runs the program, in the order it takes them; the last
+// group holds the entries nobody takes. It replays kernels/cpu/page_pool.cpp: the chunks of a
+// step reserve pages in order, a sequence takes a new page when it grows past its last one,
+// a reset or truncate puts pages nobody else holds back at the front of the free list
+// (reused before fresh ones), and a fork shares the source's pages but copies a partial one.
+std::vector<std::vector<int>> first_takers(const Scenario& s, int pool) {
+  const auto sequences = static_cast<size_t>(s.sequences);
+  const int64_t page = s.layout.page_size;
+  std::vector<int> free_list(static_cast<size_t>(pool));  // back: the next one handed out
+  for (int i = 0; i < pool; ++i) free_list[static_cast<size_t>(i)] = pool - 1 - i;
+  std::vector<std::vector<int>> held(sequences), groups(sequences + 1);
+  std::vector<int64_t> length(sequences, 0);
+  std::vector<bool> taken(static_cast<size_t>(pool), false);
+  // Pages back to the front of the free list once no sequence holds them (fork shares).
+  const auto release = [&](size_t seq, size_t keep_pages) {
+    auto& pages = held[seq];
+    for (size_t i = pages.size(); i > keep_pages; --i) {
+      const int entry = pages[i - 1];
+      pages.pop_back();
+      const bool shared = std::any_of(held.begin(), held.end(), [&](const std::vector<int>& h) {
+        return std::find(h.begin(), h.end(), entry) != h.end();
+      });
+      if (!shared) free_list.push_back(entry);
+    }
+  };
+  const auto take = [&](size_t seq) {
+    const int entry = free_list.back();
+    free_list.pop_back();
+    held[seq].push_back(entry);
+    if (!taken[static_cast<size_t>(entry)]) groups[seq].push_back(entry);
+    taken[static_cast<size_t>(entry)] = true;
+  };
+  for (const Op& op : s.program) {
+    const auto target = static_cast<size_t>(op.seq);
+    if (op.kind == OpKind::reset) {
+      release(target, 0);
+      length[target] = 0;
+    } else if (op.kind == OpKind::truncate) {
+      release(target, static_cast<size_t>((op.keep + page - 1) / page));
+      length[target] = op.keep;
+    } else if (op.kind == OpKind::fork) {
+      const auto src = static_cast<size_t>(op.src);
+      release(target, 0);
+      length[target] = length[src];
+      held[target] = held[src];
+      if (length[src] % page != 0 && !held[target].empty()) {  // the partial page is copied
+        held[target].pop_back();
+        if (!free_list.empty()) take(target);
+      }
+    }
+    for (const Chunk& chunk : op.batch()) {
+      const auto seq = static_cast<size_t>(chunk.seq);
+      length[seq] += static_cast<int64_t>(chunk.tokens.size());
+      while (static_cast<int64_t>(held[seq].size()) * page < length[seq] && !free_list.empty()) {
+        take(seq);
+      }
+    }
+  }
+  for (int entry = 0; entry < pool; ++entry) {
+    if (!taken[static_cast<size_t>(entry)]) groups[sequences].push_back(entry);
+  }
+  return groups;
+}
+
+}  // namespace
+
+// Interleaved between sequences: an explicit list in which physically consecutive pages
+// alternate between the sequences (and the pages nobody takes). Physical page 0 becomes
+// the first page sequence 0 takes, page 1 the first page of the next sequence that takes
+// one, ..., then every sequence's second page, and so on: the list entry that sequence s
+// takes as its k-th new page holds physical page (round k, lane s). A kernel that assumes
+// a sequence's pages are physically contiguous (first page + logical index) then reads a
+// neighbour's K/V or poison. With fewer than two sequences taking pages, the pool grows so
+// that unused pages alternate with the one sequence's pages.
+std::vector<int> interleaved_page_order(const Scenario& s, int pool) {
+  auto groups = first_takers(s, pool);
+  const auto busy = std::count_if(groups.begin(), groups.end() - 1,
+                                  [](const std::vector<int>& g) { return !g.empty(); });
+  if (busy < 2) {
+    size_t owned = 0;
+    for (auto g = groups.begin(); g != groups.end() - 1; ++g) owned += g->size();
+    const int wanted = static_cast<int>(2 * owned) - 1;
+    if (wanted > pool) groups = first_takers(s, pool = wanted);
+  }
+  std::vector<int> pages(static_cast<size_t>(pool));
+  int physical = 0;
+  for (size_t round = 0; physical < pool; ++round) {
+    for (const auto& group : groups) {
+      if (round < group.size()) pages[static_cast<size_t>(group[round])] = physical++;
+    }
+  }
+  return pages;
+}
+
+namespace {
+
+Placement resolve_pages(ChoiceSource& c, const PlacementChoices& choices, const Scenario& s) {
+  Placement p;
+  p.poison = choices.poison;
+  const int pool = required_pool_pages(s) + choices.spare;
+  switch (choices.order) {
+    case OrderKind::identity:
+    case OrderKind::reversed:
+      p.order = choices.order == OrderKind::identity ? PageOrder::identity : PageOrder::reversed;
+      if (choices.spare > 0) p.pool_pages = pool;
+      break;
+    case OrderKind::shuffled:
+      p.order = PageOrder::explicit_list;
+      p.pages = shuffled_pages(c, pool);
+      break;
+    case OrderKind::interleaved:
+      p.order = PageOrder::explicit_list;
+      p.pages = interleaved_page_order(s, pool);
+  }
+  return p;
+}
+
+}  // namespace
+
+Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
+  Scenario s;
+  s.name = "generated";
+  s.provenance.source = "check";
+  const Bounds bounds = pick_bounds(c, options);
+  s.layout = pick_layout(c, bounds);
+  s.sequences = c.pick_int(1, bounds.sequences);
+  const TokenChoices token_choices = pick_token_choices(c);
+  const PlacementChoices placement_choices = pick_placement(c);
+  // Only at model level: without the option no choice is drawn (the same scenarios).
+  std::optional<ModelChoices> model;
+  if (options.model) model = pick_model(c, *options.model);
+  // From here on the number of choices depends on the program.
+  TokenIds ids(token_choices);
+  s.program = pick_program(c, bounds, s.layout, s.sequences, ids, model ? &*model : nullptr);
+  s.placement = resolve_pages(c, placement_choices, s);
+  if (model) {
+    // The ids handed out are vocabulary ids (sequential: every token a new word; from a
+    // small table: repeated words); the vocabulary holds them and the spare ids.
+    const int vocab = std::min(ids.count() + model->spare_vocab, limits::kMaxModelVocab);
+    s.model = ModelConfig{vocab, model->width, model->layers, model->ffn, model->seed};
+    s.tokens = GeneratedTokens{0, vocab, Distribution::small_int, false};
+  } else {
+    s.tokens = make_tokens(c, token_choices, s.layout, ids.count());
+  }
+  if (const auto error = validate(s)) {
+    throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
+                           ": expected " + error->message);
+  }
+  return s;
+}
+
+uint64_t case_seed(uint64_t run_seed, int index) {
+  uint64_t state = run_seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
+  return splitmix64(state);
+}
+
+}  // namespace kvfuzz

@@ -1,0 +1,15 @@
+// The comparator: pairs engine rows with reference rows by key and names the first
+// divergence in program order.
+#pragma once
+
+#include <vector>
+
+#include "kvfuzz/rows.h"
+#include "kvfuzz/verdict.h"
+
+namespace kvfuzz {
+
+Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& reference,
+                const EngineRun& run, int q_heads, int value_dim);
+
+}  // namespace kvfuzz

@@ -1,0 +1,316 @@
+// The six properties (property.h). prefix is the straight line of check.h. The other five
+// are invariances: run the engine on the scenario (the base) and on variants that differ
+// from it in the property's dimension only (property_variants.h), and pair the two runs'
+// rows by key. They judge the engine against itself, not against the reference, so a base
+// run that already fails prefix equivalence fails an invariance only where the variant
+// changes its rows: each property reports its own dimension's failures.
+//
+// Tolerance: an honest engine's row lies within the reference's bound of the reference
+// row in either run, so two honest runs lie within twice that bound of each other (the
+// triangle inequality); that is the tolerance here. Two non-finite values count as equal
+// when they are the same (both NaN, or the same infinity): a failure shared by both runs
+// belongs to the prefix property.
+#include "kvfuzz/property.h"
+
+#include <cmath>
+#include <exception>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "judge/property_variants.h"
+#include "judge/report.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/token_table.h"
+#include "model/model_check.h"
+#include "run/runner.h"
+
+namespace kvfuzz {
+
+std::string_view property_name(Property property) {
+  switch (property) {
+    case Property::prefix:
+      return "prefix";
+    case Property::schedule:
+      return "schedule";
+    case Property::layout:
+      return "layout";
+    case Property::poison:
+      return "poison";
+    case Property::reset:
+      return "reset";
+    case Property::batch:
+      return "batch";
+  }
+  return "?";
+}
+
+std::optional<Property> parse_property(std::string_view name) {
+  for (Property p : kAllProperties) {
+    if (property_name(p) == name) return p;
+  }
+  return std::nullopt;
+}
+
+std::string to_string(const FailureSignature& signature) {
+  return std::string(property_name(signature.property)) + "/" +
+         std::string(failure_kind_name(signature.kind));
+}
+
+namespace {
+
+// What each invariance checks, for the report's first line.
+std::string_view claim(Property property) {
+  switch (property) {
+    case Property::prefix:
+      return "every cached row equals the reference row at the same key";
+    case Property::schedule:
+      return "another chunk schedule of the same token streams gives the same rows";
+    case Property::layout:
+      return "another page size and page order give the same rows";
+    case Property::poison:
+      return "another poison outside the valid prefix gives the same rows";
+    case Property::reset:
+      return "after a reset, a request's rows equal those of a fresh engine";
+    case Property::batch:
+      return "a sequence's rows do not depend on its batch neighbours";
+  }
+  return "?";
+}
+
+EngineRun run_once(const Scenario& scenario, const TokenTable& table, const EngineInfo& engine) {
+  EngineRun run;
+  try {
+    std::unique_ptr<Engine> instance = engine.make ? engine.make(engine_config(scenario)) : nullptr;
+    if (instance) return run_engine(scenario, table, *instance);
+    run.error = "engine '" + engine.name + "' could not be created";
+  } catch (const std::exception& e) {
+    run.error = "engine '" + engine.name + "' refused the configuration: " + e.what();
+  }
+  run.error_at = RowOrigin{};
+  return run;
+}
+
+// One run's rows, one per slot (nullptr where the run produced none).
+std::vector<const EngineRow*> rows_by_slot(const std::vector<ExpectedSlot>& slots,
+                                           const EngineRun& run) {
+  std::map<std::tuple<int, int, int>, size_t> index;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const RowOrigin& o = slots[s].origin;
+    index.emplace(std::tuple{o.op, o.chunk, o.token}, s);
+  }
+  std::vector<const EngineRow*> rows(slots.size(), nullptr);
+  for (const EngineRow& row : run.rows) {
+    const auto it = index.find({row.origin.op, row.origin.chunk, row.origin.token});
+    if (it != index.end() && rows[it->second] == nullptr) rows[it->second] = &row;
+  }
+  return rows;
+}
+
+std::string origin_text(const RowOrigin& o) {
+  return "op " + std::to_string(o.op) + ", chunk " + std::to_string(o.chunk) + ", token " +
+         std::to_string(o.token);
+}
+
+bool same_value(double a, double b, double tolerance) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= tolerance;
+}
+
+struct Base {
+  const Scenario& scenario;
+  const Prepared& prepared;
+  const EngineRun& run;
+  const std::vector<const EngineRow*>& rows;
+};
+
+struct Found {
+  size_t slot = 0;  // base slot, for "first in program order" across variants
+  Divergence divergence;
+};
+
+// The first base slot (in program order) whose row the variant changes.
+std::optional<Found> first_difference(const Base& base, const ScenarioVariant& variant,
+                                      const EngineInfo& engine) {
+  const TokenTable table(variant.scenario.tokens, variant.scenario.layout);
+  const EngineRun run = run_once(variant.scenario, table, engine);
+  const std::vector<ExpectedSlot> slots = expected_slots(variant.scenario);
+  const std::vector<const EngineRow*> rows = rows_by_slot(slots, run);
+  std::map<RowKey, size_t> by_base_key;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const RowKey& key = slots[s].key;
+    const auto mapped = variant.streams.find({key.seq, key.epoch});
+    if (mapped == variant.streams.end()) continue;
+    by_base_key.emplace(RowKey{mapped->second.first, mapped->second.second, key.pos}, s);
+  }
+
+  const int q_heads = base.scenario.layout.q_heads;
+  const int value_dim = base.scenario.layout.value_dim;
+  const std::vector<ExpectedSlot>& base_slots = base.prepared.slots;
+  for (size_t b = 0; b < base_slots.size(); ++b) {
+    const auto match = by_base_key.find(base_slots[b].key);
+    if (match == by_base_key.end()) continue;
+    const ExpectedSlot& slot = base_slots[b];
+    const ExpectedSlot& twin = slots[match->second];
+    const EngineRow* got = base.rows[b];
+    const EngineRow* want = rows[match->second];
+    const ReferenceRow& ref = base.prepared.reference.at(slot.key);
+
+    Divergence d;
+    d.key = slot.key;
+    d.origin = slot.origin;
+    d.key_lo = ref.key_lo;
+    d.key_hi = ref.key_hi;
+    const auto twin_text = [&] {
+      return "the variant's row for it is " + to_string(twin.key) + " (" +
+             origin_text(twin.origin) + ")";
+    };
+
+    if (got == nullptr || want == nullptr) {
+      if (got == nullptr && want == nullptr) continue;
+      if (base.run.error && run.error) continue;  // both runs failed; the rows they share agree
+      d.kind = FailureKind::engine_error;
+      d.detail = got == nullptr
+                     ? "the base run produced no row here: " + base.run.error.value_or("")
+                     : "the variant run produced no row here (" + twin_text() +
+                           "): " + run.error.value_or("");
+      return Found{b, d};
+    }
+    if (got->key.pos != want->key.pos) {
+      d.kind = FailureKind::wrong_position;
+      d.detail = "the base run reported this token at position " + std::to_string(got->key.pos) +
+                 ", the variant at position " + std::to_string(want->key.pos) + "; " + twin_text();
+      return Found{b, d};
+    }
+    const size_t size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
+    if (got->values.size() != size || want->values.size() != size) continue;  // runner-checked
+    const auto at = [&](FailureKind kind, size_t i) {
+      const auto h = i / static_cast<size_t>(value_dim);
+      d.kind = kind;
+      d.q_head = static_cast<int>(h);
+      d.dim = static_cast<int>(i % static_cast<size_t>(value_dim));
+      d.got = got->values[i];
+      d.expected = want->values[i];
+      d.error = std::fabs(d.got - d.expected);
+      d.bound = 2 * ref.bound[h];
+      d.detail = "got: the base run; expected: the variant run (" + twin_text() +
+                 "); bound: twice the reference's";
+      return Found{b, d};
+    };
+    for (size_t i = 0; i < size; ++i) {
+      const double x = got->values[i], y = want->values[i];
+      if ((!std::isfinite(x) || !std::isfinite(y)) && !same_value(x, y, 0)) {
+        return at(FailureKind::not_finite, i);
+      }
+    }
+    for (size_t i = 0; i < size; ++i) {
+      const double tolerance = 2 * ref.bound[i / static_cast<size_t>(value_dim)];
+      if (!same_value(got->values[i], want->values[i], tolerance)) {
+        return at(FailureKind::mismatch, i);
+      }
+    }
+  }
+  // Every row agrees, but the variant failed where the base did not (after its last compared
+  // row, say on a reset): the same engine, changed only in the property's dimension, fails.
+  if (run.error && !base.run.error) {
+    Divergence d;
+    d.kind = FailureKind::engine_error;
+    d.origin = run.error_at.value_or(RowOrigin{});
+    d.key_lo = 0;
+    d.key_hi = -1;  // no row
+    d.detail = "the variant run failed at its " + origin_text(run.error_at.value_or(RowOrigin{})) +
+               " and the base run did not: " + *run.error;
+    return Found{base_slots.size(), d};
+  }
+  return std::nullopt;
+}
+
+std::vector<ScenarioVariant> variants_for(Property property, const Scenario& scenario) {
+  const uint64_t seed = variant_seed(scenario);
+  switch (property) {
+    case Property::prefix:
+      return {};
+    case Property::schedule:
+      return {rechunk(scenario, seed)};
+    case Property::layout:
+      return {relayout(scenario, seed)};
+    case Property::poison:
+      return {repoison(scenario, seed)};
+    case Property::reset:
+      return isolate_epochs(scenario);
+    case Property::batch: {
+      std::vector<ScenarioVariant> variants;
+      for (int seq : sequences_with_neighbours(scenario)) {
+        variants.push_back(isolate_sequence(scenario, seq));
+      }
+      return variants;
+    }
+  }
+  return {};
+}
+
+std::string headline(Property property, const EngineInfo& engine) {
+  return std::string(property_name(property)) + ": engine '" + engine.name +
+         "' breaks the property that " + std::string(claim(property)) + "\n";
+}
+
+PropertyOutcome judge_prefix(const Scenario& scenario, const EngineInfo& engine) {
+  const Prepared prepared = prepare(scenario);
+  const CheckOutcome outcome = judge_engine(scenario, prepared, engine);
+  PropertyOutcome result;
+  if (outcome.verdict.pass) {
+    result.report = "prefix: pass (" + std::to_string(outcome.verdict.rows_compared) + " rows)\n";
+    return result;
+  }
+  const Divergence& first = *outcome.verdict.first;
+  result.pass = false;
+  result.signature = FailureSignature{Property::prefix, first.kind};
+  result.first = first;
+  result.report = headline(Property::prefix, engine) + describe_divergence(first);
+  return result;
+}
+
+}  // namespace
+
+PropertyOutcome judge_property(Property property, const Scenario& scenario,
+                               const EngineInfo& engine) {
+  if (scenario.model) return judge_model_property(property, scenario, engine);
+  if (property == Property::prefix) return judge_prefix(scenario, engine);
+
+  std::vector<ScenarioVariant> variants = variants_for(property, scenario);
+  std::erase_if(variants, [&](const ScenarioVariant& v) { return same_run(v.scenario, scenario); });
+  PropertyOutcome result;
+  if (variants.empty()) {
+    result.report = std::string(property_name(property)) + ": pass (no variant differs)\n";
+    return result;
+  }
+
+  const Prepared prepared = prepare(scenario);
+  const EngineRun run = run_once(scenario, prepared.table, engine);
+  const std::vector<const EngineRow*> rows = rows_by_slot(prepared.slots, run);
+  const Base base{scenario, prepared, run, rows};
+  std::optional<Found> first;
+  const ScenarioVariant* culprit = nullptr;
+  for (const ScenarioVariant& variant : variants) {
+    std::optional<Found> found = first_difference(base, variant, engine);
+    if (found && (!first || found->slot < first->slot)) {
+      first = std::move(found);
+      culprit = &variant;
+    }
+  }
+  if (!first) {
+    result.report =
+        std::string(property_name(property)) + ": pass (" + std::to_string(variants.size()) +
+        (variants.size() == 1 ? " variant: " + variants[0].description : " variants") + ")\n";
+    return result;
+  }
+  result.pass = false;
+  result.signature = FailureSignature{property, first->divergence.kind};
+  result.first = first->divergence;
+  result.report = headline(property, engine) + "  variant: " + culprit->description + "\n" +
+                  describe_divergence(first->divergence);
+  return result;
+}
+
+}  // namespace kvfuzz

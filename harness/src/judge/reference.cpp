@@ -1,0 +1,169 @@
+// The oracle. Everything here is double precision and written the obvious way: for every
+// query position p of one (sequence, epoch) stream, every q head, look at keys
+// [lo, p], score them, softmax them, average the values. No chunks, no pages, no caches.
+#include "judge/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <map>
+
+#include "judge/tolerance.h"
+
+namespace kvfuzz {
+
+namespace {
+
+// NeoX (half-split) rotation of one head vector in place: pairs (x_i, x_{i+d/2}) for
+// i < d/2 turn by pos * theta^(-2i/d). validate() requires an even head_dim with RoPE.
+void rotate(double* x, int head_dim, double theta, double pos) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * i / head_dim);
+    const double angle = pos * inv_freq;
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double a = x[i], b = x[i + half];
+    x[i] = a * c - b * s;
+    x[i + half] = a * s + b * c;
+  }
+}
+
+// Euclidean norm of one head vector. A rounding error in a q.k dot product is
+// proportional to sum_d |q_d||k_d| <= ||q|| ||k|| (Cauchy-Schwarz). The norm bound also holds
+// for RoPE, whose rotation errors are relative per rotated pair rather than per element,
+// and the norms are the same before and after the rotation. It costs O(1) per key in the
+// loop below instead of a second dot product.
+double norm(const double* x, int head_dim) {
+  double sum = 0;
+  for (int d = 0; d < head_dim; ++d) sum += x[d] * x[d];
+  return std::sqrt(sum);
+}
+
+// out += w * v. The pointers never alias; saying so lets the compiler vectorise the loop
+// that is otherwise half of the reference's time.
+void add_scaled(double* __restrict out, const double* __restrict v, double w, int n) {
+#pragma omp simd
+  for (int d = 0; d < n; ++d) out[d] += w * v[d];
+}
+
+}  // namespace
+
+std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable& table,
+                                         const LogicalStream& stream) {
+  const int n = static_cast<int>(stream.tokens.size());
+  const int q_heads = layout.q_heads, kv_heads = layout.kv_heads;
+  const int head_dim = layout.head_dim, value_dim = layout.value_dim;
+  const int group = std::max(1, layout.group());
+  const bool rope = layout.rope_theta.has_value();
+  const double scale = layout.softmax_scale();
+  const auto hd = static_cast<size_t>(head_dim);
+  const auto vd = static_cast<size_t>(value_dim);
+
+  // Per position and kv head: the key rotated to its own position, its norm (see norm()),
+  // the values and max |v|. [pos][kv_head][head_dim or value_dim],
+  // [pos][kv_head].
+  const size_t k_stride = static_cast<size_t>(kv_heads) * hd;
+  std::vector<double> keys(static_cast<size_t>(n) * k_stride);
+  std::vector<double> key_norm(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
+  std::vector<double> value_max(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
+  const size_t v_stride = static_cast<size_t>(kv_heads) * vd;
+  std::vector<double> values(static_cast<size_t>(n) * v_stride);
+  for (int j = 0; j < n; ++j) {
+    const int id = stream.tokens[static_cast<size_t>(j)];
+    const auto k = table.k(id);
+    const auto v = table.v(id);
+    double* dst = keys.data() + static_cast<size_t>(j) * k_stride;
+    std::copy(k.begin(), k.end(), dst);
+    std::copy(v.begin(), v.end(),
+              values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * v_stride));
+    for (int g = 0; g < kv_heads; ++g) {
+      double* head = dst + static_cast<size_t>(g) * hd;
+      if (rope) rotate(head, head_dim, *layout.rope_theta, j);
+      key_norm[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
+          norm(head, head_dim);
+      double largest = 0;
+      for (size_t d = 0; d < vd; ++d) {
+        largest =
+            std::max(largest, std::fabs(static_cast<double>(v[static_cast<size_t>(g) * vd + d])));
+      }
+      value_max[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
+          largest;
+    }
+  }
+
+  std::vector<ReferenceRow> rows;
+  rows.reserve(static_cast<size_t>(n));
+  std::vector<double> q(hd), logits;
+  for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
+    const int lo = layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
+    const int visible = p - lo + 1;
+    ReferenceRow row;
+    row.key = RowKey{stream.seq, stream.epoch, p};
+    row.key_lo = lo;
+    row.key_hi = p;
+    row.values.assign(static_cast<size_t>(q_heads) * vd, 0.0);
+    row.bound.assign(static_cast<size_t>(q_heads), 0.0);
+    row.value_scale.assign(static_cast<size_t>(q_heads), 0.0);
+    const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
+    for (int h = 0; h < q_heads; ++h) {
+      const int g = h / group;
+      const size_t head_at = static_cast<size_t>(g) * hd;
+      std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
+                  head_dim, q.begin());
+      if (rope) rotate(q.data(), head_dim, *layout.rope_theta, p);
+      const double q_norm = norm(q.data(), head_dim);
+
+      // Scores, their max, and the tolerance inputs S and M over the visible keys.
+      logits.resize(static_cast<size_t>(visible));
+      double max_logit = -HUGE_VAL, max_key_norm = 0, max_value = 0;
+      // (Raw pointers: this loop is the reference's whole cost, also in unoptimised builds.)
+      const double* qp = q.data();
+      double* lp = logits.data();
+      for (int j = lo; j <= p; ++j) {
+        const double* kp = keys.data() + static_cast<size_t>(j) * k_stride + head_at;
+        // `omp simd` lets the compiler reorder this double sum into vector lanes; the
+        // result is as exact as any summation order.
+        double dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int d = 0; d < head_dim; ++d) dot += qp[d] * kp[d];
+        const double logit = scale * dot;
+        lp[j - lo] = logit;
+        if (logit > max_logit) max_logit = logit;
+        const size_t jg =
+            static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
+        max_key_norm = std::max(max_key_norm, key_norm[jg]);
+        max_value = std::max(max_value, value_max[jg]);
+      }
+      const double max_terms = std::fabs(scale) * q_norm * max_key_norm;
+
+      // Softmax with the max subtracted, then the weighted mean of the values.
+      double total = 0;
+      for (int j = 0; j < visible; ++j) {
+        lp[j] = std::exp(lp[j] - max_logit);
+        total += lp[j];
+      }
+      double* out = row.values.data() + static_cast<size_t>(h) * vd;
+      for (int j = lo; j <= p; ++j) {
+        const double w = lp[j - lo] / total;
+        const double* v =
+            values.data() + static_cast<size_t>(j) * v_stride + static_cast<size_t>(g) * vd;
+        add_scaled(out, v, w, value_dim);
+      }
+
+      row.value_scale[static_cast<size_t>(h)] = max_value;
+      row.bound[static_cast<size_t>(h)] = tolerance(ToleranceInputs{
+          .dtype = layout.dtype,
+          .visible_keys = visible,
+          .head_dim = head_dim,
+          .max_abs_value = max_value,
+          .max_score_terms = max_terms,
+          .rope = rope,
+          .position = p,
+      });
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace kvfuzz

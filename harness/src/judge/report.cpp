@@ -1,0 +1,150 @@
+// Reports for people: the first divergence in a few lines, and `explain`'s per-row table.
+#include "judge/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+#include <vector>
+
+namespace kvfuzz {
+
+std::string format_exact(double x) {
+  char buffer[32];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", precision, x);
+    if (std::isnan(x) || std::strtod(buffer, nullptr) == x) break;
+  }
+  return buffer;
+}
+
+namespace {
+
+std::string brief(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.6g", x);
+  return buffer;
+}
+
+std::string origin_text(const RowOrigin& o) {
+  return "op " + std::to_string(o.op) + ", chunk " + std::to_string(o.chunk) + ", token " +
+         std::to_string(o.token);
+}
+
+std::string keys_text(int64_t lo, int64_t hi) {
+  const int64_t count = hi - lo + 1;
+  return "positions " + std::to_string(lo) + ".." + std::to_string(hi) + " (" +
+         std::to_string(count) + (count == 1 ? " key)" : " keys)");
+}
+
+}  // namespace
+
+std::string describe_divergence(const Divergence& d) {
+  std::string text(failure_kind_name(d.kind));
+  const bool has_row = d.key_hi >= d.key_lo;
+  switch (d.kind) {
+    case FailureKind::mismatch:
+    case FailureKind::not_finite:
+      text += " at " + to_string(d.key) + " (" + origin_text(d.origin) + "), q head " +
+              std::to_string(d.q_head) + ", dim " + std::to_string(d.dim) + "\n";
+      text += "  got " + format_exact(d.got) + ", expected " + format_exact(d.expected) +
+              ", error " + brief(d.error) + ", bound " + brief(d.bound) + "\n";
+      break;
+    case FailureKind::wrong_position:
+      text += " at " + to_string(d.key) + " (" + origin_text(d.origin) + ")\n";
+      break;
+    case FailureKind::engine_error:
+      text += " at " + origin_text(d.origin);
+      if (has_row) text += ", producing " + to_string(d.key);
+      text += "\n";
+      break;
+  }
+  if (has_row) {
+    text += "  this row should see keys at " + keys_text(d.key_lo, d.key_hi) + "\n";
+  }
+  if (!d.detail.empty()) text += "  " + d.detail + "\n";
+  return text;
+}
+
+namespace {
+
+constexpr int kShownHeads = 4;
+constexpr int kShownDims = 4;
+
+// "7.5" for one head and dim; "7.5 8 | 1 2 ..." for more (heads separated by |).
+template <typename Get>
+std::string values_text(int q_heads, int value_dim, Get get) {
+  std::string text;
+  for (int h = 0; h < std::min(q_heads, kShownHeads); ++h) {
+    if (h > 0) text += " | ";
+    for (int d = 0; d < std::min(value_dim, kShownDims); ++d) {
+      if (d > 0) text += " ";
+      text += brief(get(h * value_dim + d));
+    }
+    if (value_dim > kShownDims) text += " ...";
+  }
+  if (q_heads > kShownHeads) text += " | ...";
+  return text;
+}
+
+}  // namespace
+
+std::string explain_rows(const Scenario& scenario, const Prepared& prepared,
+                         const CheckOutcome& outcome) {
+  const int q_heads = scenario.layout.q_heads, value_dim = scenario.layout.value_dim;
+  const size_t row_size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
+  const EngineRun& run = outcome.run;
+  std::map<std::tuple<int, int, int>, const EngineRow*> by_origin;
+  for (const EngineRow& row : run.rows) {
+    by_origin.emplace(std::tuple{row.origin.op, row.origin.chunk, row.origin.token}, &row);
+  }
+
+  std::string text;
+  for (size_t s = 0; s < prepared.slots.size(); ++s) {
+    const ExpectedSlot& slot = prepared.slots[s];
+    const ReferenceRow& ref = prepared.reference.at(slot.key);
+    text +=
+        to_string(slot.key) + "  keys " + std::to_string(ref.key_lo) + ".." +
+        std::to_string(ref.key_hi) + "  expected " +
+        values_text(q_heads, value_dim, [&](int i) { return ref.values[static_cast<size_t>(i)]; });
+    const RowStatus status = outcome.verdict.status.at(s);
+    if (status == RowStatus::not_run) {
+      text += "  not run (engine error)\n";
+      continue;
+    }
+    const auto found = by_origin.find({slot.origin.op, slot.origin.chunk, slot.origin.token});
+    if (found != by_origin.end()) {
+      const EngineRow& row = *found->second;
+      if (row.key != slot.key) text += "  reported at " + to_string(row.key);
+      if (row.values.size() == row_size) {
+        text += "  got " + values_text(q_heads, value_dim,
+                                       [&](int i) { return row.values[static_cast<size_t>(i)]; });
+      } else {
+        text += "  got " + std::to_string(row.values.size()) + " values";
+      }
+    } else {
+      text += "  no row";
+    }
+    switch (status) {
+      case RowStatus::ok:
+        text += "  ok\n";
+        break;
+      case RowStatus::unjudged:
+        text += "  ok (not judged: bound >= max |v|)\n";
+        break;
+      default:
+        text += "  FAIL\n";
+        break;
+    }
+  }
+  if (run.error) {
+    text += "engine error";
+    if (run.error_at) text += " at " + origin_text(*run.error_at);
+    text += ": " + *run.error + "\n";
+  }
+  return text;
+}
+
+}  // namespace kvfuzz

@@ -1,0 +1,733 @@
+// Cross-field validation of a scenario (see scenario.h and docs/fixture-format.md).
+//
+// The fixture parser checks types and shapes of the JSON and then calls validate();
+// generators call validate() on what they build. So every rule that makes a scenario
+// safe to run lives here, including the per-field limits the parser also checks: a
+// scenario that passes validate() can be materialised and run without unbounded work.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kvfuzz/dtype.h"
+#include "kvfuzz/scenario.h"
+#include "scenario/limits.h"
+
+namespace kvfuzz {
+
+namespace {
+
+// Explicit token values beyond this overflow f32 accumulation (|q.k| and sums of v).
+constexpr double kMaxTokenMagnitude = 1e16;
+
+struct Invalid {
+  FieldError error;
+};
+
+// Reports the first problem: `message` is what was expected and what was found, without
+// the leading "expected" (the parser adds it: "PATH: expected MESSAGE").
+[[noreturn]] void reject(std::string path, std::string message) {
+  throw Invalid{FieldError{std::move(path), std::move(message)}};
+}
+
+std::string num(double x) {
+  std::array<char, 64> buffer{};
+  const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), x);
+  return ec == std::errc() ? std::string(buffer.data(), end) : std::string("?");
+}
+
+std::string str(int64_t x) {
+  return std::to_string(x);
+}
+
+std::string count_text(int64_t n, std::string_view singular, std::string_view plural) {
+  return str(n) + " " + std::string(n == 1 ? singular : plural);
+}
+
+std::string at(const std::string& path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+// Offset of the first byte that is not part of well-formed UTF-8, if any.
+std::optional<size_t> invalid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = 0;
+    uint32_t code = 0;
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if (byte >= 0xC2 && byte <= 0xDF) {
+      length = 2;
+      code = byte & 0x1Fu;
+    } else if (byte >= 0xE0 && byte <= 0xEF) {
+      length = 3;
+      code = byte & 0x0Fu;
+    } else if (byte >= 0xF0 && byte <= 0xF4) {
+      length = 4;
+      code = byte & 0x07u;
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) return i;
+    for (size_t j = 1; j < length; ++j) {
+      const auto next = static_cast<unsigned char>(text[i + j]);
+      if ((next & 0xC0u) != 0x80u) return i;
+      code = (code << 6) | (next & 0x3Fu);
+    }
+    const bool overlong = (length == 3 && code < 0x800) || (length == 4 && code < 0x10000);
+    const bool surrogate = code >= 0xD800 && code <= 0xDFFF;
+    if (overlong || surrogate || code > 0x10FFFF) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
+void check_text(const std::string& path, const std::string& text, size_t min_bytes,
+                std::string_view what) {
+  const auto max_bytes = static_cast<size_t>(limits::kMaxTextLength);
+  if (text.size() < min_bytes || text.size() > max_bytes) {
+    reject(path, std::string(what) + " of " + str(static_cast<int64_t>(min_bytes)) + " to " +
+                     str(limits::kMaxTextLength) + " bytes, got " +
+                     count_text(static_cast<int64_t>(text.size()), "byte", "bytes"));
+  }
+  if (const auto offset = invalid_utf8(text)) {
+    reject(path,
+           "valid UTF-8 text, got an invalid byte at offset " + str(static_cast<int64_t>(*offset)));
+  }
+}
+
+void check_range(const std::string& path, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    reject(path, "an integer in [" + str(lo) + ", " + str(hi) + "], got " + str(value));
+  }
+}
+
+// The dense weights of one layer that every token multiplies: q, k, v and output
+// projections and the SwiGLU MLP (the norms are negligible).
+int64_t layer_multiplies(const ModelConfig& m, const Layout& l) {
+  const int64_t width = m.width;
+  return width * (int64_t{l.q_heads} * l.head_dim + int64_t{l.kv_heads} * l.head_dim +
+                  int64_t{l.kv_heads} * l.value_dim) +
+         int64_t{l.q_heads} * l.value_dim * width + 3 * width * m.ffn;
+}
+
+// Every weight of the model (limits::kMaxModelWeights; model/transformer.h's shapes).
+int64_t model_weights(const ModelConfig& m, const Layout& l) {
+  const int64_t width = m.width;
+  return 2 * int64_t{m.vocab} * width + width +
+         int64_t{m.layers} * (layer_multiplies(m, l) + 2 * width);
+}
+
+// Multiply-adds per row (limits::kMaxModelWork): every layer and the LM head.
+int64_t model_work_per_token(const ModelConfig& m, const Layout& l) {
+  return int64_t{m.layers} * layer_multiplies(m, l) + int64_t{m.width} * m.vocab;
+}
+
+// Values both evaluations keep per row (limits::kMaxModelRowValues): each layer's
+// attention output and hidden state, and the logits.
+int64_t model_values_per_token(const ModelConfig& m, const Layout& l) {
+  return int64_t{m.layers} * (int64_t{l.q_heads} * l.value_dim + m.width) + m.vocab;
+}
+
+class Validator {
+ public:
+  explicit Validator(const Scenario& scenario)
+      : s_(scenario),
+        layout_(scenario.layout),
+        model_(scenario.model ? &*scenario.model : nullptr) {}
+
+  void run() {
+    check_text("$.name", s_.name, 1, "a name");
+    check_text("$.note", s_.note, 0, "a note");
+    check_layout();
+    check_model();
+    check_tokens();
+    check_range("$.sequences", s_.sequences, 1, limits::kMaxSequences);
+    check_program();
+    if (model_) check_model_streams();
+    check_placement();
+    judge_expect();
+    check_provenance();
+  }
+
+ private:
+  const Scenario& s_;
+  const Layout& layout_;
+  const ModelConfig* model_ = nullptr;  // model level when set
+  int tokens_ = 0;
+  // epochs_[seq][epoch] = the length of that (sequence, epoch), inherited tokens included;
+  // inherited_[seq][epoch] = the tokens it inherited (truncate, fork), which have no rows.
+  std::vector<std::vector<int64_t>> epochs_;
+  std::vector<std::vector<int64_t>> inherited_;
+
+  void start_epoch(int seq, int64_t inherited) {
+    epochs_[static_cast<size_t>(seq)].push_back(inherited);
+    inherited_[static_cast<size_t>(seq)].push_back(inherited);
+  }
+
+  void check_layout() {
+    check_range("$.layout.q_heads", layout_.q_heads, 1, limits::kMaxQHeads);
+    check_range("$.layout.kv_heads", layout_.kv_heads, 1, limits::kMaxKvHeads);
+    check_range("$.layout.head_dim", layout_.head_dim, 1, limits::kMaxHeadDim);
+    check_range("$.layout.value_dim", layout_.value_dim, 1, limits::kMaxValueDim);
+    check_range("$.layout.page_size", layout_.page_size, 1, limits::kMaxPageSize);
+    if (dtype_name(layout_.dtype) == "?") {
+      reject("$.layout.dtype", "one of \"f32\", \"f16\", \"bf16\", got dtype #" +
+                                   str(static_cast<int>(layout_.dtype)));
+    }
+    if (layout_.q_heads % layout_.kv_heads != 0) {
+      reject("$.layout.kv_heads",
+             "a divisor of q_heads (" + str(layout_.q_heads) + "), got " + str(layout_.kv_heads));
+    }
+    if (layout_.rope_theta) {
+      const double theta = *layout_.rope_theta;
+      if (!std::isfinite(theta) || !(theta > 1) || theta > limits::kMaxRopeTheta) {
+        reject("$.layout.rope_theta",
+               "a finite number in (1, " + num(limits::kMaxRopeTheta) + "], got " + num(theta));
+      }
+      if (layout_.head_dim % 2 != 0) {
+        reject("$.layout.head_dim",
+               "an even head_dim when rope_theta is set (RoPE rotates the pairs (i, i + "
+               "head_dim/2)), got " +
+                   str(layout_.head_dim));
+      }
+    }
+    if (layout_.window) {
+      check_range("$.layout.window", *layout_.window, 1, limits::kMaxEpochTokens);
+    }
+    if (layout_.scale) {
+      const double scale = *layout_.scale;
+      if (!std::isfinite(scale) || !(scale > 0)) {
+        reject("$.layout.scale", "a finite number > 0, got " + num(scale));
+      }
+    }
+  }
+
+  // Model level: the fields within their limits and the whole model's weights bounded.
+  // (The program's rows and work are bounded chunk by chunk, check_chunk.)
+  void check_model() {
+    if (!model_) return;
+    const ModelConfig& m = *model_;
+    check_range("$.model.vocab", m.vocab, 1, limits::kMaxModelVocab);
+    check_range("$.model.width", m.width, 1, limits::kMaxModelWidth);
+    check_range("$.model.layers", m.layers, 1, limits::kMaxModelLayers);
+    check_range("$.model.ffn", m.ffn, 1, limits::kMaxModelFfn);
+    const int64_t weights = model_weights(m, layout_);
+    if (weights > limits::kMaxModelWeights) {
+      reject("$.model", "a model of at most " + str(limits::kMaxModelWeights) +
+                            " weights (embedding, layers and LM head, with the layout's "
+                            "attention shapes), got " +
+                            str(weights));
+    }
+  }
+
+  void check_table_floats(const std::string& path, int64_t count) {
+    const int64_t per_token = int64_t{layout_.q_heads} * layout_.head_dim +
+                              int64_t{layout_.kv_heads} * layout_.head_dim +
+                              int64_t{layout_.kv_heads} * layout_.value_dim;
+    if (count * per_token > limits::kMaxTableFloats) {
+      reject(path, "at most " + str(limits::kMaxTableFloats) + " floats in the token table, got " +
+                       str(count * per_token) + " (" + str(count) + " tokens x " + str(per_token) +
+                       " floats each)");
+    }
+  }
+
+  void check_heads(const std::string& path, const std::vector<std::vector<double>>& heads,
+                   int count, std::string_view heads_name, int dim, std::string_view dim_name) {
+    if (heads.size() != static_cast<size_t>(count)) {
+      reject(path, count_text(count, "head", "heads") + " (" + std::string(heads_name) + "), got " +
+                       str(static_cast<int64_t>(heads.size())));
+    }
+    for (size_t h = 0; h < heads.size(); ++h) {
+      const auto& row = heads[h];
+      if (row.size() != static_cast<size_t>(dim)) {
+        reject(at(path, h), count_text(dim, "number", "numbers") + " (" + std::string(dim_name) +
+                                "), got " + str(static_cast<int64_t>(row.size())));
+      }
+      for (size_t d = 0; d < row.size(); ++d) {
+        const double x = row[d];
+        const bool in_range = std::isfinite(x) && std::fabs(x) <= kMaxTokenMagnitude;
+        // The value is stored as float rounded to the dtype: 70000 is Inf in f16.
+        if (in_range && std::isfinite(round_to_dtype(static_cast<float>(x), layout_.dtype))) {
+          continue;
+        }
+        const double largest = max_finite(layout_.dtype);
+        if (largest < kMaxTokenMagnitude) {
+          reject(at(at(path, h), d), "a value that is finite in " +
+                                         std::string(dtype_name(layout_.dtype)) +
+                                         " (|x| <= " + num(largest) + "), got " + num(x));
+        }
+        reject(at(at(path, h), d), "a finite number with |x| <= 1e16, got " + num(x));
+      }
+    }
+  }
+
+  // Model level: no token table, token ids are vocabulary ids. The scenario's source is the
+  // canonical GeneratedTokens{seed 0, count vocab, small-int}, the one the parser sets, so
+  // a scenario built in code cannot disagree with its fixture.
+  void check_model_tokens() {
+    const int vocab = model_->vocab;
+    const auto* generated = std::get_if<GeneratedTokens>(&s_.tokens);
+    const GeneratedTokens canonical{0, vocab, Distribution::small_int, false};
+    if (generated == nullptr || *generated != canonical) {
+      std::string got = "explicit tokens";
+      if (generated != nullptr) {
+        const char* names[] = {"small-int", "dyadic", "uniform", "wide"};
+        const auto d = static_cast<size_t>(generated->distribution);
+        got = "generated tokens {seed " + std::to_string(generated->seed) + ", count " +
+              str(generated->count) + ", " + (d < 4 ? names[d] : "?") +
+              (generated->zero_scores ? ", zero_scores" : "") + "}";
+      }
+      reject("$.tokens",
+             "no token table in a model scenario (token ids are vocabulary ids; the scenario "
+             "holds generated tokens {seed 0, count " +
+                 str(vocab) + " (model.vocab), small-int}), got " + got);
+    }
+    // The table is not used at model level, but it stays within the table's limits in case
+    // anything materialises it.
+    check_table_floats("$.model.vocab", vocab);
+    tokens_ = vocab;
+  }
+
+  void check_tokens() {
+    if (model_) {
+      check_model_tokens();
+      return;
+    }
+    if (const auto* list = std::get_if<std::vector<ExplicitToken>>(&s_.tokens)) {
+      const std::string path = "$.tokens.explicit";
+      const auto count = static_cast<int64_t>(list->size());
+      if (count < 1 || count > limits::kMaxTableTokens) {
+        reject(path, "1 to " + str(limits::kMaxTableTokens) + " tokens, got " + str(count));
+      }
+      check_table_floats(path, count);
+      for (size_t t = 0; t < list->size(); ++t) {
+        const ExplicitToken& token = (*list)[t];
+        const std::string base = at(path, t);
+        check_heads(base + ".q", token.q, layout_.q_heads, "q_heads", layout_.head_dim, "head_dim");
+        check_heads(base + ".k", token.k, layout_.kv_heads, "kv_heads", layout_.head_dim,
+                    "head_dim");
+        check_heads(base + ".v", token.v, layout_.kv_heads, "kv_heads", layout_.value_dim,
+                    "value_dim");
+      }
+      tokens_ = static_cast<int>(count);
+    } else {
+      const auto& generated = std::get<GeneratedTokens>(s_.tokens);
+      check_range("$.tokens.generated.count", generated.count, 1, limits::kMaxTableTokens);
+      switch (generated.distribution) {
+        case Distribution::small_int:
+        case Distribution::dyadic:
+        case Distribution::uniform:
+        case Distribution::wide:
+          break;
+        default:
+          reject("$.tokens.generated.distribution",
+                 "one of \"small-int\", \"dyadic\", \"uniform\", \"wide\", got distribution #" +
+                     str(static_cast<int>(generated.distribution)));
+      }
+      check_table_floats("$.tokens.generated.count", generated.count);
+      tokens_ = generated.count;
+    }
+  }
+
+  void check_seq(const std::string& path, int seq) {
+    if (seq < 0 || seq >= s_.sequences) {
+      reject(path, "a sequence in [0, " + str(s_.sequences) + ") (the fixture declares " +
+                       count_text(s_.sequences, "sequence", "sequences") + "), got " + str(seq));
+    }
+  }
+
+  void check_chunk(const std::string& path, const std::string& tokens_path, int seq,
+                   const std::vector<int>& tokens, int64_t& total) {
+    check_seq(path + ".seq", seq);
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (n < 1 || n > limits::kMaxChunkTokens) {
+      reject(tokens_path, "1 to " + str(limits::kMaxChunkTokens) + " token ids, got " + str(n));
+    }
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (model_ && (tokens[i] < 0 || tokens[i] >= tokens_)) {
+        reject(at(tokens_path, i), "a vocabulary id in [0, " + str(tokens_) +
+                                       ") (the model's vocab is " + str(tokens_) + "), got " +
+                                       str(tokens[i]));
+      }
+      if (tokens[i] < 0 || tokens[i] >= tokens_) {
+        reject(at(tokens_path, i), "a token id in [0, " + str(tokens_) + ") (the token table has " +
+                                       count_text(tokens_, "token", "tokens") + "), got " +
+                                       str(tokens[i]));
+      }
+    }
+    int64_t& epoch = epochs_[static_cast<size_t>(seq)].back();
+    epoch += n;
+    if (epoch > limits::kMaxEpochTokens) {
+      reject(tokens_path,
+             "at most " + str(limits::kMaxEpochTokens) + " tokens in sequence " + str(seq) +
+                 " epoch " +
+                 str(static_cast<int64_t>(epochs_[static_cast<size_t>(seq)].size()) - 1) +
+                 ", got " + str(epoch) + " by the end of this chunk");
+    }
+    total += n;
+    if (total > limits::kMaxProgramTokens) {
+      reject(tokens_path, "at most " + str(limits::kMaxProgramTokens) +
+                              " tokens in the whole program, got " + str(total) +
+                              " by the end of this chunk");
+    }
+    const int64_t per_token = int64_t{layout_.q_heads} * layout_.value_dim;
+    if (total * per_token > limits::kMaxRowValues) {
+      reject(tokens_path, "at most " + str(limits::kMaxRowValues) +
+                              " row values in the whole program (tokens x q_heads x value_dim), "
+                              "got " +
+                              str(total * per_token) + " (" + str(total) + " tokens x " +
+                              str(per_token) + " values each) by the end of this chunk");
+    }
+    if (model_) check_model_chunk(tokens_path, total);
+  }
+
+  // Model level: what the evaluations cost beyond the rows. The reference recomputes every
+  // (sequence, epoch) stream from position 0, inherited tokens included, with attention
+  // over min(position + 1, window) keys per layer and head; the cached forward holds one
+  // op's q/k/v at once, the reference one stream's. Both are capped, so a program of
+  // short appends after long inherited prefixes cannot make a check run unbounded.
+  void check_model_streams() {
+    const int64_t act = int64_t{layout_.q_heads} * layout_.head_dim +
+                        int64_t{layout_.kv_heads} * (layout_.head_dim + layout_.value_dim);
+    const int64_t per_key =
+        int64_t{model_->layers} * layout_.q_heads * (int64_t{layout_.head_dim} + layout_.value_dim);
+    const int64_t work = model_work_per_token(*model_, layout_);
+    const int64_t window = layout_.window ? int64_t{*layout_.window} : limits::kMaxEpochTokens;
+    double total = 0;  // double: the sum is compared with a limit, never used as a size
+    for (size_t seq = 0; seq < epochs_.size(); ++seq) {
+      for (size_t e = 0; e < epochs_[seq].size(); ++e) {
+        const int64_t n = epochs_[seq][e];
+        if (n * act > limits::kMaxModelActivations) {
+          reject("$.program", "at most " + str(limits::kMaxModelActivations) +
+                                  " q/k/v values in one model stream, got " + str(n * act) +
+                                  " (sequence " + str(static_cast<int64_t>(seq)) + " epoch " +
+                                  str(static_cast<int64_t>(e)) + ": " + str(n) + " tokens x " +
+                                  str(act) + ")");
+        }
+        const int64_t seen = std::min(n, window);
+        total += static_cast<double>(n) * static_cast<double>(work) +
+                 static_cast<double>(n) * static_cast<double>(seen) * static_cast<double>(per_key);
+      }
+    }
+    if (total > static_cast<double>(limits::kMaxModelWork)) {
+      reject("$.program", "at most " + str(limits::kMaxModelWork) +
+                              " multiply-adds for the model's full-prefix reference (every "
+                              "stream from position 0, inherited tokens included, attention "
+                              "too), got about " +
+                              str(static_cast<int64_t>(total)));
+    }
+    for (size_t o = 0; o < s_.program.size(); ++o) {
+      int64_t tokens = static_cast<int64_t>(s_.program[o].tokens.size());
+      for (const Chunk& c : s_.program[o].chunks) tokens += static_cast<int64_t>(c.tokens.size());
+      if (tokens * act > limits::kMaxModelActivations) {
+        reject("$.program[" + str(static_cast<int64_t>(o)) + "]",
+               "at most " + str(limits::kMaxModelActivations) +
+                   " q/k/v values in one model step, got " + str(tokens * act) + " (" +
+                   str(tokens) + " tokens x " + str(act) + ")");
+      }
+    }
+  }
+
+  // Model level: what the program's rows keep and cost, by the end of a chunk.
+  void check_model_chunk(const std::string& tokens_path, int64_t total) {
+    const int64_t values = model_values_per_token(*model_, layout_);
+    if (total * values > limits::kMaxModelRowValues) {
+      reject(tokens_path,
+             "at most " + str(limits::kMaxModelRowValues) +
+                 " model row values in the whole program (tokens x (layers x (q_heads x "
+                 "value_dim + width) + vocab)), got " +
+                 str(total * values) + " (" + str(total) + " tokens x " + str(values) +
+                 " values each) by the end of this chunk");
+    }
+    const int64_t work = model_work_per_token(*model_, layout_);
+    if (total * work > limits::kMaxModelWork) {
+      reject(tokens_path, "at most " + str(limits::kMaxModelWork) +
+                              " model multiply-adds in the whole program, got " +
+                              str(total * work) + " (" + str(total) + " tokens x " + str(work) +
+                              " each) by the end of this chunk");
+    }
+  }
+
+  // Reset, truncate and fork feed no tokens; the fields of the other kinds stay empty so
+  // that every valid scenario survives write-then-parse.
+  void check_no_payload(const std::string& path, const Op& op, const std::string& what) {
+    if (!op.tokens.empty() || !op.chunks.empty()) {
+      reject(path, what + " to carry no tokens and no chunks, got " +
+                       count_text(static_cast<int64_t>(op.tokens.size()), "token", "tokens") +
+                       " and " +
+                       count_text(static_cast<int64_t>(op.chunks.size()), "chunk", "chunks"));
+    }
+    check_no_src_or_keep(path, op, what);
+  }
+
+  void check_no_src_or_keep(const std::string& path, const Op& op, const std::string& what) {
+    if (op.kind != OpKind::fork && op.src != 0) {
+      reject(path, what + " to carry no src, got " + str(op.src));
+    }
+    if (op.kind != OpKind::truncate && op.keep != 0) {
+      reject(path, what + " to carry no keep, got " + str(op.keep));
+    }
+  }
+
+  void check_program() {
+    const auto ops = static_cast<int64_t>(s_.program.size());
+    if (ops > limits::kMaxOps) {
+      reject("$.program", "at most " + str(limits::kMaxOps) + " ops, got " + str(ops));
+    }
+    epochs_.assign(static_cast<size_t>(s_.sequences), std::vector<int64_t>{0});
+    inherited_.assign(static_cast<size_t>(s_.sequences), std::vector<int64_t>{0});
+    int64_t total = 0;
+    for (size_t i = 0; i < s_.program.size(); ++i) {
+      const Op& op = s_.program[i];
+      const std::string path = at("$.program", i);
+      switch (op.kind) {
+        case OpKind::append:
+          if (!op.chunks.empty()) {
+            reject(path + ".chunks",
+                   "no chunks in an append op, got " + str(static_cast<int64_t>(op.chunks.size())));
+          }
+          check_no_src_or_keep(path, op, "an append op");
+          check_chunk(path, path + ".tokens", op.seq, op.tokens, total);
+          break;
+        case OpKind::step: {
+          check_no_src_or_keep(path, op, "a step op");
+          if (op.seq != 0 || !op.tokens.empty()) {
+            reject(path, "a step op to carry its sequences and tokens in chunks only, got seq " +
+                             str(op.seq) + " and " +
+                             count_text(static_cast<int64_t>(op.tokens.size()), "token", "tokens"));
+          }
+          if (op.chunks.empty()) reject(path + ".chunks", "at least 1 chunk, got 0");
+          std::vector<bool> seen(static_cast<size_t>(s_.sequences), false);
+          for (size_t c = 0; c < op.chunks.size(); ++c) {
+            const Chunk& chunk = op.chunks[c];
+            const std::string chunk_path = at(path + ".chunks", c);
+            check_seq(chunk_path + ".seq", chunk.seq);
+            if (seen[static_cast<size_t>(chunk.seq)]) {
+              reject(chunk_path + ".seq",
+                     "each sequence at most once per step, got " + str(chunk.seq) + " again");
+            }
+            seen[static_cast<size_t>(chunk.seq)] = true;
+            check_chunk(chunk_path, chunk_path + ".tokens", chunk.seq, chunk.tokens, total);
+          }
+          break;
+        }
+        case OpKind::reset:
+          check_no_payload(path, op, "a reset op");
+          check_seq(path + ".seq", op.seq);
+          start_epoch(op.seq, 0);
+          break;
+        case OpKind::truncate: {
+          check_no_payload(path, op, "a truncate op");
+          check_seq(path + ".seq", op.seq);
+          const int64_t length = epochs_[static_cast<size_t>(op.seq)].back();
+          if (op.keep < 0 || op.keep > length) {
+            reject(path + ".keep", "a number of tokens in [0, " + str(length) + "] (sequence " +
+                                       str(op.seq) + " holds " + str(length) + "), got " +
+                                       str(op.keep));
+          }
+          start_epoch(op.seq, op.keep);
+          break;
+        }
+        case OpKind::fork: {
+          check_no_payload(path, op, "a fork op");
+          check_seq(path + ".src", op.src);
+          check_seq(path + ".dst", op.seq);
+          if (op.src == op.seq) {
+            reject(path + ".dst",
+                   "a sequence other than src (" + str(op.src) + "), got " + str(op.seq));
+          }
+          start_epoch(op.seq, epochs_[static_cast<size_t>(op.src)].back());
+          break;
+        }
+        default:
+          reject(path + ".op",
+                 "one of \"append\", \"step\", \"reset\", \"truncate\", \"fork\", got op "
+                 "kind #" +
+                     str(static_cast<int>(op.kind)));
+      }
+    }
+  }
+
+  // The resolved pool (an explicit list's length, pool_pages, or the pages the program
+  // needs) must fit kMaxPoolElements K and V elements.
+  void check_pool_elements(const Placement& placement, int required) {
+    int64_t pages = required;
+    std::string path = "$.placement";
+    std::string source = "the program needs";
+    if (placement.order == PageOrder::explicit_list) {
+      pages = static_cast<int64_t>(placement.pages.size());
+      path = "$.placement.page_order";
+      source = "the length of page_order";
+    } else if (placement.pool_pages) {
+      pages = *placement.pool_pages;
+      path = "$.placement.pool_pages";
+      source = "pool_pages";
+    }
+    const int64_t per_page = int64_t{layout_.page_size} * layout_.kv_heads *
+                             (int64_t{layout_.head_dim} + layout_.value_dim);
+    if (pages * per_page > limits::kMaxPoolElements) {
+      reject(path, "a page pool of at most " + str(limits::kMaxPoolElements) +
+                       " K and V elements (pages x page_size x kv_heads x (head_dim + "
+                       "value_dim)), got " +
+                       str(pages * per_page) + " (" + count_text(pages, "page", "pages") + " (" +
+                       source + ") x " + str(per_page) + " elements each)");
+    }
+  }
+
+  void check_placement() {
+    const Placement& placement = s_.placement;
+    const int required = required_pool_pages(s_);
+    const std::string needs = " (the program needs " + str(required) + ")";
+    switch (placement.order) {
+      case PageOrder::identity:
+      case PageOrder::reversed:
+        if (!placement.pages.empty()) {
+          reject("$.placement.page_order",
+                 "no explicit page list unless page_order is a list, got " +
+                     count_text(static_cast<int64_t>(placement.pages.size()), "page", "pages"));
+        }
+        if (placement.pool_pages) {
+          const int pool = *placement.pool_pages;
+          if (pool < required) {
+            reject("$.placement.pool_pages", "at least " + count_text(required, "page", "pages") +
+                                                 needs + ", got " + str(pool));
+          }
+          check_range("$.placement.pool_pages", pool, required, limits::kMaxPoolPages);
+        }
+        break;
+      case PageOrder::explicit_list: {
+        const auto n = static_cast<int64_t>(placement.pages.size());
+        if (n > limits::kMaxPoolPages) {
+          reject("$.placement.page_order",
+                 "at most " + str(limits::kMaxPoolPages) + " pages, got " + str(n));
+        }
+        std::vector<bool> seen(placement.pages.size(), false);
+        for (size_t i = 0; i < placement.pages.size(); ++i) {
+          const int page = placement.pages[i];
+          const std::string path = at("$.placement.page_order", i);
+          if (page < 0 || page >= n) {
+            reject(path, "a page in [0, " + str(n) + ") (the list has " +
+                             count_text(n, "page", "pages") + "), got " + str(page));
+          }
+          if (seen[static_cast<size_t>(page)]) {
+            reject(path, "each page of 0.." + str(n - 1) + " exactly once (a permutation), got " +
+                             str(page) + " again");
+          }
+          seen[static_cast<size_t>(page)] = true;
+        }
+        if (n < required) {
+          reject("$.placement.page_order",
+                 "at least " + count_text(required, "page", "pages") + needs + ", got " + str(n));
+        }
+        if (placement.pool_pages && *placement.pool_pages != n) {
+          reject("$.placement.pool_pages",
+                 str(n) + " (the length of page_order), got " + str(*placement.pool_pages));
+        }
+        break;
+      }
+      default:
+        reject("$.placement.page_order",
+               "\"identity\", \"reversed\" or a list of pages, got "
+               "page order #" +
+                   str(static_cast<int>(placement.order)));
+    }
+    check_pool_elements(placement, required);
+    if (parse_poison(poison_name(placement.poison)) != placement.poison) {
+      reject("$.placement.poison", "one of \"nan\", \"+inf\", \"-inf\", \"huge\", got poison #" +
+                                       str(static_cast<int>(placement.poison)));
+    }
+  }
+
+  void judge_expect() {
+    const auto rows = static_cast<int64_t>(s_.expect.size());
+    if (rows > limits::kMaxExpectRows) {
+      reject("$.expect", "at most " + str(limits::kMaxExpectRows) + " rows, got " + str(rows));
+    }
+    if (model_ && rows > 0) {
+      reject("$.expect",
+             "no expect rows in a model scenario (logits are checked against the "
+             "reference transformer), got " +
+                 count_text(rows, "row", "rows"));
+    }
+    std::set<std::tuple<int, int, int64_t>> keys;
+    for (size_t i = 0; i < s_.expect.size(); ++i) {
+      const ExpectedRow& row = s_.expect[i];
+      const std::string path = at("$.expect", i);
+      check_seq(path + ".seq", row.seq);
+      const auto& epochs = epochs_[static_cast<size_t>(row.seq)];
+      const auto epoch_count = static_cast<int64_t>(epochs.size());
+      if (row.epoch < 0 || row.epoch >= epoch_count) {
+        reject(path + ".epoch",
+               "an epoch in [0, " + str(epoch_count) + ") (sequence " + str(row.seq) + " has " +
+                   count_text(epoch_count, "epoch", "epochs") + "), got " + str(row.epoch));
+      }
+      const int64_t length = epochs[static_cast<size_t>(row.epoch)];
+      const int64_t first =
+          inherited_[static_cast<size_t>(row.seq)][static_cast<size_t>(row.epoch)];
+      if (row.pos < first || row.pos >= length) {
+        reject(path + ".pos", "a position in [" + str(first) + ", " + str(length) + ") (sequence " +
+                                  str(row.seq) + " epoch " + str(row.epoch) + " has " +
+                                  count_text(length, "token", "tokens") +
+                                  (first > 0 ? ", the first " + str(first) + " inherited" : "") +
+                                  "), got " + str(row.pos));
+      }
+      if (!keys.emplace(row.seq, row.epoch, row.pos).second) {
+        reject(path, "each (seq, epoch, pos) at most once, got (" + str(row.seq) + ", " +
+                         str(row.epoch) + ", " + str(row.pos) + ") again");
+      }
+      const std::string values = path + ".values";
+      if (row.values.size() != static_cast<size_t>(layout_.q_heads)) {
+        reject(values, count_text(layout_.q_heads, "head", "heads") + " (q_heads), got " +
+                           str(static_cast<int64_t>(row.values.size())));
+      }
+      for (size_t h = 0; h < row.values.size(); ++h) {
+        if (row.values[h].size() != static_cast<size_t>(layout_.value_dim)) {
+          reject(at(values, h), count_text(layout_.value_dim, "number", "numbers") +
+                                    " (value_dim), got " +
+                                    str(static_cast<int64_t>(row.values[h].size())));
+        }
+        for (size_t d = 0; d < row.values[h].size(); ++d) {
+          if (!std::isfinite(row.values[h][d])) {
+            reject(at(at(values, h), d), "a finite number, got " + num(row.values[h][d]));
+          }
+        }
+      }
+    }
+  }
+
+  void check_provenance() {
+    const Provenance& p = s_.provenance;
+    if (p.source != "hand" && p.source != "check" && p.source != "shrink" && p.source != "fuzz") {
+      reject("$.provenance.source", "one of \"hand\", \"check\", \"shrink\", \"fuzz\", got \"" +
+                                        p.source.substr(0, 40) + "\"");
+    }
+    const std::pair<const char*, const std::optional<std::string>*> texts[] = {
+        {"$.provenance.engine", &p.engine},
+        {"$.provenance.property", &p.property},
+        {"$.provenance.failure", &p.failure},
+        {"$.provenance.kvfuzz_version", &p.kvfuzz_version}};
+    for (const auto& [path, text] : texts) {
+      if (*text) check_text(path, **text, 0, "a string");
+    }
+  }
+};
+
+}  // namespace
+
+std::optional<FieldError> validate(const Scenario& scenario) {
+  try {
+    Validator(scenario).run();
+  } catch (const Invalid& invalid) {
+    return invalid.error;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvfuzz

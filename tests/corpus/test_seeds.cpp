@@ -1,0 +1,240 @@
+// The seed fixtures in corpus/seeds: each carries hand-derived `expect` rows. For every seed
+// the reference reproduces them, every honest engine passes, the file is canonical, and
+// each mutant it targets fails with the wrong values predicted here by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "judge/report.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/property.h"
+
+namespace kvfuzz {
+namespace {
+
+const std::filesystem::path kSeeds = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds";
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<std::filesystem::path> seed_files() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(kSeeds)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST(Seeds, TheCorpusHoldsEverySeedTheDesignNames) {
+  for (const char* name : {"worked-example", "one-token-prefix", "empty-cache", "one-token-cache",
+                           "multistep-append", "reset-two-requests", "gqa-nonzero-scores",
+                           "poisoned-page-tail", "truncate-rollback", "fork-shared-prefix"}) {
+    EXPECT_TRUE(std::filesystem::exists(kSeeds / (std::string(name) + ".json"))) << name;
+  }
+}
+
+TEST(Seeds, EverySeedIsCanonicalAndHasDerivedExpectations) {
+  for (const auto& file : seed_files()) {
+    const std::string text = read_file(file);
+    const Scenario scenario = parse_fixture(text, file.string());
+    EXPECT_EQ(write_fixture(scenario), text) << file << " is not in canonical form";
+    EXPECT_FALSE(scenario.expect.empty()) << file;
+    EXPECT_GT(scenario.note.size(), 80u) << file << ": the note must carry the derivation";
+  }
+}
+
+TEST(Seeds, TheReferenceReproducesEveryHandDerivedRow) {
+  for (const auto& file : seed_files()) {
+    const Scenario scenario = load_fixture(file);
+    const Prepared prepared = prepare(scenario);
+    const auto problem = judge_expect(scenario, prepared);
+    EXPECT_FALSE(problem.has_value()) << file << ": " << problem.value_or("");
+  }
+}
+
+TEST(Seeds, EveryHonestEnginePassesEverySeed) {
+  for (const auto& file : seed_files()) {
+    const Scenario scenario = load_fixture(file);
+    const Prepared prepared = prepare(scenario);
+    for (const EngineInfo& engine : engine_registry()) {
+      if (engine.mutant) continue;
+      const CheckOutcome outcome = judge_engine(scenario, prepared, engine);
+      EXPECT_TRUE(outcome.verdict.pass)
+          << file << " on " << engine.name << ":\n"
+          << (outcome.verdict.first ? describe_divergence(*outcome.verdict.first) : "");
+      EXPECT_EQ(outcome.verdict.rows_compared, static_cast<int>(prepared.slots.size()));
+    }
+  }
+}
+
+// What a mutant returns on a seed, derived by hand (see each seed's note).
+struct PredictedRow {
+  RowKey key;
+  std::vector<double> values;  // [q_head * value_dim + d]; NaN means "must be NaN"
+};
+
+struct Prediction {
+  std::string seed;
+  std::string mutant;
+  std::vector<PredictedRow> rows;
+};
+
+const double kE = std::exp(1.0);
+
+const std::vector<Prediction>& predictions() {
+  static const std::vector<Prediction> table = {
+      {"worked-example", "mask-origin", {{{0, 0, 3}, {2}}, {{0, 0, 4}, {3}}}},
+      {"one-token-prefix", "mask-origin", {{{0, 0, 1}, {2}}}},
+      {"one-token-cache",
+       "mask-origin",
+       {{{0, 0, 1}, {1}}, {{0, 0, 2}, {1.5}}, {{0, 0, 3}, {7.0 / 3}}}},
+      {"multistep-append",
+       "mask-origin",
+       {{{0, 0, 2}, {1}},
+        {{0, 0, 3}, {1.5}},
+        {{0, 0, 4}, {7.0 / 3}},
+        {{0, 0, 5}, {1}},
+        {{0, 0, 6}, {1}},
+        {{0, 0, 7}, {1}}}},
+      {"multistep-append",
+       "page-tail-read",
+       {{{0, 0, 5}, {kNaN}}, {{0, 0, 6}, {kNaN}}, {{0, 0, 7}, {31.875}}}},
+      {"reset-two-requests", "stale-kv", {{{0, 1, 0}, {7.5}}, {{0, 1, 1}, {12.4}}}},
+      // The position counter survives the reset: B's rows come back at A's length.
+      {"reset-two-requests", "stale-position", {{{0, 1, 3}, {16}}, {{0, 1, 4}, {24}}}},
+      {"gqa-nonzero-scores",
+       "wrong-kv-head",
+       {{{0, 0, 0}, {0, 100, 0, 100}},
+        {{0, 0, 1},
+         {10 * kE / (1 + kE), (100 * kE * kE + 200) / (1 + kE * kE), 10 * kE / (1 + kE), 150}}}},
+      {"poisoned-page-tail", "page-tail-read", {{{0, 0, 2}, {kNaN}}}},
+      // B reuses a page A filled: only re-poisoning on reset makes its tail NaN again.
+      {"reset-reuses-poisoned-page", "page-tail-read", {{{0, 1, 2}, {kNaN}}}},
+      // The counter stays at 3 after truncating to 1: rows come back at 3 and 4 (the
+      // values are right: the buffer was cut, only the positions are wrong).
+      {"truncate-rollback", "truncate-keeps-position", {{{0, 1, 3}, {9}}, {{0, 1, 4}, {50.0 / 3}}}},
+      // The child restarts at position 0: its token lands on slot 0 (of a copied page) and
+      // sees only itself.
+      {"fork-shared-prefix", "fork-restarts-positions", {{{1, 1, 0}, {16}}}},
+      // Sequence 1's rollback poisons the page it shares with sequence 0 in place: sequence
+      // 0's next row reads the NaN where its token 3 was.
+      {"fork-then-rollback",
+       "truncate-shared-in-place",
+       {{{0, 0, 4}, {kNaN}}, {{1, 2, 3}, {9.75}}}},
+      {"poisoned-page-tail-huge",
+       "page-tail-read",
+       {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},
+  };
+  return table;
+}
+
+TEST(Seeds, EveryMutantIsRejectedByASeedWithItsPredictedWrongValues) {
+  std::set<std::string> rejected;
+  for (const Prediction& p : predictions()) {
+    SCOPED_TRACE(p.seed + " on " + p.mutant);
+    const Scenario scenario = load_fixture(kSeeds / (p.seed + ".json"));
+    const Prepared prepared = prepare(scenario);
+    const EngineInfo* mutant = find_engine(p.mutant);
+    ASSERT_NE(mutant, nullptr);
+    ASSERT_TRUE(mutant->mutant);
+    const CheckOutcome outcome = judge_engine(scenario, prepared, *mutant);
+    EXPECT_FALSE(outcome.verdict.pass) << "the mutant passed";
+    if (!outcome.verdict.pass) rejected.insert(p.mutant);
+    for (const PredictedRow& want : p.rows) {
+      const auto row = std::find_if(outcome.run.rows.begin(), outcome.run.rows.end(),
+                                    [&](const EngineRow& r) { return r.key == want.key; });
+      ASSERT_NE(row, outcome.run.rows.end()) << "no row at " << to_string(want.key);
+      ASSERT_EQ(row->values.size(), want.values.size());
+      for (size_t i = 0; i < want.values.size(); ++i) {
+        if (std::isnan(want.values[i])) {
+          EXPECT_TRUE(std::isnan(row->values[i])) << to_string(want.key) << " value " << i;
+        } else {
+          EXPECT_NEAR(row->values[i], want.values[i],
+                      1e-5 * std::max(1.0, std::abs(want.values[i])))
+              << to_string(want.key) << " value " << i;
+        }
+      }
+    }
+  }
+  for (const EngineInfo& engine : engine_registry()) {
+    if (engine.mutant) {
+      EXPECT_TRUE(rejected.count(engine.name)) << engine.name << " is not covered";
+    }
+  }
+}
+
+// corpus/ holds fixtures and nothing else: a fuzzer run with corpus/ as its first
+// directory would leave its raw inputs there, and every campaign would seed from them.
+TEST(Corpus, HoldsOnlyFixtures) {
+  const auto dir = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "corpus";
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) {
+      EXPECT_EQ(entry.path().extension(), ".json") << entry.path();
+    }
+  }
+}
+
+// corpus/regressions holds shrunk failures: each still fails, on the engine and property
+// its provenance records, and every honest engine passes it (ctest also replays it).
+TEST(Regressions, EachStillFailsWhereItsProvenanceSays) {
+  const auto dir = std::filesystem::path(KVFUZZ_SOURCE_DIR) / "corpus/regressions";
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++seen;
+    const Scenario s = load_fixture(entry.path());
+    ASSERT_TRUE(s.provenance.engine && s.provenance.property) << entry.path();
+    const EngineInfo* engine = find_engine(*s.provenance.engine);
+    ASSERT_NE(engine, nullptr) << entry.path();
+    const auto property = parse_property(*s.provenance.property);
+    ASSERT_TRUE(property.has_value()) << entry.path();
+    EXPECT_FALSE(judge_property(*property, s, *engine).pass) << entry.path();
+    for (const EngineInfo& honest : engine_registry()) {
+      if (!honest.mutant) {
+        EXPECT_TRUE(judge_property(*property, s, honest).pass) << entry.path();
+      }
+    }
+  }
+  EXPECT_GE(seen, 7);
+}
+
+TEST(Seeds, StalePositionIsReportedAtTheFirstRowOfTheNewEpoch) {
+  const Scenario scenario = load_fixture(kSeeds / "reset-two-requests.json");
+  const Prepared prepared = prepare(scenario);
+  const CheckOutcome outcome = judge_engine(scenario, prepared, *find_engine("stale-position"));
+  ASSERT_FALSE(outcome.verdict.pass);
+  const Divergence& first = *outcome.verdict.first;
+  EXPECT_EQ(first.kind, FailureKind::wrong_position);
+  EXPECT_EQ(first.key, (RowKey{0, 1, 0}));
+  EXPECT_NE(first.detail.find("position 3"), std::string::npos) << first.detail;
+}
+
+TEST(Seeds, MaskOriginOnTheWorkedExampleNamesRowThreeAndItsKeys) {
+  const Scenario scenario = load_fixture(kSeeds / "worked-example.json");
+  const Prepared prepared = prepare(scenario);
+  const CheckOutcome outcome = judge_engine(scenario, prepared, *find_engine("mask-origin"));
+  ASSERT_FALSE(outcome.verdict.pass);
+  const Divergence& first = *outcome.verdict.first;
+  EXPECT_EQ(first.kind, FailureKind::mismatch);
+  EXPECT_EQ(first.key, (RowKey{0, 0, 3}));
+  EXPECT_DOUBLE_EQ(first.got, 2.0);
+  EXPECT_DOUBLE_EQ(first.expected, 7.5);
+  EXPECT_EQ(first.key_lo, 0);
+  EXPECT_EQ(first.key_hi, 3);
+  EXPECT_EQ(outcome.verdict.rows_failed, 2);
+}
+
+}  // namespace
+}  // namespace kvfuzz

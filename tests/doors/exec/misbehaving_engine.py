@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""An engine that breaks the protocol (or the process contract) in one chosen way, for
+tests/doors/test_exec.cpp:
+
+    python3 misbehaving_engine.py MODE [ARG]
+
+It answers like the honest example engine except where MODE says otherwise. Its own loop,
+not kvfuzz_engine.serve(), so that it can fail below the protocol (exit, hang, crash).
+"""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-engine"))
+
+from honest_engine import HonestEngine  # noqa: E402
+from kvfuzz_engine import answer  # noqa: E402
+
+MODE = sys.argv[1]
+ARG = sys.argv[2] if len(sys.argv) > 2 else None
+
+
+def write(text):
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def write_bytes(data):
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def misbehave_on_hello(reply):
+    """A changed hello reply, or None to send it as it is."""
+    if MODE == "no-optional-ops":  # announces neither truncate nor fork
+        return dict(reply, capabilities={"truncate": False, "fork": False})
+    if MODE == "capabilities-list":
+        return dict(reply, capabilities=["truncate", "fork"])
+    if MODE == "capabilities-string":
+        return dict(reply, capabilities={"truncate": "yes"})
+    if MODE == "protocol2":
+        return dict(reply, protocol=2)
+    if MODE == "no-name":
+        return {key: value for key, value in reply.items() if key != "name"}
+    if MODE == "refuse-hello":
+        return {"ok": False, "error": "no GPU found"}
+    return None
+
+
+def misbehave_on_step(reply):
+    """Does what MODE says on a step; returns the reply to send (None: send nothing)."""
+    if MODE == "garbage":
+        write("this is not json\n")
+        return None
+    if MODE == "invalid-utf8":  # bytes that are no UTF-8, then text cut inside a character
+        garbage = b"\xff\xfe \xc3\x28 \xed\xa0\x80 \xf4\x90\x80\x80 "
+        write_bytes(garbage + "x\u00e9".encode() * 60 + b"\n")
+        return None
+    if MODE == "stderr-multibyte":
+        # A line longer than kvfuzz keeps, of 3-byte characters, so that a cut in bytes would
+        # split one; a character written in two pieces with a pause between; stray bytes.
+        err = sys.stderr.buffer
+        err.write(("x" + "\u20ac" * 300 + "\n").encode())
+        err.write("split: \u20ac".encode()[:-1])
+        err.flush()
+        time.sleep(0.2)
+        err.write("\u20ac".encode()[-1:] + b" end\n")
+        err.write(b"stray \x80\xff bytes \xe2\x82\n")
+        err.flush()
+        sys.exit(3)
+    if MODE == "error-multibyte":  # an error message past kvfuzz's 500 characters
+        return {"ok": False, "error": "x" + "\u00e9" * 600}
+    if MODE == "exit":
+        sys.stderr.write("engine: out of memory, giving up\n")
+        sys.exit(3)
+    if MODE == "hang":
+        time.sleep(3600)
+    if MODE == "grandchild":  # a child of its own that must die with it
+        child = subprocess.Popen(["sleep", "300"])
+        with open(ARG, "w") as f:
+            f.write(str(child.pid))
+        time.sleep(3600)
+    if MODE == "traceback":
+        raise ValueError("kaboom in step")
+    if MODE == "signal":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if MODE == "cut-short":
+        write('{"ok": true, "chu')
+        sys.exit(0)
+    if MODE == "endless":
+        while True:
+            write("x" * 65536)
+    if MODE == "error":
+        return {"ok": False, "error": "out of KV blocks (pool exhausted)"}
+    if MODE == "rows":
+        reply["chunks"][0]["out"].pop()
+    if MODE == "positions-float":
+        reply["chunks"][0]["positions"] = [float(p) for p in reply["chunks"][0]["positions"]]
+    if MODE == "value-string":
+        reply["chunks"][0]["out"][0][0][0] = "1.5"
+    if MODE in ("nan", "infinity", "null"):  # json.dumps writes NaN, Infinity and null
+        value = {"nan": float("nan"), "infinity": float("inf"), "null": None}[MODE]
+        reply["chunks"][0]["out"][0][0][0] = value
+    if MODE == "two-lines":  # in one write, so that kvfuzz reads both at once
+        write(json.dumps(reply) + "\n" + json.dumps({"debug": "done"}) + "\n")
+        return None
+    if MODE == "stderr-flood":  # far more than a pipe holds, before and after the reply
+        sys.stderr.write("noise " * 50000 + "\n")
+    return reply
+
+
+def wait_for_go():
+    """For "unasked": waits until the test, which has its hello reply, creates ARG.go.
+    False when kvfuzz writes or closes stdin first (the engine resolve starts and ends)."""
+    while not os.path.exists(ARG + ".go"):
+        if select.select([sys.stdin], [], [], 0.02)[0]:
+            return False
+    return True
+
+
+def early_answer():
+    """Answers hello, then answers the next request having read only its first bytes."""
+    received = b""
+    while b"\n" not in received:
+        data = os.read(0, 65536)
+        if not data:
+            return
+        received += data
+    _, reply = answer(None, HonestEngine, json.loads(received.split(b"\n", 1)[0]))
+    write(json.dumps(reply) + "\n")
+    if not os.read(0, 100):
+        return
+    write(json.dumps({"ok": True}) + "\n")
+    time.sleep(3600)
+
+
+def main():
+    if MODE == "early-answer":
+        early_answer()
+        return
+    engine = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        engine, reply = answer(engine, HonestEngine, request)
+        if request["op"] == "hello":
+            reply = misbehave_on_hello(reply) or reply
+            if MODE == "linger":  # a child, found by ARG on its command line
+                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", ARG])
+        elif request["op"] == "step":
+            reply = misbehave_on_step(reply)
+        elif MODE == "no-optional-ops" and request["op"] in ("truncate", "fork"):
+            op = request["op"]
+            reply = {"ok": False, "error": f"kvfuzz sent {op}, which hello did not announce"}
+        if reply is not None:
+            write(json.dumps(reply) + "\n")
+        if MODE == "unasked" and request["op"] == "hello" and wait_for_go():
+            write(json.dumps({"debug": "unasked"}) + "\n")
+            open(ARG + ".done", "w").close()  # the test waits for this before it sends a step
+        if MODE == "exit-after-hello":  # gone before the next request is written
+            sys.exit(4)
+        if MODE == "stderr-flood":
+            sys.stderr.write("more noise " * 50000 + "\n")
+    if MODE in ("ignore-eof", "linger"):  # never exits on its own
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+# The C ABI plugin door (kvfuzz/engine_abi.h): the built-in engines through it, and small
+# deliberately broken plugins that kvfuzz must refuse with one line or turn into engine
+# errors. Included from tests/doors/CMakeLists.txt; kvfuzz_add_engine_plugin comes from
+# plugins/builtin/plugin.cmake.
+if(NOT COMMAND kvfuzz_add_engine_plugin)
+  return()
+endif()
+
+set(KVFUZZ_TEST_PLUGIN_DEFINES "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
+set(KVFUZZ_TEST_PLUGINS kvfuzz_builtin_engines)
+
+# One library per table defect, all from one source (tests/doors/plugins/bad_table.cpp).
+foreach(defect abi_version_2 null_table struct_size_too_small no_engines missing_name
+               invalid_name duplicate_names null_step truncate_without_function
+               fork_without_function too_many_engines null_engines entry_abi_version_2
+               name_not_text description_not_utf8 description_with_newline)
+  set(target kvfuzz_test_plugin_${defect})
+  kvfuzz_add_engine_plugin(${target} plugins/bad_table.cpp)
+  target_compile_definitions(${target} PRIVATE TABLE_DEFECT=${defect})
+  string(TOUPPER ${defect} upper)
+  list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES "KVFUZZ_PLUGIN_${upper}=\"$<TARGET_FILE:${target}>\"")
+  list(APPEND KVFUZZ_TEST_PLUGINS ${target})
+endforeach()
+
+kvfuzz_add_engine_plugin(kvfuzz_test_plugin_misbehaving plugins/misbehaving_engines.cpp)
+list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
+     "KVFUZZ_PLUGIN_MISBEHAVING=\"$<TARGET_FILE:kvfuzz_test_plugin_misbehaving>\"")
+list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_misbehaving)
+
+# A plugin that changes its table after kvfuzz has read it (tests/doors/plugins/shifting_table.cpp).
+kvfuzz_add_engine_plugin(kvfuzz_test_plugin_shifting plugins/shifting_table.cpp)
+list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
+     "KVFUZZ_PLUGIN_SHIFTING=\"$<TARGET_FILE:kvfuzz_test_plugin_shifting>\"")
+list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_shifting)
+
+# Built as a user would build a shared library, without the plugin export map: it exports
+# its one function, under the wrong name.
+add_library(kvfuzz_test_plugin_no_symbol SHARED plugins/no_symbol.cpp)
+target_include_directories(kvfuzz_test_plugin_no_symbol PRIVATE ${PROJECT_SOURCE_DIR}/harness/include)
+list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
+     "KVFUZZ_PLUGIN_NO_SYMBOL=\"$<TARGET_FILE:kvfuzz_test_plugin_no_symbol>\"")
+list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_no_symbol)
+
+kvfuzz_add_test(test_plugin kvfuzz_judge kvfuzz_generate kvfuzz_corpus kvfuzz_doors kvfuzz_engines
+                ${CMAKE_DL_LIBS})
+if(TARGET test_plugin)
+  target_compile_definitions(test_plugin PRIVATE ${KVFUZZ_TEST_PLUGIN_DEFINES})
+  kvfuzz_test_runs_cli(test_plugin)
+  add_dependencies(test_plugin ${KVFUZZ_TEST_PLUGINS})
+endif()

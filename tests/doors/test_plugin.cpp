@@ -1,0 +1,521 @@
+// The C ABI plugin door (kvfuzz/engine_abi.h, plugin:PATH[:NAME]): the built-in engines
+// exported by plugins/builtin behave through it exactly as linked in (the same rows, bit
+// for bit; every mutant rejected the same way); every broken plugin of tests/doors/plugins is
+// refused at load with one line naming the defect, or becomes an engine error naming the
+// call; and the kvfuzz command takes plugin engines in check, shrink and replay.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "corpus/fixture_names.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/engine_abi.h"
+#include "kvfuzz/engine_spec.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/generator.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/property.h"
+#include "run/runner.h"
+
+namespace kvfuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBuiltin = KVFUZZ_BUILTIN_PLUGIN;
+const std::string kMisbehaving = KVFUZZ_PLUGIN_MISBEHAVING;
+const std::string kShifting = KVFUZZ_PLUGIN_SHIFTING;
+const fs::path kSeeds = fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds";
+
+std::shared_ptr<const EngineInfo> builtin_plugin(const std::string& name) {
+  return resolve_engine("plugin:" + kBuiltin + ":" + name);
+}
+
+std::string spec_error(const std::string& spec) {
+  try {
+    resolve_engine(spec);
+  } catch (const EngineSpecError& e) {
+    return e.what();
+  }
+  return "(no EngineSpecError)";
+}
+
+Scenario seed(const std::string& name) {
+  return load_fixture(kSeeds / (name + ".json"));
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// ---------------------------------------------------------------------------------------
+// The built-in engines through the plugin
+
+TEST(BuiltinPlugin, ExportsEveryRegistryEngineWithItsFlagAndCapabilities) {
+  for (const EngineInfo& engine : engine_registry()) {
+    SCOPED_TRACE(engine.name);
+    const std::string spec = "plugin:" + kBuiltin + ":" + engine.name;
+    const auto plugin = resolve_engine(spec);
+    EXPECT_EQ(plugin->name, spec);
+    EXPECT_EQ(plugin->description, engine.description);
+    EXPECT_EQ(plugin->mutant, engine.mutant);
+    const EngineCapabilities want = probe_capabilities(engine);
+    const EngineCapabilities got = probe_capabilities(*plugin);
+    EXPECT_EQ(got.truncate, want.truncate);
+    EXPECT_EQ(got.fork, want.fork);
+  }
+}
+
+TEST(BuiltinPlugin, ExportsNothingButTheEntryPoint) {
+  void* handle = dlopen(kBuiltin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  EXPECT_NE(dlsym(handle, KVFUZZ_ENGINE_PLUGIN_SYMBOL), nullptr);
+  // Its copy of the engines stays private: kvfuzz::engine_registry() and probe_capabilities
+  // are linked into both this test and the plugin, and must not bind across.
+  EXPECT_EQ(dlsym(handle, "_ZN6kvfuzz15engine_registryEv"), nullptr);
+  EXPECT_EQ(dlsym(handle, "_ZN6kvfuzz18probe_capabilitiesERKNS_10EngineInfoE"), nullptr);
+  dlclose(handle);  // only drops this reference: resolve_engine keeps the library loaded
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Small layouts keep the batch quick; the generator still mixes in RoPE, windows, dtypes,
+// poisons, page orders, resets, truncates and forks.
+Scenario generated(uint64_t seed_value) {
+  GeneratorOptions options;
+  options.typical_head_dim = 4;
+  options.max_head_dim = 8;
+  PrngChoiceSource choices(seed_value);
+  return generate_scenario(choices, options);
+}
+
+TEST(BuiltinPlugin, HonestEnginesPassGeneratedScenariosWithTheLinkedInEnginesRows) {
+  constexpr uint64_t kScenarios = 100;
+  for (const EngineInfo& engine : engine_registry()) {
+    if (engine.mutant) continue;
+    const auto plugin = builtin_plugin(engine.name);
+    for (uint64_t s = 0; s < kScenarios; ++s) {
+      const Scenario scenario = generated(7000 + s);
+      const Prepared prepared = prepare(scenario);
+      const CheckOutcome linked = judge_engine(scenario, prepared, engine);
+      const CheckOutcome loaded = judge_engine(scenario, prepared, *plugin);
+      const std::string what = engine.name + " on generated scenario " + std::to_string(7000 + s);
+      ASSERT_TRUE(linked.verdict.pass) << what;
+      EXPECT_TRUE(loaded.verdict.pass) << what << ": " << loaded.run.error.value_or("");
+      EXPECT_EQ(loaded.verdict.rows_compared, static_cast<int>(prepared.slots.size())) << what;
+      ASSERT_EQ(loaded.run.rows.size(), linked.run.rows.size()) << what;
+      // The first row that differs, if any: one message per scenario is enough.
+      const auto [mine, theirs] = std::ranges::mismatch(
+          loaded.run.rows, linked.run.rows, [](const EngineRow& a, const EngineRow& b) {
+            return a.key == b.key && same_bits(a.values, b.values);
+          });
+      EXPECT_TRUE(mine == loaded.run.rows.end())
+          << what << ": row " << to_string(theirs->key) << " differs through the plugin";
+    }
+  }
+}
+
+TEST(BuiltinPlugin, HonestEnginesPassEveryPropertyOnGeneratedScenarios) {
+  for (const EngineInfo& engine : engine_registry()) {
+    if (engine.mutant) continue;
+    const auto plugin = builtin_plugin(engine.name);
+    for (uint64_t s = 0; s < 12; ++s) {
+      const Scenario scenario = generated(8000 + s);
+      for (const Property property : kAllProperties) {
+        const PropertyOutcome out = judge_property(property, scenario, *plugin);
+        EXPECT_TRUE(out.pass) << engine.name << ", scenario " << 8000 + s << ":\n" << out.report;
+      }
+    }
+  }
+}
+
+// For each mutant, a seed it fails (test_property.cpp's targeted cases, prefix property).
+struct Targeted {
+  std::string mutant, fixture;
+  FailureKind kind;
+};
+
+TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
+  const std::vector<Targeted> cases = {
+      {"mask-origin", "worked-example", FailureKind::mismatch},
+      {"stale-position", "reset-two-requests", FailureKind::wrong_position},
+      {"stale-kv", "reset-two-requests", FailureKind::mismatch},
+      {"page-tail-read", "poisoned-page-tail", FailureKind::not_finite},
+      {"page-tail-read", "poisoned-page-tail-huge", FailureKind::mismatch},
+      {"wrong-kv-head", "gqa-nonzero-scores", FailureKind::mismatch},
+      {"truncate-keeps-position", "truncate-rollback", FailureKind::wrong_position},
+      {"fork-restarts-positions", "fork-shared-prefix", FailureKind::wrong_position},
+      {"truncate-shared-in-place", "fork-then-rollback", FailureKind::not_finite},
+  };
+  std::set<std::string> rejected;
+  for (const Targeted& c : cases) {
+    const std::string what = c.mutant + " on " + c.fixture;
+    const Scenario scenario = seed(c.fixture);
+    const auto plugin = builtin_plugin(c.mutant);
+    const PropertyOutcome loaded = judge_property(Property::prefix, scenario, *plugin);
+    const PropertyOutcome linked =
+        judge_property(Property::prefix, scenario, *find_engine(c.mutant));
+    ASSERT_FALSE(loaded.pass) << what;
+    ASSERT_TRUE(loaded.first.has_value() && linked.first.has_value()) << what;
+    EXPECT_EQ(*loaded.signature, (FailureSignature{Property::prefix, c.kind})) << what;
+    // The same first divergence, to the bit: the plugin is the same engine.
+    EXPECT_EQ(loaded.first->key, linked.first->key) << what;
+    EXPECT_EQ(loaded.first->q_head, linked.first->q_head) << what;
+    EXPECT_EQ(std::memcmp(&loaded.first->got, &linked.first->got, sizeof(double)), 0) << what;
+    EXPECT_TRUE(contains(loaded.report, "engine '" + plugin->name + "'")) << loaded.report;
+    rejected.insert(c.mutant);
+  }
+  for (const EngineInfo& engine : engine_registry()) {
+    if (engine.mutant) {
+      EXPECT_TRUE(rejected.count(engine.name)) << engine.name << " not covered";
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Plugins refused at load: one line naming the spec and the defect
+
+struct Refusal {
+  std::string library;
+  std::vector<std::string> says;
+};
+
+TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
+  const std::vector<Refusal> cases = {
+      {KVFUZZ_PLUGIN_ABI_VERSION_2, {"plugin built for engine ABI 2, this kvfuzz speaks 1"}},
+      {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
+      {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
+       {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
+      {KVFUZZ_PLUGIN_NO_ENGINES, {"no engines (engine_count 0", "expected at least one"}},
+      {KVFUZZ_PLUGIN_MISSING_NAME, {"engine 1 has no name (NULL)"}},
+      {KVFUZZ_PLUGIN_INVALID_NAME, {"engine 1 is named 'two words'", "[A-Za-z0-9._-]+"}},
+      {KVFUZZ_PLUGIN_DUPLICATE_NAMES, {"engines 0 and 1 are both named 'first'"}},
+      {KVFUZZ_PLUGIN_NULL_STEP, {"engine 'second' has no step function (NULL)"}},
+      {KVFUZZ_PLUGIN_TRUNCATE_WITHOUT_FUNCTION,
+       {"engine 'second' announces KVFUZZ_CAN_TRUNCATE but its truncate function is NULL"}},
+      {KVFUZZ_PLUGIN_FORK_WITHOUT_FUNCTION,
+       {"engine 'second' announces KVFUZZ_CAN_FORK but its fork function is NULL"}},
+      {KVFUZZ_PLUGIN_TOO_MANY_ENGINES,
+       {"the plugin's table claims 1025 engines; expected at most 1024"}},
+      {KVFUZZ_PLUGIN_NULL_ENGINES,
+       {"the plugin's table claims 2 engines but its engines array is NULL"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_2, {"engine 1 has abi_version 2; expected 1"}},
+      // The refused name escaped: the message stays one line of valid UTF-8.
+      {KVFUZZ_PLUGIN_NAME_NOT_TEXT,
+       {"engine 1 is named 'caf\\xe9\\nlatte'; expected a name of [A-Za-z0-9._-]+"}},
+      {KVFUZZ_PLUGIN_DESCRIPTION_NOT_UTF8,
+       {"engine 'second' has a description that is not valid UTF-8 (byte '\\xe9' at offset 10); "
+        "expected one line of UTF-8 text"}},
+      {KVFUZZ_PLUGIN_DESCRIPTION_WITH_NEWLINE,
+       {"engine 'second' has a description with a control character ('\\n' at offset 10); "
+        "expected one line of UTF-8 text"}},
+      {KVFUZZ_PLUGIN_NO_SYMBOL,
+       {"has no symbol kvfuzz_engine_plugin", "undefined symbol: kvfuzz_engine_plugin"}},
+  };
+  for (const Refusal& c : cases) {
+    const std::string spec = "plugin:" + c.library;
+    const std::string message = spec_error(spec);
+    EXPECT_TRUE(message.starts_with("--engine " + spec + ": ")) << message;
+    EXPECT_FALSE(contains(message, "\n")) << message;
+    EXPECT_FALSE(contains(message, "\xe9")) << message;
+    for (const std::string& part : c.says) EXPECT_TRUE(contains(message, part)) << message;
+  }
+}
+
+TEST(PluginLoad, AFileThatIsNoLibraryGivesTheLoadersReason) {
+  const std::string missing = "/nonexistent-kvfuzz-dir/libnothing.so";
+  const std::string message = spec_error("plugin:" + missing);
+  EXPECT_TRUE(contains(message, "cannot load the library")) << message;
+  EXPECT_TRUE(contains(message, missing + ": cannot open shared object file")) << message;
+
+  const std::string text_file = (kSeeds / "worked-example.json").string();
+  const std::string not_elf = spec_error("plugin:" + text_file);
+  EXPECT_TRUE(contains(not_elf, "--engine plugin:" + text_file + ": cannot load the library: "))
+      << not_elf;
+  EXPECT_FALSE(contains(not_elf, "\n")) << not_elf;
+}
+
+TEST(PluginLoad, SeveralEnginesNeedANameAndAnUnknownNameListsThem) {
+  const std::string names =
+      "wrong-row-count, calls-fail, calls-fail-silently, create-fails, step-throws, "
+      "unannounced-ops";
+  EXPECT_EQ(
+      spec_error("plugin:" + kMisbehaving),
+      "--engine plugin:" + kMisbehaving + ": the plugin has 6 engines; add :NAME, one of " + names);
+  EXPECT_EQ(spec_error("plugin:" + kMisbehaving + ":calls-fial"),
+            "--engine plugin:" + kMisbehaving +
+                ":calls-fial: the plugin has no engine 'calls-fial'; expected one of " + names);
+  const std::string all = spec_error("plugin:" + kBuiltin);
+  EXPECT_TRUE(contains(all, "the plugin has " + std::to_string(engine_registry().size()) +
+                                " engines; add :NAME, one of " + engine_names()))
+      << all;
+}
+
+TEST(PluginLoad, AnySpellingOfThePathLoadsTheLibraryAndTheSpecStaysTheName) {
+  const fs::path library(kBuiltin);
+  const std::string roundabout =
+      (library.parent_path() / ".." / library.parent_path().filename() / library.filename())
+          .string();
+  const auto a = builtin_plugin("paged");
+  const auto b = resolve_engine("plugin:" + roundabout + ":paged");
+  EXPECT_EQ(b->name, "plugin:" + roundabout + ":paged");  // the spec as given
+  EXPECT_EQ(a->description, b->description);
+  const Scenario scenario = seed("worked-example");
+  EXPECT_TRUE(judge_engine(scenario, prepare(scenario), *b).verdict.pass);
+}
+
+// ---------------------------------------------------------------------------------------
+// Plugins that misbehave at call time: an engine error naming the call, never a crash
+
+std::shared_ptr<const EngineInfo> misbehaving(const std::string& name) {
+  return resolve_engine("plugin:" + kMisbehaving + ":" + name);
+}
+
+// The first divergence of the worked example on `engine`: its kind and the error text.
+Divergence first_divergence(const EngineInfo& engine) {
+  const Scenario scenario = seed("worked-example");
+  const CheckOutcome outcome = judge_engine(scenario, prepare(scenario), engine);
+  EXPECT_FALSE(outcome.verdict.pass);
+  return outcome.verdict.first.value_or(Divergence{});
+}
+
+TEST(PluginCalls, AWrongRowCountIsAnEngineErrorNamingChunkRowsAndTokens) {
+  const Divergence first = first_divergence(*misbehaving("wrong-row-count"));
+  EXPECT_EQ(first.kind, FailureKind::engine_error);
+  EXPECT_TRUE(contains(first.detail,
+                       "plugin step returned a wrong row count for chunk 0 (seq 0): 2 rows "
+                       "written, 3 tokens expected"))
+      << first.detail;
+}
+
+TEST(PluginCalls, AFailingStepIsAnEngineErrorWithThePluginsMessage) {
+  const Divergence first = first_divergence(*misbehaving("calls-fail"));
+  EXPECT_EQ(first.kind, FailureKind::engine_error);
+  EXPECT_TRUE(contains(first.detail, "plugin step failed: step refused: the KV cache is on fire"))
+      << first.detail;
+
+  const Divergence silent = first_divergence(*misbehaving("calls-fail-silently"));
+  EXPECT_EQ(silent.kind, FailureKind::engine_error);
+  EXPECT_TRUE(contains(silent.detail, "plugin step failed: (no message)")) << silent.detail;
+}
+
+TEST(PluginCalls, AFailingCreateIsAnEngineErrorWithThePluginsMessage) {
+  const Divergence first = first_divergence(*misbehaving("create-fails"));
+  EXPECT_EQ(first.kind, FailureKind::engine_error);
+  EXPECT_TRUE(contains(first.detail, "plugin create failed: no device memory for this layout"))
+      << first.detail;
+}
+
+TEST(PluginCalls, AnExceptionEscapingThePluginIsAnEngineErrorNotACrash) {
+  const Divergence first = first_divergence(*misbehaving("step-throws"));
+  EXPECT_EQ(first.kind, FailureKind::engine_error);
+  EXPECT_TRUE(contains(first.detail, "plugin step threw a C++ exception across the C ABI"))
+      << first.detail;
+}
+
+// The message of the EngineError `call` throws, or "" when it throws none.
+template <class Call>
+std::string engine_error(Call&& call) {
+  try {
+    call();
+  } catch (const EngineError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PluginCalls, ResetTruncateAndForkFailuresCarryTheMessageOrSayThereIsNone) {
+  const EngineConfig config = engine_config(seed("fork-shared-prefix"));
+  const std::unique_ptr<Engine> loud = misbehaving("calls-fail")->make(config);
+  EXPECT_TRUE(loud->capabilities().truncate);
+  EXPECT_TRUE(loud->capabilities().fork);
+  const std::string fire = "the KV cache is on fire";
+  EXPECT_EQ(engine_error([&] { loud->reset(0); }), "plugin reset failed: reset refused: " + fire);
+  EXPECT_EQ(engine_error([&] { loud->truncate(0, 0); }),
+            "plugin truncate failed: truncate refused: " + fire);
+  EXPECT_EQ(engine_error([&] { loud->fork(0, 1); }), "plugin fork failed: fork refused: " + fire);
+
+  const std::unique_ptr<Engine> silent = misbehaving("calls-fail-silently")->make(config);
+  EXPECT_EQ(engine_error([&] { silent->reset(0); }), "plugin reset failed: (no message)");
+  EXPECT_EQ(engine_error([&] { silent->truncate(0, 0); }), "plugin truncate failed: (no message)");
+  EXPECT_EQ(engine_error([&] { silent->fork(0, 1); }), "plugin fork failed: (no message)");
+}
+
+// unannounced-ops has truncate and fork functions that fail with "should never be called";
+// wrong-row-count has none (NULL).
+TEST(PluginCalls, AnOperationThePluginDoesNotAnnounceIsNeverCalled) {
+  for (const std::string name : {"unannounced-ops", "wrong-row-count"}) {
+    SCOPED_TRACE(name);
+    const auto engine = misbehaving(name);
+    const std::unique_ptr<Engine> instance =
+        engine->make(engine_config(seed("fork-shared-prefix")));
+    EXPECT_FALSE(instance->capabilities().truncate);
+    EXPECT_FALSE(instance->capabilities().fork);
+    EXPECT_EQ(engine_error([&] { instance->truncate(0, 0); }),
+              "this engine does not support truncate (seq 0)");
+    EXPECT_EQ(engine_error([&] { instance->fork(0, 1); }),
+              "this engine does not support fork (0 -> 1)");
+  }
+  // The runner refuses the operation itself, before the engine sees it.
+  const auto engine = misbehaving("unannounced-ops");
+  for (const auto& [fixture, what] :
+       {std::pair<std::string, std::string>{"truncate-rollback", "truncate of seq 0 to 1 tokens"},
+        {"fork-shared-prefix", "fork of seq 0 into seq 1"}}) {
+    const Scenario scenario = seed(fixture);
+    const CheckOutcome outcome = judge_engine(scenario, prepare(scenario), *engine);
+    EXPECT_EQ(outcome.run.error.value_or("(no error)"),
+              "engine threw on " + what +
+                  ": the engine does not announce this operation in capabilities()")
+        << fixture;
+  }
+}
+
+// The plugin's first create announces truncate and fork in its table, points create, step
+// and reset at functions that fail, and renames the engine
+// (tests/doors/plugins/shifting_table.cpp).
+TEST(PluginCalls, APluginThatChangesItsTableAfterLoadChangesNothingKvfuzzCalls) {
+  const std::string spec = "plugin:" + kShifting;
+  const std::string description =
+      "Changes its table after kvfuzz has read it \xe2\x80\x94 on purpose.";
+  const auto info = resolve_engine(spec);
+  EXPECT_EQ(info->description, description);
+  const EngineConfig config = engine_config(seed("fork-shared-prefix"));
+  const std::unique_ptr<Engine> engine = info->make(config);
+
+  // The table has changed: the test would prove nothing otherwise.
+  void* handle = dlopen(kShifting.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  const auto plugin =
+      reinterpret_cast<kvfuzz_engine_plugin_fn>(dlsym(handle, KVFUZZ_ENGINE_PLUGIN_SYMBOL));
+  ASSERT_NE(plugin, nullptr);
+  const kvfuzz_engine_api& changed = plugin()->engines[0];
+  EXPECT_EQ(changed.capabilities, KVFUZZ_CAN_TRUNCATE | KVFUZZ_CAN_FORK);
+  EXPECT_EQ(changed.mutant, 1u);
+  EXPECT_STREQ(changed.name, "renamed");
+  dlclose(handle);  // only drops this reference
+
+  // kvfuzz calls what the table held at load: the engine announces nothing, its truncate and
+  // fork are never called, its step and reset work, and another create succeeds.
+  EXPECT_FALSE(engine->capabilities().truncate);
+  EXPECT_FALSE(engine->capabilities().fork);
+  EXPECT_EQ(engine_error([&] { engine->truncate(0, 0); }),
+            "this engine does not support truncate (seq 0)");
+  EXPECT_EQ(engine_error([&] { engine->fork(0, 1); }),
+            "this engine does not support fork (0 -> 1)");
+  EXPECT_EQ(engine_error([&] { engine->reset(0); }), "");
+  EXPECT_NE(info->make(config), nullptr);
+  for (const auto& [fixture, what] :
+       {std::pair<std::string, std::string>{"truncate-rollback", "truncate of seq 0 to 1 tokens"},
+        {"fork-shared-prefix", "fork of seq 0 into seq 1"}}) {
+    const Scenario scenario = seed(fixture);
+    const CheckOutcome outcome = judge_engine(scenario, prepare(scenario), *info);
+    EXPECT_EQ(outcome.run.error.value_or("(no error)"),
+              "engine threw on " + what +
+                  ": the engine does not announce this operation in capabilities()")
+        << fixture;
+    EXPECT_EQ(outcome.run.rows.size(), 3u) << fixture;  // the first append, by the old step
+  }
+
+  // Its name and description are kvfuzz's copies.
+  const auto again = resolve_engine(spec + ":shifty");
+  EXPECT_EQ(again->description, description);
+  EXPECT_FALSE(again->mutant);
+  EXPECT_EQ(spec_error(spec + ":renamed"),
+            "--engine " + spec +
+                ":renamed: the plugin has no engine 'renamed'; expected one of "
+                "shifty");
+}
+
+// ---------------------------------------------------------------------------------------
+// The kvfuzz command with plugin engines
+
+using test::run_kvfuzz;
+
+int lines(const std::string& text) {
+  int count = 0;
+  for (const char c : text) count += c == '\n';
+  return count;
+}
+
+struct TempDir {
+  fs::path path =
+      fs::temp_directory_path() / ("kvfuzz-plugin-test-" + std::to_string(::getpid()) + "-" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  TempDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST(PluginCommand, CheckPassesAnHonestPluginEngine) {
+  const auto r = run_kvfuzz("check --engine plugin:" + kBuiltin + ":contiguous --cases 20");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+TEST(PluginCommand, CheckRejectsAMutantPluginEngineShrinkAndReplayAgree) {
+  const TempDir dir;
+  const std::string spec = "plugin:" + kBuiltin + ":mask-origin";
+  const auto check = run_kvfuzz("check --engine " + spec + " --cases 20 --quiet --out " +
+                                (dir.path / "check").string());
+  EXPECT_EQ(check.status, 0) << check.out << check.err;  // a mutant rejected, as expected
+  std::vector<fs::path> saved;
+  if (fs::exists(dir.path / "check")) {
+    for (const auto& entry : fs::directory_iterator(dir.path / "check")) {
+      saved.push_back(entry.path());
+    }
+  }
+  ASSERT_EQ(saved.size(), 1u) << check.out << check.err;
+  EXPECT_TRUE(contains(saved[0].filename().string(), file_safe_name(spec))) << saved[0];
+
+  const fs::path out = dir.path / "shrunk";
+  const auto shrink = run_kvfuzz("shrink " + saved[0].string() + " --engine " + spec +
+                                 " --property prefix --quiet --out " + out.string() + " --raw " +
+                                 (dir.path / "raw").string());
+  EXPECT_EQ(shrink.status, 1) << shrink.out << shrink.err;  // a failure shrunk and saved
+  ASSERT_TRUE(fs::is_directory(out)) << shrink.out << shrink.err;
+  const fs::path shrunk = fs::directory_iterator(out)->path();
+  EXPECT_TRUE(shrunk.filename().string().starts_with(file_safe_name(spec) + "-prefix-mismatch-"))
+      << shrunk;
+  // The minimum of mask-origin: one cached token and one more that should see both.
+  const Scenario minimum = load_fixture(shrunk);
+  EXPECT_LE(minimum.program.size(), 2u) << test::slurp(shrunk);
+  EXPECT_LE(token_count(minimum.tokens), 3) << test::slurp(shrunk);
+  EXPECT_EQ(minimum.provenance.engine.value_or(""), spec);
+
+  const auto fails = run_kvfuzz("replay " + shrunk.string() + " --engine " + spec);
+  EXPECT_EQ(fails.status, 1) << fails.out << fails.err;
+  const auto passes = run_kvfuzz("replay " + shrunk.string() + " --engine contiguous");
+  EXPECT_EQ(passes.status, 0) << passes.out << passes.err;
+}
+
+TEST(PluginCommand, ABrokenPluginExitsTwoWithOneLineNamingIt) {
+  for (const std::string& library :
+       {std::string(KVFUZZ_PLUGIN_ABI_VERSION_2), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
+        std::string(KVFUZZ_PLUGIN_NAME_NOT_TEXT),
+        std::string(KVFUZZ_PLUGIN_DESCRIPTION_WITH_NEWLINE),
+        std::string("/nonexistent-kvfuzz-dir/libnothing.so")}) {
+    const auto r = run_kvfuzz("check --engine plugin:" + library + " --cases 1");
+    EXPECT_EQ(r.status, 2) << library << ": " << r.out << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_TRUE(contains(r.err, library)) << r.err;
+  }
+  const auto replay = run_kvfuzz("replay " + (kSeeds / "worked-example.json").string() +
+                                 " --engine plugin:" + kMisbehaving);
+  EXPECT_EQ(replay.status, 2) << replay.out << replay.err;
+  EXPECT_TRUE(contains(replay.err, "add :NAME")) << replay.err;
+}
+
+}  // namespace
+}  // namespace kvfuzz
