@@ -29,7 +29,8 @@
 #include "kvfuzz/generator.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
-#include "shrink/shrink_candidates.h"
+#include "shrink/measure.h"
+#include "shrink/moves.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
