@@ -98,10 +98,10 @@ class Search {
 
   // Says whether `scenario` fails the same way: judged, unless it was rejected before.
   bool fails_the_same(const Scenario& scenario, PropertyOutcome& outcome, MoveCounts& counts) {
-    // The name, note and provenance are the input's in every candidate: the text differs
-    // exactly where the scenarios do. A 64-bit hash keeps the set small; two candidates
-    // that differ but share a hash (about one chance in 2^64 / n per candidate) would
-    // have the second one skipped.
+    // The name, note and provenance are the input's in every candidate: the texts differ
+    // exactly where the scenarios do. A 64-bit hash keeps the set small (a candidate's
+    // text can be megabytes of values); a new candidate that shares the hash of one of n
+    // rejected ones (a chance of about n / 2^64) would be skipped unjudged.
     const size_t key = std::hash<std::string>{}(write_fixture(scenario));
     if (rejected_.contains(key)) {
       ++result_.skipped_seen;
