@@ -73,6 +73,20 @@ void set_provenance(Scenario& s, const std::string& engine, Property property,
   s.provenance.kvfuzz_version = KVFUZZ_VERSION;
 }
 
+// The per-move table: the moves that had a candidate reach judgement, in the order the
+// search tries them, and the totals.
+void print_move_counts(const ShrinkResult& result) {
+  std::printf("candidates by move (seen: not judged again, equal to one rejected before):\n");
+  std::printf("  %-24s %7s %9s %6s\n", "move", "tried", "accepted", "seen");
+  for (const MoveCounts& row : result.moves) {
+    if (row.tried + row.skipped_seen == 0) continue;
+    std::printf("  %-24s %7d %9d %6d\n", row.move.c_str(), row.tried, row.accepted,
+                row.skipped_seen);
+  }
+  std::printf("  %-24s %7d %9d %6d\n", "all moves", result.tried, result.accepted,
+              result.skipped_seen);
+}
+
 int run_shrink(const ShrinkCommandOptions& options) {
   const std::shared_ptr<const EngineInfo> engine = select_engine(options.engine);
   const std::optional<Property> property = parse_property(options.property);
@@ -120,8 +134,10 @@ int run_shrink(const ShrinkCommandOptions& options) {
     const auto now = Clock::now();
     if (options.quiet || now - last_line < std::chrono::milliseconds(500)) return;
     last_line = now;
-    std::fprintf(stderr, "shrink: %d accepted, %d tried, %.1f s, now %s\n", p.accepted, p.tried,
-                 p.seconds, size_text(size_of(*p.best)).c_str());
+    std::fprintf(stderr, "shrink: %d accepted, %d tried, %d seen, %.1f s, now %s (%.*s)\n",
+                 p.accepted, p.tried, p.skipped_seen, p.seconds,
+                 size_text(size_of(*p.best)).c_str(), static_cast<int>(p.move.size()),
+                 p.move.data());
   };
   const auto start = Clock::now();
   std::optional<ShrinkResult> result = shrink(input, *engine, shrink_options);
@@ -140,7 +156,8 @@ int run_shrink(const ShrinkCommandOptions& options) {
   shrunk.name = failure_fixture_stem(engine->name, *property, result->signature.kind, shrunk);
   char timing[96];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
-                result->tried, seconds, result->timed_out ? ", stopped at the time budget" : "");
+                result->candidates(), seconds,
+                result->timed_out ? ", stopped at the time budget" : "");
   shrunk.note = "Shrunk by kvfuzz shrink from " + size_text(before) + " to " + size_text(after) +
                 " (" + timing + "). Fails " + to_string(result->signature) + " on " + engine->name +
                 ": " + failure;
@@ -161,6 +178,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
     std::printf("rows of %s against the reference:\n%s", engine->name.c_str(),
                 explain_rows(shrunk, prepared, judge_engine(shrunk, prepared, *engine)).c_str());
   }
+  print_move_counts(*result);
   return kExitMismatch;
 }
 

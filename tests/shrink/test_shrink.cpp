@@ -29,7 +29,8 @@
 #include "kvfuzz/generator.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
-#include "shrink/shrink_candidates.h"
+#include "shrink/measure.h"
+#include "shrink/moves.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
@@ -449,11 +450,12 @@ TEST(Shrink, EveryMutantShrinksSmall) {
     const std::string from = from_seed ? "seed " + std::to_string(seed) : "a seed fixture";
     std::printf(
         "%-24s %-15s %-22s %d ops/%d tokens -> %d ops/%d tokens, %d seq, heads %d/%d, "
-        "head_dim %d, %d/%d accepted, %.2f s\n",
+        "head_dim %d, %d/%d accepted (%d seen), %.2f s\n",
         info.name.c_str(), from.c_str(), to_string(result->signature).c_str(),
         static_cast<int>(failing->program.size()), tokens_of(*failing),
         static_cast<int>(s.program.size()), tokens_of(s), s.sequences, s.layout.q_heads,
-        s.layout.kv_heads, s.layout.head_dim, result->accepted, result->tried, seconds);
+        s.layout.kv_heads, s.layout.head_dim, result->accepted, result->tried, result->skipped_seen,
+        seconds);
     EXPECT_FALSE(result->timed_out);
     EXPECT_LE(tokens_of(s), bound->second.tokens) << summary(s);
     EXPECT_LE(s.sequences, bound->second.sequences) << summary(s);
@@ -635,6 +637,65 @@ TEST_F(ShrinkCommand, SavesTheRawFixtureFirstThenACanonicalMinimalResult) {
   EXPECT_EQ(on_mutant.status, 1) << on_mutant.out << on_mutant.err;
   const CommandRun on_honest = kvfuzz("replay " + files[0].string(), dir_);
   EXPECT_EQ(on_honest.status, 0) << on_honest.out << on_honest.err;
+}
+
+// Progress lines name the move that was accepted; the summary ends with a per-move table
+// whose totals are the summary's: "A of C candidates accepted", C = tried + seen.
+TEST_F(ShrinkCommand, NamesTheMovesAndCountsCandidatesPerMove) {
+  const CommandRun r = kvfuzz("shrink " + kWorkedExample + " --engine mask-origin --out " +
+                                  dir_.string() + " --raw " + (dir_ / "raw").string(),
+                              dir_);
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  std::set<std::string> names;
+  for (const shrinking::Move& move : shrinking::moves()) names.emplace(move.name);
+  std::istringstream err(r.err);
+  std::string line;
+  int progress_lines = 0;
+  while (std::getline(err, line)) {
+    if (line.find(" accepted, ") == std::string::npos) continue;
+    ++progress_lines;
+    ASSERT_EQ(line.back(), ')') << line;
+    const std::string move = line.substr(line.rfind('(') + 1, line.size() - line.rfind('(') - 2);
+    EXPECT_TRUE(names.count(move)) << line;
+    EXPECT_NE(line.find(" seen, "), std::string::npos) << line;
+  }
+  EXPECT_GE(progress_lines, 1) << r.err;
+
+  int accepted = 0, candidates = 0;
+  const size_t summary = r.out.find(" candidates accepted");
+  ASSERT_NE(summary, std::string::npos) << r.out;
+  const size_t open = r.out.rfind('(', summary);
+  ASSERT_EQ(std::sscanf(r.out.c_str() + open, "(%d of %d", &accepted, &candidates), 2) << r.out;
+  const size_t table = r.out.find("candidates by move");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  std::istringstream rows(r.out.substr(table));
+  std::getline(rows, line);  // the title
+  std::getline(rows, line);  // the column names
+  EXPECT_NE(line.find("tried"), std::string::npos) << line;
+  int sum_tried = 0, sum_accepted = 0, sum_seen = 0;
+  while (std::getline(rows, line)) {
+    int tried = 0, row_accepted = 0, seen = 0;
+    const size_t numbers = line.find_first_of("0123456789");
+    ASSERT_NE(numbers, std::string::npos) << line;
+    ASSERT_EQ(std::sscanf(line.c_str() + numbers, "%d %d %d", &tried, &row_accepted, &seen), 3)
+        << line;
+    std::string move = line.substr(2, numbers - 2);
+    move.erase(move.find_last_not_of(' ') + 1);
+    if (move == "all moves") {
+      EXPECT_EQ(tried, sum_tried);
+      EXPECT_EQ(row_accepted, sum_accepted);
+      EXPECT_EQ(seen, sum_seen);
+      EXPECT_EQ(row_accepted, accepted);
+      EXPECT_EQ(tried + seen, candidates);
+      return;
+    }
+    EXPECT_TRUE(names.count(move) || move == shrinking::split_move().name) << line;
+    EXPECT_GT(tried + seen, 0) << line;  // only moves that had a candidate judged or seen
+    sum_tried += tried;
+    sum_accepted += row_accepted;
+    sum_seen += seen;
+  }
+  ADD_FAILURE() << "no totals row\n" << r.out;
 }
 
 TEST_F(ShrinkCommand, APassingFixtureHasNothingToShrink) {

@@ -82,7 +82,8 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
   shrunk.name = failure_fixture_stem(engine.name, failing.property, result->signature.kind, shrunk);
   char timing[96];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
-                result->tried, seconds, result->timed_out ? ", stopped at the time budget" : "");
+                result->candidates(), seconds,
+                result->timed_out ? ", stopped at the time budget" : "");
   shrunk.note = "Shrunk by the kvfuzz engine tests from " + size_text(failing.scenario) + " to " +
                 size_text(shrunk) + " (" + timing + "). Fails " + to_string(result->signature) +
                 " on " + engine.name + ": " + failure_line(result->outcome);

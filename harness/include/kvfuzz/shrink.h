@@ -3,10 +3,18 @@
 // another bug. It works on scenarios, not bytes: drop ops, sequences and tokens; merge and
 // split chunks; drop resets that do not matter; reduce heads to the smallest layout that
 // still fails; head_dim to 1; page size; values toward 0 and small integers.
+//
+// Each kind of change is a named move, tried in a fixed order; the result counts, per
+// move, the candidates judged, accepted and skipped. A candidate equal to one already
+// rejected is not judged again (the judgement is deterministic, so the answer would be
+// the same): that only saves time, it never changes the result.
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "kvfuzz/engine.h"
 #include "kvfuzz/property.h"
@@ -15,10 +23,22 @@
 namespace kvfuzz {
 
 struct ShrinkProgress {
-  int accepted = 0;  // candidates that kept the failure
-  int tried = 0;     // candidates run
+  int accepted = 0;      // candidates that kept the failure
+  int tried = 0;         // candidates judged
+  int skipped_seen = 0;  // candidates not judged: equal to one rejected before
   double seconds = 0;
   const Scenario* best = nullptr;
+  std::string_view move;  // the move whose candidate was just accepted, e.g. "drop tokens"
+};
+
+// What one move did over a whole shrink. A candidate that reaches judgement (smaller than
+// the best so far and valid) is either judged (`tried`) or skipped as seen; of those
+// judged, `accepted` kept the failure.
+struct MoveCounts {
+  std::string move;  // its name, as in ShrinkProgress::move
+  int tried = 0;
+  int accepted = 0;
+  int skipped_seen = 0;
 };
 
 struct ShrinkOptions {
@@ -31,9 +51,17 @@ struct ShrinkResult {
   Scenario scenario;           // the smallest failing scenario found
   FailureSignature signature;  // the failure it keeps
   PropertyOutcome outcome;     // of `scenario`
-  int accepted = 0;
-  int tried = 0;
+  int accepted = 0;            // candidates that kept the failure
+  int tried = 0;               // candidates judged (run on the engine, or by the caller)
+  int skipped_seen = 0;        // candidates not judged: equal to one rejected before
   bool timed_out = false;
+  // Every move in the order the search tries them, then the split lookahead ("split a
+  // chunk": the splits it judged; the drops that follow a split count under their own
+  // move). The columns add up to accepted, tried and skipped_seen.
+  std::vector<MoveCounts> moves;
+
+  // The candidates that reached judgement: judged or skipped as seen.
+  int candidates() const { return tried + skipped_seen; }
 };
 
 // `failing` must fail `options.property` on `engine`; returns nothing if it passes.

@@ -1,27 +1,46 @@
 // The scenario shrinker: a greedy search for a local minimum.
 //
-// Passes run every move of shrink_candidates.h in order (drops first, then layout,
-// placement and token data) over the current scenario; a candidate replaces it when it is
-// strictly smaller in the lexicographic measure, passes validate(), and fails the property
-// with the same signature. After an acceptance the move is asked again for the same index,
-// so a value keeps halving and a run of drops keeps going. When a whole pass accepts
-// nothing, a split lookahead tries splitting each chunk in two and then dropping ops,
-// chunks or tokens from the split scenario; a split is kept only when the drop that
-// follows makes the scenario smaller. Nothing left: a local minimum. Everything is a pure
-// function of the input except where the time budget stops it.
-#include "kvfuzz/shrink.h"
-
+// Passes run every move of shrink/moves.h in order (drops first, then layout, placement
+// and token data) over the current scenario; a candidate replaces it when it is strictly
+// smaller in the measure (shrink/measure.h), passes validate(), and fails the property with
+// the same signature. After an acceptance the move is asked again for the same index, so a
+// value keeps halving and a run of drops keeps going. When a whole pass accepts nothing, a
+// split lookahead tries splitting each chunk in two and then dropping ops, chunks or
+// tokens from the split scenario; a split is kept only when the drop that follows makes
+// the scenario smaller. Nothing left: a local minimum. Everything is a pure function of the
+// input except where the time budget stops it.
+//
+// Later passes make many of the candidates earlier passes made (every move is asked again
+// from index 0), so rejected candidates are remembered by their canonical fixture text and
+// not judged again. Only rejections are remembered: an accepted candidate becomes the
+// current scenario, and nothing equal to it can be smaller than it later.
 #include <chrono>
 #include <exception>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
 #include <utility>
 
-#include "shrink/shrink_candidates.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/shrink.h"
+#include "shrink/measure.h"
+#include "shrink/moves.h"
 
 namespace kvfuzz {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// One row of the result's per-move counts for every move, in the order the search tries
+// them, then the split lookahead.
+std::vector<MoveCounts> count_rows() {
+  std::vector<MoveCounts> rows;
+  for (const shrinking::Move& move : shrinking::moves()) rows.push_back({std::string(move.name)});
+  rows.push_back({std::string(shrinking::split_move().name)});
+  return rows;
+}
 
 class Search {
  public:
@@ -33,7 +52,9 @@ class Search {
         options_(options),
         result_(result),
         start_(Clock::now()),
-        current_measure_(shrinking::measure(result.scenario)) {}
+        current_measure_(shrinking::measure(result.scenario)) {
+    result_.moves = count_rows();
+  }
 
   void run() {
     if (out_of_time()) return;
@@ -56,9 +77,16 @@ class Search {
     return result_.timed_out;
   }
 
-  // Runs `scenario` and says whether it fails with the signature being kept.
-  bool fails_the_same(const Scenario& scenario, PropertyOutcome& outcome) {
-    ++result_.tried;
+  // The row of `move` (a drop move of the lookahead shares its row in moves()).
+  MoveCounts& counts_of(const shrinking::Move& move) {
+    for (MoveCounts& row : result_.moves) {
+      if (row.move == move.name) return row;
+    }
+    throw std::logic_error("shrink: no count row for the move " + std::string(move.name));
+  }
+
+  // Judges `scenario`: whether it fails with the signature being kept.
+  bool judge(const Scenario& scenario, PropertyOutcome& outcome) {
     if (judge_ != nullptr) return (*judge_)(scenario);
     try {
       outcome = judge_property(options_.property, scenario, *engine_);
@@ -68,22 +96,44 @@ class Search {
     return !outcome.pass && outcome.signature && *outcome.signature == result_.signature;
   }
 
+  // Says whether `scenario` fails the same way: judged, unless it was rejected before.
+  bool fails_the_same(const Scenario& scenario, PropertyOutcome& outcome, MoveCounts& counts) {
+    // The name, note and provenance are the input's in every candidate: the texts differ
+    // exactly where the scenarios do. A 64-bit hash keeps the set small (a candidate's
+    // text can be megabytes of values); a new candidate that shares the hash of one of n
+    // rejected ones (a chance of about n / 2^64) would be skipped unjudged.
+    const size_t key = std::hash<std::string>{}(write_fixture(scenario));
+    if (rejected_.contains(key)) {
+      ++result_.skipped_seen;
+      ++counts.skipped_seen;
+      return false;
+    }
+    ++result_.tried;
+    ++counts.tried;
+    const bool same = judge(scenario, outcome);
+    if (!same) rejected_.insert(key);
+    return same;
+  }
+
   // Accepts `candidate` if it is smaller, valid and fails the same way.
-  bool try_candidate(Scenario&& candidate) {
+  bool try_candidate(Scenario&& candidate, const shrinking::Move& move, MoveCounts& counts) {
     shrinking::Measure size = shrinking::measure(candidate);
     if (!(size < current_measure_) || validate(candidate) || out_of_time()) return false;
     PropertyOutcome outcome;
-    if (!fails_the_same(candidate, outcome)) return false;
+    if (!fails_the_same(candidate, outcome, counts)) return false;
     result_.scenario = std::move(candidate);
     result_.outcome = std::move(outcome);
-    current_measure_ = std::move(size);
+    current_measure_ = size;
     ++result_.accepted;
+    ++counts.accepted;
     if (options_.on_progress) {
       ShrinkProgress progress;
       progress.accepted = result_.accepted;
       progress.tried = result_.tried;
+      progress.skipped_seen = result_.skipped_seen;
       progress.seconds = seconds();
       progress.best = &result_.scenario;
+      progress.move = move.name;
       options_.on_progress(progress);
     }
     return true;
@@ -91,6 +141,7 @@ class Search {
 
   // Every candidate of `move` on `base` (the current scenario, or a split of it).
   bool run_move(const shrinking::Move& move, const Scenario& base) {
+    MoveCounts& counts = counts_of(move);
     bool accepted = false;
     const bool on_current = &base == &result_.scenario;
     for (int index = 0;; ++index) {
@@ -99,7 +150,7 @@ class Search {
           move.make(on_current ? result_.scenario : base, index, candidate);
       if (made == shrinking::Made::end) break;
       if (made == shrinking::Made::skip) continue;
-      if (try_candidate(std::move(candidate))) {
+      if (try_candidate(std::move(candidate), move, counts)) {
         accepted = true;
         if (!on_current) return true;  // the base was a lookahead: start again from the result
         --index;                       // the same index again, on the new current scenario
@@ -110,14 +161,16 @@ class Search {
   }
 
   bool split_lookahead() {
+    const shrinking::Move& split_move = shrinking::split_move();
+    MoveCounts& counts = counts_of(split_move);
     for (int index = 0;; ++index) {
       Scenario split;
-      const shrinking::Made made = shrinking::split_chunk(result_.scenario, index, split);
+      const shrinking::Made made = split_move.make(result_.scenario, index, split);
       if (made == shrinking::Made::end) return false;
       if (out_of_time()) return false;
       if (made == shrinking::Made::skip || validate(split)) continue;
       PropertyOutcome outcome;
-      if (!fails_the_same(split, outcome)) continue;
+      if (!fails_the_same(split, outcome, counts)) continue;
       for (const shrinking::Move& move : shrinking::drop_moves()) {
         if (run_move(move, split)) return true;
         if (result_.timed_out) return false;
@@ -131,6 +184,7 @@ class Search {
   ShrinkResult& result_;
   Clock::time_point start_;
   shrinking::Measure current_measure_;
+  std::unordered_set<size_t> rejected_;  // hashes of the candidates judged and rejected
 };
 
 }  // namespace

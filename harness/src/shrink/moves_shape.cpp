@@ -1,0 +1,219 @@
+// Moves on the layout and the placement (shrink/moves.h): fewer heads, smaller head_dim and
+// value_dim, RoPE, window and scale off, f32 storage; simpler page order, pool and poison,
+// a simpler page size. Token data is rewritten to the new shapes (materialised first when
+// it was generated), keeping the chosen heads and dims.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "scenario/limits.h"
+#include "shrink/measure.h"
+#include "shrink/moves.h"
+#include "shrink/token_data.h"
+
+namespace kvfuzz::shrinking {
+
+namespace {
+
+std::vector<int> range_of(int begin, int end) {
+  std::vector<int> indices;
+  for (int i = begin; i < end; ++i) indices.push_back(i);
+  return indices;
+}
+
+// Keeps the heads (or dims) listed in `keep`, in that order.
+template <typename T>
+void keep_only(std::vector<T>& items, const std::vector<int>& keep) {
+  std::vector<T> kept;
+  for (int i : keep) kept.push_back(items[static_cast<size_t>(i)]);
+  items = std::move(kept);
+}
+
+struct HeadChoice {
+  std::vector<int> q, kv;  // the q heads and kv heads kept
+};
+
+// Smaller head layouts, smallest first: for each (q, kv) with q % kv == 0, the first heads;
+// for one q head, also each other q head with its kv head; for one kv head, also each other
+// kv head with its group of q heads (so a failure seen only in a later head survives).
+std::vector<HeadChoice> head_choices(const Layout& l) {
+  std::vector<HeadChoice> choices;
+  for (int q = 1; q <= l.q_heads; ++q) {
+    for (int kv = 1; kv <= std::min(q, l.kv_heads); ++kv) {
+      if (q % kv != 0 || (q == l.q_heads && kv == l.kv_heads)) continue;
+      choices.push_back({range_of(0, q), range_of(0, kv)});
+      if (q == 1 && kv == 1) {
+        for (int h = 1; h < l.q_heads; ++h) choices.push_back({{h}, {l.kv_head_of(h)}});
+      }
+      if (kv == 1 && q == l.group() && l.kv_heads > 1) {
+        for (int j = 1; j < l.kv_heads; ++j) {
+          choices.push_back({range_of(j * l.group(), (j + 1) * l.group()), {j}});
+        }
+      }
+    }
+  }
+  return choices;
+}
+
+// Smaller sets of n dims, smallest first: the first, the last, the first half, the second
+// half, then all but one (each in turn). At model level, with no token data, only the
+// number of dims matters: each size once.
+std::vector<std::vector<int>> dim_choices(int n, bool sizes_only) {
+  std::vector<std::vector<int>> choices;
+  const auto add = [&](std::vector<int> keep) {
+    if (keep.empty() || static_cast<int>(keep.size()) >= n) return;
+    if (sizes_only && std::any_of(choices.begin(), choices.end(), [&](const std::vector<int>& c) {
+          return c.size() == keep.size();
+        })) {
+      return;
+    }
+    if (std::find(choices.begin(), choices.end(), keep) == choices.end()) {
+      choices.push_back(std::move(keep));
+    }
+  };
+  add({0});
+  add({n - 1});
+  add(range_of(0, n / 2));
+  add(range_of(n / 2, n));
+  for (int drop = 0; drop < n; ++drop) {
+    std::vector<int> keep = range_of(0, n);
+    keep.erase(keep.begin() + drop);
+    add(std::move(keep));
+  }
+  return choices;
+}
+
+}  // namespace
+
+// Fewer heads: each head_choices() layout, with the token data of the heads it keeps.
+Made reduce_heads(const Scenario& s, int index, Scenario& out) {
+  const std::vector<HeadChoice> choices = head_choices(s.layout);
+  if (static_cast<size_t>(index) >= choices.size()) return Made::end;
+  const HeadChoice& choice = choices[static_cast<size_t>(index)];
+  if (s.model) {
+    // Without token data only the head counts matter: each once.
+    for (int i = 0; i < index; ++i) {
+      const HeadChoice& earlier = choices[static_cast<size_t>(i)];
+      if (earlier.q.size() == choice.q.size() && earlier.kv.size() == choice.kv.size())
+        return Made::skip;
+    }
+  }
+  out = start_candidate(s);
+  out.layout.q_heads = static_cast<int>(choice.q.size());
+  out.layout.kv_heads = static_cast<int>(choice.kv.size());
+  if (s.model) return Made::candidate;  // no token data: the weights follow the layout
+  std::vector<ExplicitToken> tokens = materialise(s);
+  for (ExplicitToken& t : tokens) {
+    keep_only(t.q, choice.q);
+    keep_only(t.k, choice.kv);
+    keep_only(t.v, choice.kv);
+  }
+  out.tokens = std::move(tokens);
+  return Made::candidate;
+}
+
+// A smaller head_dim: each dim_choices() set, in q and k alike.
+Made reduce_head_dim(const Scenario& s, int index, Scenario& out) {
+  const std::vector<std::vector<int>> choices = dim_choices(s.layout.head_dim, s.model.has_value());
+  if (static_cast<size_t>(index) >= choices.size()) return Made::end;
+  const std::vector<int>& keep = choices[static_cast<size_t>(index)];
+  out = start_candidate(s);
+  out.layout.head_dim = static_cast<int>(keep.size());
+  if (keep.size() % 2 != 0) out.layout.rope_theta.reset();  // RoPE needs an even head_dim
+  if (s.model) return Made::candidate;                      // no token data
+  std::vector<ExplicitToken> tokens = materialise(s);
+  for (ExplicitToken& t : tokens) {
+    for (auto& head : t.q) keep_only(head, keep);
+    for (auto& head : t.k) keep_only(head, keep);
+  }
+  out.tokens = std::move(tokens);
+  return Made::candidate;
+}
+
+// A smaller value_dim: each dim_choices() set, in v.
+Made reduce_value_dim(const Scenario& s, int index, Scenario& out) {
+  const std::vector<std::vector<int>> choices =
+      dim_choices(s.layout.value_dim, s.model.has_value());
+  if (static_cast<size_t>(index) >= choices.size()) return Made::end;
+  const std::vector<int>& keep = choices[static_cast<size_t>(index)];
+  out = start_candidate(s);
+  out.layout.value_dim = static_cast<int>(keep.size());
+  if (s.model) return Made::candidate;  // no token data
+  std::vector<ExplicitToken> tokens = materialise(s);
+  for (ExplicitToken& t : tokens) {
+    for (auto& head : t.v) keep_only(head, keep);
+  }
+  out.tokens = std::move(tokens);
+  return Made::candidate;
+}
+
+// RoPE off, window off, default scale, f32 storage.
+Made simplify_layout(const Scenario& s, int index, Scenario& out) {
+  if (index > 3) return Made::end;
+  const Layout& l = s.layout;
+  const bool applies[] = {l.rope_theta.has_value(), l.window.has_value(), l.scale.has_value(),
+                          l.dtype != DType::f32};
+  if (!applies[index]) return Made::skip;
+  out = start_candidate(s);
+  switch (index) {
+    case 0:
+      out.layout.rope_theta.reset();
+      break;
+    case 1:
+      out.layout.window.reset();
+      break;
+    case 2:
+      out.layout.scale.reset();
+      break;
+    default:
+      out.layout.dtype = DType::f32;
+      break;
+  }
+  return Made::candidate;
+}
+
+// Identity page order (or at least reversed), derived pool size, NaN poison.
+Made simplify_placement(const Scenario& s, int index, Scenario& out) {
+  if (index > 3) return Made::end;
+  const Placement& p = s.placement;
+  const bool applies[] = {p.order != PageOrder::identity, p.order == PageOrder::explicit_list,
+                          p.pool_pages.has_value(), p.poison != Poison::nan};
+  if (!applies[index]) return Made::skip;
+  out = start_candidate(s);
+  switch (index) {
+    case 0:
+    case 1:
+      if (p.order == PageOrder::explicit_list && !out.placement.pool_pages) {
+        out.placement.pool_pages = static_cast<int>(p.pages.size());  // the same pool
+      }
+      out.placement.order = index == 0 ? PageOrder::identity : PageOrder::reversed;
+      out.placement.pages.clear();
+      break;
+    case 2:
+      out.placement.pool_pages.reset();
+      break;
+    default:
+      out.placement.poison = Poison::nan;
+      break;
+  }
+  return Made::candidate;
+}
+
+// A page size simpler in the measure's page_key: 16, one page for the longest epoch, 1,
+// half, one less.
+Made reduce_page_size(const Scenario& s, int index, Scenario& out) {
+  const int context = std::max(1, max_epoch_length(s));
+  const int current = s.layout.page_size;
+  std::vector<int> sizes;
+  for (int size : {16, context, 1, current / 2, current - 1}) {
+    if (size < 1 || size > limits::kMaxPageSize || size == current) continue;
+    if (page_key(size, context) >= page_key(current, context)) continue;
+    if (std::find(sizes.begin(), sizes.end(), size) == sizes.end()) sizes.push_back(size);
+  }
+  if (static_cast<size_t>(index) >= sizes.size()) return Made::end;
+  out = start_candidate(s);
+  out.layout.page_size = sizes[static_cast<size_t>(index)];
+  return Made::candidate;
+}
+
+}  // namespace kvfuzz::shrinking
