@@ -61,6 +61,15 @@ struct Totals {
 Totals g_totals;
 std::chrono::steady_clock::time_point g_last_write;
 
+// The generator's options for the engine under test: only the operations it announces, and
+// the default engine edges.
+GeneratorOptions generator_options() {
+  GeneratorOptions options;
+  options.truncate = g_settings.capabilities.truncate;
+  options.fork = g_settings.capabilities.fork;
+  return options;
+}
+
 std::string env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string() : std::string(value);
@@ -145,14 +154,11 @@ std::optional<Scenario> decode_input(const uint8_t* data, size_t size) {
     }
   }
   FuzzedChoiceSource choices(data, size, g_settings.bytes_only);
-  GeneratorOptions options;
-  options.truncate = g_settings.capabilities.truncate;
-  options.fork = g_settings.capabilities.fork;
-  return generate_scenario(choices, options);
+  return generate_scenario(choices, generator_options());
 }
 
 void record_cache_states(const Scenario& scenario) {
-  const EventCounts counts = count_events(scenario);
+  const EventCounts counts = count_events(scenario, generator_options().edges);
   ++g_totals.inputs;
   g_totals.events += counts;
   for (int state : cache_states(counts)) g_totals.states[static_cast<size_t>(state)] = true;

@@ -8,7 +8,7 @@
 //   }
 //
 // A failing property prints the scenario as fixture JSON (showValue below), ready to save
-// under corpus/ and replay. Header-only; link kvfuzz_check, kvfuzz_fixture and rapidcheck.
+// under corpus/ and replay. Header-only; link kvfuzz_generate, kvfuzz_corpus and rapidcheck.
 #pragma once
 
 #include <rapidcheck.h>
@@ -30,7 +30,7 @@ class RcChoiceSource final : public ChoiceSource {
  public:
   int64_t pick(int64_t lo, int64_t hi) override {
     // Even when lo == hi there is a pick: the generator draws a fixed number of choices so
-    // that shrinking one choice leaves later ones in place (see harness/src/generator.cpp),
+    // that shrinking one choice leaves later ones in place (harness/src/generate/generator.cpp),
     // and skipping empty ranges would shift every later choice whenever a range empties.
     if (hi < std::numeric_limits<int64_t>::max()) return *rc::gen::inRange<int64_t>(lo, hi + 1);
     // inRange's upper bound is exclusive: [lo, INT64_MAX] as [lo - 1, INT64_MAX) + 1, which

@@ -143,7 +143,7 @@ int run_check(const CheckOptions& options) {
     const uint64_t seed = case_seed(run_seed, i);
     PrngChoiceSource choices(seed);
     const Scenario scenario = generate_scenario(choices, generator);
-    events += count_events(scenario);
+    events += count_events(scenario, generator.edges);
     const Prepared prepared = prepare(scenario);
     for (EngineTally& tally : tallies) {
       if (!tally.failure.empty()) continue;  // one failure per engine is enough

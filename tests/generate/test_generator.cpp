@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "generate/flash_constants.h"
 #include "judge/report.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
@@ -24,6 +23,9 @@
 
 namespace kvfuzz {
 namespace {
+
+// The default engine edges: the built-in flash engine's.
+constexpr EngineEdges kEdges{};
 
 Scenario generated(uint64_t seed, const GeneratorOptions& options = {}) {
   PrngChoiceSource choices(seed);
@@ -190,9 +192,9 @@ std::set<std::string> corners(const Scenario& s) {
       if (l.window && start < *l.window && end > *l.window)
         hit.insert("chunk across the window edge");
       const int64_t visible = l.window ? std::min<int64_t>(end, *l.window) : end;
-      if (size == 1 && visible >= kFlashSplitThreshold)
+      if (size == 1 && visible >= kEdges.split_threshold)
         hit.insert("decode over >= split threshold");
-      if (size == 1 && visible == kFlashSplitThreshold - 1) hit.insert("decode one below split");
+      if (size == 1 && visible == kEdges.split_threshold - 1) hit.insert("decode one below split");
       if (size == 1 && start > 0) hit.insert("decode after a prefill");
       n = end;
     }

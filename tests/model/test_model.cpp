@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "generate/flash_constants.h"
+#include "cpu/flash_constants.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
@@ -342,7 +342,7 @@ std::vector<Scenario> hand_built(DType dtype) {
                  Op::append(0, iota_tokens(2, 2, 48)),
                  Op::reset(1),
                  Op::append(1, iota_tokens(5, 3, 48))};
-    for (int t = 0; t < kFlashSplitThreshold + 4; ++t) {
+    for (int t = 0; t < cpu::kFlashSplitThreshold + 4; ++t) {
       s.program.push_back(Op::step({Chunk{0, {(t * 5) % 48}}, Chunk{2, {(t * 3 + 1) % 48}}}));
     }
     s.program.push_back(Op::truncate(2, 20));

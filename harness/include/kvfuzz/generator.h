@@ -1,19 +1,20 @@
 // The one scenario generator (DESIGN.md), written once against ChoiceSource. A PRNG drives
 // it for `kvfuzz check`, RapidCheck drives it inside rc::gen::exec for the properties
-// (integrated shrinking: choices shrink toward their lower bound), libFuzzer will drive it
+// (integrated shrinking: choices shrink toward their lower bound), libFuzzer drives it
 // through FuzzedDataProvider. Every scenario it returns passes validate().
 //
 // It aims at the corners where cached-attention bugs live: chunks that start or end on,
-// one before and one after a page boundary, a window edge and the flash engine's split
-// threshold; runs of one-token decodes; batched steps over sequences with different
-// cached lengths; MHA, GQA (groups 2..8 and beyond, not only powers of two) and MQA;
-// head_dim 1..128; page sizes 1, 2, 3, 16 and others; identity, reversed, shuffled and
-// interleaved page orders; every poison; RoPE and windows on and off; exact token data by
-// default, wide dynamic range sometimes; resets of empty and non-empty sequences.
+// one before and one after a page boundary, a window edge and the engine's edges (tile,
+// partition, split threshold: EngineEdges); runs of one-token decodes; batched steps over
+// sequences with different cached lengths; MHA, GQA (groups 2..8 and beyond, not only
+// powers of two) and MQA; head_dim 1..128; page sizes 1, 2, 3, 16 and others; identity,
+// reversed, shuffled and interleaved page orders; every poison; RoPE and windows on and
+// off; exact token data by default, wide dynamic range sometimes; resets of empty and
+// non-empty sequences.
 //
-// Every choice puts its simplest outcome at the low end (MHA before GQA, head_dim 1 first,
-// one sequence, few short ops, identity page order, NaN poison, zero scores, f32, no RoPE,
-// no window), so that shrinking the choices shrinks the scenario.
+// Simple at lo (choice_source.h): MHA before GQA, head_dim 1 first, one sequence, few
+// short ops, identity page order, NaN poison, zero scores, f32, no RoPE, no window, so that
+// shrinking the choices shrinks the scenario.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +36,27 @@ struct ModelOptions {
   int max_spare_vocab = 16;  // vocabulary ids no token of the program uses
 };
 
+// The lengths where an engine changes what it does, which the generator aims context,
+// chunk and window lengths at (on, one before and one after each) and the cache-state
+// events count against. The defaults are the built-in flash engine's
+// (kernels/cpu/flash_constants.h); an engine with other tiles or another split path sets
+// its own. Values below 1 count as 1.
+struct EngineEdges {
+  // Keys an engine processes as one tile: contexts and chunks that end inside a tile, on
+  // its boundary and one past it.
+  int tile_keys = 8;
+  // A one-token decode that sees at least this many keys takes another path (split-K):
+  // decodes one below, at and one above it.
+  int split_threshold = 32;
+  // Keys per partition of that split path: contexts that end on a partition boundary,
+  // one before and one after it.
+  int partition_keys = 16;
+};
+
 struct GeneratorOptions {
   int max_sequences = 4;
   int max_ops = 12;            // program steps: an op, a run of decodes or a run of resets
-  int max_epoch_tokens = 160;  // enough to cross the flash split threshold and pages
+  int max_epoch_tokens = 160;  // enough to cross the default split threshold and pages
   int max_head_dim = 128;
   int max_q_heads = 16;
   // Most scenarios stay at these sizes (the property suites run many cases under ASan);
@@ -52,6 +70,8 @@ struct GeneratorOptions {
   // stay the same, so shrinking behaves alike either way.
   bool truncate = true;
   bool fork = true;
+  // The edges of the engine under test.
+  EngineEdges edges;
   // When set, every scenario is a model scenario: it also draws a ModelConfig (one layer
   // and the smallest width at the low end), its token ids are vocabulary ids and its token
   // source the canonical GeneratedTokens{0, vocab}. Unset, no choice is drawn for it: the

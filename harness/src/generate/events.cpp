@@ -5,8 +5,6 @@
 #include <set>
 #include <utility>
 
-#include "generate/flash_constants.h"
-
 namespace kvfuzz {
 
 std::string_view event_name(Event event) {
@@ -42,7 +40,7 @@ EventCounts& EventCounts::operator+=(const EventCounts& other) {
   return *this;
 }
 
-EventCounts count_events(const Scenario& scenario) {
+EventCounts count_events(const Scenario& scenario, const EngineEdges& edges) {
   const Layout& layout = scenario.layout;
   const int64_t page = std::max(1, layout.page_size);
   EventCounts events;
@@ -78,8 +76,8 @@ EventCounts count_events(const Scenario& scenario) {
           events[Event::window_slide] +=
               std::max<int64_t>(0, last - std::max(first, int64_t{*layout.window}) + 1);
         }
-        if (n == 1 && last + 1 >= kFlashSplitThreshold &&
-            (!layout.window || *layout.window >= kFlashSplitThreshold)) {
+        if (n == 1 && last + 1 >= edges.split_threshold &&
+            (!layout.window || *layout.window >= edges.split_threshold)) {
           ++events[Event::split_path];
         }
         const auto [it, added] = step_starts.try_emplace(c.op, first, first);

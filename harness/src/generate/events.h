@@ -1,11 +1,12 @@
 // Cache-state coverage: the domain events a scenario makes an engine go through. Code
 // coverage says which lines ran; these say which cache states were reached (a decode into
-// a fresh page, a reset of a sequence that held tokens, a decode long enough for the flash
-// split path...). `kvfuzz check` prints how often each was hit and names those never hit;
-// the fuzz targets will feed them to libFuzzer as extra counters.
+// a fresh page, a reset of a sequence that held tokens, a decode long enough for the split
+// path...). `kvfuzz check` prints how often each was hit and names those never hit; the
+// fuzz targets feed them to libFuzzer as extra counters.
 //
 // They are computed from the scenario alone (program + layout), the way a real caller
-// sees its requests, so they mean the same for every engine.
+// sees its requests, and the engine edges the generator aims at (GeneratorOptions::edges),
+// so they mean the same for every engine with those edges.
 #pragma once
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvfuzz/generator.h"
 #include "kvfuzz/scenario.h"
 
 namespace kvfuzz {
@@ -25,7 +27,7 @@ enum class Event {
   reset_nonempty,          // a reset of a sequence whose epoch held tokens
   reuse_after_reset,       // tokens fed to a sequence after a reset
   window_slide,            // a row whose window excludes position 0
-  split_path,              // a one-token chunk seeing >= kFlashSplitThreshold keys
+  split_path,              // a one-token chunk seeing >= edges.split_threshold keys
   batch_mixed_prefix,      // a step whose chunks start at different cached lengths
   fork_partial_page,       // a fork whose source ends inside a page (the copied page)
   truncate_across_page,    // a truncate that gives back at least one page
@@ -43,7 +45,7 @@ struct EventCounts {
   EventCounts& operator+=(const EventCounts& other);
 };
 
-EventCounts count_events(const Scenario& scenario);
+EventCounts count_events(const Scenario& scenario, const EngineEdges& edges);
 
 // Cache states: finer than "which events": for each event, how often it happened in one
 // scenario, in libFuzzer's count classes (1, 2, 3, 4-7, 8-15, 16-31, 32-127, 128+), and for

@@ -4,7 +4,7 @@
 // Two rules make the choices shrink well (RapidCheck's exec shrinks one choice at a time
 // toward its lower bound, and replays every later choice from the same random stream):
 //
-//  * Simple at lo. Every choice puts its simplest outcome at its low end, so a failure
+//  * Simple at lo (choice_source.h, with the choice helpers that keep it), so a failure
 //    shrinks toward the worked example's shape: one sequence, MHA with one head, head_dim
 //    1, zero scores, f32, one page of 16, identity page order, NaN poison, no RoPE, no
 //    window, few short appends. (All choices at lo give an empty program.)
@@ -23,7 +23,8 @@
 //     pick_model         (model level only) layers, width, ffn, spare vocabulary, seed
 //     pick_program       steps: an append, a decode run, a batched step, resets, a
 //                        truncate, a fork (or none); each chunk length from
-//                        pick_chunk_length, aimed at edges by pick_edge
+//                        pick_chunk_length, aimed at page, window and engine edges
+//                        (GeneratorOptions::edges) by pick_edge
 //     resolve_pages      identity, reversed, shuffled or interleaved page list
 //     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
 //                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
@@ -32,54 +33,18 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <initializer_list>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
-#include "generate/flash_constants.h"
 #include "kvfuzz/prng.h"
 #include "scenario/limits.h"
 
 namespace kvfuzz {
 
 namespace {
-
-// ---- Choice helpers. Each gives its simple outcome at the low end of its choice. ----
-
-// True about once in n; false at the low end.
-bool rarely(ChoiceSource& c, int n) {
-  return n > 0 && c.pick(0, n - 1) == n - 1;
-}
-
-// Index i with probability weights[i] / sum(weights); index 0 at the low end.
-int pick_weighted(ChoiceSource& c, std::initializer_list<int> weights) {
-  int r = c.pick_int(0, std::accumulate(weights.begin(), weights.end(), 0) - 1);
-  int index = 0;
-  for (int w : weights) {
-    if (r < w) return index;
-    r -= w;
-    ++index;
-  }
-  return index - 1;
-}
-
-// 0, 1, -1, 2, -2, ... for n = 0, 1, 2, 3, 4, ...: the integer nearest 0 at the low end.
-int zigzag(int64_t n) {
-  return static_cast<int>(n % 2 == 1 ? (n + 1) / 2 : -(n / 2));
-}
-
-// On an edge, one after it, one before it.
-int pick_offset(ChoiceSource& c) {
-  return zigzag(c.pick(0, 2));
-}
-
-template <typename T, size_t N>
-T select(const std::array<T, N>& candidates, int index) {
-  return candidates[static_cast<size_t>(index)];
-}
 
 // ---- Scale. ----
 
@@ -92,8 +57,9 @@ struct Bounds {
   int max_q_heads = 1;
   int head_dim = 1;
   bool large = false;
-  bool truncate = true;  // the engine's optional operations (GeneratorOptions)
+  bool truncate = true;  // the engine's optional operations and its edges (GeneratorOptions)
   bool fork = true;
+  EngineEdges edges;
 };
 
 Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
@@ -105,6 +71,8 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   const int max_dim = std::clamp(o.max_head_dim, 1, 128);
   b.truncate = o.truncate;
   b.fork = o.fork;
+  b.edges = {std::max(1, o.edges.tile_keys), std::max(1, o.edges.split_threshold),
+             std::max(1, o.edges.partition_keys)};
   b.large = rarely(c, o.large_one_in);
   b.epoch_tokens = b.large ? max_epoch : std::clamp(o.typical_epoch_tokens, 1, max_epoch);
   b.q_heads = b.large ? b.max_q_heads : std::clamp(o.typical_q_heads, 1, b.max_q_heads);
@@ -112,9 +80,6 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   return b;
 }
 
-// Tokens the whole program may append: 4 epochs' worth, and at most about 2^20 numbers of
-// rows, q, k and v together, so that no layout brings the rows (kMaxRowValues), the table
-// (kMaxTableFloats) or the page pool (kMaxPoolElements) near their limits.
 // ---- Model level. ----
 
 // One layer and the smallest width first; ffn the width first (then 2x, 4x, any size up to
@@ -135,10 +100,15 @@ ModelChoices pick_model(ChoiceSource& c, const ModelOptions& o) {
   ModelChoices m;
   m.layers = c.pick_int(1, std::clamp(o.max_layers, 1, 4));
   m.width = std::min(c.pick_from(kWidths), max_width);
-  const int ffn_kind = pick_weighted(c, {2, 2, 1, 1});
+  enum class Ffn { width, twice, four_times, any };
+  const Ffn ffn = pick_weighted<Ffn>(
+      c, {{Ffn::width, 2}, {Ffn::twice, 2}, {Ffn::four_times, 1}, {Ffn::any, 1}});
   const int any_ffn = c.pick_int(1, max_ffn);
-  m.ffn = std::clamp(select(std::array{m.width, 2 * m.width, 4 * m.width, any_ffn}, ffn_kind), 1,
-                     max_ffn);
+  m.ffn = std::clamp(select(ffn, {{Ffn::width, m.width},
+                                  {Ffn::twice, 2 * m.width},
+                                  {Ffn::four_times, 4 * m.width},
+                                  {Ffn::any, any_ffn}}),
+                     1, max_ffn);
   const bool spare = rarely(c, 4);
   const int spare_vocab = c.pick_int(1, std::clamp(o.max_spare_vocab, 1, 64));
   m.spare_vocab = spare ? spare_vocab : 0;
@@ -182,17 +152,18 @@ int program_token_budget(const Bounds& b, const Layout& l, const ModelChoices* m
 // MHA (kv = q heads), then GQA (at least 2 kv heads; groups 2..8, powers of two or not,
 // and beyond 8 when large and max_q_heads allows), then MQA (one kv head, q >= 2).
 void pick_heads(ChoiceSource& c, const Bounds& b, Layout& l) {
-  const int kind = pick_weighted(c, {3, 5, 2});
+  enum class Heads { mha, gqa, mqa };
+  const Heads kind = pick_weighted<Heads>(c, {{Heads::mha, 3}, {Heads::gqa, 5}, {Heads::mqa, 2}});
   const int max_group = std::max(2, b.large ? b.max_q_heads / 2 : std::min(8, b.max_q_heads / 2));
   const int group = c.pick_int(2, max_group);
   const int gqa_kv =
       c.pick_int(2, std::clamp(b.q_heads / group, 2, std::max(2, b.max_q_heads / group)));
   const int mqa_q = c.pick_int(std::min(2, b.q_heads), b.q_heads);
   const int mha = c.pick_int(1, std::min(4, b.q_heads));
-  if (kind == 1 && gqa_kv * group <= b.max_q_heads) {
+  if (kind == Heads::gqa && gqa_kv * group <= b.max_q_heads) {
     l.kv_heads = gqa_kv;
     l.q_heads = gqa_kv * group;
-  } else if (kind == 2 && mqa_q >= 2) {
+  } else if (kind == Heads::mqa && mqa_q >= 2) {
     l.kv_heads = 1;
     l.q_heads = mqa_q;
   } else {
@@ -212,11 +183,12 @@ std::optional<double> pick_rope(ChoiceSource& c, int max_dim) {
 // Tiny dims first, then multiples of the vector width (8), then any size up to the bound
 // (mostly not multiples of 8). Even when RoPE needs it.
 int pick_head_dim(ChoiceSource& c, int max_dim, bool even) {
-  const int kind = pick_weighted(c, {4, 2, 3});
+  enum class Dim { tiny, aligned, any };
+  const Dim kind = pick_weighted<Dim>(c, {{Dim::tiny, 4}, {Dim::aligned, 2}, {Dim::any, 3}});
   const int tiny = c.pick_int(1, std::min(4, max_dim));
   const int aligned = std::min(max_dim, 8 * c.pick_int(1, std::max(1, max_dim / 8)));
   const int any = c.pick_int(1, max_dim);
-  int d = select(std::array{tiny, aligned, any}, kind);
+  int d = select(kind, {{Dim::tiny, tiny}, {Dim::aligned, aligned}, {Dim::any, any}});
   if (even && d % 2 == 1) d = d + 1 <= max_dim ? d + 1 : d - 1;
   return d;
 }
@@ -229,19 +201,25 @@ int pick_page_size(ChoiceSource& c) {
 }
 
 DType pick_dtype(ChoiceSource& c) {
-  return static_cast<DType>(pick_weighted(c, {2, 1, 1}));  // f32, f16, bf16
+  return pick_weighted<DType>(c, {{DType::f32, 2}, {DType::f16, 1}, {DType::bf16, 1}});
 }
 
-// Off first. On: near a page size, a flash tile or partition, the split threshold or a
-// short chunk; on it, one above or one below.
-std::optional<int> pick_window(ChoiceSource& c, int page_size) {
+// Off first. On: near a page size, the engine's tile or partition, its split threshold or
+// a short chunk; on it, one above or one below.
+std::optional<int> pick_window(ChoiceSource& c, int page_size, const EngineEdges& edges) {
+  enum class Near { page, two_pages, tile, partition, split_threshold, short_chunk };
+  static constexpr std::array kNear{Near::page,      Near::two_pages,       Near::tile,
+                                    Near::partition, Near::split_threshold, Near::short_chunk};
   const bool on = rarely(c, 3);
-  const int kind = c.pick_int(0, 5);
+  const Near near = c.pick_from(kNear);
   const int short_chunk = c.pick_int(1, 8);
   const int offset = pick_offset(c);
-  const int base = select(std::array{page_size, 2 * page_size, kFlashTileKeys, kFlashPartitionKeys,
-                                     kFlashSplitThreshold, short_chunk},
-                          kind);
+  const int base = select(near, {{Near::page, page_size},
+                                 {Near::two_pages, 2 * page_size},
+                                 {Near::tile, edges.tile_keys},
+                                 {Near::partition, edges.partition_keys},
+                                 {Near::split_threshold, edges.split_threshold},
+                                 {Near::short_chunk, short_chunk}});
   if (!on) return std::nullopt;
   return std::max(1, base + offset);
 }
@@ -265,7 +243,7 @@ Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   l.value_dim = same_value_dim ? l.head_dim : value_dim;
   l.page_size = pick_page_size(c);
   l.dtype = pick_dtype(c);
-  l.window = pick_window(c, l.page_size);
+  l.window = pick_window(c, l.page_size, b.edges);
   l.scale = pick_scale(c);
   return l;
 }
@@ -291,7 +269,11 @@ struct TokenChoices {
 TokenChoices pick_token_choices(ChoiceSource& c) {
   TokenChoices t;
   t.zero_scores = c.pick(0, 3) == 0;
-  t.kind = static_cast<TokenKind>(pick_weighted(c, {4, 3, 1, 1, 1}));
+  t.kind = pick_weighted<TokenKind>(c, {{TokenKind::small_int, 4},
+                                        {TokenKind::dyadic, 3},
+                                        {TokenKind::explicit_small_int, 1},
+                                        {TokenKind::uniform, 1},
+                                        {TokenKind::wide, 1}});
   t.seed = static_cast<uint64_t>(c.pick(0, INT32_MAX));
   const bool repeated = rarely(c, 4);
   const int table = c.pick_int(1, 32);
@@ -323,10 +305,11 @@ class TokenIds {
 // ---- Program. ----
 
 // The edges chunks are aimed at, as periods in absolute position: page boundaries, the
-// window (where it starts to slide), the flash split threshold, partitions and tiles.
+// window (where it starts to slide), the engine's split threshold, partitions and tiles.
 struct Aim {
   int page_size = 16;
   std::optional<int> window;
+  EngineEdges edges;
 };
 
 // An absolute position on, one after or one before an edge past `cached`: the next edge or
@@ -334,7 +317,8 @@ struct Aim {
 // where this one ends, so chunks also start on, one before and one after edges.
 int pick_edge(ChoiceSource& c, const Aim& aim, int cached) {
   const std::array<int, 5> periods{aim.page_size, aim.window.value_or(aim.page_size),
-                                   kFlashSplitThreshold, kFlashPartitionKeys, kFlashTileKeys};
+                                   aim.edges.split_threshold, aim.edges.partition_keys,
+                                   aim.edges.tile_keys};
   const int period = c.pick_from(periods);
   const int edge = (cached / period + 1 + c.pick_int(0, 1)) * period;
   return edge + pick_offset(c);
@@ -344,13 +328,18 @@ int pick_edge(ChoiceSource& c, const Aim& aim, int cached) {
 // short chunks and decodes first, then chunks that end at an edge, mid-size chunks, and
 // single large chunks up to the whole room. At least 1; at most room when room >= 1.
 int pick_chunk_length(ChoiceSource& c, const Aim& aim, int cached, int room) {
-  const int kind = pick_weighted(c, {3, 4, 2, 1});
+  enum class Length { short_chunk, to_edge, mid, whole };
+  const Length kind = pick_weighted<Length>(
+      c, {{Length::short_chunk, 3}, {Length::to_edge, 4}, {Length::mid, 2}, {Length::whole, 1}});
   const int short_chunk = c.pick_int(1, 4);
   const int to_edge = pick_edge(c, aim, cached) - cached;
   const int mid = c.pick_int(1, 16);
   const int whole = c.pick_int(1, std::max(1, room));
-  return std::clamp(select(std::array{short_chunk, to_edge, mid, whole}, kind), 1,
-                    std::max(1, room));
+  return std::clamp(select(kind, {{Length::short_chunk, short_chunk},
+                                  {Length::to_edge, to_edge},
+                                  {Length::mid, mid},
+                                  {Length::whole, whole}}),
+                    1, std::max(1, room));
 }
 
 // `skip` adds nothing: at the low end, it lets shrinking delete any step, not only the last.
@@ -363,7 +352,7 @@ class ProgramBuilder {
                  const ModelChoices* model)
       : c_(c),
         bounds_(b),
-        aim_{l.page_size, l.window},
+        aim_{l.page_size, l.window, b.edges},
         program_tokens_(program_token_budget(b, l, model)),
         length_(static_cast<size_t>(sequences), 0),
         ids_(ids) {}
@@ -372,7 +361,13 @@ class ProgramBuilder {
   // sequence, which other sequences join a batch, a chunk length for every sequence slot,
   // the length of a decode run and of a run of resets.
   void add_step() {
-    auto kind = static_cast<StepKind>(pick_weighted(c_, {1, 4, 3, 3, 2, 2, 2}));
+    auto kind = pick_weighted<StepKind>(c_, {{StepKind::skip, 1},
+                                             {StepKind::append, 4},
+                                             {StepKind::decode_run, 3},
+                                             {StepKind::batch, 3},
+                                             {StepKind::resets, 2},
+                                             {StepKind::truncate, 2},
+                                             {StepKind::fork, 2}});
     // An engine without truncate or fork gets an append in their place (same choices).
     if ((kind == StepKind::truncate && !bounds_.truncate) ||
         (kind == StepKind::fork && !bounds_.fork)) {
@@ -551,13 +546,16 @@ TokenSource make_tokens(ChoiceSource& c, const TokenChoices& t, const Layout& l,
     }
     return tokens;
   }
-  static constexpr std::array<Distribution, 5> kDistributions{
-      Distribution::small_int, Distribution::dyadic, Distribution::small_int, Distribution::uniform,
-      Distribution::wide};
   GeneratedTokens generated;
   generated.seed = t.seed;
   generated.count = count;
-  generated.distribution = kDistributions[static_cast<size_t>(t.kind)];
+  // Explicit small integers too many to write out are generated small integers.
+  generated.distribution = select<TokenKind, Distribution>(
+      t.kind, {{TokenKind::small_int, Distribution::small_int},
+               {TokenKind::dyadic, Distribution::dyadic},
+               {TokenKind::explicit_small_int, Distribution::small_int},
+               {TokenKind::uniform, Distribution::uniform},
+               {TokenKind::wide, Distribution::wide}});
   generated.zero_scores = t.zero_scores;
   return generated;
 }
@@ -576,11 +574,15 @@ struct PlacementChoices {
 
 PlacementChoices pick_placement(ChoiceSource& c) {
   PlacementChoices p;
-  p.poison = static_cast<Poison>(c.pick_int(0, 3));
+  static constexpr std::array kPoisons{Poison::nan, Poison::pos_inf, Poison::neg_inf, Poison::huge};
+  p.poison = c.pick_from(kPoisons);
   const bool spare = rarely(c, 4);
   const int pages = c.pick_int(1, 4);
   p.spare = spare ? pages : 0;
-  p.order = static_cast<OrderKind>(pick_weighted(c, {3, 2, 2, 2}));
+  p.order = pick_weighted<OrderKind>(c, {{OrderKind::identity, 3},
+                                         {OrderKind::reversed, 2},
+                                         {OrderKind::shuffled, 2},
+                                         {OrderKind::interleaved, 2}});
   return p;
 }
 

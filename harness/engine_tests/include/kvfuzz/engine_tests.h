@@ -41,8 +41,9 @@ struct EngineTestOptions {
   double shrink_seconds = 30;
   // The kvfuzz command that failure messages tell a person to run.
   std::string kvfuzz_command = "kvfuzz";
-  // Sizes of the generated scenarios; `truncate` and `fork` are replaced by what the
-  // engine announces.
+  // Sizes of the generated scenarios and the engine edges they aim at (`edges`: the
+  // defaults are kvfuzz's flash engine's; an engine with other tiles sets its own);
+  // `truncate` and `fork` are replaced by what the engine announces.
   GeneratorOptions generator;
 };
 
