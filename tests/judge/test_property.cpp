@@ -127,6 +127,17 @@ TEST(PropertyNames, RoundTripAndSignatures) {
             "poison/not-finite");
 }
 
+TEST(PropertyNames, EveryRowHasANameAndAClaimAndOnlyInvariancesHaveVariants) {
+  for (const PropertyInfo& row : kProperties) {
+    EXPECT_EQ(&property_info(row.property), &row);
+    EXPECT_FALSE(row.name.empty());
+    EXPECT_FALSE(row.claim.empty()) << row.name;
+  }
+  for (const Scenario& s : sample_scenarios()) {
+    EXPECT_TRUE(property_variants(Property::prefix, s).empty()) << s.name;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Variants
 
