@@ -13,9 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "corpus/fixture_names.h"
+#include "corpus/provenance.h"
 #include "fuzz_choices.h"
 #include "generate/events.h"
-#include "judge/report.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
@@ -189,16 +190,9 @@ bool decode_only(const Scenario& scenario) {
 
 void report_failure(const uint8_t* data, size_t size, Scenario scenario, Property property,
                     const PropertyOutcome& outcome) {
-  const std::string failure = outcome.first ? describe_divergence(*outcome.first) : outcome.report;
-  const std::string first_line = failure.substr(0, failure.find('\n'));
-  const std::string hash = sha1_hex(data, size);
-  scenario.name = "crash-" + hash;
-  scenario.provenance.source = "fuzz";
-  scenario.provenance.engine = g_settings.engine->name;
-  scenario.provenance.property = std::string(property_name(property));
-  scenario.provenance.failure = first_line;
-  scenario.provenance.kvfuzz_version = KVFUZZ_VERSION;
-  const std::string path = g_settings.artifact_prefix + "crash-" + hash + ".json";
+  scenario.name = fuzz_fixture_stem(sha1_hex(data, size));
+  stamp_failure(scenario, "fuzz", g_settings.engine->name, property, failure_line(outcome));
+  const std::string path = g_settings.artifact_prefix + scenario.name + ".json";
   try {
     save_fixture(scenario, path);
     std::fprintf(stderr, "kvfuzz: %s fails %s; fixture written to %s\n",

@@ -1,8 +1,9 @@
-// Shared by the property suites (prop_*.cpp): one RapidCheck property per (property, honest
-// engine). Each case draws a scenario from the one generator (rc_choice_source.h) and judges
-// it with judge_property (kvfuzz/property.h), the same function `kvfuzz shrink --property`
-// uses. A failure prints the report and the scenario as a fixture with its provenance,
-// ready to save under corpus/ and replay.
+// Shared by the property suites: the generator options of every case (prop_all.cpp and
+// prop_mutants.cpp) and the body of one RapidCheck property per (property, honest engine)
+// (prop_all.cpp). Each case draws a scenario from the one generator (rc_choice_source.h)
+// and judges it with judge_property (kvfuzz/property.h), the same function `kvfuzz shrink
+// --property` uses. A failure prints the report and the scenario as a fixture with its
+// provenance, ready to save under corpus/ and replay.
 #pragma once
 
 #include <rapidcheck.h>
@@ -10,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "corpus/fixture_names.h"
+#include "corpus/provenance.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
@@ -28,14 +31,8 @@ inline GeneratorOptions suite_options() {
 // The scenario as a fixture to save: named after what failed, with provenance.
 inline std::string failing_fixture(Scenario scenario, Property property, std::string_view engine,
                                    const PropertyOutcome& outcome) {
-  scenario.name = "prop-" + std::string(property_name(property)) + "-" + std::string(engine);
-  scenario.provenance.source = "check";
-  scenario.provenance.engine = std::string(engine);
-  scenario.provenance.property = std::string(property_name(property));
-  if (outcome.signature && outcome.first) {
-    scenario.provenance.failure =
-        to_string(*outcome.signature) + " at " + to_string(outcome.first->key);
-  }
+  scenario.name = suite_fixture_stem(property, engine);
+  stamp_failure(scenario, "check", engine, property, failure_line(outcome));
   try {
     return write_fixture(scenario);
   } catch (const FixtureError& error) {

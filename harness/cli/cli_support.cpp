@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
+#include <system_error>
 
+#include "corpus/fixture_files.h"
 #include "kvfuzz/engine_spec.h"
+#include "kvfuzz/fixture_io.h"
 
 namespace kvfuzz::cli {
 
@@ -54,20 +58,26 @@ std::vector<std::filesystem::path> find_fixtures(const std::filesystem::path& pa
   if (!fs::is_directory(path, ec)) {
     throw UsageError(path.string() + ": no such fixture file or directory");
   }
-  std::vector<fs::path> files;
-  const auto cannot_list = [&](const fs::path& where) {
-    return UsageError(where.string() + ": cannot list directory (" + ec.message() + ")");
-  };
-  // The error_code overloads throughout: an unreadable subdirectory is bad input, not a crash.
-  fs::recursive_directory_iterator it(path, ec), end;
-  if (ec) throw cannot_list(path);
-  for (; it != end; it.increment(ec)) {
-    if (ec) break;
-    if (it->is_regular_file(ec) && it->path().extension() == ".json") files.push_back(it->path());
+  try {
+    return fixtures_below(path);
+  } catch (const FixtureError& e) {
+    throw UsageError(e.what());
   }
-  if (ec) throw cannot_list(it == end ? path : it->path());
-  std::sort(files.begin(), files.end());
-  return files;
+}
+
+std::string property_list(std::string_view last) {
+  std::string names;
+  for (size_t i = 0; i < kProperties.size(); ++i) {
+    if (i > 0) names += i + 1 == kProperties.size() ? last : ", ";
+    names += kProperties[i].name;
+  }
+  return names;
+}
+
+Property select_property(std::string_view name) {
+  if (const std::optional<Property> property = parse_property(name)) return *property;
+  throw UsageError("--property: unknown property '" + std::string(name) + "'; expected one of " +
+                   property_list(", "));
 }
 
 uint64_t parse_seed(const std::string& text) {

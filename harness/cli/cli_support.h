@@ -1,4 +1,5 @@
-// Pieces shared by the kvfuzz subcommands: engine selection, fixture discovery, errors.
+// Pieces shared by the kvfuzz subcommands: engine and property selection, fixture
+// discovery, errors.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kvfuzz/engine.h"
+#include "kvfuzz/property.h"
 
 namespace kvfuzz::cli {
 
@@ -26,8 +28,15 @@ std::vector<std::shared_ptr<const EngineInfo>> select_engines(std::string_view s
 // One engine by its spec (a name, plugin:..., exec:...). Throws UsageError.
 std::shared_ptr<const EngineInfo> select_engine(std::string_view spec);
 
-// A fixture file, or every *.json below a directory (sorted, so runs are reproducible).
+// A fixture file, or every *.json below a directory (fixtures_below). Throws UsageError.
 std::vector<std::filesystem::path> find_fixtures(const std::filesystem::path& path);
+
+// The property names of kProperties, comma-separated, `last` before the last one:
+// property_list(" or ") is "prefix, schedule, layout, poison, reset or batch".
+std::string property_list(std::string_view last);
+
+// A property by its name (--property). Throws UsageError naming the choices.
+Property select_property(std::string_view name);
 
 // A seed given on the command line: a decimal uint64, nothing else (no sign, no
 // wrap-around, no trailing text). Throws UsageError.

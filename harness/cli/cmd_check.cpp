@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli_support.h"
 #include "commands.h"
 #include "corpus/fixture_names.h"
+#include "corpus/provenance.h"
 #include "generate/events.h"
 #include "judge/report.h"
 #include "kvfuzz/engine_spec.h"
@@ -48,13 +50,9 @@ struct EngineTally {
 
 std::string save_failure(const CheckOptions& options, Scenario scenario, const EngineInfo& engine,
                          uint64_t seed, const Divergence& divergence) {
-  scenario.name = "check-" + file_safe_name(engine.name) + "-" + std::to_string(seed);
-  scenario.provenance.source = "check";
-  scenario.provenance.engine = engine.name;
+  scenario.name = check_fixture_stem(engine.name, seed);
+  stamp_failure(scenario, "check", engine.name, std::nullopt, failure_line(divergence));
   scenario.provenance.seed = seed;
-  const std::string report = describe_divergence(divergence);
-  scenario.provenance.failure = report.substr(0, report.find('\n'));
-  scenario.provenance.kvfuzz_version = KVFUZZ_VERSION;
   const std::filesystem::path path = std::filesystem::path(options.out) / (scenario.name + ".json");
   save_fixture(scenario, path);
   return path.string();
@@ -156,8 +154,7 @@ int run_check(const CheckOptions& options) {
         tally.rows += static_cast<long>(prepared.slots.size());
         if (model.pass) continue;
         tally.saved_to = save_failure(options, scenario, *tally.engine, seed, *model.first);
-        const std::string first = describe_divergence(*model.first);
-        tally.failure = first.substr(0, first.find('\n'));
+        tally.failure = failure_line(*model.first);
         if (!tally.engine->mutant) {
           std::printf("FAIL %s, case %d (seed %llu), saved to %s\n%s\n", tally.engine->name.c_str(),
                       i + 1, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),
@@ -174,7 +171,7 @@ int run_check(const CheckOptions& options) {
       // Written to disk first: whatever happens next, the failing case is kept.
       tally.saved_to = save_failure(options, scenario, *tally.engine, seed, *outcome.verdict.first);
       const std::string report = describe_divergence(*outcome.verdict.first);
-      tally.failure = report.substr(0, report.find('\n'));
+      tally.failure = failure_line(*outcome.verdict.first);
       if (!tally.engine->mutant) {
         std::printf("FAIL %s, case %d (seed %llu), saved to %s\n%s\n", tally.engine->name.c_str(),
                     i + 1, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),

@@ -9,6 +9,7 @@
 
 #include "cli_support.h"
 #include "commands.h"
+#include "corpus/provenance.h"
 #include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
@@ -56,8 +57,7 @@ FixtureResult replay_one(const std::filesystem::path& file,
     return FixtureResult::mismatch;
   }
   // The property a regression was shrunk under (prefix when none is recorded).
-  const Property recorded =
-      parse_property(scenario.provenance.property.value_or("prefix")).value_or(Property::prefix);
+  const Property recorded = recorded_property(scenario);
   std::string failed;
   std::string reports;
   std::string skipped;

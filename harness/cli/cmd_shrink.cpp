@@ -17,6 +17,7 @@
 #include "cli_support.h"
 #include "commands.h"
 #include "corpus/fixture_names.h"
+#include "corpus/provenance.h"
 #include "judge/report.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
@@ -55,24 +56,6 @@ std::string size_text(Size size) {
          std::to_string(size.tokens) + (size.tokens == 1 ? " token" : " tokens");
 }
 
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-// The first diverging row as the report prints it (the provenance's `failure`).
-std::string failure_line(const PropertyOutcome& outcome) {
-  return first_line(outcome.first ? describe_divergence(*outcome.first) : outcome.report);
-}
-
-void set_provenance(Scenario& s, const std::string& engine, Property property,
-                    const std::string& failure) {
-  s.provenance.source = "shrink";
-  s.provenance.engine = engine;
-  s.provenance.property = std::string(property_name(property));
-  s.provenance.failure = failure;
-  s.provenance.kvfuzz_version = KVFUZZ_VERSION;
-}
-
 // The per-move table: the moves that had a candidate reach judgement, in the order the
 // search tries them, and the totals.
 void print_move_counts(const ShrinkResult& result) {
@@ -89,14 +72,7 @@ void print_move_counts(const ShrinkResult& result) {
 
 int run_shrink(const ShrinkCommandOptions& options) {
   const std::shared_ptr<const EngineInfo> engine = select_engine(options.engine);
-  const std::optional<Property> property = parse_property(options.property);
-  if (!property) {
-    std::string names;
-    for (Property p : kAllProperties)
-      names += (names.empty() ? "" : ", ") + std::string(property_name(p));
-    throw UsageError("--property: unknown property '" + options.property + "'; expected one of " +
-                     names);
-  }
+  const Property property = select_property(options.property);
   const Scenario input = load_fixture(options.path);
   // An operation the engine does not announce is refused by the runner: that refusal is
   // not a bug of the engine, and shrinking it would file a false finding.
@@ -108,10 +84,10 @@ int run_shrink(const ShrinkCommandOptions& options) {
   } catch (const EngineError& e) {
     throw UsageError(std::string("--engine: ") + e.what());
   }
-  const PropertyOutcome outcome = judge_property(*property, input, *engine);
+  const PropertyOutcome outcome = judge_property(property, input, *engine);
   if (outcome.pass) {
     std::printf("nothing to shrink: the fixture passes %s on %s\n",
-                std::string(property_name(*property)).c_str(), engine->name.c_str());
+                std::string(property_name(property)).c_str(), engine->name.c_str());
     return kExitPass;
   }
   const FailureKind kind = outcome.signature ? outcome.signature->kind : FailureKind::mismatch;
@@ -119,8 +95,8 @@ int run_shrink(const ShrinkCommandOptions& options) {
 
   // The raw failing fixture first: whatever happens next, the failure is kept.
   Scenario raw = input;
-  raw.name = failure_fixture_stem(engine->name, *property, kind, input);
-  set_provenance(raw, engine->name, *property, failure_line(outcome));
+  raw.name = failure_fixture_stem(engine->name, property, kind, input);
+  stamp_failure(raw, "shrink", engine->name, property, failure_line(outcome));
   const std::filesystem::path raw_path = std::filesystem::path(options.raw) / (raw.name + ".json");
   save_fixture(raw, raw_path);
   std::fprintf(stderr, "shrink: saved the raw failing fixture to %s\n", raw_path.string().c_str());
@@ -128,7 +104,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   using Clock = std::chrono::steady_clock;
   auto last_line = Clock::now() - std::chrono::seconds(1);
   ShrinkOptions shrink_options;
-  shrink_options.property = *property;
+  shrink_options.property = property;
   shrink_options.time_budget_seconds = options.seconds;
   shrink_options.on_progress = [&](const ShrinkProgress& p) {
     const auto now = Clock::now();
@@ -153,7 +129,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   const Size after = size_of(result->scenario);
   Scenario shrunk = result->scenario;
   const std::string failure = failure_line(result->outcome);
-  shrunk.name = failure_fixture_stem(engine->name, *property, result->signature.kind, shrunk);
+  shrunk.name = failure_fixture_stem(engine->name, property, result->signature.kind, shrunk);
   char timing[96];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
                 result->candidates(), seconds,
@@ -161,7 +137,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   shrunk.note = "Shrunk by kvfuzz shrink from " + size_text(before) + " to " + size_text(after) +
                 " (" + timing + "). Fails " + to_string(result->signature) + " on " + engine->name +
                 ": " + failure;
-  set_provenance(shrunk, engine->name, *property, failure);
+  stamp_failure(shrunk, "shrink", engine->name, property, failure);
   const std::filesystem::path path = out / (shrunk.name + ".json");
   save_fixture(shrunk, path);
 
@@ -198,9 +174,7 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
          "--engine", options->engine,
          "The engine it fails on: a name (see kvfuzz list), plugin:PATH[:NAME] or exec:COMMAND")
       ->required();
-  cmd->add_option("--property", options->property,
-                  "prefix, schedule, layout, poison, reset or batch")
-      ->default_val("prefix");
+  cmd->add_option("--property", options->property, property_list(" or "))->default_val("prefix");
   cmd->add_option("--time", options->seconds,
                   "Time budget in seconds; when it runs out, the smallest fixture so far is saved")
       ->default_val(60)

@@ -127,6 +127,17 @@ TEST(PropertyNames, RoundTripAndSignatures) {
             "poison/not-finite");
 }
 
+TEST(PropertyNames, EveryRowHasANameAndAClaimAndOnlyInvariancesHaveVariants) {
+  for (const PropertyInfo& row : kProperties) {
+    EXPECT_EQ(&property_info(row.property), &row);
+    EXPECT_FALSE(row.name.empty());
+    EXPECT_FALSE(row.claim.empty()) << row.name;
+  }
+  for (const Scenario& s : sample_scenarios()) {
+    EXPECT_TRUE(property_variants(Property::prefix, s).empty()) << s.name;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Variants
 
@@ -147,10 +158,10 @@ TEST(Variants, SeedIsAFunctionOfWhatTheRunDependsOn) {
   EXPECT_NE(variant_seed(a), variant_seed(b));
 }
 
-TEST(Variants, RechunkKeepsStreamsResetsAndMembersAndChangesTheSchedule) {
+TEST(Variants, ScheduleKeepsStreamsResetsAndMembersAndChangesTheSchedule) {
   int changed = 0, total = 0;
   for (const Scenario& s : sample_scenarios()) {
-    const ScenarioVariant v = rechunk(s, variant_seed(s));
+    const ScenarioVariant v = schedule_variant(s, variant_seed(s));
     expect_valid(v, s.name);
     EXPECT_EQ(streams_of(v.scenario), streams_of(s)) << s.name << ": " << v.description;
     EXPECT_EQ(epoch_ops(v.scenario), epoch_ops(s)) << s.name << ": " << v.description;
@@ -167,9 +178,9 @@ TEST(Variants, RechunkKeepsStreamsResetsAndMembersAndChangesTheSchedule) {
   EXPECT_GT(changed * 10, total * 7) << changed << " of " << total;
 }
 
-TEST(Variants, RechunkOfTheWorkedExampleMovesTheCut) {
+TEST(Variants, ScheduleOfTheWorkedExampleMovesTheCut) {
   const Scenario s = test::worked_example();
-  const ScenarioVariant v = rechunk(s, variant_seed(s));
+  const ScenarioVariant v = schedule_variant(s, variant_seed(s));
   ASSERT_FALSE(same_run(v.scenario, s)) << v.description;
   std::vector<int> flat;
   for (const Op& op : v.scenario.program) {
@@ -181,18 +192,18 @@ TEST(Variants, RechunkOfTheWorkedExampleMovesTheCut) {
   EXPECT_NE(v.description.find("rechunk: "), std::string::npos);
 }
 
-TEST(Variants, RechunkLeavesSingleTokenMembersAndResetsAlone) {
+TEST(Variants, ScheduleLeavesSingleTokenMembersAndResetsAlone) {
   Scenario s = test::worked_example();
   s.sequences = 2;
   s.program = {Op::step({{0, {0, 1, 2}}, {1, {3}}}), Op::reset(0), Op::append(0, {4})};
-  const ScenarioVariant v = rechunk(s, variant_seed(s));
+  const ScenarioVariant v = schedule_variant(s, variant_seed(s));
   EXPECT_TRUE(same_run(v.scenario, s)) << v.description;
   EXPECT_NE(v.description.find("unchanged"), std::string::npos);
 }
 
-TEST(Variants, RelayoutChangesOnlyPageSizeAndOrder) {
+TEST(Variants, LayoutChangesOnlyPageSizeAndOrder) {
   for (const Scenario& s : sample_scenarios()) {
-    const ScenarioVariant v = relayout(s, variant_seed(s));
+    const ScenarioVariant v = layout_variant(s, variant_seed(s));
     expect_valid(v, s.name);
     EXPECT_NE(v.scenario.layout.page_size, s.layout.page_size);
     Layout layout = v.scenario.layout;
@@ -215,9 +226,9 @@ TEST(Variants, RelayoutChangesOnlyPageSizeAndOrder) {
   }
 }
 
-TEST(Variants, RepoisonChangesOnlyThePoisonBetweenFiniteAndNot) {
+TEST(Variants, PoisonChangesOnlyThePoisonBetweenFiniteAndNot) {
   for (const Scenario& s : sample_scenarios()) {
-    const ScenarioVariant v = repoison(s, variant_seed(s));
+    const ScenarioVariant v = poison_variant(s, variant_seed(s));
     expect_valid(v, s.name);
     EXPECT_NE(v.scenario.placement.poison, s.placement.poison);
     EXPECT_NE(v.scenario.placement.poison == Poison::huge, s.placement.poison == Poison::huge);
@@ -228,9 +239,9 @@ TEST(Variants, RepoisonChangesOnlyThePoisonBetweenFiniteAndNot) {
   }
 }
 
-TEST(Variants, IsolateEpochsReplaysEachLaterEpochAloneWithItsTokensAndKeys) {
+TEST(Variants, ResetReplaysEachLaterEpochAloneWithItsTokensAndKeys) {
   const Scenario s = seed("reset-two-requests");
-  const std::vector<ScenarioVariant> variants = isolate_epochs(s);
+  const std::vector<ScenarioVariant> variants = reset_variants(s);
   ASSERT_EQ(variants.size(), 1u);
   const ScenarioVariant& v = variants[0];
   expect_valid(v, s.name);
@@ -250,9 +261,9 @@ TEST(Variants, IsolateEpochsReplaysEachLaterEpochAloneWithItsTokensAndKeys) {
   EXPECT_EQ(engine_config(v.scenario).page_order, engine_config(s).page_order);
 }
 
-TEST(Variants, IsolateEpochsFeedsWhatATruncateOrForkLeftAsAPrefix) {
+TEST(Variants, ResetFeedsWhatATruncateOrForkLeftAsAPrefix) {
   const Scenario t = seed("truncate-rollback");
-  const std::vector<ScenarioVariant> tv = isolate_epochs(t);
+  const std::vector<ScenarioVariant> tv = reset_variants(t);
   ASSERT_EQ(tv.size(), 1u);
   expect_valid(tv[0], t.name);
   EXPECT_EQ(tv[0].scenario.program,
@@ -260,7 +271,7 @@ TEST(Variants, IsolateEpochsFeedsWhatATruncateOrForkLeftAsAPrefix) {
   EXPECT_EQ(streams_of(tv[0].scenario).at({0, 0}), streams_of(t).at({0, 1}));
 
   const Scenario f = seed("fork-shared-prefix");
-  const std::vector<ScenarioVariant> fv = isolate_epochs(f);
+  const std::vector<ScenarioVariant> fv = reset_variants(f);
   ASSERT_EQ(fv.size(), 1u);
   expect_valid(fv[0], f.name);
   EXPECT_EQ(fv[0].scenario.program,
@@ -269,12 +280,12 @@ TEST(Variants, IsolateEpochsFeedsWhatATruncateOrForkLeftAsAPrefix) {
   EXPECT_EQ(streams_of(fv[0].scenario).at({1, 0}), streams_of(f).at({1, 1}));
 }
 
-TEST(Variants, IsolateSequenceKeepsOneSequencesOpsWithStepsReducedToItsChunk) {
+TEST(Variants, BatchKeepsOneSequencesOpsWithStepsReducedToItsChunk) {
   Scenario s = test::worked_example();
   s.sequences = 3;
   s.program = {Op::append(0, {0, 1}), Op::step({{0, {2}}, {1, {3, 4}}, {2, {0}}}), Op::reset(1),
                Op::reset(0), Op::step({{1, {1}}, {0, {4}}})};
-  const ScenarioVariant v = isolate_sequence(s, 1);
+  const ScenarioVariant v = batch_variant(s, 1);
   expect_valid(v, s.name);
   EXPECT_EQ(v.scenario.program,
             (std::vector<Op>{Op::step({{1, {3, 4}}}), Op::reset(1), Op::step({{1, {1}}})}));
@@ -284,24 +295,24 @@ TEST(Variants, IsolateSequenceKeepsOneSequencesOpsWithStepsReducedToItsChunk) {
   EXPECT_TRUE(sequences_with_neighbours(s).empty());
 }
 
-TEST(Variants, IsolateSequenceTurnsAForkIntoItIntoAResetAndTheSourcesTokens) {
+TEST(Variants, BatchTurnsAForkIntoItIntoAResetAndTheSourcesTokens) {
   const Scenario f = seed("fork-shared-prefix");
-  const ScenarioVariant child = isolate_sequence(f, 1);
+  const ScenarioVariant child = batch_variant(f, 1);
   expect_valid(child, f.name);
   EXPECT_EQ(child.scenario.program,
             (std::vector<Op>{Op::reset(1), Op::append(1, {0, 1, 2}), Op::append(1, {3})}));
   EXPECT_EQ(streams_of(child.scenario).at({1, 1}), streams_of(f).at({1, 1}));
-  const ScenarioVariant parent = isolate_sequence(f, 0);
+  const ScenarioVariant parent = batch_variant(f, 0);
   expect_valid(parent, f.name);
   EXPECT_EQ(parent.scenario.program,
             (std::vector<Op>{Op::append(0, {0, 1, 2}), Op::append(0, {4})}));
 }
 
-TEST(Variants, IsolationVariantsAreValidAndKeepEveryMappedStream) {
+TEST(Variants, ResetAndBatchVariantsAreValidAndKeepEveryMappedStream) {
   for (const Scenario& s : sample_scenarios()) {
     const auto base = streams_of(s);
-    std::vector<ScenarioVariant> variants = isolate_epochs(s);
-    for (int seq : sequences_with_neighbours(s)) variants.push_back(isolate_sequence(s, seq));
+    std::vector<ScenarioVariant> variants = reset_variants(s);
+    for (int seq : sequences_with_neighbours(s)) variants.push_back(batch_variant(s, seq));
     for (const ScenarioVariant& v : variants) {
       expect_valid(v, s.name);
       const auto mine = streams_of(v.scenario);
@@ -317,7 +328,7 @@ TEST(Variants, IsolationVariantsAreValidAndKeepEveryMappedStream) {
 // ---------------------------------------------------------------------------------------
 // judge_property
 
-TEST(CheckProperty, EveryHonestEnginePassesAllSixOnEverySeed) {
+TEST(JudgeProperty, EveryHonestEnginePassesAllSixOnEverySeed) {
   for (const auto& file : seed_files()) {
     const Scenario s = load_fixture(file);
     for (const EngineInfo* e : honest_engines()) {
@@ -340,7 +351,7 @@ struct Targeted {
   FailureKind kind;
 };
 
-TEST(CheckProperty, EachMutantFailsThePropertiesItTargets) {
+TEST(JudgeProperty, EachMutantFailsThePropertiesItTargets) {
   const std::vector<Targeted> cases = {
       {"mask-origin", "worked-example", Property::prefix, FailureKind::mismatch},
       {"mask-origin", "worked-example", Property::schedule, FailureKind::mismatch},
@@ -383,7 +394,7 @@ TEST(CheckProperty, EachMutantFailsThePropertiesItTargets) {
   }
 }
 
-TEST(CheckProperty, TheResetVariantPinsTheFirstRowOfTheNewRequest) {
+TEST(JudgeProperty, TheResetVariantPinsTheFirstRowOfTheNewRequest) {
   const PropertyOutcome out =
       judge_property(Property::reset, seed("reset-two-requests"), engine("stale-kv"));
   ASSERT_TRUE(out.first.has_value()) << out.report;
@@ -395,7 +406,7 @@ TEST(CheckProperty, TheResetVariantPinsTheFirstRowOfTheNewRequest) {
 // An engine that is wrong the same way under every variant fails prefix equivalence only:
 // wrong-kv-head reads the wrong kv head whatever the schedule, pages, poison, resets or
 // neighbours.
-TEST(CheckProperty, AConsistentlyWrongEngineFailsOnlyPrefix) {
+TEST(JudgeProperty, AConsistentlyWrongEngineFailsOnlyPrefix) {
   const Scenario s = seed("gqa-nonzero-scores");
   for (Property p : kAllProperties) {
     const PropertyOutcome out = judge_property(p, s, engine("wrong-kv-head"));
@@ -403,7 +414,7 @@ TEST(CheckProperty, AConsistentlyWrongEngineFailsOnlyPrefix) {
   }
 }
 
-TEST(CheckProperty, IsAPureFunctionOfScenarioAndEngine) {
+TEST(JudgeProperty, IsAPureFunctionOfScenarioAndEngine) {
   for (const std::string name : {"worked-example", "poisoned-page-tail", "reset-two-requests"}) {
     const Scenario s = seed(name);
     for (const EngineInfo& e : engine_registry()) {
@@ -418,8 +429,8 @@ TEST(CheckProperty, IsAPureFunctionOfScenarioAndEngine) {
   }
 }
 
-TEST(CheckProperty, AVariantEngineErrorIsAnEngineErrorOfTheProperty) {
-  // An engine that refuses page size 1 breaks layout invariance for a base whose relayout
+TEST(JudgeProperty, AVariantEngineErrorIsAnEngineErrorOfTheProperty) {
+  // An engine that refuses page size 1 breaks layout invariance for a base whose layout variant
   // picks it, and nothing else.
   EngineInfo picky = engine("paged");
   picky.name = "picky";
@@ -456,7 +467,7 @@ class ResetNeedsPageSize4 final : public Engine {
   int page_size_;
 };
 
-TEST(CheckProperty, AVariantThatFailsAfterItsLastRowStillFails) {
+TEST(JudgeProperty, AVariantThatFailsAfterItsLastRowStillFails) {
   EngineInfo picky = engine("paged");
   picky.name = "reset-needs-page-size-4";
   const EngineFactory honest = picky.make;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "corpus/provenance.h"
 #include "engine_tests_internal.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
@@ -36,8 +37,7 @@ void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixtu
            << *problem;
   }
   // The property a regression was shrunk under, after prefix (which every fixture states).
-  const Property recorded =
-      parse_property(scenario.provenance.property.value_or("prefix")).value_or(Property::prefix);
+  const Property recorded = recorded_property(scenario);
   std::vector<Property> properties = {Property::prefix};
   if (recorded != Property::prefix) properties.push_back(recorded);
   for (const Property property : properties) {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "corpus/fixture_names.h"
+#include "corpus/provenance.h"
 #include "engine_tests_internal.h"
-#include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/shrink.h"
 
@@ -22,23 +22,6 @@ std::string size_text(const Scenario& s) {
   const int tokens = program_tokens(s);
   return std::to_string(ops) + (ops == 1 ? " op, " : " ops, ") + std::to_string(tokens) +
          (tokens == 1 ? " token" : " tokens");
-}
-
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-std::string failure_line(const PropertyOutcome& outcome) {
-  return first_line(outcome.first ? describe_divergence(*outcome.first) : outcome.report);
-}
-
-void stamp(Scenario& s, const std::string& source, const EngineInfo& engine, Property property,
-           const PropertyOutcome& outcome) {
-  s.provenance.source = source;
-  s.provenance.engine = engine.name;
-  s.provenance.property = std::string(property_name(property));
-  s.provenance.failure = failure_line(outcome);
-  s.provenance.kvfuzz_version = KVFUZZ_VERSION;
 }
 
 FailureKind kind_of(const PropertyOutcome& outcome) {
@@ -59,7 +42,7 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
   if (failing.generated) {
     Scenario raw = failing.scenario;
     raw.name = failure_fixture_stem(engine.name, failing.property, kind_of(outcome), raw);
-    stamp(raw, "check", engine, failing.property, outcome);
+    stamp_failure(raw, "check", engine.name, failing.property, failure_line(outcome));
     raw_path = dir / "raw" / (raw.name + ".json");
     save_fixture(raw, raw_path);
   }
@@ -87,7 +70,7 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
   shrunk.note = "Shrunk by the kvfuzz engine tests from " + size_text(failing.scenario) + " to " +
                 size_text(shrunk) + " (" + timing + "). Fails " + to_string(result->signature) +
                 " on " + engine.name + ": " + failure_line(result->outcome);
-  stamp(shrunk, "shrink", engine, failing.property, result->outcome);
+  stamp_failure(shrunk, "shrink", engine.name, failing.property, failure_line(result->outcome));
   const std::filesystem::path path = dir / (shrunk.name + ".json");
   save_fixture(shrunk, path);
 

@@ -3,7 +3,6 @@
 // lets ctest (gtest_discover_tests) report, rerun and label each on its own.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <functional>
 #include <memory>
 #include <set>
@@ -12,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "corpus/fixture_files.h"
 #include "engine_tests_internal.h"
 #include "kvfuzz/engine_tests.h"
 
@@ -54,7 +54,7 @@ void add_test(const char* suite, const std::string& name, const std::string& fil
                         [body = std::move(body)]() { return new FunctionTest(body); });
 }
 
-// Fixture files, or every *.json below a directory, sorted so the order is reproducible.
+// Fixture files, or every *.json below a directory (fixtures_below), in the order given.
 std::vector<std::filesystem::path> fixture_files(const std::vector<std::filesystem::path>& paths) {
   std::vector<std::filesystem::path> files;
   for (const std::filesystem::path& path : paths) {
@@ -62,13 +62,7 @@ std::vector<std::filesystem::path> fixture_files(const std::vector<std::filesyst
       files.push_back(path);
       continue;
     }
-    std::vector<std::filesystem::path> found;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(path)) {
-      if (entry.is_regular_file() && entry.path().extension() == ".json") {
-        found.push_back(entry.path());
-      }
-    }
-    std::sort(found.begin(), found.end());
+    const std::vector<std::filesystem::path> found = fixtures_below(path);
     files.insert(files.end(), found.begin(), found.end());
   }
   return files;

@@ -1,16 +1,10 @@
 // The six properties of DESIGN.md, as functions of (scenario, engine), so that the
-// RapidCheck suites, `kvfuzz shrink --property`, and later the fuzz targets all judge a
-// scenario the same way.
-//
-//   prefix    every cached row equals the reference row at the same key
-//   schedule  the same token streams under another chunk schedule give the same rows
-//   layout    page size and physical page order do not change any row
-//   poison    what the bytes outside the valid prefix hold does not change any row
-//   reset     after a reset, a request's rows equal those of a fresh engine
-//   batch     batch neighbours do not change a sequence's rows
+// RapidCheck suites, `kvfuzz shrink --property`, the engine tests and the fuzz targets all
+// judge a scenario the same way. What each one claims is its row of kProperties below.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,10 +17,35 @@ namespace kvfuzz {
 
 enum class Property { prefix, schedule, layout, poison, reset, batch };
 
-constexpr std::array<Property, 6> kAllProperties = {Property::prefix, Property::schedule,
-                                                    Property::layout, Property::poison,
-                                                    Property::reset,  Property::batch};
+// One row per property: the name that --property, fixtures and file names spell, and the
+// claim it makes, as a failure's report states it ("breaks the property that CLAIM").
+// prefix compares an engine with the reference; the other five are invariances that
+// compare it with itself on variants of the scenario changed in the property's dimension
+// only (the judge's property_variants.h builds them).
+struct PropertyInfo {
+  Property property;
+  std::string_view name;
+  std::string_view claim;
+};
 
+inline constexpr std::array<PropertyInfo, 6> kProperties = {{
+    {Property::prefix, "prefix", "every cached row equals the reference row at the same key"},
+    {Property::schedule, "schedule",
+     "another chunk schedule of the same token streams gives the same rows"},
+    {Property::layout, "layout", "another page size and page order give the same rows"},
+    {Property::poison, "poison", "another poison outside the valid prefix gives the same rows"},
+    {Property::reset, "reset", "after a reset, a request's rows equal those of a fresh engine"},
+    {Property::batch, "batch", "a sequence's rows do not depend on its batch neighbours"},
+}};
+
+// The properties alone, in the table's order.
+inline constexpr std::array<Property, kProperties.size()> kAllProperties = [] {
+  std::array<Property, kProperties.size()> all{};
+  for (size_t i = 0; i < kProperties.size(); ++i) all[i] = kProperties[i].property;
+  return all;
+}();
+
+const PropertyInfo& property_info(Property property);
 std::string_view property_name(Property property);
 std::optional<Property> parse_property(std::string_view name);
 

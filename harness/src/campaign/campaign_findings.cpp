@@ -11,6 +11,7 @@
 
 #include "campaign/campaign_support.h"
 #include "corpus/fixture_names.h"
+#include "corpus/provenance.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/property.h"
@@ -47,8 +48,8 @@ std::string property_of(const std::string& target) {
   return target.starts_with("fuzz_") ? target.substr(5) : target;
 }
 
-// A fixture already filed with this engine, property and failure kind: `kvfuzz shrink`
-// names files ENGINE-PROPERTY-KIND-HASH.json.
+// A fixture already filed under `stem`, what every fixture of one signature begins with
+// (failure_fixture_prefix, crash_fixture_prefix).
 std::optional<fs::path> filed_with_signature(const fs::path& regressions, const std::string& stem) {
   std::error_code error;
   if (!fs::is_directory(regressions, error)) return std::nullopt;
@@ -59,19 +60,13 @@ std::optional<fs::path> filed_with_signature(const fs::path& regressions, const 
   return std::nullopt;
 }
 
-std::string kind_name_for_file(FailureKind kind) {
-  std::string name(failure_kind_name(kind));
-  std::replace(name.begin(), name.end(), '_', '-');
-  return name;
-}
-
 // The fixture of a crash, timeout or out-of-memory: the target decodes the input again
 // without running the engine (KVFUZZ_DECODE_OUT).
 std::optional<fs::path> decode_artifact(const FindingContext& context, const CampaignRecord& record,
                                         const std::string& target, const fs::path& artifact,
                                         std::string& note) {
-  const fs::path out =
-      context.paths.findings() / (target + "-" + artifact.filename().string() + ".json");
+  const fs::path out = context.paths.findings() /
+                       (decoded_fixture_stem(target, artifact.filename().string()) + ".json");
   fs::create_directories(out.parent_path());
   const ProcessResult result =
       run_process({(context.fuzzers / target).string(), artifact.string()},
@@ -162,17 +157,13 @@ void shrink_crash(const FindingContext& context, const CampaignRecord& record,
     return;
   }
   Scenario shrunk = result->scenario;
-  const std::string sha = finding.artifact.substr(finding.artifact.rfind('-') + 1, 8);
-  shrunk.name =
-      file_safe_name(record.engine) + "-" + finding.kind + "-" + finding.target + "-" + sha;
+  shrunk.name = crash_fixture_stem(record.engine, finding.kind, finding.target, finding.artifact);
   shrunk.note = "Shrunk by kvfuzz campaign: " + record.engine + " " +
                 (finding.kind == "crash" ? std::string("crashes") : "hits " + finding.kind) +
                 " in " + finding.target + ". Reproduce with KVFUZZ_ENGINE=" + record.engine + " " +
                 finding.target + " FIXTURE.";
-  shrunk.provenance.source = "shrink";
-  shrunk.provenance.engine = record.engine;
-  shrunk.provenance.property = property_of(finding.target);
-  shrunk.provenance.failure = finding.signature;
+  stamp_failure(shrunk, "shrink", record.engine, parse_property(property_of(finding.target)),
+                finding.signature);
   const fs::path path = context.paths.shrunk() / (shrunk.name + ".json");
   save_fixture(shrunk, path);
   finding.fixture = path.string();
@@ -226,9 +217,8 @@ CampaignFinding make_finding(const FindingContext& context, const CampaignRecord
       if (const auto judged = judge(written, record.engine, target)) {
         finding.signature = to_string(judged->first);
         finding.failure = judged->second;
-        file_stem = file_safe_name(record.engine) + "-" +
-                    std::string(property_name(judged->first.property)) + "-" +
-                    kind_name_for_file(judged->first.kind) + "-";
+        file_stem =
+            failure_fixture_prefix(record.engine, judged->first.property, judged->first.kind);
       } else {
         finding.signature = property_of(target) + "/?";
         finding.note = "the fixture passed when replayed here";
@@ -311,9 +301,8 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
           // Under crashes/: replayed on the honest engines by ctest like every fixture,
           // but not judged by a property on the engine that crashed.
           if (finding.note.empty()) {
-            file_finding(
-                context.regressions / "crashes", finding,
-                file_safe_name(record.engine) + "-" + finding.kind + "-" + finding.target + "-");
+            file_finding(context.regressions / "crashes", finding,
+                         crash_fixture_prefix(record.engine, finding.kind, finding.target));
           }
         } else {
           std::fprintf(stderr, "campaign: new finding %s (%s)\n", finding.signature.c_str(),

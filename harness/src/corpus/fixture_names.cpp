@@ -48,12 +48,43 @@ std::string scenario_hash(Scenario scenario) {
   return std::string(text, 8);
 }
 
-std::string failure_fixture_stem(std::string_view engine, Property property, FailureKind kind,
-                                 const Scenario& scenario) {
+std::string failure_fixture_prefix(std::string_view engine, Property property, FailureKind kind) {
   std::string kind_name(failure_kind_name(kind));
   for (char& c : kind_name) c = c == '_' ? '-' : c;
   return file_safe_name(engine) + "-" + std::string(property_name(property)) + "-" + kind_name +
-         "-" + scenario_hash(scenario);
+         "-";
+}
+
+std::string failure_fixture_stem(std::string_view engine, Property property, FailureKind kind,
+                                 const Scenario& scenario) {
+  return failure_fixture_prefix(engine, property, kind) + scenario_hash(scenario);
+}
+
+std::string check_fixture_stem(std::string_view engine, uint64_t seed) {
+  return "check-" + file_safe_name(engine) + "-" + std::to_string(seed);
+}
+
+std::string suite_fixture_stem(Property property, std::string_view engine) {
+  return "prop-" + std::string(property_name(property)) + "-" + std::string(engine);
+}
+
+std::string fuzz_fixture_stem(std::string_view sha1) {
+  return "crash-" + std::string(sha1);
+}
+
+std::string decoded_fixture_stem(std::string_view target, std::string_view artifact) {
+  return std::string(target) + "-" + std::string(artifact);
+}
+
+std::string crash_fixture_prefix(std::string_view engine, std::string_view kind,
+                                 std::string_view target) {
+  return file_safe_name(engine) + "-" + std::string(kind) + "-" + std::string(target) + "-";
+}
+
+std::string crash_fixture_stem(std::string_view engine, std::string_view kind,
+                               std::string_view target, std::string_view artifact) {
+  const size_t dash = artifact.rfind('-');
+  return crash_fixture_prefix(engine, kind, target) + std::string(artifact.substr(dash + 1, 8));
 }
 
 }  // namespace kvfuzz

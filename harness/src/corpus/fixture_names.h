@@ -1,8 +1,10 @@
 // How kvfuzz names the fixtures it writes, in one place, so that `kvfuzz check`, `kvfuzz
-// shrink`, the campaign and the CMake package's GoogleTest tests give the same case the
-// same name: ENGINE-PROPERTY-KIND-HASH.json.
+// shrink`, the campaign, the CMake package's GoogleTest tests, the fuzz targets and the
+// property suites give the same case the same name. A shrunk failure is
+// ENGINE-PROPERTY-KIND-HASH.json; the functions below return names without ".json".
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,5 +27,31 @@ std::string scenario_hash(Scenario scenario);
 // ENGINE-PROPERTY-KIND-HASH, e.g. "mask-origin-prefix-mismatch-f3cc6398".
 std::string failure_fixture_stem(std::string_view engine, Property property, FailureKind kind,
                                  const Scenario& scenario);
+
+// ENGINE-PROPERTY-KIND-, what every failure_fixture_stem of that signature begins with
+// (the campaign files a signature once).
+std::string failure_fixture_prefix(std::string_view engine, Property property, FailureKind kind);
+
+// check-ENGINE-SEED: a case `kvfuzz check` generated from `seed` and saw fail.
+std::string check_fixture_stem(std::string_view engine, uint64_t seed);
+
+// prop-PROPERTY-ENGINE: a case a property suite (properties/) saw fail, printed to save.
+std::string suite_fixture_stem(Property property, std::string_view engine);
+
+// crash-SHA1: a fuzz target's failing input, named as libFuzzer names its artifacts; the
+// fixture is written beside the artifact as crash-SHA1.json, where the campaign looks.
+std::string fuzz_fixture_stem(std::string_view sha1);
+
+// TARGET-ARTIFACT: the fixture a fuzz target decodes from its artifact (a crash, timeout or
+// out-of-memory), e.g. fuzz_prefix-crash-3f2a....
+std::string decoded_fixture_stem(std::string_view target, std::string_view artifact);
+
+// ENGINE-KIND-TARGET-, what the shrunk fixtures of a crash, timeout or out-of-memory of
+// `target` on `engine` begin with; crash_fixture_stem adds the first 8 hex digits of the
+// artifact's SHA-1 (its name after the last '-').
+std::string crash_fixture_prefix(std::string_view engine, std::string_view kind,
+                                 std::string_view target);
+std::string crash_fixture_stem(std::string_view engine, std::string_view kind,
+                               std::string_view target, std::string_view artifact);
 
 }  // namespace kvfuzz

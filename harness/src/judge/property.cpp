@@ -27,27 +27,30 @@
 
 namespace kvfuzz {
 
-std::string_view property_name(Property property) {
-  switch (property) {
-    case Property::prefix:
-      return "prefix";
-    case Property::schedule:
-      return "schedule";
-    case Property::layout:
-      return "layout";
-    case Property::poison:
-      return "poison";
-    case Property::reset:
-      return "reset";
-    case Property::batch:
-      return "batch";
+namespace {
+
+// Each row sits at its property's index, so that a property finds its row directly.
+constexpr bool rows_in_enum_order() {
+  for (size_t i = 0; i < kProperties.size(); ++i) {
+    if (static_cast<size_t>(kProperties[i].property) != i) return false;
   }
-  return "?";
+  return true;
+}
+static_assert(rows_in_enum_order());
+
+}  // namespace
+
+const PropertyInfo& property_info(Property property) {
+  return kProperties.at(static_cast<size_t>(property));
+}
+
+std::string_view property_name(Property property) {
+  return property_info(property).name;
 }
 
 std::optional<Property> parse_property(std::string_view name) {
-  for (Property p : kAllProperties) {
-    if (property_name(p) == name) return p;
+  for (const PropertyInfo& row : kProperties) {
+    if (row.name == name) return row.property;
   }
   return std::nullopt;
 }
@@ -58,25 +61,6 @@ std::string to_string(const FailureSignature& signature) {
 }
 
 namespace {
-
-// What each invariance checks, for the report's first line.
-std::string_view claim(Property property) {
-  switch (property) {
-    case Property::prefix:
-      return "every cached row equals the reference row at the same key";
-    case Property::schedule:
-      return "another chunk schedule of the same token streams gives the same rows";
-    case Property::layout:
-      return "another page size and page order give the same rows";
-    case Property::poison:
-      return "another poison outside the valid prefix gives the same rows";
-    case Property::reset:
-      return "after a reset, a request's rows equal those of a fresh engine";
-    case Property::batch:
-      return "a sequence's rows do not depend on its batch neighbours";
-  }
-  return "?";
-}
 
 EngineRun run_once(const Scenario& scenario, const TokenTable& table, const EngineInfo& engine) {
   EngineRun run;
@@ -226,33 +210,9 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
   return std::nullopt;
 }
 
-std::vector<ScenarioVariant> variants_for(Property property, const Scenario& scenario) {
-  const uint64_t seed = variant_seed(scenario);
-  switch (property) {
-    case Property::prefix:
-      return {};
-    case Property::schedule:
-      return {rechunk(scenario, seed)};
-    case Property::layout:
-      return {relayout(scenario, seed)};
-    case Property::poison:
-      return {repoison(scenario, seed)};
-    case Property::reset:
-      return isolate_epochs(scenario);
-    case Property::batch: {
-      std::vector<ScenarioVariant> variants;
-      for (int seq : sequences_with_neighbours(scenario)) {
-        variants.push_back(isolate_sequence(scenario, seq));
-      }
-      return variants;
-    }
-  }
-  return {};
-}
-
 std::string headline(Property property, const EngineInfo& engine) {
   return std::string(property_name(property)) + ": engine '" + engine.name +
-         "' breaks the property that " + std::string(claim(property)) + "\n";
+         "' breaks the property that " + std::string(property_info(property).claim) + "\n";
 }
 
 PropertyOutcome judge_prefix(const Scenario& scenario, const EngineInfo& engine) {
@@ -278,8 +238,7 @@ PropertyOutcome judge_property(Property property, const Scenario& scenario,
   if (scenario.model) return judge_model_property(property, scenario, engine);
   if (property == Property::prefix) return judge_prefix(scenario, engine);
 
-  std::vector<ScenarioVariant> variants = variants_for(property, scenario);
-  std::erase_if(variants, [&](const ScenarioVariant& v) { return same_run(v.scenario, scenario); });
+  const std::vector<ScenarioVariant> variants = property_variants(property, scenario);
   PropertyOutcome result;
   if (variants.empty()) {
     result.report = std::string(property_name(property)) + ": pass (no variant differs)\n";

@@ -236,7 +236,7 @@ uint64_t variant_seed(const Scenario& s) {
   return h.value();
 }
 
-ScenarioVariant rechunk(const Scenario& scenario, uint64_t seed) {
+ScenarioVariant schedule_variant(const Scenario& scenario, uint64_t seed) {
   Xoshiro256 rng = rng_for(seed, 1);
   ScenarioVariant v{variant_base(scenario), "", {}};
   v.scenario.program.clear();
@@ -325,7 +325,7 @@ ScenarioVariant rechunk(const Scenario& scenario, uint64_t seed) {
   return v;
 }
 
-ScenarioVariant relayout(const Scenario& scenario, uint64_t seed) {
+ScenarioVariant layout_variant(const Scenario& scenario, uint64_t seed) {
   static constexpr std::array<int, 8> kPageSizes{1, 2, 3, 4, 5, 8, 16, 32};
   Xoshiro256 rng = rng_for(seed, 2);
   ScenarioVariant v{variant_base(scenario), "", {}};
@@ -393,7 +393,7 @@ ScenarioVariant relayout(const Scenario& scenario, uint64_t seed) {
   return v;
 }
 
-ScenarioVariant repoison(const Scenario& scenario, uint64_t seed) {
+ScenarioVariant poison_variant(const Scenario& scenario, uint64_t seed) {
   static constexpr std::array<Poison, 3> kNonFinite{Poison::nan, Poison::pos_inf, Poison::neg_inf};
   Xoshiro256 rng = rng_for(seed, 3);
   ScenarioVariant v{variant_base(scenario), "", {}};
@@ -410,7 +410,7 @@ ScenarioVariant repoison(const Scenario& scenario, uint64_t seed) {
   return v;
 }
 
-std::vector<ScenarioVariant> isolate_epochs(const Scenario& scenario) {
+std::vector<ScenarioVariant> reset_variants(const Scenario& scenario) {
   // Every (sequence, epoch >= 1) that is fed tokens, and the op that started it.
   std::vector<StreamId> targets;
   std::set<StreamId> seen;
@@ -456,7 +456,7 @@ std::vector<ScenarioVariant> isolate_epochs(const Scenario& scenario) {
   return variants;
 }
 
-ScenarioVariant isolate_sequence(const Scenario& scenario, int seq) {
+ScenarioVariant batch_variant(const Scenario& scenario, int seq) {
   ScenarioVariant v{variant_base(scenario), "", {}};
   v.scenario.program.clear();
   pin_pool(v.scenario, scenario);
@@ -495,6 +495,34 @@ std::vector<int> sequences_with_neighbours(const Scenario& scenario) {
   for_each_chunk(scenario, [&](const PlacedChunk& c) { active.insert(c.seq); });
   if (active.size() < 2) return {};
   return {active.begin(), active.end()};
+}
+
+std::vector<ScenarioVariant> property_variants(Property property, const Scenario& scenario) {
+  const uint64_t seed = variant_seed(scenario);
+  std::vector<ScenarioVariant> variants;
+  switch (property) {
+    case Property::prefix:
+      break;
+    case Property::schedule:
+      variants.push_back(schedule_variant(scenario, seed));
+      break;
+    case Property::layout:
+      variants.push_back(layout_variant(scenario, seed));
+      break;
+    case Property::poison:
+      variants.push_back(poison_variant(scenario, seed));
+      break;
+    case Property::reset:
+      variants = reset_variants(scenario);
+      break;
+    case Property::batch:
+      for (int seq : sequences_with_neighbours(scenario)) {
+        variants.push_back(batch_variant(scenario, seq));
+      }
+      break;
+  }
+  std::erase_if(variants, [&](const ScenarioVariant& v) { return same_run(v.scenario, scenario); });
+  return variants;
 }
 
 }  // namespace kvfuzz

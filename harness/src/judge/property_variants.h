@@ -1,13 +1,17 @@
-// The scenario transformations behind the invariance properties (property.h). Each builds
-// a variant that differs from its base in the property's dimension only, together with the
-// map from the variant's (sequence, epoch) streams to the base's, so that rows can be
-// paired by key (sequence, epoch, absolute position):
+// The scenario variants behind the invariance properties (property.h), one builder per
+// property, named after it. Each builds a variant that differs from its base in the
+// property's dimension only, together with the map from the variant's (sequence, epoch)
+// streams to the base's, so that rows can be paired by key (sequence, epoch, absolute
+// position):
 //
-//   rechunk           schedule  the same token streams under other chunk boundaries
-//   relayout          layout    another page size and another physical page order
-//   repoison          poison    another poison kind
-//   isolate_epochs    reset     each (sequence, epoch >= 1) alone on a fresh engine
-//   isolate_sequence  batch     one sequence alone, every step reduced to its own chunk
+//   schedule_variant   the same token streams under other chunk boundaries
+//   layout_variant     another page size and another physical page order
+//   poison_variant     another poison kind
+//   reset_variants     each (sequence, epoch >= 1) alone on a fresh engine
+//   batch_variant      one sequence alone, every step reduced to its own chunk
+//
+// A variant's description, which reports print, names the transformation: rechunk,
+// relayout, repoison, isolate_epochs, isolate_sequence.
 //
 // Every choice is a pure function of the scenario (through variant_seed), so a property
 // judges the same scenario the same way every time; the shrinker relies on that.
@@ -19,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvfuzz/property.h"
 #include "kvfuzz/scenario.h"
 
 namespace kvfuzz {
@@ -47,7 +52,7 @@ uint64_t variant_seed(const Scenario& scenario);
 // into another number of forwards or at other cut points. Every sequence's token stream,
 // the members of every forward, and where resets fall stay as they were. A run that
 // gives some member a single token cannot change.
-ScenarioVariant rechunk(const Scenario& scenario, uint64_t seed);
+ScenarioVariant schedule_variant(const Scenario& scenario, uint64_t seed);
 
 // layout: another page size (from 1, 2, 3, 4, 5, 8, 16, 32) and another page order
 // (identity, reversed or a shuffle; never the base's order kind unless it was a shuffle).
@@ -56,28 +61,33 @@ ScenarioVariant rechunk(const Scenario& scenario, uint64_t seed);
 // any): where a forward ends relative to its last page is where a cache's last-page
 // handling differs. Spare pool capacity (pages beyond what the program needs) is kept in
 // slots.
-ScenarioVariant relayout(const Scenario& scenario, uint64_t seed);
+ScenarioVariant layout_variant(const Scenario& scenario, uint64_t seed);
 
 // poison: a non-finite poison becomes `huge`; `huge` becomes nan, +inf or -inf. Finite
 // against non-finite is the pairing that makes a read of poisoned bytes visible whatever
 // the scores do with it.
-ScenarioVariant repoison(const Scenario& scenario, uint64_t seed);
+ScenarioVariant poison_variant(const Scenario& scenario, uint64_t seed);
 
 // reset: one variant per (sequence, epoch >= 1) that is fed tokens, in order of first
 // appearance: that epoch's forwards alone (same chunks; steps reduced to its own chunk) on
 // a fresh engine, as its epoch 0. An epoch started by a truncate or a fork first gets the
 // tokens it inherited as one append (their rows are not compared). Same sequence id,
 // layout and page pool. Maps (seq, 0) -> (seq, epoch).
-std::vector<ScenarioVariant> isolate_epochs(const Scenario& scenario);
+std::vector<ScenarioVariant> reset_variants(const Scenario& scenario);
 
 // batch: sequence `seq`'s ops alone (its appends, resets and truncates; every step reduced
 // to its own chunk; a fork into it becomes a reset and an append of the source's tokens,
 // a fork out of it disappears), same sequence id, layout and page pool. Maps (seq, e) ->
 // (seq, e) for its epochs.
-ScenarioVariant isolate_sequence(const Scenario& scenario, int seq);
+ScenarioVariant batch_variant(const Scenario& scenario, int seq);
 
 // The sequences whose rows batch invariance compares: every sequence that holds tokens,
 // when at least two do (otherwise there are no neighbours and the list is empty).
 std::vector<int> sequences_with_neighbours(const Scenario& scenario);
+
+// The variants `property` compares the scenario with (none for prefix, which compares it
+// with the reference): its builder's, seeded with variant_seed, batch's one per sequence
+// with neighbours; a variant that would run as the scenario does (same_run) is left out.
+std::vector<ScenarioVariant> property_variants(Property property, const Scenario& scenario);
 
 }  // namespace kvfuzz

@@ -46,34 +46,6 @@ const ModelDivergence& deciding(const ModelVerdict& verdict) {
   return *verdict.failure;
 }
 
-std::vector<ScenarioVariant> variants_of(Property property, const Scenario& scenario) {
-  const uint64_t seed = variant_seed(scenario);
-  std::vector<ScenarioVariant> variants;
-  switch (property) {
-    case Property::prefix:
-      break;
-    case Property::schedule:
-      variants.push_back(rechunk(scenario, seed));
-      break;
-    case Property::layout:
-      variants.push_back(relayout(scenario, seed));
-      break;
-    case Property::poison:
-      variants.push_back(repoison(scenario, seed));
-      break;
-    case Property::reset:
-      variants = isolate_epochs(scenario);
-      break;
-    case Property::batch:
-      for (int seq : sequences_with_neighbours(scenario)) {
-        variants.push_back(isolate_sequence(scenario, seq));
-      }
-      break;
-  }
-  std::erase_if(variants, [&](const ScenarioVariant& v) { return same_run(v.scenario, scenario); });
-  return variants;
-}
-
 std::string headline(Property property, const EngineInfo& engine) {
   return std::string(property_name(property)) + " (model level): engine '" + engine.name +
          "' breaks the property that ";
@@ -101,7 +73,7 @@ PropertyOutcome judge_model_property(Property property, const Scenario& scenario
                     describe_model_divergence(base);
     return result;
   }
-  const std::vector<ScenarioVariant> variants = variants_of(property, scenario);
+  const std::vector<ScenarioVariant> variants = property_variants(property, scenario);
   if (!base.pass || variants.empty()) {
     // Nothing this property can say: the scenario itself fails (prefix's failure), or no
     // variant differs from it.
