@@ -24,9 +24,12 @@
 #include "kvfuzz/prng.h"
 #include "kvfuzz/token_table.h"
 #include "scenario/limits.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
+
+using test::make_layout;
 
 // ---------------------------------------------------------------------------------------
 // Test data and helpers
@@ -55,8 +58,7 @@ Data generated(const Layout& layout, int count, uint64_t seed,
 
 // One head, head_dim 1, q = k = 0, values 2, 4, 8, 16, 32, ... (the worked example).
 Data worked(int count = 5) {
-  Layout layout;
-  layout.page_size = 4;
+  const Layout layout = make_layout({.page_size = 4});
   Data d{layout, count, {}, {}, {}};
   for (int t = 0; t < count; ++t) {
     d.q.push_back(0);
@@ -289,12 +291,8 @@ TEST_P(HonestEngine, EmptyChunkGivesNoRows) {
 }
 
 TEST_P(HonestEngine, ResetThenNewRequestMatchesFreshEngine) {
-  Layout layout;
-  layout.q_heads = 2;
-  layout.head_dim = 4;
-  layout.value_dim = 3;
-  layout.page_size = 3;
-  layout.rope_theta = 10000.0;
+  const Layout layout = make_layout(
+      {.q_heads = 2, .head_dim = 4, .value_dim = 3, .page_size = 3, .rope_theta = 10000.0});
   const Data d = generated(layout, 20, 7);
   auto engine = make(layout, 2);
   feed_schedule(*engine, d, {4, 3, 1, 1});  // request A on sequence 0: tokens 0..8
@@ -324,13 +322,12 @@ TEST_P(HonestEngine, ResetTwiceAndResetOfEmptySequence) {
 TEST_P(HonestEngine, HalfPrecisionStorage) {
   for (DType dtype : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
-    Layout layout;
-    layout.q_heads = 2;
-    layout.kv_heads = 2;
-    layout.head_dim = 4;
-    layout.value_dim = 2;
-    layout.page_size = 4;
-    layout.dtype = dtype;
+    const Layout layout = make_layout({.q_heads = 2,
+                                       .kv_heads = 2,
+                                       .head_dim = 4,
+                                       .value_dim = 2,
+                                       .page_size = 4,
+                                       .dtype = dtype});
     const Data d = generated(layout, 12, 11, Distribution::uniform);
     auto engine = make(layout);
     const ChunkOut got = feed_schedule(*engine, d, {5, 1, 6});
@@ -351,12 +348,8 @@ TEST_P(HonestEngine, HalfPrecisionStorage) {
 TEST_P(HonestEngine, GroupedAndMultiQueryHeads) {
   for (int kv_heads : {2, 1}) {
     SCOPED_TRACE("kv_heads " + std::to_string(kv_heads));
-    Layout layout;
-    layout.q_heads = 4;
-    layout.kv_heads = kv_heads;
-    layout.head_dim = 4;
-    layout.value_dim = 3;
-    layout.page_size = 5;
+    const Layout layout = make_layout(
+        {.q_heads = 4, .kv_heads = kv_heads, .head_dim = 4, .value_dim = 3, .page_size = 5});
     const Data d = generated(layout, 17, 3);
     auto engine = make(layout);
     const ChunkOut got = feed_schedule(*engine, d, {6, 1, 1, 9});
@@ -367,13 +360,12 @@ TEST_P(HonestEngine, GroupedAndMultiQueryHeads) {
 TEST_P(HonestEngine, RopeAtTheAbsolutePosition) {
   for (int head_dim : {2, 6, 3}) {
     SCOPED_TRACE("head_dim " + std::to_string(head_dim));
-    Layout layout;
-    layout.q_heads = 2;
-    layout.kv_heads = 1;
-    layout.head_dim = head_dim;
-    layout.value_dim = 2;
-    layout.page_size = 4;
-    layout.rope_theta = 100.0;
+    const Layout layout = make_layout({.q_heads = 2,
+                                       .kv_heads = 1,
+                                       .head_dim = head_dim,
+                                       .value_dim = 2,
+                                       .page_size = 4,
+                                       .rope_theta = 100.0});
     const Data d = generated(layout, 40, 5, Distribution::uniform);
     auto engine = make(layout);
     const ChunkOut got = feed_schedule(*engine, d, {3, 1, 1, 20, 1, 1, 13});
@@ -384,13 +376,12 @@ TEST_P(HonestEngine, RopeAtTheAbsolutePosition) {
 TEST_P(HonestEngine, SlidingWindow) {
   for (int window : {1, 3, 8, 40}) {
     SCOPED_TRACE("window " + std::to_string(window));
-    Layout layout;
-    layout.q_heads = 2;
-    layout.kv_heads = 2;
-    layout.head_dim = 2;
-    layout.value_dim = 2;
-    layout.page_size = 3;
-    layout.window = window;
+    const Layout layout = make_layout({.q_heads = 2,
+                                       .kv_heads = 2,
+                                       .head_dim = 2,
+                                       .value_dim = 2,
+                                       .page_size = 3,
+                                       .window = window});
     const Data d = generated(layout, 50, 9);
     auto engine = make(layout);
     const ChunkOut got = feed_schedule(*engine, d, {4, 1, 1, 10, 1, 33});
@@ -399,13 +390,12 @@ TEST_P(HonestEngine, SlidingWindow) {
 }
 
 TEST_P(HonestEngine, BatchedStepOfTwoSequences) {
-  Layout layout;
-  layout.q_heads = 2;
-  layout.kv_heads = 1;
-  layout.head_dim = 4;
-  layout.value_dim = 2;
-  layout.page_size = 2;
-  layout.rope_theta = 10000.0;
+  const Layout layout = make_layout({.q_heads = 2,
+                                     .kv_heads = 1,
+                                     .head_dim = 4,
+                                     .value_dim = 2,
+                                     .page_size = 2,
+                                     .rope_theta = 10000.0});
   const Data d = generated(layout, 20, 13);
   auto engine = make(layout, 3);
   // Sequence 0 holds tokens 0..5, sequence 2 tokens 6..19.
@@ -429,13 +419,12 @@ TEST_P(HonestEngine, BatchedStepOfTwoSequences) {
 }
 
 TEST_P(HonestEngine, LongContextMatchesDouble) {
-  Layout layout;
-  layout.q_heads = 2;
-  layout.kv_heads = 1;
-  layout.head_dim = 8;
-  layout.value_dim = 4;
-  layout.page_size = 16;
-  layout.rope_theta = 10000.0;
+  const Layout layout = make_layout({.q_heads = 2,
+                                     .kv_heads = 1,
+                                     .head_dim = 8,
+                                     .value_dim = 4,
+                                     .page_size = 16,
+                                     .rope_theta = 10000.0});
   const Data d = generated(layout, 300, 17, Distribution::uniform);
   auto engine = make(layout);
   const ChunkOut got = feed_schedule(*engine, d, {100, 1, 1, 150, 1, 47});
@@ -501,13 +490,12 @@ ChunkOut placement_run(const std::string& name, const Layout& layout, const Data
 TEST_P(PagedEngines, PageOrderAndPoisonDoNotChangeAnyRow) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
-    Layout layout;
-    layout.q_heads = 2;
-    layout.kv_heads = 1;
-    layout.head_dim = 2;
-    layout.value_dim = 2;
-    layout.page_size = 3;
-    layout.dtype = dtype;
+    const Layout layout = make_layout({.q_heads = 2,
+                                       .kv_heads = 1,
+                                       .head_dim = 2,
+                                       .value_dim = 2,
+                                       .page_size = 3,
+                                       .dtype = dtype});
     const Data d = generated(layout, 70, 21);
     const int pages = 40;
     const ChunkOut want = placement_run(GetParam(), layout, d, identity_order(pages), Poison::nan);
@@ -587,12 +575,8 @@ TEST(PagedKvStore, FreshPoolIsPoisonAndReleasePoisonsAndIsReusedFirst) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (Poison poison : {Poison::nan, Poison::pos_inf, Poison::neg_inf, Poison::huge}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + std::string(poison_name(poison)));
-      Layout layout;
-      layout.kv_heads = 2;
-      layout.head_dim = 3;
-      layout.value_dim = 2;
-      layout.page_size = 2;
-      layout.dtype = dtype;
+      const Layout layout = make_layout(
+          {.kv_heads = 2, .head_dim = 3, .value_dim = 2, .page_size = 2, .dtype = dtype});
       const size_t k_page = 2 * 2 * 3, v_page = 2 * 2 * 2;  // page_size x kv_heads x dim
       const std::vector<int> order = {2, 0, 3, 1};
       cpu::PagedKvStore store(layout, 2, order, poison);
@@ -659,9 +643,7 @@ TEST(PagedKvStore, FreshPoolIsPoisonAndReleasePoisonsAndIsReusedFirst) {
 
 TEST(PagedKvStore, PoolBeyondTheLimitIsAnEngineError) {
   // 4096 pages of 4096 slots x 1 kv head x (1 + 1) elements = kMaxPoolElements exactly.
-  Layout layout;
-  layout.page_size = limits::kMaxPageSize;
-  layout.dtype = DType::bf16;
+  Layout layout = make_layout({.page_size = limits::kMaxPageSize, .dtype = DType::bf16});
   static_assert(int64_t{4096} * 4096 * 2 == limits::kMaxPoolElements);
   EXPECT_NO_THROW(cpu::PagedKvStore(layout, 1, identity_order(4096), Poison::nan));
   EXPECT_THROW(cpu::PagedKvStore(layout, 1, identity_order(4097), Poison::nan), EngineError);
@@ -674,14 +656,13 @@ TEST(PagedKvStore, PoolBeyondTheLimitIsAnEngineError) {
 }
 
 TEST(PagedEngine, MatchesContiguousBitForBit) {
-  Layout layout;
-  layout.q_heads = 4;
-  layout.kv_heads = 2;
-  layout.head_dim = 6;
-  layout.value_dim = 3;
-  layout.page_size = 5;
-  layout.rope_theta = 10000.0;
-  layout.window = 9;
+  Layout layout = make_layout({.q_heads = 4,
+                               .kv_heads = 2,
+                               .head_dim = 6,
+                               .value_dim = 3,
+                               .page_size = 5,
+                               .rope_theta = 10000.0,
+                               .window = 9});
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     layout.dtype = dtype;
     const Data d = generated(layout, 30, 23, Distribution::uniform);
@@ -696,13 +677,12 @@ TEST(PagedEngine, MatchesContiguousBitForBit) {
 // Flash dispatch
 
 TEST(FlashEngine, SplitDecodeRunsAndMatchesPaged) {
-  Layout layout;
-  layout.q_heads = 2;
-  layout.kv_heads = 1;
-  layout.head_dim = 8;
-  layout.value_dim = 4;
-  layout.page_size = 16;
-  layout.rope_theta = 10000.0;
+  const Layout layout = make_layout({.q_heads = 2,
+                                     .kv_heads = 1,
+                                     .head_dim = 8,
+                                     .value_dim = 4,
+                                     .page_size = 16,
+                                     .rope_theta = 10000.0});
   const Data d = generated(layout, 110, 29, Distribution::uniform);
   cpu::FlashEngine flash(config_for(layout));
   auto paged = make_engine("paged", config_for(layout));
@@ -721,9 +701,7 @@ TEST(FlashEngine, SplitDecodeRunsAndMatchesPaged) {
 }
 
 TEST(FlashEngine, DispatchAroundTheSplitThreshold) {
-  Layout layout;
-  layout.head_dim = 2;
-  layout.page_size = 4;
+  Layout layout = make_layout({.head_dim = 2, .page_size = 4});
   const int n = cpu::kFlashSplitThreshold + 1;
   const Data d = generated(layout, n, 31);
   cpu::FlashEngine flash(config_for(layout));
@@ -804,9 +782,7 @@ TEST(Mutant, PageTailReadSeesThePoison) {
 }
 
 TEST(Mutant, WrongKvHeadSwapsHeadsUnderGqa) {
-  Layout layout;
-  layout.q_heads = 4;
-  layout.kv_heads = 2;
+  const Layout layout = make_layout({.q_heads = 4, .kv_heads = 2});
   Data d{layout, 2, {}, {}, {}};
   for (float t : {0.0f, 1.0f}) {
     d.q.insert(d.q.end(), {0, 0, 0, 0});
@@ -870,9 +846,7 @@ std::vector<ExplicitToken> worked_tokens(int n) {
 }
 
 Layout tiny_layout(int page_size = 4) {
-  Layout l;
-  l.page_size = page_size;
-  return l;
+  return make_layout({.page_size = page_size});
 }
 
 Scenario worked_scenario() {
@@ -898,27 +872,22 @@ Scenario page_tail_scenario(Poison poison) {
 }
 
 Scenario gqa_scenario(int kv_heads) {
-  Layout l;
-  l.q_heads = 4;
-  l.kv_heads = kv_heads;
-  l.head_dim = 4;
-  l.value_dim = 3;
-  l.page_size = 3;
+  const Layout l = make_layout(
+      {.q_heads = 4, .kv_heads = kv_heads, .head_dim = 4, .value_dim = 3, .page_size = 3});
   std::vector<Op> program;
   append_schedule(program, 0, 0, {5, 1, 1, 6, 1});
   return make_scenario("gqa", l, GeneratedTokens{41, 14, Distribution::dyadic, false}, program);
 }
 
 Scenario multistep_scenario(DType dtype, std::optional<int> window, Placement placement) {
-  Layout l;
-  l.q_heads = 2;
-  l.kv_heads = 1;
-  l.head_dim = 4;
-  l.value_dim = 2;
-  l.page_size = 3;
-  l.dtype = dtype;
-  l.window = window;
-  l.rope_theta = 10000.0;
+  const Layout l = make_layout({.q_heads = 2,
+                                .kv_heads = 1,
+                                .head_dim = 4,
+                                .value_dim = 2,
+                                .page_size = 3,
+                                .dtype = dtype,
+                                .rope_theta = 10000.0,
+                                .window = window});
   std::vector<Op> program;
   program.push_back(Op::append(0, ids(0, 4)));
   program.push_back(Op::step({Chunk{1, ids(4, 2)}, Chunk{0, ids(6, 1)}, Chunk{2, ids(7, 9)}}));
@@ -932,13 +901,12 @@ Scenario multistep_scenario(DType dtype, std::optional<int> window, Placement pl
 }
 
 Scenario long_context_scenario(DType dtype, Distribution distribution, bool rope) {
-  Layout l;
-  l.q_heads = 2;
-  l.kv_heads = 1;
-  l.head_dim = 8;
-  l.value_dim = 4;
-  l.page_size = 16;
-  l.dtype = dtype;
+  Layout l = make_layout({.q_heads = 2,
+                          .kv_heads = 1,
+                          .head_dim = 8,
+                          .value_dim = 4,
+                          .page_size = 16,
+                          .dtype = dtype});
   if (rope) l.rope_theta = 10000.0;
   std::vector<Op> program;
   append_schedule(program, 0, 0, {600, 1, 1, 450, 1, 1, 7, 1, 1, 1});
@@ -1128,14 +1096,12 @@ void expect_stream_rows(const ChunkOut& got, const Data& d, const std::vector<in
 
 // GQA, RoPE (a wrong position changes every value), pages of 4.
 Layout fork_layout() {
-  Layout l;
-  l.q_heads = 4;
-  l.kv_heads = 2;
-  l.head_dim = 4;
-  l.value_dim = 3;
-  l.page_size = 4;
-  l.rope_theta = 10000.0;
-  return l;
+  return make_layout({.q_heads = 4,
+                      .kv_heads = 2,
+                      .head_dim = 4,
+                      .value_dim = 3,
+                      .page_size = 4,
+                      .rope_theta = 10000.0});
 }
 
 TEST(Capabilities, EveryBuiltInEngineAnnouncesTruncateAndFork) {
@@ -1403,13 +1369,8 @@ void expect_store_invariants(const cpu::PagedKvStore& store, const Layout& layou
 class StoreTest : public ::testing::Test {
  protected:
   static Layout store_layout() {
-    Layout l;
-    l.q_heads = 2;
-    l.kv_heads = 2;
-    l.head_dim = 3;
-    l.value_dim = 2;
-    l.page_size = 4;
-    return l;
+    return make_layout(
+        {.q_heads = 2, .kv_heads = 2, .head_dim = 3, .value_dim = 2, .page_size = 4});
   }
   static std::vector<int> shuffled(int pages) {
     std::vector<int> order = identity_order(pages);

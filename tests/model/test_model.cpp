@@ -22,6 +22,7 @@
 #include "kvfuzz/judge.h"
 #include "model/model_check.h"
 #include "model/transformer.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
@@ -102,12 +103,7 @@ std::vector<MutantCase> mutant_cases(const EngineInfo& mutant, int wanted, uint6
 // Weights
 
 Layout golden_layout() {
-  Layout layout;
-  layout.q_heads = 2;
-  layout.kv_heads = 1;
-  layout.head_dim = 4;
-  layout.value_dim = 3;
-  return layout;
+  return test::make_layout({.q_heads = 2, .kv_heads = 1, .head_dim = 4, .value_dim = 3});
 }
 
 TEST(ModelWeights, AreDeterministicAndScaled) {
