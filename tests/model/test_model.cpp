@@ -250,13 +250,13 @@ std::vector<double> direct_logits(const Scenario& s, const TransformerWeights& w
 Scenario hand_checkable() {
   Scenario s;
   s.name = "model-hand";
-  s.layout.q_heads = 2;
-  s.layout.kv_heads = 1;
-  s.layout.head_dim = 2;
-  s.layout.value_dim = 2;
-  s.layout.page_size = 2;
-  s.layout.rope_theta = 100.0;
-  s.layout.window = 2;
+  s.layout = test::make_layout({.q_heads = 2,
+                                .kv_heads = 1,
+                                .head_dim = 2,
+                                .value_dim = 2,
+                                .page_size = 2,
+                                .rope_theta = 100.0,
+                                .window = 2});
   s.model = ModelConfig{.vocab = 5, .width = 4, .layers = 1, .ffn = 3, .seed = 3};
   s.tokens = GeneratedTokens{0, 5};
   s.sequences = 2;
