@@ -1,11 +1,35 @@
-// Scenario builders shared by the tests: the worked example of DESIGN.md and its pieces.
+// Scenario builders shared by the tests: layouts by field name, the worked example of
+// DESIGN.md and its pieces.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "kvfuzz/scenario.h"
 
 namespace kvfuzz::test {
+
+// Layout's fields by name, each defaulting to Layout's own default. `Layout{.q_heads = 2}`
+// would do, but g++ -Wextra flags the optional fields it leaves out (they have no default
+// member initializer); make_layout({.q_heads = 2}) says the same without the warning.
+// Fields in Layout's order, as designated initializers require.
+struct LayoutFields {
+  int q_heads = Layout{}.q_heads;
+  int kv_heads = Layout{}.kv_heads;
+  int head_dim = Layout{}.head_dim;
+  int value_dim = Layout{}.value_dim;
+  int page_size = Layout{}.page_size;
+  DType dtype = Layout{}.dtype;
+  std::optional<double> rope_theta = Layout{}.rope_theta;
+  std::optional<int> window = Layout{}.window;
+  std::optional<double> scale = Layout{}.scale;
+};
+
+// Every field given: g++ -Wextra flags a field added to Layout and missing here.
+inline Layout make_layout(const LayoutFields& f) {
+  return Layout{f.q_heads, f.kv_heads,   f.head_dim, f.value_dim, f.page_size,
+                f.dtype,   f.rope_theta, f.window,   f.scale};
+}
 
 // One head, head_dim 1, q = k = 0: every visible key gets equal weight, so a row is the
 // mean of the values it sees.

@@ -16,6 +16,7 @@
 #include "kvfuzz/dtype.h"
 #include "model/model_math.h"
 #include "model/transformer.h"
+#include "run/op_chunks.h"
 
 namespace kvfuzz {
 
@@ -71,7 +72,7 @@ TransformerRun run_transformer(const Scenario& scenario, const TransformerWeight
   std::vector<float> h, n, q, k, v, attn, o, gate, up, logits(d.vocab);
   std::vector<ChunkIn> ins;
   std::vector<ChunkOut> outs;
-  std::vector<Chunk> single(1);
+  OpChunks op_chunks;
 
   for (size_t op_at = 0; op_at < scenario.program.size(); ++op_at) {
     const Op& op = scenario.program[op_at];
@@ -89,18 +90,13 @@ TransformerRun run_transformer(const Scenario& scenario, const TransformerWeight
       continue;
     }
 
-    const std::vector<Chunk>* chunks = &op.chunks;
-    if (op.kind == OpKind::append) {
-      single[0].seq = op.seq;
-      single[0].tokens = op.tokens;
-      chunks = &single;
-    }
+    const std::vector<Chunk>& chunks = op_chunks.of(op);
 
     // One row per token of the op, with its key; the embedding starts its hidden state.
     std::vector<TransformerRow> rows;
     std::vector<size_t> chunk_first;  // index of each chunk's first row
-    for (size_t c = 0; c < chunks->size(); ++c) {
-      const Chunk& chunk = (*chunks)[c];
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const Chunk& chunk = chunks[c];
       chunk_first.push_back(rows.size());
       const auto found = placed.find({op_index, static_cast<int>(c)});
       const auto [epoch, start] = found != placed.end() ? found->second : std::pair<int, int64_t>{};
@@ -121,7 +117,7 @@ TransformerRun run_transformer(const Scenario& scenario, const TransformerWeight
     const size_t total = rows.size();
     h.resize(total * W);
     for (size_t r = 0; r < total; ++r) {
-      const size_t id = static_cast<size_t>((*chunks)[static_cast<size_t>(rows[r].origin.chunk)]
+      const size_t id = static_cast<size_t>(chunks[static_cast<size_t>(rows[r].origin.chunk)]
                                                 .tokens[static_cast<size_t>(rows[r].origin.token)]);
       std::copy_n(weights.embedding.begin() + static_cast<std::ptrdiff_t>(id * W), W,
                   h.begin() + static_cast<std::ptrdiff_t>(r * W));
@@ -150,10 +146,10 @@ TransformerRun run_transformer(const Scenario& scenario, const TransformerWeight
       for (float& x : v) x = round_to_dtype(x, layout.dtype);
 
       ins.clear();
-      for (size_t c = 0; c < chunks->size(); ++c) {
+      for (size_t c = 0; c < chunks.size(); ++c) {
         const size_t at = chunk_first[c], count = chunk_first[c + 1] - at;
         ChunkIn in;
-        in.seq = (*chunks)[c].seq;
+        in.seq = chunks[c].seq;
         in.tokens = static_cast<int>(count);
         in.q = std::span<const float>(q).subspan(at * qs, count * qs);
         in.k = std::span<const float>(k).subspan(at * ks, count * ks);

@@ -1,5 +1,5 @@
 // The model-level oracle: every (sequence, epoch) stream of the program on its full prefix,
-// in double, with no cache. Like harness/src/reference.cpp it never sees chunks, pages or
+// in double, with no cache. Like harness/src/judge/reference.cpp it never sees chunks, pages or
 // batches; it is the dumbest correct code: per layer, every position's q, k, v, then causal
 // attention over keys [lo, p] (sliding window), GQA head mapping, RoPE (NeoX half split) at
 // the true absolute position, the layout's softmax scale, and the MLP.
@@ -16,6 +16,7 @@
 #include "kvfuzz/prng.h"
 #include "model/model_math.h"
 #include "model/transformer.h"
+#include "scenario/rope.h"
 
 namespace kvfuzz {
 
@@ -33,19 +34,6 @@ std::map<RowKey, RowOrigin> row_origins(const Scenario& scenario) {
     }
   });
   return origins;
-}
-
-void rotate(double* x, size_t head_dim, double theta, double pos) {
-  const size_t half = head_dim / 2;
-  for (size_t i = 0; i < half; ++i) {
-    const double inv_freq =
-        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-    const double angle = pos * inv_freq;
-    const double c = std::cos(angle), s = std::sin(angle);
-    const double a = x[i], b = x[i + half];
-    x[i] = a * c - b * s;
-    x[i + half] = a * s + b * c;
-  }
 }
 
 double rms(const double* x, size_t n) {
@@ -191,8 +179,10 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
         }
         if (rope) {
           const double pos = static_cast<double>(p);
-          for (size_t g = 0; g < d.q_heads; ++g) rotate(qp + g * hd, hd, *layout.rope_theta, pos);
-          for (size_t g = 0; g < d.kv_heads; ++g) rotate(kp + g * hd, hd, *layout.rope_theta, pos);
+          for (size_t g = 0; g < d.q_heads; ++g)
+            rope_rotate(qp + g * hd, hd, *layout.rope_theta, pos);
+          for (size_t g = 0; g < d.kv_heads; ++g)
+            rope_rotate(kp + g * hd, hd, *layout.rope_theta, pos);
           if (noise) {
             const double rel = (*noise).rope + (*noise).rope_per_position * pos;
             for (size_t g = 0; g < d.q_heads; ++g) {

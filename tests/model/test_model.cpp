@@ -22,6 +22,7 @@
 #include "kvfuzz/judge.h"
 #include "model/model_check.h"
 #include "model/transformer.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
@@ -102,12 +103,7 @@ std::vector<MutantCase> mutant_cases(const EngineInfo& mutant, int wanted, uint6
 // Weights
 
 Layout golden_layout() {
-  Layout layout;
-  layout.q_heads = 2;
-  layout.kv_heads = 1;
-  layout.head_dim = 4;
-  layout.value_dim = 3;
-  return layout;
+  return test::make_layout({.q_heads = 2, .kv_heads = 1, .head_dim = 4, .value_dim = 3});
 }
 
 TEST(ModelWeights, AreDeterministicAndScaled) {
@@ -254,13 +250,13 @@ std::vector<double> direct_logits(const Scenario& s, const TransformerWeights& w
 Scenario hand_checkable() {
   Scenario s;
   s.name = "model-hand";
-  s.layout.q_heads = 2;
-  s.layout.kv_heads = 1;
-  s.layout.head_dim = 2;
-  s.layout.value_dim = 2;
-  s.layout.page_size = 2;
-  s.layout.rope_theta = 100.0;
-  s.layout.window = 2;
+  s.layout = test::make_layout({.q_heads = 2,
+                                .kv_heads = 1,
+                                .head_dim = 2,
+                                .value_dim = 2,
+                                .page_size = 2,
+                                .rope_theta = 100.0,
+                                .window = 2});
   s.model = ModelConfig{.vocab = 5, .width = 4, .layers = 1, .ffn = 3, .seed = 3};
   s.tokens = GeneratedTokens{0, 5};
   s.sequences = 2;

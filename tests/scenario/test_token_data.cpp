@@ -6,6 +6,7 @@
 
 #include "kvfuzz/prng.h"
 #include "kvfuzz/token_table.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
@@ -50,12 +51,7 @@ TEST(Prng, MappingsAreExactAndInRange) {
 }
 
 Layout small_layout() {
-  Layout layout;
-  layout.q_heads = 2;
-  layout.kv_heads = 1;
-  layout.head_dim = 3;
-  layout.value_dim = 2;
-  return layout;
+  return test::make_layout({.q_heads = 2, .kv_heads = 1, .head_dim = 3, .value_dim = 2});
 }
 
 TEST(TokenTable, GeneratedDataIsDeterministicAndPinned) {
@@ -105,8 +101,7 @@ TEST(TokenTable, ZeroScoresZeroesQAndKButNotV) {
 }
 
 TEST(TokenTable, ValuesAreRoundedToTheStorageDtype) {
-  Layout layout;
-  layout.dtype = DType::bf16;
+  const Layout layout = test::make_layout({.dtype = DType::bf16});
   ExplicitToken token{{{1.0 + 1.0 / 1024}}, {{0.1}}, {{3.14159}}};
   const TokenTable table(std::vector<ExplicitToken>{token}, layout);
   EXPECT_EQ(table.q(0)[0], 1.0f);  // 1 + 2^-10 is below bf16 resolution

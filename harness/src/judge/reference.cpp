@@ -9,24 +9,11 @@
 #include <map>
 
 #include "judge/tolerance.h"
+#include "scenario/rope.h"
 
 namespace kvfuzz {
 
 namespace {
-
-// NeoX (half-split) rotation of one head vector in place: pairs (x_i, x_{i+d/2}) for
-// i < d/2 turn by pos * theta^(-2i/d). validate() requires an even head_dim with RoPE.
-void rotate(double* x, int head_dim, double theta, double pos) {
-  const int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * i / head_dim);
-    const double angle = pos * inv_freq;
-    const double c = std::cos(angle), s = std::sin(angle);
-    const double a = x[i], b = x[i + half];
-    x[i] = a * c - b * s;
-    x[i + half] = a * s + b * c;
-  }
-}
 
 // Euclidean norm of one head vector. A rounding error in a q.k dot product is
 // proportional to sum_d |q_d||k_d| <= ||q|| ||k|| (Cauchy-Schwarz). The norm bound also holds
@@ -78,7 +65,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
               values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * v_stride));
     for (int g = 0; g < kv_heads; ++g) {
       double* head = dst + static_cast<size_t>(g) * hd;
-      if (rope) rotate(head, head_dim, *layout.rope_theta, j);
+      if (rope) rope_rotate(head, hd, *layout.rope_theta, j);
       key_norm[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
           norm(head, head_dim);
       double largest = 0;
@@ -110,7 +97,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
       const size_t head_at = static_cast<size_t>(g) * hd;
       std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
                   head_dim, q.begin());
-      if (rope) rotate(q.data(), head_dim, *layout.rope_theta, p);
+      if (rope) rope_rotate(q.data(), hd, *layout.rope_theta, p);
       const double q_norm = norm(q.data(), head_dim);
 
       // Scores, their max, and the tolerance inputs S and M over the visible keys.

@@ -10,6 +10,8 @@
 #include <numeric>
 #include <string>
 
+#include "run/op_chunks.h"
+
 namespace kvfuzz {
 
 std::vector<ExpectedSlot> expected_slots(const Scenario& scenario) {
@@ -51,7 +53,7 @@ EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& 
   std::vector<float> q, k, v;
   std::vector<ChunkIn> ins;
   std::vector<ChunkOut> outs;
-  std::vector<Chunk> single(1);
+  OpChunks op_chunks;
 
   for (size_t o = 0; o < scenario.program.size(); ++o) {
     const Op& op = scenario.program[o];
@@ -76,17 +78,11 @@ EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& 
       continue;
     }
 
-    // The chunks of this op, without copying token lists for a step.
-    const std::vector<Chunk>* chunks = &op.chunks;
-    if (op.kind == OpKind::append) {
-      single[0].seq = op.seq;
-      single[0].tokens = op.tokens;
-      chunks = &single;
-    }
+    const std::vector<Chunk>& chunks = op_chunks.of(op);
 
     size_t total = 0;
-    for (size_t c = 0; c < chunks->size(); ++c) {
-      const Chunk& chunk = (*chunks)[c];
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const Chunk& chunk = chunks[c];
       for (size_t t = 0; t < chunk.tokens.size(); ++t) {
         if (chunk.tokens[t] < 0 || chunk.tokens[t] >= table.count()) {
           // validate() rejects such scenarios; never read outside the table regardless.
@@ -103,7 +99,7 @@ EngineRun run_engine(const Scenario& scenario, const TokenTable& table, Engine& 
     v.resize(total * v_size);
     ins.clear();
     size_t at = 0;
-    for (const Chunk& chunk : *chunks) {
+    for (const Chunk& chunk : chunks) {
       const size_t count = chunk.tokens.size();
       for (size_t t = 0; t < count; ++t) {
         const int id = chunk.tokens[t];

@@ -1,0 +1,45 @@
+// The engine registry: the honest engines first, then the mutants, each named, described
+// and able to make an engine that announces truncate and fork.
+#include <gtest/gtest.h>
+
+#include "engine_tests.h"
+#include "kvfuzz/engine.h"
+
+namespace kvfuzz::test {
+namespace {
+
+TEST(Registry, HonestEnginesFirstThenMutants) {
+  const std::vector<std::string> names{"contiguous",
+                                       "paged",
+                                       "flash",
+                                       "mask-origin",
+                                       "stale-position",
+                                       "stale-kv",
+                                       "page-tail-read",
+                                       "wrong-kv-head",
+                                       "truncate-keeps-position",
+                                       "fork-restarts-positions",
+                                       "truncate-shared-in-place"};
+  const auto& registry = engine_registry();
+  ASSERT_EQ(registry.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(registry[i].name, names[i]);
+    EXPECT_EQ(registry[i].mutant, i >= 3) << names[i];
+    EXPECT_FALSE(registry[i].description.empty());
+    EXPECT_TRUE(registry[i].make);
+    EXPECT_EQ(find_engine(names[i]), &registry[i]);
+  }
+  EXPECT_EQ(find_engine("nope"), nullptr);
+}
+
+TEST(Capabilities, EveryBuiltInEngineAnnouncesTruncateAndFork) {
+  const Layout layout;
+  for (const EngineInfo& info : engine_registry()) {
+    const EngineCapabilities caps = info.make(config_for(layout))->capabilities();
+    EXPECT_TRUE(caps.truncate) << info.name;
+    EXPECT_TRUE(caps.fork) << info.name;
+  }
+}
+
+}  // namespace
+}  // namespace kvfuzz::test
