@@ -1,9 +1,7 @@
 #include "corpus/json_reader.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
-#include <limits>
 
 #include "kvfuzz/fixture_io.h"
 #include "scenario/limits.h"
