@@ -14,27 +14,26 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/prng.h"
+#include "support/hash.h"
 
 namespace kvfuzz::fuzz {
 
 class FuzzedChoiceSource final : public ChoiceSource {
  public:
   FuzzedChoiceSource(const uint8_t* data, size_t size, bool bytes_only = false)
-      : bytes_(data, size), rest_(fnv1a(data, size)), bytes_only_(bytes_only) {}
+      : bytes_(data, size),
+        rest_(fnv1a(std::span<const unsigned char>(data, size))),
+        bytes_only_(bytes_only) {}
   int64_t pick(int64_t lo, int64_t hi) override {
     if (bytes_.remaining_bytes() > 0) return bytes_.ConsumeIntegralInRange<int64_t>(lo, hi);
     return bytes_only_ ? lo : rest_.between(lo, hi);
   }
 
  private:
-  static uint64_t fnv1a(const uint8_t* data, size_t size) {
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 0x100000001b3ull;
-    return hash;
-  }
   FuzzedDataProvider bytes_;
   Xoshiro256 rest_;
   bool bytes_only_;

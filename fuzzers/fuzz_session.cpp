@@ -9,7 +9,6 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -22,6 +21,7 @@
 #include "kvfuzz/generator.h"
 #include "selftest_engines.h"
 #include "sha1.h"
+#include "support/atomic_file.h"
 
 // libFuzzer reads these as extra coverage: it clears them before each input and keeps an
 // input that sets one to a count class it has not seen yet, even when no code edge is new.
@@ -93,13 +93,12 @@ void write_totals() {
   static const auto started = std::chrono::system_clock::now().time_since_epoch().count();
   const std::string name =
       "events-" + std::to_string(getpid()) + "-" + std::to_string(started) + ".json";
-  std::error_code ignored;
-  std::filesystem::create_directories(dir, ignored);
-  {
-    std::ofstream out(dir / (name + ".tmp"));
-    out << j.dump() << "\n";
+  try {
+    write_file_atomically(dir / name, j.dump() + "\n");
+  } catch (const FileWriteError& error) {
+    // The campaign then misses this job's counts; say so rather than lose them silently.
+    std::fprintf(stderr, "kvfuzz fuzz session: %s\n", error.what());
   }
-  std::filesystem::rename(dir / (name + ".tmp"), dir / name, ignored);
 }
 
 }  // namespace

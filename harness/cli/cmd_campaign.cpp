@@ -29,6 +29,7 @@
 #include "campaign/libfuzzer_status.h"
 #include "cli_support.h"
 #include "commands.h"
+#include "support/atomic_file.h"
 #include "support/subprocess.h"
 
 namespace kvfuzz::cli {
@@ -354,12 +355,7 @@ void merge_corpus(CampaignRecord& record, const CampaignOptions& options,
 void write_reports(const CampaignRecord& record, const CampaignPaths& paths) {
   for (const auto& [path, text] : {std::pair{paths.report_md(), campaign_markdown(record)},
                                    std::pair{paths.report_html(), campaign_html(record)}}) {
-    const fs::path tmp = fs::path(path.string() + ".tmp");
-    {
-      std::ofstream out(tmp);
-      out << text;
-    }
-    fs::rename(tmp, path);
+    write_file_atomically(path, text);
   }
 }
 

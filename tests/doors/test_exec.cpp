@@ -28,14 +28,12 @@
 #include <vector>
 
 #include "command.h"
-#include "doors/exec_text.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
 #include "run/runner.h"
-#include "support/utf8_text.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
@@ -189,56 +187,6 @@ void step_one_token(Engine& engine, int seq) {
   std::vector<ChunkOut> out(1);
   const ChunkIn in{seq, 1, zero, zero, zero};
   engine.step(std::span<const ChunkIn>(&in, 1), out);
-}
-
-// ---------------------------------------------------------------------------------------
-// Text from engines: valid UTF-8 whatever they wrote
-
-TEST(ExecText, WellFormedCharactersAreKeptAndEveryOtherByteIsEscaped) {
-  struct Case {
-    std::string bytes, shown;
-  };
-  const std::vector<Case> cases = {
-      {"plain ascii", "plain ascii"},
-      {"\u00e9\u20ac\U0001F600", "\u00e9\u20ac\U0001F600"},  // 2, 3 and 4 bytes
-      {"\xff\xfe", "\\xff\\xfe"},
-      {"\x80", "\\x80"},                             // a stray continuation byte
-      {"\xc0\xaf", "\\xc0\\xaf"},                    // an overlong '/'
-      {"\xe0\x80\xaf", "\\xe0\\x80\\xaf"},           // an overlong '/' in 3 bytes
-      {"\xed\xa0\x80", "\\xed\\xa0\\x80"},           // a surrogate, U+D800
-      {"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},  // past U+10FFFF
-      {"\xe2\x82", "\\xe2\\x82"},                    // cut short at the end
-      {"\xe2\x82x", "\\xe2\\x82x"},                  // cut short before another
-      {"\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf"},      // U+10FFFF itself
-      {"a\tb\nc\rd\x01\x7f", "a\\tb\\nc\\rd\\x01\\x7f"},
-      {"\u0085\u2028", "\\u0085\\u2028"},  // line breaks beyond ASCII
-  };
-  ASSERT_FALSE(valid_utf8("\xff")) << "the check below would prove nothing";
-  for (const Case& c : cases) {
-    const external::SafeText text = external::safe_utf8(c.bytes, external::Controls::escape);
-    EXPECT_EQ(text.text, c.shown);
-    EXPECT_EQ(text.used, c.bytes.size());
-    EXPECT_TRUE(valid_utf8(text.text)) << text.text;
-  }
-  EXPECT_EQ(external::safe_utf8("a\tb\nc\u2028d\x01", external::Controls::blank).text,
-            "a b c d\\x01");
-}
-
-TEST(ExecText, CutsFallBetweenCharacters) {
-  // 3-byte characters: a cut in bytes after 80 of them, or after 80 bytes, would split one.
-  std::string text = "x";
-  for (int i = 0; i < 100; ++i) text += "\u20ac";
-  const external::SafeText cut = external::safe_utf8(text, external::Controls::escape, 80);
-  EXPECT_EQ(cut.used, 1 + 79 * 3u);
-  EXPECT_TRUE(valid_utf8(cut.text));
-  const std::string excerpt = external::quote_excerpt(text);
-  EXPECT_TRUE(valid_utf8(excerpt)) << excerpt;
-  EXPECT_NE(excerpt.find("\u20ac'... (301 bytes)"), std::string::npos) << excerpt;
-  // Garbage of every byte value: each shown as itself or \xNN, and all of it valid UTF-8.
-  std::string every_byte;
-  for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
-  EXPECT_TRUE(valid_utf8(external::safe_utf8(every_byte, external::Controls::escape).text));
-  EXPECT_TRUE(valid_utf8(external::quote_excerpt(every_byte)));
 }
 
 // ---------------------------------------------------------------------------------------

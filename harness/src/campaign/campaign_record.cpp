@@ -1,8 +1,9 @@
 // OUT/campaign.json: the campaign record on disk (campaign/campaign.h).
 //
-// The record is what lets a stopped campaign resume, so saving is atomic (a temporary file
-// renamed over the old one) and loading is strict: a field that is missing or has the wrong
-// type is an error naming the file and the field, never a silently zeroed counter.
+// The record is what lets a stopped campaign resume, so saving is atomic
+// (support/atomic_file.h) and loading is strict (support/json_path.h): a field that is
+// missing or has the wrong type is an error naming the file and the field, never a
+// silently zeroed counter.
 #include <array>
 #include <cstdint>
 #include <fstream>
@@ -12,124 +13,49 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "campaign/campaign.h"
 #include "generate/events.h"
+#include "support/atomic_file.h"
+#include "support/json_path.h"
+#include "support/text.h"
 
 namespace kvfuzz {
 
 namespace {
 
-using Json = nlohmann::json;
-
 constexpr int kRecordVersion = 1;
-constexpr size_t kDescribeBytes = 40;  // how much of a bad value an error message quotes
 
-// Error messages are one line whatever the file name or the bad value holds.
-std::string one_line(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// A short rendering of a JSON value for "got ...". dump() escapes control characters, and
-// `replace` keeps invalid UTF-8 from throwing in the middle of reporting another error.
-std::string describe(const Json& value) {
-  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (text.size() > kDescribeBytes) {
-    size_t cut = kDescribeBytes - 3;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;
-    text.resize(cut);
-    text += "...";
-  }
-  return text;
-}
-
-// One value of the document with its path ("findings[2].kind"), or a missing field. Every
-// conversion checks the JSON type first, so nlohmann never throws type errors from here.
-class Field {
+// A campaign record's errors: std::runtime_error, one line, "FILE: PATH: MESSAGE", with
+// paths as the record's own field names ("findings[2].kind", "event_hits.window-slide")
+// and "(document)" for the whole of it.
+class RecordReport final : public JsonReport {
  public:
-  Field(const Json* value, std::string path, const std::string& file)
-      : value_(value), path_(std::move(path)), file_(&file) {}
+  explicit RecordReport(const std::string& file) : JsonReport(Keys::dotted), file_(&file) {}
 
-  [[noreturn]] void expected(std::string_view what) const {
-    const std::string got = value_ ? describe(*value_) : "nothing (the field is missing)";
-    const std::string where = path_.empty() ? "(document)" : path_;
-    throw std::runtime_error(
-        one_line(*file_ + ": " + where + ": expected " + std::string(what) + ", got " + got));
-  }
-
-  Field operator[](std::string_view key) const {
-    if (!value_ || !value_->is_object()) expected("an object");
-    const auto found = value_->find(key);
-    const Json* child = found == value_->end() ? nullptr : &*found;
-    return Field(child, path_.empty() ? std::string(key) : path_ + "." + std::string(key), *file_);
-  }
-
-  size_t array_size() const {
-    if (!value_ || !value_->is_array()) expected("an array");
-    return value_->size();
-  }
-
-  Field at(size_t index) const {
-    return Field(&(*value_)[index], path_ + "[" + std::to_string(index) + "]", *file_);
-  }
-
-  std::string to_string() const {
-    if (!value_ || !value_->is_string()) expected("a string");
-    return value_->get<std::string>();
-  }
-
-  bool to_bool() const {
-    if (!value_ || !value_->is_boolean()) expected("true or false");
-    return value_->get<bool>();
-  }
-
-  double to_double() const {
-    if (!value_ || !value_->is_number()) expected("a number");
-    return value_->get<double>();
-  }
-
-  // An integer in [lo, hi] (hi >= 0). nlohmann parses every non-negative integer as
-  // unsigned; those are compared as unsigned, so 2^64 - 1 is too large rather than -1.
-  bool is_integer_in(int64_t lo, int64_t hi) const {
-    if (!value_ || !value_->is_number_integer()) return false;
-    if (value_->is_number_unsigned()) {
-      const uint64_t value = value_->get<uint64_t>();
-      return value <= static_cast<uint64_t>(hi) && (lo <= 0 || value >= static_cast<uint64_t>(lo));
-    }
-    const int64_t value = value_->get<int64_t>();
-    return value >= lo && value <= hi;
-  }
-
-  int64_t to_int64() const {
-    using Limits = std::numeric_limits<int64_t>;
-    if (!is_integer_in(Limits::min(), Limits::max())) expected("a 64-bit integer");
-    return value_->get<int64_t>();
-  }
-
-  int to_int() const {
-    using Limits = std::numeric_limits<int>;
-    if (!is_integer_in(Limits::min(), Limits::max())) expected("an integer in the int range");
-    return value_->get<int>();
+  std::exception_ptr error(const std::string& path, std::string_view message) const override {
+    const std::string where = path.empty() ? "(document)" : path;
+    return std::make_exception_ptr(
+        std::runtime_error(escape_controls(*file_ + ": " + where + ": " + std::string(message))));
   }
 
  private:
-  const Json* value_;
-  std::string path_;
   const std::string* file_;
 };
+
+using Field = JsonNode;
+
+// The record's counters are checked against their C++ types only.
+int64_t int64_of(const Field& field) {
+  using Limits = std::numeric_limits<int64_t>;
+  return field.to_int64(Limits::min(), Limits::max(), "a 64-bit integer");
+}
+
+int int_of(const Field& field) {
+  using Limits = std::numeric_limits<int>;
+  return field.to_int(Limits::min(), Limits::max(), "an integer in the int range");
+}
 
 // --- Writing -------------------------------------------------------------------------------
 
@@ -214,7 +140,7 @@ Json record_json(const CampaignRecord& record) {
 std::array<int64_t, kEventCount> read_event_hits(const Field& field) {
   std::array<int64_t, kEventCount> hits{};
   for (int e = 0; e < kEventCount; ++e) {
-    hits[static_cast<size_t>(e)] = field[event_name(static_cast<Event>(e))].to_int64();
+    hits[static_cast<size_t>(e)] = int64_of(field.field(event_name(static_cast<Event>(e))));
   }
   return hits;
 }
@@ -234,39 +160,39 @@ std::vector<bool> read_cache_states(const Field& field) {
 
 CampaignSample read_sample(const Field& field) {
   CampaignSample sample;
-  sample.elapsed_seconds = field["elapsed_seconds"].to_double();
-  sample.target = field["target"].to_string();
-  sample.executions = field["executions"].to_int64();
-  sample.executions_per_second = field["executions_per_second"].to_double();
-  sample.coverage = field["coverage"].to_int64();
-  sample.features = field["features"].to_int64();
-  sample.events_reached = field["events_reached"].to_int();
-  sample.cache_states = field["cache_states"].to_int();
-  sample.failures = field["failures"].to_int();
+  sample.elapsed_seconds = field.field("elapsed_seconds").to_number();
+  sample.target = field.field("target").to_string();
+  sample.executions = int64_of(field.field("executions"));
+  sample.executions_per_second = field.field("executions_per_second").to_number();
+  sample.coverage = int64_of(field.field("coverage"));
+  sample.features = int64_of(field.field("features"));
+  sample.events_reached = int_of(field.field("events_reached"));
+  sample.cache_states = int_of(field.field("cache_states"));
+  sample.failures = int_of(field.field("failures"));
   return sample;
 }
 
 CampaignFinding read_finding(const Field& field) {
   CampaignFinding finding;
-  finding.artifact = field["artifact"].to_string();
-  finding.target = field["target"].to_string();
-  finding.kind = field["kind"].to_string();
-  finding.signature = field["signature"].to_string();
-  finding.failure = field["failure"].to_string();
-  finding.fixture = field["fixture"].to_string();
-  finding.tokens_before = field["tokens_before"].to_int();
-  finding.tokens_after = field["tokens_after"].to_int();
-  finding.filed = field["filed"].to_string();
-  finding.duplicate_of = field["duplicate_of"].to_string();
-  finding.note = field["note"].to_string();
+  finding.artifact = field.field("artifact").to_string();
+  finding.target = field.field("target").to_string();
+  finding.kind = field.field("kind").to_string();
+  finding.signature = field.field("signature").to_string();
+  finding.failure = field.field("failure").to_string();
+  finding.fixture = field.field("fixture").to_string();
+  finding.tokens_before = int_of(field.field("tokens_before"));
+  finding.tokens_after = int_of(field.field("tokens_after"));
+  finding.filed = field.field("filed").to_string();
+  finding.duplicate_of = field.field("duplicate_of").to_string();
+  finding.note = field.field("note").to_string();
   return finding;
 }
 
 CampaignCorpus read_corpus(const Field& field) {
   CampaignCorpus corpus;
-  corpus.target = field["target"].to_string();
-  corpus.inputs_before = field["inputs_before"].to_int64();
-  corpus.inputs_after = field["inputs_after"].to_int64();
+  corpus.target = field.field("target").to_string();
+  corpus.inputs_before = int64_of(field.field("inputs_before"));
+  corpus.inputs_after = int64_of(field.field("inputs_after"));
   return corpus;
 }
 
@@ -282,41 +208,40 @@ auto read_array(const Field& field, ReadOne read_one) {
 // The version comes first: a record from another kvfuzz version gets that as its error,
 // not a complaint about whichever field happened to change.
 void check_version(const Field& field) {
-  const Field version = field["version"];
-  if (!version.is_integer_in(kRecordVersion, kRecordVersion)) {
-    version.expected(std::to_string(kRecordVersion) + " (the record version this kvfuzz reads)");
-  }
+  field.field("version").to_int(
+      kRecordVersion, kRecordVersion,
+      std::to_string(kRecordVersion) + " (the record version this kvfuzz reads)");
 }
 
 CampaignRecord read_record(const Field& root) {
   check_version(root);
   CampaignRecord record;
-  record.engine = root["engine"].to_string();
-  record.targets = read_array(root["targets"], [](const Field& f) { return f.to_string(); });
-  record.budget_seconds = root["budget_seconds"].to_double();
-  record.elapsed_seconds = root["elapsed_seconds"].to_double();
-  record.jobs = root["jobs"].to_int();
-  record.event_counters = root["event_counters"].to_bool();
-  record.finished = root["finished"].to_bool();
-  record.command = root["command"].to_string();
-  record.started = root["started"].to_string();
-  record.machine = root["machine"].to_string();
-  record.next_target = root["next_target"].to_int();
-  record.executions = root["executions"].to_int64();
-  record.event_hits = read_event_hits(root["event_hits"]);
-  record.cache_states = read_cache_states(root["cache_states"]);
-  record.samples = read_array(root["samples"], read_sample);
-  record.findings = read_array(root["findings"], read_finding);
-  record.corpora = read_array(root["corpora"], read_corpus);
+  record.engine = root.field("engine").to_string();
+  record.targets = read_array(root.field("targets"), [](const Field& f) { return f.to_string(); });
+  record.budget_seconds = root.field("budget_seconds").to_number();
+  record.elapsed_seconds = root.field("elapsed_seconds").to_number();
+  record.jobs = int_of(root.field("jobs"));
+  record.event_counters = root.field("event_counters").to_bool();
+  record.finished = root.field("finished").to_bool();
+  record.command = root.field("command").to_string();
+  record.started = root.field("started").to_string();
+  record.machine = root.field("machine").to_string();
+  record.next_target = int_of(root.field("next_target"));
+  record.executions = int64_of(root.field("executions"));
+  record.event_hits = read_event_hits(root.field("event_hits"));
+  record.cache_states = read_cache_states(root.field("cache_states"));
+  record.samples = read_array(root.field("samples"), read_sample);
+  record.findings = read_array(root.field("findings"), read_finding);
+  record.corpora = read_array(root.field("corpora"), read_corpus);
   return record;
 }
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(one_line(path.string() + ": cannot open for reading"));
+  if (!in) throw std::runtime_error(escape_controls(path.string() + ": cannot open for reading"));
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(one_line(path.string() + ": cannot read"));
+  if (in.bad()) throw std::runtime_error(escape_controls(path.string() + ": cannot read"));
   return text.str();
 }
 
@@ -332,39 +257,27 @@ std::string parse_error_text(const Json::exception& error) {
 }  // namespace
 
 void save_campaign(const CampaignRecord& record, const std::filesystem::path& path) {
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  std::filesystem::path temporary = path;
-  temporary += ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << record_json(record).dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
-    out.close();
-    if (!out) {
-      throw std::runtime_error(one_line(temporary.string() + ": cannot write the record"));
-    }
-  }
-  // rename() replaces the old record in one step: a reader sees the old or the new one.
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    const std::string reason = error.message();
-    std::filesystem::remove(temporary, error);  // best effort; the rename error is the news
-    throw std::runtime_error(one_line(path.string() + ": cannot replace the record: " + reason));
+  try {
+    write_file_atomically(
+        path, record_json(record).dump(2, ' ', false, Json::error_handler_t::replace) + '\n');
+  } catch (const FileWriteError& error) {
+    throw std::runtime_error(
+        escape_controls(path.string() + ": cannot write the record (" + error.reason() + ")"));
   }
 }
 
 CampaignRecord load_campaign(const std::filesystem::path& path) {
   const std::string file = path.string();
   const std::string text = read_text(path);
+  const RecordReport report(file);
   try {
     const Json document = Json::parse(text);
-    return read_record(Field(&document, "", file));
+    return read_record(Field(&document, "", report));
   } catch (const Json::parse_error& error) {
-    throw std::runtime_error(
-        one_line(file + ": (document): expected JSON, got " + parse_error_text(error)));
+    report.fail("", "expected JSON, got " + parse_error_text(error));
   } catch (const Json::exception& error) {
     // Not expected (Field checks every type first); still an error naming the file.
-    throw std::runtime_error(one_line(file + ": " + parse_error_text(error)));
+    throw std::runtime_error(escape_controls(file + ": " + parse_error_text(error)));
   }
 }
 

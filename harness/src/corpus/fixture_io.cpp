@@ -5,10 +5,7 @@
 // scenarios obey exactly the same rules.
 #include "kvfuzz/fixture_io.h"
 
-#include <unistd.h>
-
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -18,15 +15,15 @@
 
 #include "corpus/json_reader.h"
 #include "scenario/limits.h"
+#include "support/atomic_file.h"
 
 namespace kvfuzz {
 
 namespace {
 
 using json_reader::error_line;
-using json_reader::Json;
-using json_reader::Node;
-using json_reader::Object;
+using Node = JsonNode;
+using Object = JsonObject;
 
 constexpr size_t kMaxText = static_cast<size_t>(limits::kMaxTextLength);
 
@@ -456,7 +453,8 @@ std::string system_reason(int error) {
 
 Scenario parse_fixture(std::string_view text, std::string_view origin) {
   const Json document = json_reader::parse_document(text, origin);
-  const Node root(document, "$", origin);
+  const json_reader::FixtureReport report(origin);
+  const Node root(&document, "$", report);
   if (!document.is_object()) root.expected("an object (a kvfuzz fixture)");
 
   // The version first: a newer fixture should say so, not complain about its new fields.
@@ -577,35 +575,10 @@ void save_fixture(const Scenario& scenario, const std::filesystem::path& path) {
     throw cannot_write(std::to_string(text.size()) + " bytes, more than the " +
                        std::to_string(limits::kMaxFixtureBytes) + " a fixture may have");
   }
-  std::error_code ec;
-  const std::filesystem::path parent = path.parent_path();
-  if (!parent.empty()) {
-    std::filesystem::create_directories(parent, ec);
-    if (ec) throw cannot_write(ec.message());
-  }
-  // A unique name in the same directory, so the rename stays on one file system.
-  static std::atomic<unsigned> counter{0};
-  std::filesystem::path temp = path;
-  temp += ".tmp." + std::to_string(static_cast<long>(::getpid())) + "." +
-          std::to_string(counter.fetch_add(1));
-  {
-    errno = 0;
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw cannot_write(system_reason(errno != 0 ? errno : EIO));
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      const int error = errno != 0 ? errno : EIO;
-      out.close();
-      std::filesystem::remove(temp, ec);
-      throw cannot_write(system_reason(error));
-    }
-  }
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw cannot_write(ec.message());
+  try {
+    write_file_atomically(path, text);
+  } catch (const FileWriteError& error) {
+    throw cannot_write(error.reason());
   }
 }
 

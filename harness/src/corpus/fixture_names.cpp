@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "kvfuzz/fixture_io.h"
+#include "support/hash.h"
 
 namespace kvfuzz {
 
@@ -41,8 +42,7 @@ std::string scenario_hash(Scenario scenario) {
   scenario.name.assign(1, 'x');  // not = "x": g++ 12 -O3 -Wrestrict false positive
   scenario.note.clear();
   scenario.provenance = Provenance{};
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (const unsigned char c : write_fixture(scenario)) hash = (hash ^ c) * 0x100000001b3ull;
+  const uint64_t hash = fnv1a(write_fixture(scenario));
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
   return std::string(text, 8);

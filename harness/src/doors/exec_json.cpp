@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "doors/exec_text.h"
 #include "kvfuzz/engine.h"
+#include "support/text.h"
 
 namespace kvfuzz::external {
 

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <utility>
 
-#include "doors/exec_text.h"
 #include "kvfuzz/engine.h"
+#include "support/text.h"
 
 namespace kvfuzz::external {
 

@@ -7,81 +7,66 @@
 #include <utility>
 
 #include "doors/exec_json.h"
-#include "doors/exec_text.h"
-#include "support/utf8_text.h"
+#include "support/json_path.h"
+#include "support/text.h"
 
 namespace kvfuzz::external {
 
 namespace {
 
-using nlohmann::json;
 using Ordered = nlohmann::ordered_json;
 
-// What a reply value is, for "expected X, got Y".
-std::string describe(const json* value) {
-  if (value == nullptr) return "nothing (the field is missing)";
-  switch (value->type()) {
-    case json::value_t::array:
-      return "an array of " + std::to_string(value->size());
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::string:
-      return "the string " + quote_excerpt(value->get_ref<const std::string&>());
-    case json::value_t::boolean:
-      return value->get<bool>() ? "true" : "false";
-    case json::value_t::null:
-      return "null";
-    default:
-      return "the number " + value->dump();
+// A reply's errors: EngineError naming the request, the JSON path and what was expected,
+// and what the engine sent described in words ("the string 'x'", "an array of 3").
+class ReplyReport final : public JsonReport {
+ public:
+  explicit ReplyReport(std::string_view what) : what_(what) {}
+
+  std::exception_ptr error(const std::string& path, std::string_view message) const override {
+    return std::make_exception_ptr(
+        EngineError("the engine's answer to " + std::string(what_) + " does not follow protocol " +
+                    std::to_string(kProtocolVersion) + ": " + path + ": " + std::string(message)));
   }
-}
 
-[[noreturn]] void wrong(std::string_view what, const std::string& path, const std::string& expected,
-                        const json* got) {
-  throw EngineError("the engine's answer to " + std::string(what) + " does not follow protocol " +
-                    std::to_string(kProtocolVersion) + ": " + path + ": expected " + expected +
-                    ", got " + describe(got));
-}
+  std::string got(const Json* value, std::string_view) const override {
+    if (value == nullptr) return "nothing (the field is missing)";
+    switch (value->type()) {
+      case Json::value_t::array:
+        return "an array of " + std::to_string(value->size());
+      case Json::value_t::object:
+        return "an object";
+      case Json::value_t::string:
+        return "the string " + quote_excerpt(value->get_ref<const std::string&>());
+      case Json::value_t::boolean:
+        return value->get<bool>() ? "true" : "false";
+      case Json::value_t::null:
+        return "null";
+      default:
+        return "the number " + value->dump();
+    }
+  }
 
-const json* member(const json& object, const char* key) {
-  const auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
+ private:
+  std::string_view what_;
+};
 
 // The engine's own text (its error, its name), kept to one line of valid UTF-8 and
 // reasonable length: nlohmann has checked the UTF-8 of a parsed string, but a cut in
 // bytes could split a character and the text may hold any control character.
-std::string one_line(std::string_view text) {
+std::string engine_text(std::string_view text) {
   constexpr size_t kMostCharacters = 500;
-  SafeText line = safe_utf8(text, Controls::blank, kMostCharacters);
-  if (line.used < text.size()) line.text += "...";
-  return std::move(line.text);
+  return one_line(text, kMostCharacters);
 }
 
 // Every reply: an object whose "ok" is true. {"ok": false} throws the engine's message.
-void require_ok(const json& reply, std::string_view what, std::string_view refusal_prefix) {
-  if (!reply.is_object()) wrong(what, "$", "a JSON object", &reply);
-  const json* ok = member(reply, "ok");
-  if (ok == nullptr || !ok->is_boolean()) wrong(what, "$.ok", "true or false", ok);
-  if (ok->get<bool>()) return;
-  const json* error = member(reply, "error");
-  const std::string message = error != nullptr && error->is_string()
-                                  ? one_line(error->get_ref<const std::string&>())
+void require_ok(const JsonNode& reply, std::string_view refusal_prefix) {
+  if (!reply.json().is_object()) reply.expected("a JSON object");
+  if (reply.field("ok").to_bool()) return;
+  const JsonNode error = reply.field("error");
+  const std::string message = error.present() && error.json().is_string()
+                                  ? engine_text(error.json().get_ref<const std::string&>())
                                   : "(no error message: \"error\" should hold a string)";
   throw EngineError(std::string(refusal_prefix) + message);
-}
-
-// An array of exactly `size` elements at `path`.
-const json& array_of(const json* value, size_t size, std::string_view what, const std::string& path,
-                     const std::string& elements) {
-  if (value == nullptr || !value->is_array() || value->size() != size) {
-    wrong(what, path, "an array of " + std::to_string(size) + " " + elements, value);
-  }
-  return *value;
-}
-
-std::string at(const std::string& path, size_t index) {
-  return path + "[" + std::to_string(index) + "]";
 }
 
 // The request is written from a chunk's spans: sizes that do not match its tokens and the
@@ -120,56 +105,46 @@ void append_tensor(std::string& out, std::span<const float> values, int tokens, 
   out += ']';
 }
 
-void read_positions(const json& result, const ChunkIn& chunk, const std::string& path,
-                    ChunkOut& out) {
+void read_positions(const JsonNode& result, const ChunkIn& chunk, ChunkOut& out) {
   const auto tokens = static_cast<size_t>(chunk.tokens);
-  const json& positions = array_of(member(result, "positions"), tokens, "step", path + ".positions",
-                                   "integers (one position per token)");
+  const JsonNode positions = result.field("positions");
+  positions.expect_array_of(tokens, "integers (one position per token)");
   out.positions.resize(tokens);
+  using Limits = std::numeric_limits<int64_t>;
   for (size_t t = 0; t < tokens; ++t) {
-    const json& p = positions[t];
-    const bool fits =
-        p.is_number_integer() &&
-        (!p.is_number_unsigned() ||
-         p.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-    if (!fits) wrong("step", at(path + ".positions", t), "an integer", &p);
-    out.positions[t] = p.get<int64_t>();
+    out.positions[t] = positions.at(t).to_int64(Limits::min(), Limits::max(), "an integer");
   }
 }
 
-bool is_array_of(const json& value, size_t size) {
+bool is_array_of(const Json& value, size_t size) {
   return value.is_array() && value.size() == size;
 }
 
-// Paths are built only when something is wrong: this loop runs over every output value.
-void read_rows(const json& result, const ChunkIn& chunk, const Layout& layout,
-               const std::string& path, ChunkOut& out) {
+// Nodes (and their paths) are made only when something is wrong: this loop runs over
+// every output value.
+void read_rows(const JsonNode& result, const ChunkIn& chunk, const Layout& layout, ChunkOut& out) {
   const auto tokens = static_cast<size_t>(chunk.tokens);
   const auto heads = static_cast<size_t>(layout.q_heads);
   const auto dim = static_cast<size_t>(layout.value_dim);
-  const std::string rows_path = path + ".out";
-  const json& rows =
-      array_of(member(result, "out"), tokens, "step", rows_path, "rows (one per token)");
+  const JsonNode rows = result.field("out");
+  rows.expect_array_of(tokens, "rows (one per token)");
   out.out.resize(tokens * heads * dim);
   size_t i = 0;
   for (size_t t = 0; t < tokens; ++t) {
-    const json& row = rows[t];
+    const Json& row = rows.json()[t];
     if (!is_array_of(row, heads)) {
-      wrong("step", at(rows_path, t),
-            "an array of " + std::to_string(heads) + " heads (q_heads), each of value_dim numbers",
-            &row);
+      rows.at(t).expected("an array of " + std::to_string(heads) +
+                          " heads (q_heads), each of value_dim numbers");
     }
     for (size_t h = 0; h < heads; ++h) {
-      const json& head = row[h];
+      const Json& head = row[h];
       if (!is_array_of(head, dim)) {
-        wrong("step", at(at(rows_path, t), h),
-              "an array of " + std::to_string(dim) + " numbers (value_dim)", &head);
+        rows.at(t).at(h).expected("an array of " + std::to_string(dim) + " numbers (value_dim)");
       }
       for (size_t d = 0; d < dim; ++d) {
         double value = 0;
         if (!read_number(head[d], value)) {
-          wrong("step", at(at(at(rows_path, t), h), d), "a number (or NaN, Infinity, -Infinity)",
-                &head[d]);
+          rows.at(t).at(h).at(d).expected("a number (or NaN, Infinity, -Infinity)");
         }
         out.out[i++] = static_cast<float>(value);
       }
@@ -234,35 +209,34 @@ std::string fork_request(int src, int dst) {
 }
 
 HelloReply read_hello_reply(std::string_view line) {
-  const json reply = parse_reply_line(line, "hello");
-  require_ok(reply, "hello", "the engine refused hello: ");
-  const json* protocol = member(reply, "protocol");
-  if (protocol == nullptr || !protocol->is_number_integer()) {
-    wrong("hello", "$.protocol", "the integer " + std::to_string(kProtocolVersion), protocol);
+  const Json json = parse_reply_line(line, "hello");
+  const ReplyReport report("hello");
+  const JsonNode reply(&json, "$", report);
+  require_ok(reply, "the engine refused hello: ");
+  const JsonNode protocol = reply.field("protocol");
+  if (!protocol.present() || !protocol.json().is_number_integer()) {
+    protocol.expected("the integer " + std::to_string(kProtocolVersion));
   }
-  if (protocol->get<int64_t>() != kProtocolVersion) {
-    throw EngineError("the engine speaks protocol " + protocol->dump() + "; this kvfuzz speaks " +
-                      std::to_string(kProtocolVersion) + " (docs/engine-protocol.md)");
+  if (protocol.json().get<int64_t>() != kProtocolVersion) {
+    throw EngineError("the engine speaks protocol " + protocol.json().dump() +
+                      "; this kvfuzz speaks " + std::to_string(kProtocolVersion) +
+                      " (docs/engine-protocol.md)");
   }
   HelloReply hello;
-  const json* name = member(reply, "name");
-  if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
-    wrong("hello", "$.name", "the engine's name, a non-empty string", name);
+  const JsonNode name = reply.field("name");
+  if (!name.present() || !name.json().is_string() ||
+      name.json().get_ref<const std::string&>().empty()) {
+    name.expected("the engine's name, a non-empty string");
   }
-  hello.name = one_line(name->get_ref<const std::string&>());
-  const json* capabilities = member(reply, "capabilities");
-  if (capabilities == nullptr) return hello;  // neither truncate nor fork
-  if (!capabilities->is_object()) {
-    wrong("hello", "$.capabilities", R"(an object such as {"truncate": true, "fork": false})",
-          capabilities);
+  hello.name = engine_text(name.json().get_ref<const std::string&>());
+  const JsonNode capabilities = reply.field("capabilities");
+  if (!capabilities.present()) return hello;  // neither truncate nor fork
+  if (!capabilities.json().is_object()) {
+    capabilities.expected(R"(an object such as {"truncate": true, "fork": false})");
   }
   const auto flag = [&](const char* key, bool& out) {
-    const json* value = member(*capabilities, key);
-    if (value == nullptr) return;  // not announced: not supported
-    if (!value->is_boolean()) {
-      wrong("hello", std::string("$.capabilities.") + key, "true or false", value);
-    }
-    out = value->get<bool>();
+    const JsonNode value = capabilities.field(key);
+    if (value.present()) out = value.to_bool();  // not announced: not supported
   };
   flag("truncate", hello.capabilities.truncate);
   flag("fork", hello.capabilities.fork);
@@ -271,23 +245,27 @@ HelloReply read_hello_reply(std::string_view line) {
 
 void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, const Layout& layout,
                      std::span<ChunkOut> outs) {
-  const json reply = parse_reply_line(line, "step");
-  require_ok(reply, "step", "");
-  const json& results = array_of(member(reply, "chunks"), chunks.size(), "step", "$.chunks",
-                                 "chunk results (one per chunk of the request, in its order)");
+  const Json json = parse_reply_line(line, "step");
+  const ReplyReport report("step");
+  const JsonNode reply(&json, "$", report);
+  require_ok(reply, "");
+  const JsonNode results = reply.field("chunks");
+  results.expect_array_of(chunks.size(),
+                          "chunk results (one per chunk of the request, in its order)");
   for (size_t c = 0; c < chunks.size(); ++c) {
-    const std::string path = at("$.chunks", c);
-    const json& result = results[c];
-    if (!result.is_object()) {
-      wrong("step", path, R"(an object {"positions": [...], "out": [...]})", &result);
+    const JsonNode result = results.at(c);
+    if (!result.json().is_object()) {
+      result.expected(R"(an object {"positions": [...], "out": [...]})");
     }
-    read_positions(result, chunks[c], path, outs[c]);
-    read_rows(result, chunks[c], layout, path, outs[c]);
+    read_positions(result, chunks[c], outs[c]);
+    read_rows(result, chunks[c], layout, outs[c]);
   }
 }
 
 void read_done_reply(std::string_view line, std::string_view what) {
-  require_ok(parse_reply_line(line, what), what, "");
+  const Json json = parse_reply_line(line, what);
+  const ReplyReport report(what);
+  require_ok(JsonNode(&json, "$", report), "");
 }
 
 size_t step_reply_limit(std::span<const ChunkIn> chunks, const Layout& layout) {

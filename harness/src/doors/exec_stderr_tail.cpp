@@ -1,6 +1,6 @@
 #include "doors/exec_stderr_tail.h"
 
-#include "support/utf8_text.h"
+#include "support/text.h"
 
 namespace kvfuzz::external {
 

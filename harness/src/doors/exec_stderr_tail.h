@@ -16,7 +16,7 @@ class StderrTail {
   // Bytes as read from the pipe, in any pieces.
   void add(std::string_view bytes);
   // The last lines (at most kLines, each cut to kLineChars characters and made valid
-  // UTF-8 on one line, utf8_text.h), joined with " | "; empty when nothing but blank
+  // UTF-8 on one line, support/text.h), joined with " | "; empty when nothing but blank
   // lines arrived.
   std::string text() const;
 

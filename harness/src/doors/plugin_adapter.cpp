@@ -11,23 +11,22 @@
 #include <string_view>
 #include <utility>
 
-#include "support/utf8_text.h"
+#include "support/text.h"
 
 namespace kvfuzz::external {
 
 namespace {
 
 // A plugin's message as one line of bounded length (reports and the CLI print one line)
-// and valid UTF-8 (it may end up in a fixture, which is JSON): utf8_text.h.
+// and valid UTF-8 (it may end up in a fixture, which is JSON): support/text.h.
 std::string plugin_message(const char* error) {
   if (error == nullptr) return "(no message)";
   constexpr size_t kMostChars = 1000;
   // A character is at most 4 bytes: no need to look further for kMostChars of them, nor to
   // trust the plugin to end its string soon.
   const std::string_view text(error, strnlen(error, 4 * kMostChars + 1));
-  SafeText message = safe_utf8(text, Controls::blank, kMostChars);
-  if (message.used < text.size()) message.text += "...";
-  return message.text.empty() ? "(empty message)" : std::move(message.text);
+  std::string message = one_line(text, kMostChars);
+  return message.empty() ? "(empty message)" : message;
 }
 
 int32_t dtype_code(DType dtype) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kvfuzz/engine_spec.h"
-#include "support/utf8_text.h"
+#include "support/text.h"
 
 namespace kvfuzz::external {
 
@@ -31,18 +31,15 @@ bool valid_name(std::string_view name) {
   return true;
 }
 
-// A refused name as it may appear in a one-line message (it may be anything): as
-// utf8_text.h escapes it, quoted, cut after 64 characters.
+// A refused name as it may appear in a one-line message (it may be anything): quoted as
+// support/text.h escapes it, cut after 64 characters.
 std::string quoted_name(std::string_view name) {
-  const SafeText shown = safe_utf8(name, Controls::escape, 64);
-  std::string quoted = "'" + shown.text + "'";
-  if (shown.used < name.size()) quoted += "... (" + std::to_string(name.size()) + " bytes)";
-  return quoted;
+  return quote_excerpt(name, 64);
 }
 
 // The problem with a description, or "": it reaches reports and saved fixtures, which hold
 // one line of valid UTF-8, so a description that is not one line of valid UTF-8 without
-// control characters (utf8_text.h says which are) is refused rather than mended.
+// control characters (support/text.h says which are) is refused rather than mended.
 std::string description_problem(std::string_view description, const std::string& named) {
   const std::string expected = "; expected one line of UTF-8 text";
   for (size_t i = 0; i < description.size();) {

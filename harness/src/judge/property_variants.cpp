@@ -14,6 +14,7 @@
 
 #include "kvfuzz/prng.h"
 #include "run/runner.h"
+#include "support/hash.h"
 
 namespace kvfuzz {
 
@@ -23,12 +24,7 @@ namespace {
 // presence flags) so that no two different scenarios feed it the same byte stream.
 class Hasher {
  public:
-  void add(uint64_t x) {
-    for (int i = 0; i < 8; ++i) {
-      hash_ ^= (x >> (8 * i)) & 0xFFu;
-      hash_ *= 0x100000001B3ull;
-    }
-  }
+  void add(uint64_t x) { hash_.add_u64(x); }
   void add_int(int64_t x) { add(static_cast<uint64_t>(x)); }
   void add_double(double x) { add(std::bit_cast<uint64_t>(x)); }
   template <typename T>
@@ -52,10 +48,10 @@ class Hasher {
       for (double x : head) add_double(x);
     }
   }
-  uint64_t value() const { return hash_; }
+  uint64_t value() const { return hash_.value(); }
 
  private:
-  uint64_t hash_ = 0xCBF29CE484222325ull;
+  Fnv1a hash_;
 };
 
 // Each variant draws from its own stream, so adding a choice to one never moves another.

@@ -16,6 +16,7 @@
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/scenario.h"
 #include "scenario/limits.h"
+#include "support/text.h"
 
 namespace kvfuzz {
 
@@ -52,42 +53,6 @@ std::string at(const std::string& path, size_t index) {
   return path + "[" + std::to_string(index) + "]";
 }
 
-// Offset of the first byte that is not part of well-formed UTF-8, if any.
-std::optional<size_t> invalid_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    size_t length = 0;
-    uint32_t code = 0;
-    if (byte < 0x80) {
-      ++i;
-      continue;
-    } else if (byte >= 0xC2 && byte <= 0xDF) {
-      length = 2;
-      code = byte & 0x1Fu;
-    } else if (byte >= 0xE0 && byte <= 0xEF) {
-      length = 3;
-      code = byte & 0x0Fu;
-    } else if (byte >= 0xF0 && byte <= 0xF4) {
-      length = 4;
-      code = byte & 0x07u;
-    } else {
-      return i;
-    }
-    if (i + length > text.size()) return i;
-    for (size_t j = 1; j < length; ++j) {
-      const auto next = static_cast<unsigned char>(text[i + j]);
-      if ((next & 0xC0u) != 0x80u) return i;
-      code = (code << 6) | (next & 0x3Fu);
-    }
-    const bool overlong = (length == 3 && code < 0x800) || (length == 4 && code < 0x10000);
-    const bool surrogate = code >= 0xD800 && code <= 0xDFFF;
-    if (overlong || surrogate || code > 0x10FFFF) return i;
-    i += length;
-  }
-  return std::nullopt;
-}
-
 void check_text(const std::string& path, const std::string& text, size_t min_bytes,
                 std::string_view what) {
   const auto max_bytes = static_cast<size_t>(limits::kMaxTextLength);
@@ -96,7 +61,7 @@ void check_text(const std::string& path, const std::string& text, size_t min_byt
                      str(limits::kMaxTextLength) + " bytes, got " +
                      count_text(static_cast<int64_t>(text.size()), "byte", "bytes"));
   }
-  if (const auto offset = invalid_utf8(text)) {
+  if (const auto offset = first_invalid_utf8(text)) {
     reject(path,
            "valid UTF-8 text, got an invalid byte at offset " + str(static_cast<int64_t>(*offset)));
   }

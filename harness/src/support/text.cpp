@@ -1,9 +1,9 @@
-#include "support/utf8_text.h"
+#include "support/text.h"
 
 #include <cstdint>
 #include <cstdio>
 
-namespace kvfuzz::external {
+namespace kvfuzz {
 
 namespace {
 
@@ -81,6 +81,15 @@ size_t utf8_character_length(std::string_view bytes) {
   return length;
 }
 
+std::optional<size_t> first_invalid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = utf8_character_length(text.substr(i));
+    if (length == 0) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
 SafeText safe_utf8(std::string_view bytes, Controls controls, size_t max_characters) {
   SafeText result;
   std::string& out = result.text;
@@ -119,4 +128,55 @@ SafeText safe_utf8(std::string_view bytes, Controls controls, size_t max_charact
   return result;
 }
 
-}  // namespace kvfuzz::external
+std::string quote_excerpt(std::string_view text, size_t max_characters) {
+  const SafeText excerpt = safe_utf8(text, Controls::escape, max_characters);
+  std::string quoted = "'" + excerpt.text + "'";
+  if (excerpt.used < text.size()) quoted += "... (" + std::to_string(text.size()) + " bytes)";
+  return quoted;
+}
+
+std::string one_line(std::string_view text, size_t max_characters) {
+  SafeText line = safe_utf8(text, Controls::blank, max_characters);
+  if (line.used < text.size()) line.text += "...";
+  return std::move(line.text);
+}
+
+std::string escape_controls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7F) {
+      out += "\\u00";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string cut_bytes(std::string text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;
+  text.resize(cut);
+  text += "...";
+  return text;
+}
+
+std::string describe_seconds(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(duration.count()) / 1000.0);
+  return text;
+}
+
+}  // namespace kvfuzz
