@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "judge/compare.h"
 #include "judge/reference.h"
 #include "kvfuzz/judge.h"
@@ -17,6 +17,8 @@
 
 namespace kvfuzz {
 namespace {
+
+using bench::median;
 
 using Clock = std::chrono::steady_clock;
 
@@ -101,28 +103,18 @@ Split measure(const Shape& shape, const EngineInfo& engine, double budget, uint6
   return split;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 }  // namespace kvfuzz
 
 int main(int argc, char** argv) {
   using namespace kvfuzz;
-  double seconds = 1.0;
-  int repeats = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0)
-      seconds = std::atof(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--repeats") == 0)
-      repeats = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: bench_checks [--seconds S] [--repeats R]\n");
-      return 2;
-    }
+  const auto runs = bench::parse_timed_runs(argc, argv);
+  if (!runs) {
+    std::fprintf(stderr, "usage: bench_checks [--seconds S] [--repeats R]\n");
+    return 2;
   }
+  const double seconds = runs->seconds;
+  const int repeats = runs->repeats;
   const Shape shapes[] = {
       {"tiny (1/1 heads, d 1, 8 tokens)", 1, 1, 1, 1, 8},
       {"small (4/2 heads, d 16, 64 tokens)", 4, 2, 16, 1, 64},

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/property.h"
@@ -21,6 +22,8 @@
 
 namespace kvfuzz {
 namespace {
+
+using bench::median;
 
 using Clock = std::chrono::steady_clock;
 
@@ -73,12 +76,6 @@ int64_t tokens_of(const Scenario& s) {
     for (const Chunk& c : op.batch()) n += static_cast<int64_t>(c.tokens.size());
   }
   return n;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Detection {

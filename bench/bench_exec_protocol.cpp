@@ -15,11 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/token_table.h"
 
 namespace kvfuzz {
 namespace {
+
+using bench::median;
 
 using Clock = std::chrono::steady_clock;
 
@@ -36,12 +39,6 @@ Layout typical_layout() {
 
 double micros_since(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // The q/k/v of tokens [first, first + count) of the table, as one chunk of sequence 0.

@@ -8,16 +8,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "kvfuzz/engine.h"
 #include "model/model_check.h"
 #include "model/transformer.h"
 
 namespace kvfuzz {
 namespace {
+
+using bench::median;
 
 using Clock = std::chrono::steady_clock;
 
@@ -80,22 +82,18 @@ Sample measure(const EngineInfo& engine, DType dtype, double budget, uint64_t& s
           std::max(0.0, total / n - forward / n - reference / n)};
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 }  // namespace kvfuzz
 
 int main(int argc, char** argv) {
   using namespace kvfuzz;
-  double seconds = 1;
-  int repeats = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
-    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+  const auto runs = bench::parse_timed_runs(argc, argv);
+  if (!runs) {
+    std::fprintf(stderr, "usage: bench_model [--seconds S] [--repeats R]\n");
+    return 2;
   }
+  const double seconds = runs->seconds;
+  const int repeats = runs->repeats;
   std::printf(
       "| dtype | engine | checks/s | cached forward | reference | tolerance + judge |\n"
       "|---|---|---:|---:|---:|---:|\n");

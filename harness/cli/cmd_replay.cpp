@@ -74,23 +74,13 @@ FixtureResult replay_one(const std::filesystem::path& file,
     if (scenario.model) {
       // Model level: the logits (and the diverging layer) through judge_property.
       const PropertyOutcome prefix = judge_property(Property::prefix, scenario, *engine);
-      if (!prefix.pass) {
-        report = prefix.report;
-      } else if (recorded != Property::prefix) {
-        const PropertyOutcome property = judge_property(recorded, scenario, *engine);
-        if (!property.pass) report = property.report;
-      }
-      if (report.empty()) continue;
-      failed += (failed.empty() ? "" : ", ") + engine->name;
-      reports += engine->name + ": " + report;
-      if (reports.back() != '\n') reports += '\n';
-      continue;
+      if (!prefix.pass) report = prefix.report;
+    } else {
+      const CheckOutcome outcome = judge_engine(scenario, prepared, *engine);
+      unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
+      if (!outcome.verdict.pass) report = describe_divergence(*outcome.verdict.first);
     }
-    const CheckOutcome outcome = judge_engine(scenario, prepared, *engine);
-    unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
-    if (!outcome.verdict.pass) {
-      report = describe_divergence(*outcome.verdict.first);
-    } else if (recorded != Property::prefix) {
+    if (report.empty() && recorded != Property::prefix) {
       // A regression shrunk under another property is replayed under that property too.
       const PropertyOutcome property = judge_property(recorded, scenario, *engine);
       if (!property.pass) report = property.report;
