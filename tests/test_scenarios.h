@@ -1,5 +1,5 @@
-// Scenario builders shared by the tests: layouts by field name, the worked example of
-// DESIGN.md and its pieces.
+// Scenario builders shared by the tests: layouts by field name, the worked example (README.md,
+// docs/architecture.md) and its pieces.
 #pragma once
 
 #include <optional>

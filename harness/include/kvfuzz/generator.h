@@ -1,4 +1,4 @@
-// The one scenario generator (DESIGN.md), written once against ChoiceSource. A PRNG drives
+// The one scenario generator (docs/architecture.md, "Generate"), written once against ChoiceSource. A PRNG drives
 // it for `kvfuzz check`, RapidCheck drives it inside rc::gen::exec for the properties
 // (integrated shrinking: choices shrink toward their lower bound), libFuzzer drives it
 // through FuzzedDataProvider. Every scenario it returns passes validate().

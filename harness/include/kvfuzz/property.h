@@ -1,4 +1,4 @@
-// The six properties of DESIGN.md, as functions of (scenario, engine), so that the
+// The six properties (docs/architecture.md, "Judge"), as functions of (scenario, engine), so that the
 // RapidCheck suites, `kvfuzz shrink --property`, the engine tests and the fuzz targets all
 // judge a scenario the same way. What each one claims is its row of kProperties below.
 #pragma once
