@@ -1,8 +1,8 @@
 // The interface every engine under test implements (the built-in CPU engines and mutants,
-// and users' engines behind the plugin and exec doors). An engine owns its cache and its position state: the runner gives it
-// only what a real caller gives, the new tokens' q/k/v per op, never absolute positions.
-// The engine reports the absolute position it assigned to every row it returns; that is
-// where position bugs become observable.
+// and users' engines behind the plugin and exec doors). An engine owns its cache and its position
+// state: the runner gives it only what a real caller gives, the new tokens' q/k/v per op, never
+// absolute positions. The engine reports the absolute position it assigned to every row it returns;
+// that is where position bugs become observable.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The one scenario generator (docs/architecture.md, "Generate"), written once against ChoiceSource. A PRNG drives
-// it for `kvfuzz check`, RapidCheck drives it inside rc::gen::exec for the properties
+// The one scenario generator (docs/architecture.md, "Generate"), written once against ChoiceSource.
+// A PRNG drives it for `kvfuzz check`, RapidCheck drives it inside rc::gen::exec for the properties
 // (integrated shrinking: choices shrink toward their lower bound), libFuzzer drives it
 // through FuzzedDataProvider. Every scenario it returns passes validate().
 //

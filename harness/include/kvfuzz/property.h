@@ -1,5 +1,5 @@
-// The six properties (docs/architecture.md, "Judge"), as functions of (scenario, engine), so that the
-// RapidCheck suites, `kvfuzz shrink --property`, the engine tests and the fuzz targets all
+// The six properties (docs/architecture.md, "Judge"), as functions of (scenario, engine), so that
+// the RapidCheck suites, `kvfuzz shrink --property`, the engine tests and the fuzz targets all
 // judge a scenario the same way. What each one claims is its row of kProperties below.
 #pragma once
 
