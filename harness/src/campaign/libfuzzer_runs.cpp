@@ -117,7 +117,6 @@ std::map<std::string, std::string> target_env(const CampaignRecord& record,
           {"UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"}};
 }
 
-// One target for `seconds`, in fork mode. Progress every few seconds.
 }  // namespace
 
 void run_slice(CampaignRecord& record, const CampaignOptions& options, const CampaignPaths& paths,
