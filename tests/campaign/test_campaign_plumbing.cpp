@@ -1,9 +1,15 @@
 // The plumbing under `kvfuzz campaign`: reading libFuzzer's status lines, durations on the
-// command line, cache states, and running a child process that can be stopped.
+// command line, cache states, and running a child process that can be stopped and that
+// nothing it starts outlives.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "campaign/libfuzzer_status.h"
@@ -119,6 +125,58 @@ TEST(Subprocess, AHangingChildIsStoppedAtTheLimit) {
 TEST(Subprocess, AMissingProgramIsAnExitStatus) {
   const ProcessResult r = run_process({"kvfuzz-no-such-program"}, {}, std::chrono::seconds(10));
   EXPECT_EQ(r.exit_code, 127);
+}
+
+// Gone, or a zombie waiting for a parent other than us.
+bool process_gone(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("State:", 0) == 0) return line.find('Z') != std::string::npos;
+  }
+  return true;
+}
+
+TEST(Subprocess, WhatTheChildStartedDiesWithTheProcessThatStartedIt) {
+  // A child of this test plays the campaign: it starts a program that starts one of its
+  // own (a fork-mode libFuzzer's jobs), then ends with _exit(), which runs no destructor.
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t campaign = fork();
+  ASSERT_GE(campaign, 0);
+  if (campaign == 0) {
+    close(report[0]);
+    try {
+      Subprocess process({"sh", "-c", "sleep 60 & echo $!; wait"}, {});
+      std::string pid;
+      while (pid.empty() && process.poll_lines(std::chrono::milliseconds(100),
+                                               [&](const std::string& line) { pid = line; })) {
+      }
+      pid += "\n";
+      if (write(report[1], pid.data(), pid.size()) != static_cast<ssize_t>(pid.size())) _exit(3);
+      _exit(0);
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  close(report[1]);
+  std::string text;
+  char buffer[64];
+  for (ssize_t n; (n = read(report[0], buffer, sizeof buffer)) > 0;) {
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(report[0]);
+  int status = 0;
+  waitpid(campaign, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const pid_t grandchild = static_cast<pid_t>(std::stol(text));
+  const auto start = std::chrono::steady_clock::now();
+  while (!process_gone(grandchild) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(process_gone(grandchild)) << "pid " << grandchild << " outlived its campaign";
+  if (!process_gone(grandchild)) kill(grandchild, SIGKILL);
 }
 
 }  // namespace

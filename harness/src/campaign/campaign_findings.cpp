@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <exception>
 #include <map>
 #include <memory>
@@ -18,7 +17,7 @@
 #include "kvfuzz/shrink.h"
 #include "support/subprocess.h"
 
-namespace kvfuzz::cli {
+namespace kvfuzz::campaign {
 
 namespace fs = std::filesystem;
 
@@ -289,14 +288,14 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
       } else {
         first_of_signature.emplace(finding.signature, finding.artifact);
         if (finding.kind == "property" && !stem.empty()) {
-          std::fprintf(stderr, "campaign: new failure %s (%s); shrinking it\n",
-                       finding.signature.c_str(), finding.artifact.c_str());
+          context.note("new failure " + finding.signature + " (" + finding.artifact +
+                       "); shrinking it");
           shrink_finding(context, record, finding);
           if (finding.note.empty()) file_finding(context.regressions, finding, stem);
         } else if (finding.kind != "property" && finding.target != "fuzz_fixture" &&
                    !finding.fixture.empty()) {
-          std::fprintf(stderr, "campaign: new finding %s (%s); shrinking it\n",
-                       finding.signature.c_str(), finding.artifact.c_str());
+          context.note("new finding " + finding.signature + " (" + finding.artifact +
+                       "); shrinking it");
           shrink_crash(context, record, finding);
           // Under crashes/: replayed on the honest engines by ctest like every fixture,
           // but not judged by a property on the engine that crashed.
@@ -305,8 +304,7 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
                          crash_fixture_prefix(record.engine, finding.kind, finding.target));
           }
         } else {
-          std::fprintf(stderr, "campaign: new finding %s (%s)\n", finding.signature.c_str(),
-                       finding.artifact.c_str());
+          context.note("new finding " + finding.signature + " (" + finding.artifact + ")");
         }
       }
       // Saved after every shrink (the expensive step) and every 50 duplicates: a mutant can
@@ -322,4 +320,4 @@ int process_artifacts(CampaignRecord& record, const FindingContext& context) {
   return added;
 }
 
-}  // namespace kvfuzz::cli
+}  // namespace kvfuzz::campaign

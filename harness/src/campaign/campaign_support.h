@@ -1,32 +1,40 @@
-// The pieces of `kvfuzz campaign` (cmd_campaign.cpp runs the loop): where everything lives
-// under OUT/, and how the artifacts libFuzzer wrote become deduplicated, shrunk fixtures.
+// The pieces of `kvfuzz campaign` (campaign_loop.cpp runs the loop): where everything lives
+// under OUT/, running one target's turn and merging its corpus (libfuzzer_runs.cpp), and
+// how the artifacts libFuzzer wrote become deduplicated, shrunk fixtures
+// (campaign_findings.cpp).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "campaign/campaign.h"
+#include "campaign/campaign_loop.h"
 
-namespace kvfuzz::cli {
+namespace kvfuzz::campaign {
 
-// Set by SIGINT/SIGTERM: finish the current step, save, write the report, exit.
+// Set by SIGINT/SIGTERM/SIGHUP: finish the current step, save, write the report, exit.
 extern std::atomic<bool> g_campaign_stop;
 
-struct CampaignPaths {
-  std::filesystem::path out;
-  std::filesystem::path record() const { return out / "campaign.json"; }
-  std::filesystem::path corpus(const std::string& target) const { return out / "corpus" / target; }
-  std::filesystem::path artifacts(const std::string& target) const {
-    return out / "artifacts" / target;
-  }
-  std::filesystem::path events() const { return out / "events"; }
-  std::filesystem::path findings() const { return out / "findings"; }
-  std::filesystem::path shrunk() const { return out / "shrunk"; }
-  std::filesystem::path logs() const { return out / "logs"; }
-  std::filesystem::path report_md() const { return out / "report.md"; }
-  std::filesystem::path report_html() const { return out / "report.html"; }
-};
+// One target's turn of `seconds`, in fork mode: progress ticks every few seconds, the
+// record saved at each. Throws CampaignSetupError when the target exits at once without
+// running (built from another tree, a bad flag).
+void run_slice(CampaignRecord& record, const CampaignOptions& options, const CampaignPaths& paths,
+               const CampaignProgress& progress, const std::string& target, double seconds);
+
+// libFuzzer's merge of one target's corpus with the seeds: the smallest set of inputs that
+// keeps every feature. The old corpus is replaced only once the merge has finished.
+void merge_corpus(CampaignRecord& record, const CampaignOptions& options,
+                  const CampaignPaths& paths, const CampaignProgress& progress,
+                  const std::string& target);
+
+// Now, UTC, ISO 8601: "2024-05-01T22:10:00Z".
+std::string utc_now();
+
+// Regular files below `dir` (0 when it is no directory).
+int64_t count_files(const std::filesystem::path& dir);
 
 struct FindingContext {
   CampaignPaths paths;
@@ -36,6 +44,7 @@ struct FindingContext {
   double shrink_seconds = 60;
   int input_timeout = 10;  // seconds, as the targets ran
   int rss_limit_mb = 2048;
+  std::function<void(const std::string&)> note;  // a new finding, as CampaignProgress::note
 };
 
 // Turns every artifact not yet in record.findings into a finding: its fixture (written by
@@ -52,4 +61,4 @@ bool is_artifact_name(const std::string& file_name);
 // Number of tokens the fixture's program feeds (0 when it does not load).
 int fixture_tokens(const std::filesystem::path& path);
 
-}  // namespace kvfuzz::cli
+}  // namespace kvfuzz::campaign

@@ -9,12 +9,12 @@
 //  * stdout and stderr are read while the request is being written, so an engine that
 //    writes a lot never blocks on a full pipe while kvfuzz blocks on its full stdin;
 //  * writing to an engine that has exited gives EPIPE here, never SIGPIPE to kvfuzz;
-//  * the engine runs in a process group of its own, led by a small guard process (a
-//    /bin/sh waiting on a pipe only kvfuzz holds open): when kvfuzz ends in any way,
-//    SIGKILL included, the kernel closes the pipe and the guard kills the group. On
+//  * the engine is a GuardedProcess (support/process.h): a process group of its own, led
+//    by a guard that kills the group when kvfuzz ends in any way, SIGKILL included. On
 //    destruction the engine gets EOF on stdin, a short grace to exit, then SIGKILL for
-//    the whole group; the engine and the guard are reaped (waiting at most kReapGrace
-//    for a process that does not die of SIGKILL, which is then left behind and said so);
+//    the whole group; the engine and the guard are reaped (waiting at most
+//    GuardedProcess::kReapGrace for a process that does not die of SIGKILL, which is
+//    then left behind and said so);
 //  * the engine inherits no descriptor of kvfuzz's but its stdin, stdout and stderr.
 //
 // What it cannot reach: a process the engine started in a process group or session of its
@@ -25,14 +25,13 @@
 // every later exchange throws the same message.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "doors/exec_stderr_tail.h"
+#include "support/process.h"
 
 namespace kvfuzz::external {
 
@@ -55,26 +54,12 @@ class LineProcess {
 
   // Ends the process (the destructor does this): EOF on stdin, up to kExitGrace for it to
   // exit, then SIGKILL to its group; reaps it and the guard. Never throws; a process that
-  // outlives kReapGrace after SIGKILL is reported on stderr.
+  // outlives GuardedProcess::kReapGrace after SIGKILL is reported on stderr.
   void close();
 
   static constexpr std::chrono::milliseconds kExitGrace{1000};
-  // How long a process sent SIGKILL may take to be gone. Normally microseconds; one in
-  // uninterruptible sleep (a hung network file system, a GPU driver tearing down a large
-  // context) dies only when that ends. kvfuzz does not hang on it: after this long it
-  // stops waiting and leaves the process (it becomes a zombie of kvfuzz when it dies).
-  static constexpr std::chrono::milliseconds kReapGrace{10'000};
 
  private:
-  // How the process ended, from waitid() before reaping.
-  struct Exit {
-    bool known = true;  // false when someone else reaped it (SIGCHLD ignored)
-    bool signaled = false;
-    int code = 0;  // the exit status, or the signal
-  };
-
-  void start_guard();
-  void start_engine(const std::string& command);
   [[noreturn]] void fail(const std::string& message);
   [[noreturn]] void fail_ended(std::string_view what, std::string_view how);
   bool write_some(std::string_view data, size_t& written);
@@ -83,26 +68,14 @@ class LineProcess {
   // Waits up to `wait` for output on stdout or stderr and reads it; false when both are
   // closed (then it returns at once).
   bool pump(std::chrono::milliseconds wait);
-  // True once the process has ended; it is not reaped yet (unless SIGCHLD is ignored), so
-  // its pid cannot be reused before kill_group_and_reap() sends it its SIGKILL.
-  bool has_exited();
-  // SIGKILL to the group (and the engine), then reaps the engine and the guard. Returns
-  // "" or, when one of them outlived kReapGrace, a clause saying so ("; pid N ...").
-  std::string kill_group_and_reap();
   std::string describe_exit() const;
   std::string stderr_suffix() const;
-  void close_fds();
 
-  pid_t pid_ = -1;        // the engine's shell
-  pid_t guard_pid_ = -1;  // the guard, leader of the engine's process group
-  bool ended_ = false;    // killed and reaped (or left behind): nothing more to do
-  int stdin_ = -1, stdout_ = -1, stderr_fd_ = -1;
-  int lifeline_ = -1;  // the write end of the guard's pipe: open while kvfuzz lives
   std::chrono::milliseconds timeout_;
-  std::string reply_;   // stdout read but not yet returned
-  size_t scanned_ = 0;  // reply_'s first bytes known to hold no newline
+  GuardedProcess process_;  // the engine's shell, in its guarded process group
+  std::string reply_;       // stdout read but not yet returned
+  size_t scanned_ = 0;      // reply_'s first bytes known to hold no newline
   StderrTail stderr_;
-  std::optional<Exit> exit_;
   std::optional<std::string> failure_;
 };
 

@@ -1,107 +1,50 @@
 #include "support/subprocess.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <stdexcept>
 #include <thread>
-
-extern char** environ;
 
 namespace kvfuzz {
 
 namespace {
 
-std::vector<std::string> merged_environment(const std::map<std::string, std::string>& extra) {
-  std::vector<std::string> result;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const std::string name = entry.substr(0, entry.find('='));
-    if (!extra.count(name)) result.push_back(entry);
-  }
-  for (const auto& [name, value] : extra) result.push_back(name + "=" + value);
-  return result;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> result;
-  for (std::string& s : strings) result.push_back(s.data());
-  result.push_back(nullptr);
-  return result;
-}
-
-ProcessResult decode_status(int status) {
-  ProcessResult result;
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
-  return result;
+ProcessSpec spec_for(const std::vector<std::string>& argv,
+                     const std::map<std::string, std::string>& env) {
+  if (argv.empty()) throw ProcessError("no program to run");
+  ProcessSpec spec;
+  spec.program = argv[0];
+  spec.argv = argv;
+  spec.env = env;
+  spec.stderr_to_stdout = true;
+  spec.name = argv[0];
+  return spec;
 }
 
 }  // namespace
 
 Subprocess::Subprocess(const std::vector<std::string>& argv,
-                       const std::map<std::string, std::string>& env) {
-  if (argv.empty()) throw std::runtime_error("no program to run");
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  }
-  // Everything the child needs is prepared before fork(): after it, only async-signal-safe
-  // calls are allowed.
-  std::vector<std::string> args = argv;
-  std::vector<std::string> environment = merged_environment(env);
-  std::vector<char*> arg_pointers = pointers(args);
-  std::vector<char*> env_pointers = pointers(environment);
-  pid_ = fork();
-  if (pid_ < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid_ == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphaned fuzzer if the campaign is killed
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    execvpe(arg_pointers[0], arg_pointers.data(), env_pointers.data());
-    const char message[] = "kvfuzz: could not start the program\n";
-    [[maybe_unused]] ssize_t ignored = write(STDERR_FILENO, message, sizeof message - 1);
-    _exit(127);
-  }
-  setpgid(pid_, pid_);  // also here, so that stop() works even before the child ran
-  close(fds[1]);
-  fd_ = fds[0];
-}
+                       const std::map<std::string, std::string>& env)
+    : process_(spec_for(argv, env)) {}
 
-Subprocess::~Subprocess() {
-  if (!result_ && pid_ > 0) {
-    kill(-pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  if (fd_ >= 0) close(fd_);
-}
+Subprocess::~Subprocess() = default;
 
 bool Subprocess::poll_lines(std::chrono::milliseconds wait,
                             const std::function<void(const std::string&)>& on_line) {
-  if (fd_ < 0) return false;
-  pollfd p{fd_, POLLIN, 0};
+  const int fd = process_.stdout_fd();
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN, 0};
   const int ready = poll(&p, 1, static_cast<int>(wait.count()));
-  if (ready < 0 && errno == EINTR) return true;
-  if (ready <= 0) return true;
+  if (ready <= 0) return true;  // nothing yet, or a signal (EINTR)
   char buffer[4096];
-  const ssize_t n = read(fd_, buffer, sizeof buffer);
-  if (n < 0 && errno == EINTR) return true;
+  const ssize_t n = read(fd, buffer, sizeof buffer);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
   if (n <= 0) {
     if (!pending_.empty()) on_line(pending_);
     pending_.clear();
-    close(fd_);
-    fd_ = -1;
+    process_.close_stdout();
     return false;
   }
   pending_.append(buffer, static_cast<size_t>(n));
@@ -114,35 +57,35 @@ bool Subprocess::poll_lines(std::chrono::milliseconds wait,
 }
 
 void Subprocess::stop(std::chrono::milliseconds grace) {
-  if (result_ || pid_ <= 0) return;
-  kill(-pid_, SIGINT);
+  if (process_.ended()) return;
+  process_.signal_group(SIGINT);
   const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      result_ = decode_status(status);
-      kill(-pid_, SIGKILL);  // whatever of the group is left
-      return;
-    }
+  while (!process_.has_exited() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  kill(-pid_, SIGKILL);
+  process_.end();  // SIGKILL to whatever of the group is left
 }
 
 void Subprocess::interrupt() {
-  if (!result_ && pid_ > 0) kill(pid_, SIGINT);
+  process_.signal_child(SIGINT);
 }
 
 ProcessResult Subprocess::wait() {
-  if (!result_) {
-    int status = 0;
-    pid_t reaped = -1;
-    while ((reaped = waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
-    }
-    // Not ours to reap (SIGCHLD ignored by whoever started us): unknown, never "exit 0".
-    result_ = reaped == pid_ ? decode_status(status) : ProcessResult{};
+  if (!process_.ended()) {
+    process_.wait_exit();
+    process_.end();
   }
-  return *result_;
+  ProcessResult result;
+  // Not ours to reap (SIGCHLD ignored by whoever started us): unknown, never "exit 0".
+  const std::optional<ProcessExit>& exit = process_.exit();
+  if (exit && exit->known) {
+    if (exit->signaled) {
+      result.signal = exit->code;
+    } else {
+      result.exit_code = exit->code;
+    }
+  }
+  return result;
 }
 
 ProcessResult run_process(const std::vector<std::string>& argv,

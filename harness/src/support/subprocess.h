@@ -1,17 +1,17 @@
 // Running another program (a fuzz target, kvfuzz itself) and reading its output line by
 // line without ever blocking on it: a campaign must keep printing progress, honour a stop
-// request and survive a child that hangs or dies. POSIX only.
+// request and survive a child that hangs or dies. The child is a GuardedProcess
+// (support/process.h): nothing it starts outlives it or kvfuzz. POSIX only.
 #pragma once
-
-#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "support/process.h"
 
 namespace kvfuzz {
 
@@ -25,30 +25,29 @@ struct ProcessResult {
 class Subprocess {
  public:
   // Starts `argv` (argv[0] is looked up on PATH when it has no '/') with `env` added to
-  // this process's environment, stdout and stderr on one pipe, in its own process group
-  // so that stop() reaches the children it starts too, and killed if this process dies.
-  // Throws std::runtime_error.
+  // this process's environment, stdin on /dev/null, stdout and stderr on one pipe. Throws
+  // ProcessError (a std::runtime_error).
   Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
   ~Subprocess();  // kills the group if still running
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
   // Waits up to `wait` for output and calls `on_line` for each complete line. Returns
-  // false once the child has exited and its output is drained.
+  // false once the output is drained (the child, and whatever it started, closed it).
   bool poll_lines(std::chrono::milliseconds wait,
                   const std::function<void(const std::string&)>& on_line);
   // SIGINT to the group (libFuzzer then finishes its current work and exits), then SIGKILL
-  // if it is still there after `grace`.
+  // to the group, at once when the child has exited or after `grace`; reaps it.
   void stop(std::chrono::milliseconds grace);
   // SIGINT to the child alone (what Ctrl-C in a terminal would send to a program).
   void interrupt();
-  ProcessResult wait();  // reaps it (after poll_lines returned false, or stop())
+  // Waits for the child to exit (after poll_lines returned false, or stop()), then kills
+  // what is left of its group and reaps it.
+  ProcessResult wait();
 
  private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
+  GuardedProcess process_;
   std::string pending_;
-  std::optional<ProcessResult> result_;
 };
 
 // Runs to completion with a time limit, capturing the output. When `stop` becomes true
