@@ -189,7 +189,7 @@ TEST(Variants, ScheduleOfTheWorkedExampleMovesTheCut) {
     flat.insert(flat.end(), op.tokens.begin(), op.tokens.end());
   }
   EXPECT_EQ(flat, (std::vector<int>{0, 1, 2, 3, 4}));
-  EXPECT_NE(v.description.find("rechunk: "), std::string::npos);
+  EXPECT_NE(v.description.find("schedule: "), std::string::npos);
 }
 
 TEST(Variants, ScheduleLeavesSingleTokenMembersAndResetsAlone) {
@@ -400,7 +400,7 @@ TEST(JudgeProperty, TheResetVariantPinsTheFirstRowOfTheNewRequest) {
   ASSERT_TRUE(out.first.has_value()) << out.report;
   EXPECT_EQ(out.first->key.epoch, 1);
   EXPECT_EQ(out.first->key.pos, 0);
-  EXPECT_NE(out.report.find("isolate_epochs: seq 0 epoch 1"), std::string::npos) << out.report;
+  EXPECT_NE(out.report.find("reset: seq 0 epoch 1"), std::string::npos) << out.report;
 }
 
 // An engine that is wrong the same way under every variant fails prefix equivalence only:
@@ -526,7 +526,7 @@ TEST(ModelProperties, HonestEnginesPassAllSixAndMutantsFail) {
       judge_property(Property::schedule, prompt, engine("mask-origin"));
   ASSERT_FALSE(schedule.pass);
   EXPECT_EQ(schedule.signature->property, Property::schedule);
-  EXPECT_NE(schedule.report.find("variant: rechunk"), std::string::npos) << schedule.report;
+  EXPECT_NE(schedule.report.find("variant: schedule"), std::string::npos) << schedule.report;
   EXPECT_NE(schedule.report.find("layer 0:"), std::string::npos) << schedule.report;
   EXPECT_TRUE(judge_property(Property::schedule, prompt, engine("contiguous")).pass);
 }

@@ -310,9 +310,9 @@ ScenarioVariant schedule_variant(const Scenario& scenario, uint64_t seed) {
     i = end;
   }
   if (changed == 0) {
-    v.description = "rechunk: unchanged (no run of forwards gives every member two tokens)";
+    v.description = "schedule: unchanged (no run of forwards gives every member two tokens)";
   } else {
-    v.description = "rechunk: " + std::to_string(changed) + " run(s) of forwards re-split (" +
+    v.description = "schedule: " + std::to_string(changed) + " run(s) of forwards re-split (" +
                     changes + (changed > 3 ? "; ..." : "") + ")";
   }
   for_each_chunk(v.scenario, [&](const PlacedChunk& c) {
@@ -379,7 +379,7 @@ ScenarioVariant layout_variant(const Scenario& scenario, uint64_t seed) {
   } else if (new_spare > 0) {
     placement.pool_pages = pool;
   }
-  v.description = "relayout: page size " + std::to_string(old_size) + " -> " +
+  v.description = "layout: page size " + std::to_string(old_size) + " -> " +
                   std::to_string(new_size) + ", page order " +
                   order_name(scenario.placement.order) + " -> " + order_name(order) + " (" +
                   std::to_string(pool) + " pages)";
@@ -398,7 +398,7 @@ ScenarioVariant poison_variant(const Scenario& scenario, uint64_t seed) {
                                 ? kNonFinite[static_cast<size_t>(rng.below(kNonFinite.size()))]
                                 : Poison::huge;
   v.scenario.placement.poison = new_poison;
-  v.description = "repoison: " + std::string(poison_name(old_poison)) + " -> " +
+  v.description = "poison: " + std::string(poison_name(old_poison)) + " -> " +
                   std::string(poison_name(new_poison));
   for_each_chunk(v.scenario, [&](const PlacedChunk& c) {
     v.streams.emplace(StreamId{c.seq, c.epoch}, StreamId{c.seq, c.epoch});
@@ -440,7 +440,7 @@ std::vector<ScenarioVariant> reset_variants(const Scenario& scenario) {
                                                                : Op::step({chunk}));
       }
     }
-    v.description = "isolate_epochs: seq " + std::to_string(seq) + " epoch " +
+    v.description = "reset: seq " + std::to_string(seq) + " epoch " +
                     std::to_string(epoch) + " (after a " + op_name(started_by) +
                     ") alone on a fresh engine as its epoch 0";
     if (inherited > 0) {
@@ -476,7 +476,7 @@ ScenarioVariant batch_variant(const Scenario& scenario, int seq) {
     }
     state.apply(op);
   }
-  v.description = "isolate_sequence: seq " + std::to_string(seq) +
+  v.description = "batch: seq " + std::to_string(seq) +
                   " alone, every step reduced to its own chunk";
   if (forked) v.description += ", each fork into it replaced by a reset and its source's tokens";
   // The epochs the base feeds (a fork's epoch the variant feeds only its inherited tokens).

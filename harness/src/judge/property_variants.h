@@ -10,8 +10,8 @@
 //   reset_variants     each (sequence, epoch >= 1) alone on a fresh engine
 //   batch_variant      one sequence alone, every step reduced to its own chunk
 //
-// A variant's description, which reports print, names the transformation: rechunk,
-// relayout, repoison, isolate_epochs, isolate_sequence.
+// A variant's description, which reports print, starts with its property's name (one word
+// per dimension): "schedule: 2 run(s) of forwards re-split ...", "reset: seq 0 epoch 1 ...".
 //
 // Every choice is a pure function of the scenario (through variant_seed), so a property
 // judges the same scenario the same way every time; the shrinker relies on that.
