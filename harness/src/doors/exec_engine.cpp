@@ -85,7 +85,7 @@ class ExecEngine final : public Engine {
 };
 
 // What hello is sent at resolve time: the configuration probe_capabilities() makes its
-// engine with (harness/src/engine.cpp): the default, smallest layout (one head of one
+// engine with (harness/src/run/engine.cpp): the default, smallest layout (one head of one
 // dimension), 4 sequences, pages in order. So the command is tried once on exactly what
 // the capability probe will ask of it.
 EngineConfig smallest_config() {

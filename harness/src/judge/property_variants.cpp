@@ -440,9 +440,8 @@ std::vector<ScenarioVariant> reset_variants(const Scenario& scenario) {
                                                                : Op::step({chunk}));
       }
     }
-    v.description = "reset: seq " + std::to_string(seq) + " epoch " +
-                    std::to_string(epoch) + " (after a " + op_name(started_by) +
-                    ") alone on a fresh engine as its epoch 0";
+    v.description = "reset: seq " + std::to_string(seq) + " epoch " + std::to_string(epoch) +
+                    " (after a " + op_name(started_by) + ") alone on a fresh engine as its epoch 0";
     if (inherited > 0) {
       v.description += ", its " + std::to_string(inherited) + " inherited tokens fed first";
     }
@@ -476,8 +475,8 @@ ScenarioVariant batch_variant(const Scenario& scenario, int seq) {
     }
     state.apply(op);
   }
-  v.description = "batch: seq " + std::to_string(seq) +
-                  " alone, every step reduced to its own chunk";
+  v.description =
+      "batch: seq " + std::to_string(seq) + " alone, every step reduced to its own chunk";
   if (forked) v.description += ", each fork into it replaced by a reset and its source's tokens";
   // The epochs the base feeds (a fork's epoch the variant feeds only its inherited tokens).
   for_each_chunk(scenario, [&](const PlacedChunk& c) {

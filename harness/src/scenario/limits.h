@@ -29,7 +29,7 @@ constexpr int64_t kMaxPoolElements = int64_t{1} << 25;
 // Output values of the whole program: program tokens x q_heads x value_dim. Bounds the
 // rows the reference and every engine hold at once.
 constexpr int64_t kMaxRowValues = int64_t{1} << 24;
-// Largest RoPE base: the tolerance derivation (harness/src/tolerance.cpp) assumes it.
+// Largest RoPE base: the tolerance derivation (harness/src/judge/tolerance.cpp) assumes it.
 constexpr double kMaxRopeTheta = 1e7;
 constexpr int kMaxExpectRows = 1 << 16;
 
