@@ -29,13 +29,13 @@ std::shared_ptr<const EngineInfo> resolve_plugin(const std::string& spec) {
   std::error_code ec;
   const size_t colon = rest.rfind(':');
   if (colon == std::string::npos || std::filesystem::exists(rest, ec) || colon == 0) {
-    return external::plugin_engine(spec, rest, std::nullopt);
+    return doors::plugin_engine(spec, rest, std::nullopt);
   }
   const std::string name = rest.substr(colon + 1);
   if (name.empty()) {
     throw EngineSpecError("--engine " + spec + ": expected an engine name after the last ':'");
   }
-  return external::plugin_engine(spec, rest.substr(0, colon), name);
+  return doors::plugin_engine(spec, rest.substr(0, colon), name);
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ std::shared_ptr<const EngineInfo> resolve_engine(std::string_view spec_view) {
       throw EngineSpecError("--engine " + spec +
                             ": expected exec:COMMAND, a command that speaks the engine protocol");
     }
-    return external::exec_engine(spec, command);
+    return doors::exec_engine(spec, command);
   }
   if (const EngineInfo* info = find_engine(spec)) return builtin(*info);
   throw EngineSpecError("--engine: unknown engine '" + spec + "'; expected one of " +

@@ -14,7 +14,7 @@
 #include "doors/exec_protocol.h"
 #include "doors/external_engines.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 namespace {
 
@@ -118,4 +118,4 @@ std::shared_ptr<const EngineInfo> exec_engine(const std::string& spec, const std
   return info;
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

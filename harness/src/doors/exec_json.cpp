@@ -7,7 +7,7 @@
 #include "kvfuzz/engine.h"
 #include "support/text.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 namespace {
 
@@ -104,4 +104,4 @@ bool read_number(const nlohmann::json& value, double& out) {
   return true;
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

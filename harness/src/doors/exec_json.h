@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 // Appends `value` as a JSON number (NaN, Infinity or -Infinity, as Python writes them,
 // for the non-finite values, which kvfuzz's own inputs never hold).
@@ -29,4 +29,4 @@ nlohmann::json parse_reply_line(std::string_view line, std::string_view what);
 // and is read as NaN. Anything else is no number.
 bool read_number(const nlohmann::json& value, double& out);
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

@@ -15,7 +15,7 @@
 #include "kvfuzz/engine.h"
 #include "support/text.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 namespace {
 
@@ -264,4 +264,4 @@ void LineProcess::close() {
   process_.close_pipes();
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

@@ -33,7 +33,7 @@
 #include "doors/exec_stderr_tail.h"
 #include "support/process.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 class LineProcess {
  public:
@@ -79,4 +79,4 @@ class LineProcess {
   std::optional<std::string> failure_;
 };
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

@@ -10,7 +10,7 @@
 #include "support/json_path.h"
 #include "support/text.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 namespace {
 
@@ -278,4 +278,4 @@ size_t step_reply_limit(std::span<const ChunkIn> chunks, const Layout& layout) {
   return kSmallReplyLimit + 64 * (values + tokens);
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

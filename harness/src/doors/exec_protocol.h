@@ -12,7 +12,7 @@
 
 #include "kvfuzz/engine.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 inline constexpr int kProtocolVersion = 1;
 
@@ -42,4 +42,4 @@ void read_done_reply(std::string_view line, std::string_view what);
 size_t step_reply_limit(std::span<const ChunkIn> chunks, const Layout& layout);
 inline constexpr size_t kSmallReplyLimit = size_t{1} << 20;
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

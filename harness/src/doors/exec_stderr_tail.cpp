@@ -2,7 +2,7 @@
 
 #include "support/text.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 void StderrTail::add(std::string_view bytes) {
   for (const char c : bytes) {
@@ -43,4 +43,4 @@ std::string StderrTail::text() const {
   return text;
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

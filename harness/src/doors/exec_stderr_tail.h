@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 class StderrTail {
  public:
@@ -33,4 +33,4 @@ class StderrTail {
   size_t partial_length_ = 0;  // its length in bytes, all of it
 };
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

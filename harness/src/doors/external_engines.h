@@ -10,7 +10,7 @@
 #include "kvfuzz/engine.h"
 #include "kvfuzz/engine_spec.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 // plugin:PATH[:NAME]. Loads the library (once per path, kept loaded for the process) and
 // checks its table: the symbol, the ABI version, the engine names, the function pointers
@@ -22,4 +22,4 @@ std::shared_ptr<const EngineInfo> plugin_engine(const std::string& spec, const s
 // makes is a process of its own.
 std::shared_ptr<const EngineInfo> exec_engine(const std::string& spec, const std::string& command);
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

@@ -13,7 +13,7 @@
 
 #include "support/text.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 namespace {
 
@@ -170,4 +170,4 @@ void PluginEngine::fork(int src, int dst) {
   call("fork", [&](const char** error) { return api_.fork(engine_, src, dst, error); });
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

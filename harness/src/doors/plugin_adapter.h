@@ -10,7 +10,7 @@
 #include "kvfuzz/engine.h"
 #include "kvfuzz/engine_abi.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 class PluginEngine final : public Engine {
  public:
@@ -47,4 +47,4 @@ class PluginEngine final : public Engine {
   std::vector<kvfuzz_chunk_out> outs_;
 };
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

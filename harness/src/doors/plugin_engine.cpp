@@ -8,7 +8,7 @@
 #include "doors/plugin_adapter.h"
 #include "doors/plugin_library.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 namespace {
 
@@ -52,4 +52,4 @@ std::shared_ptr<const EngineInfo> plugin_engine(const std::string& spec, const s
   return info;
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

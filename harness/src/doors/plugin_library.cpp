@@ -13,7 +13,7 @@
 #include "kvfuzz/engine_spec.h"
 #include "support/text.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 namespace {
 
@@ -205,4 +205,4 @@ std::shared_ptr<PluginLibrary> load_plugin_library(const std::string& spec,
   return library;
 }
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors

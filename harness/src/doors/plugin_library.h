@@ -9,7 +9,7 @@
 
 #include "kvfuzz/engine_abi.h"
 
-namespace kvfuzz::external {
+namespace kvfuzz::doors {
 
 // One entry of the plugin's table, checked (right ABI version and struct_size, name valid
 // and unique, description valid UTF-8 on one line, the required functions and those its
@@ -40,4 +40,4 @@ struct PluginLibrary {
 std::shared_ptr<PluginLibrary> load_plugin_library(const std::string& spec,
                                                    const std::string& path);
 
-}  // namespace kvfuzz::external
+}  // namespace kvfuzz::doors
