@@ -38,7 +38,8 @@ class TestNames {
       const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
       if (!plain) c = '_';
     }
-    if (name.empty()) name = "_";
+    // assign, not = "_": g++ 12 -O3 -Wrestrict false positive on the literal (GCC PR 105329).
+    if (name.empty()) name.assign(1, '_');
     std::string unique = name;
     for (int i = 2; !taken_.insert(unique).second; ++i) unique = name + "_" + std::to_string(i);
     return unique;

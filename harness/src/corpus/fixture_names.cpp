@@ -39,7 +39,7 @@ std::string file_safe_name(std::string_view name) {
 }
 
 std::string scenario_hash(Scenario scenario) {
-  scenario.name.assign(1, 'x');  // not = "x": g++ 12 -O3 -Wrestrict false positive
+  scenario.name.assign(1, 'x');  // not = "x": g++ 12 -O3 -Wrestrict false positive (GCC PR 105329)
   scenario.note.clear();
   scenario.provenance = Provenance{};
   const uint64_t hash = fnv1a(write_fixture(scenario));
