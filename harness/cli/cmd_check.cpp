@@ -115,7 +115,13 @@ GeneratorOptions generator_options(const CheckOptions& options,
     most = std::min(most, limit);
     typical = std::min(typical, limit);
   };
-  cap(options.max_tokens, generator.max_epoch_tokens, generator.typical_epoch_tokens);
+  // Up to the default sizes' maximum a cap; beyond it, the long-context mode
+  // (LongContextOptions), whose contexts reach the number given.
+  if (options.max_tokens > generator.max_epoch_tokens) {
+    generator.long_context = LongContextOptions{options.max_tokens};
+  } else {
+    cap(options.max_tokens, generator.max_epoch_tokens, generator.typical_epoch_tokens);
+  }
   cap(options.max_head_dim, generator.max_head_dim, generator.typical_head_dim);
   cap(options.max_q_heads, generator.max_q_heads, generator.typical_q_heads);
   if (options.model) generator.model = ModelOptions{};
@@ -216,9 +222,11 @@ void add_check_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--out", options->out, "Directory for failing fixtures")
       ->default_val("kvfuzz-out");
   cmd->add_option("--max-tokens", options->max_tokens,
-                  "At most this many tokens per sequence and request (default: the generator's, "
-                  "up to 160)")
-      ->check(CLI::Range(1, 1024));
+                  "At most this many tokens per sequence and request (default: up to 160). Above "
+                  "160, long contexts: at most 2 sequences, at most 4 q heads and head_dim 16, a "
+                  "first prefill of up to this many tokens, long decode runs, windows up to the "
+                  "context")
+      ->check(CLI::Range(1, 16384));
   cmd->add_option("--max-head-dim", options->max_head_dim,
                   "At most this head dimension (default: up to 128)")
       ->check(CLI::Range(1, 128));

@@ -134,6 +134,23 @@ TEST(Cli, ExplainShowsTheWorkedExample) {
   EXPECT_NE(r.out.find("FAIL"), std::string::npos);
 }
 
+// --max-tokens above the default sizes' 160 switches to long contexts (test_long_context
+// says what they reach); above limits' kMaxEpochTokens it is bad input.
+TEST(Cli, MaxTokensAboveTheDefaultsChecksLongContexts) {
+  const fs::path out =
+      fs::temp_directory_path() / ("kvfuzz-cli-long-" + std::to_string(::getpid()));
+  const Result r = kvfuzz("check --engine all --cases 3 --seed 2 --max-tokens 2048 --quiet --out " +
+                          out.string());
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("BAD "), std::string::npos) << r.out;
+  fs::remove_all(out);
+  for (const char* args : {"check --max-tokens 16385", "check --max-tokens 0"}) {
+    const Result bad = kvfuzz(args);
+    EXPECT_EQ(bad.status, 2) << args;
+    EXPECT_EQ(lines(bad.err), 1) << args << ":\n" << bad.err;
+  }
+}
+
 TEST(Cli, CheckPassesHonestEnginesRejectsMutantsAndSavesReplayableFixtures) {
   const fs::path out = fs::temp_directory_path() / ("kvfuzz-cli-out-" + std::to_string(::getpid()));
   fs::remove_all(out);

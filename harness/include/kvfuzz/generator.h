@@ -36,6 +36,17 @@ struct ModelOptions {
   int max_spare_vocab = 16;  // vocabulary ids no token of the program uses
 };
 
+// Long contexts: contexts of thousands of tokens, as real requests have, where the default
+// sizes stop at a few hundred. Few sequences (at most two), a small layout (at most 4 q
+// heads, head_dim and value_dim at most 16, so that q/k/v and rows of the whole program stay
+// within 2^22 numbers, 16 MiB), a first prefill of up to max_tokens per sequence (0 at the
+// low end), decode runs up to max_tokens long, and windows up to max_tokens, so that the
+// edges of the window, the pages and the split path lie far from position 0. With the
+// largest layout the program holds at least 2^22 / 192 = 21,845 tokens.
+struct LongContextOptions {
+  int max_tokens = 8192;  // per (sequence, epoch); clamped to 1..limits' kMaxEpochTokens (16384)
+};
+
 // The lengths where an engine changes what it does, which the generator aims context,
 // chunk and window lengths at (on, one before and one after each) and the cache-state
 // events count against. The defaults are the built-in flash engine's
@@ -77,6 +88,10 @@ struct GeneratorOptions {
   // source the canonical GeneratedTokens{0, vocab}. Unset, no choice is drawn for it: the
   // scenarios are the same as without the option.
   std::optional<ModelOptions> model;
+  // When set, every scenario is a long-context scenario (LongContextOptions above), and the
+  // sizes above give way to its own. Unset, no choice is drawn for it: the scenarios are
+  // the same as without the option.
+  std::optional<LongContextOptions> long_context;
 };
 
 Scenario generate_scenario(ChoiceSource& choices, const GeneratorOptions& options = {});

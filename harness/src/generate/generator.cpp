@@ -57,7 +57,8 @@ struct Bounds {
   int max_q_heads = 1;
   int head_dim = 1;
   bool large = false;
-  bool truncate = true;  // the engine's optional operations and its edges (GeneratorOptions)
+  bool long_context = false;  // GeneratorOptions::long_context
+  bool truncate = true;       // the engine's optional operations and its edges (GeneratorOptions)
   bool fork = true;
   EngineEdges edges;
 };
@@ -77,6 +78,16 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.epoch_tokens = b.large ? max_epoch : std::clamp(o.typical_epoch_tokens, 1, max_epoch);
   b.q_heads = b.large ? b.max_q_heads : std::clamp(o.typical_q_heads, 1, b.max_q_heads);
   b.head_dim = b.large ? max_dim : std::clamp(o.typical_head_dim, 1, max_dim);
+  if (o.long_context) {
+    // Few, long sequences over a small layout (generator.h, LongContextOptions).
+    b.long_context = true;
+    b.sequences = std::min(b.sequences, 2);
+    b.steps = std::min(b.steps, 8);
+    b.epoch_tokens = std::clamp(o.long_context->max_tokens, 1, limits::kMaxEpochTokens);
+    b.max_q_heads = std::min(b.max_q_heads, 4);
+    b.q_heads = std::min(b.q_heads, b.max_q_heads);
+    b.head_dim = std::min(b.head_dim, 16);
+  }
   return b;
 }
 
@@ -135,8 +146,10 @@ int64_t model_work_per_token(const ModelChoices& m, const Layout& l, int64_t voc
 int program_token_budget(const Bounds& b, const Layout& l, const ModelChoices* model) {
   const int64_t per_token = int64_t{l.q_heads} * (int64_t{l.value_dim} + l.head_dim) +
                             int64_t{l.kv_heads} * (int64_t{l.head_dim} + l.value_dim);
-  auto budget = static_cast<int>(
-      std::clamp<int64_t>((int64_t{1} << 20) / per_token, 1, int64_t{4} * b.epoch_tokens));
+  // Long contexts may hold 4x more (2^22 numbers: 16 MiB), and their layouts are small.
+  const int64_t numbers = int64_t{1} << (b.long_context ? 22 : 20);
+  auto budget =
+      static_cast<int>(std::clamp<int64_t>(numbers / per_token, 1, int64_t{4} * b.epoch_tokens));
   if (model != nullptr) {
     const auto work = [&](int64_t tokens) {
       const int64_t vocab = std::max<int64_t>(tokens, 32) + model->spare_vocab;
@@ -244,6 +257,12 @@ Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   l.page_size = pick_page_size(c);
   l.dtype = pick_dtype(c);
   l.window = pick_window(c, l.page_size, b.edges);
+  if (b.long_context) {
+    // A long context's window may be anything up to the context: its edge far from 0.
+    const bool far = c.pick_bool();
+    const int far_window = c.pick_int(1, b.epoch_tokens);
+    if (l.window && far) l.window = far_window;
+  }
   l.scale = pick_scale(c);
   return l;
 }
@@ -430,6 +449,15 @@ class ProgramBuilder {
     }
   }
 
+  // Long contexts begin with one prefill per sequence, of 0 (at the low end) up to the
+  // whole epoch, so that later steps start far from position 0.
+  void prefill() {
+    for (int seq = 0; seq < sequences(); ++seq) {
+      const int n = std::min(c_.pick_int(0, bounds_.epoch_tokens), room(seq));
+      if (n >= 1) emit({Chunk{seq, feed(seq, n)}});
+    }
+  }
+
   std::vector<Op> take() { return std::move(ops_); }
 
  private:
@@ -514,6 +542,7 @@ class ProgramBuilder {
 std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, int sequences,
                              TokenIds& ids, const ModelChoices* model) {
   ProgramBuilder program(c, b, l, sequences, ids, model);
+  if (b.long_context) program.prefill();
   const int steps = c.pick_int(1, b.steps);
   for (int i = 0; i < steps; ++i) program.add_step();
   return program.take();
