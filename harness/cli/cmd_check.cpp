@@ -80,6 +80,14 @@ void print_table(const std::vector<EngineTally>& tallies) {
                 t.engine->mutant ? "mutant" : "honest", t.cases, t.rows, t.unjudged, t.seconds,
                 verdict_ok(t) ? "ok  " : "BAD ", verdict.c_str());
   }
+  const bool any_unjudged = std::any_of(tallies.begin(), tallies.end(),
+                                        [](const EngineTally& t) { return t.unjudged > 0; });
+  if (any_unjudged) {
+    std::printf(
+        "unjudged: rows within their bound whose bound is at least the largest |v| they see "
+        "(large scores: f32 accumulation allows any value in range there), so they were only "
+        "checked to be finite; a bug confined to them passes\n");
+  }
 }
 
 // Which cache states the run reached, and how often; the ones never reached by name.

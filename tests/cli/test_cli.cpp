@@ -151,6 +151,21 @@ TEST(Cli, MaxTokensAboveTheDefaultsChecksLongContexts) {
   }
 }
 
+// The unjudged column is explained under the table when a row was unjudged, not otherwise.
+TEST(Cli, CheckExplainsUnjudgedRowsWhenThereAreSome) {
+  const fs::path out = fs::temp_directory_path() / ("kvfuzz-cli-unj-" + std::to_string(::getpid()));
+  const Result some =
+      kvfuzz("check --engine contiguous --cases 200 --seed 1 --quiet --out " + out.string());
+  EXPECT_EQ(some.status, 0) << some.err;
+  EXPECT_NE(some.out.find("\nunjudged: rows within their bound"), std::string::npos) << some.out;
+  // mask-origin fails at its first case, before any row could be unjudged.
+  const Result none =
+      kvfuzz("check --engine mask-origin --cases 5 --seed 1 --quiet --out " + out.string());
+  EXPECT_EQ(none.status, 0) << none.err;
+  EXPECT_EQ(none.out.find("\nunjudged:"), std::string::npos) << none.out;
+  fs::remove_all(out);
+}
+
 TEST(Cli, CheckPassesHonestEnginesRejectsMutantsAndSavesReplayableFixtures) {
   const fs::path out = fs::temp_directory_path() / ("kvfuzz-cli-out-" + std::to_string(::getpid()));
   fs::remove_all(out);

@@ -491,6 +491,35 @@ TEST(Runner, EngineConfigPageOrder) {
   EXPECT_EQ(engine_config(s).page_order, (std::vector<int>{2, 0, 3, 1}));
 }
 
+// A mismatch of a few 16-bit ulps says what precision would explain it; a bug-sized error
+// and other kinds of failure do not.
+TEST(Report, AMismatchOfAFewUlpsNamesThePrecision) {
+  Divergence d;
+  d.kind = FailureKind::mismatch;
+  // An honest engine that rounds its output to bf16 (the issue that asked for the line):
+  // 0.00127 is 0.65 f16 ulps and 0.081 bf16 ulps at 2.58 (ulps 2^-9 and 2^-6 there).
+  d.got = -2.578125;
+  d.expected = -2.5793934487819468;
+  d.error = std::abs(d.got - d.expected);
+  d.bound = 0.000104736;
+  const std::string rounded = describe_divergence(d);
+  EXPECT_NE(rounded.find("precision: the error is 0.65 f16 ulps, 0.081 bf16 ulps"),
+            std::string::npos)
+      << rounded;
+  // The worked example's mask-origin row: 7.5 expected, 2 got: 176 bf16 ulps, no rounding.
+  d.got = 2;
+  d.expected = 7.5;
+  d.error = 5.5;
+  EXPECT_EQ(describe_divergence(d).find("precision"), std::string::npos);
+  // Just above and below the line's 4 bf16 ulps (0.125 at 7.5, where the ulp is 2^-5).
+  d.error = 4.01 * 0.03125;
+  EXPECT_EQ(describe_divergence(d).find("precision"), std::string::npos);
+  d.error = 3.99 * 0.03125;
+  EXPECT_NE(describe_divergence(d).find("precision"), std::string::npos);
+  d.kind = FailureKind::not_finite;
+  EXPECT_EQ(describe_divergence(d).find("precision"), std::string::npos);
+}
+
 TEST(Report, ExplainRows) {
   const Scenario s = worked_example();
   const Prepared p = prepare(s);

@@ -39,6 +39,32 @@ std::string keys_text(int64_t lo, int64_t hi) {
          std::to_string(count) + (count == 1 ? " key)" : " keys)");
 }
 
+// The spacing of `dtype`'s values at |x| (its ulp there): 2u times the power of two below
+// |x|, and f16's subnormal spacing 2^-24 below its normal range.
+double ulp_at(double x, DType dtype) {
+  const double spacing = 2 * unit_roundoff(dtype) * std::ldexp(1.0, std::ilogb(x));
+  return dtype == DType::f16 ? std::max(spacing, std::ldexp(1.0, -24)) : spacing;
+}
+
+// A mismatch whose error is a few bf16 ulps at the expected value is what a kernel that
+// rounds its output (or P) to a 16-bit dtype gives: that rounding alone is up to half an
+// ulp, far above an f32 bound. The line gives the error in f16 and bf16 ulps; nothing for
+// larger errors, which no rounding explains.
+std::string precision_hint(const Divergence& d) {
+  constexpr double kFewUlps = 4;
+  if (d.kind != FailureKind::mismatch || d.expected == 0 || !std::isfinite(d.error)) return {};
+  const double bf16_ulps = d.error / ulp_at(d.expected, DType::bf16);
+  if (bf16_ulps > kFewUlps) return {};
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "  precision: the error is %.2g f16 ulps, %.2g bf16 ulps of the expected value: ",
+                d.error / ulp_at(d.expected, DType::f16), bf16_ulps);
+  return text +
+         std::string(
+             "an engine that rounds its output or P to f16 or bf16 differs by about that much, "
+             "and kvfuzz's bound assumes f32 output and P\n");
+}
+
 }  // namespace
 
 std::string describe_divergence(const Divergence& d) {
@@ -65,6 +91,7 @@ std::string describe_divergence(const Divergence& d) {
     text += "  this row should see keys at " + keys_text(d.key_lo, d.key_hi) + "\n";
   }
   if (!d.detail.empty()) text += "  " + d.detail + "\n";
+  text += precision_hint(d);
   return text;
 }
 
