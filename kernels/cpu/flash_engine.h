@@ -28,6 +28,14 @@ class FlashEngine : public PagedStorageEngine {
  public:
   explicit FlashEngine(const EngineConfig& config);
   const FlashPathCounts& path_counts() const { return counts_; }
+  // Bit for bit across batches, pages and poison, but not across chunk schedules: a token
+  // decoded alone takes the decode (or split) path, in a longer chunk the prefill path,
+  // whose sums run in another order.
+  BitwiseClaims bitwise_claims() const override {
+    BitwiseClaims claims = PagedStorageEngine::bitwise_claims();
+    claims.schedule = false;
+    return claims;
+  }
 
  protected:
   void attend(const Query& query, int kv_head, KeyRange keys, float* out) override;

@@ -49,6 +49,23 @@ struct EngineError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Invariances an engine guarantees bit for bit, as deterministic-inference engines do: the
+// property's variants must then give rows with exactly the same bits (judge_property
+// checks a claimed property with equality instead of its tolerance, and reports the first
+// differing value with both bit patterns and their distance in ulps).
+//   batch     batch composition and a sequence's place in the batch
+//   schedule  the chunk schedule: chunked prefill on or off, where prefill hands over to
+//             decode
+//   layout    page size and physical page order
+//   poison    what the bytes outside the valid prefix hold
+struct BitwiseClaims {
+  bool batch = false;
+  bool schedule = false;
+  bool layout = false;
+  bool poison = false;
+  bool operator==(const BitwiseClaims&) const = default;
+};
+
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).
 struct EngineCapabilities {
@@ -60,6 +77,8 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual EngineCapabilities capabilities() const { return {}; }
+  // The invariances it keeps bit for bit (none unless it says so).
+  virtual BitwiseClaims bitwise_claims() const { return {}; }
   // One batched forward: append every chunk's tokens to its sequence and return one row
   // per new token. outs.size() == chunks.size().
   virtual void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) = 0;

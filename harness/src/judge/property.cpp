@@ -10,9 +10,17 @@
 // triangle inequality); that is the tolerance here. Two non-finite values count as equal
 // when they are the same (both NaN, or the same infinity): a failure shared by both runs
 // belongs to the prefix property.
+//
+// Bitwise claims: an engine may announce that it keeps an invariance bit for bit
+// (Engine::bitwise_claims). Its variants' rows must then have exactly the same bits as
+// the base run's (+0 and -0 differ; NaNs must match in bits too), and the first value that
+// differs is reported with both bit patterns and their distance in ulps.
 #include "kvfuzz/property.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <memory>
@@ -62,10 +70,14 @@ std::string to_string(const FailureSignature& signature) {
 
 namespace {
 
-EngineRun run_once(const Scenario& scenario, const TokenTable& table, const EngineInfo& engine) {
+// One run of `engine` on `scenario`; `claims`, when given, receives the invariances the
+// engine claims bit for bit.
+EngineRun run_once(const Scenario& scenario, const TokenTable& table, const EngineInfo& engine,
+                   BitwiseClaims* claims = nullptr) {
   EngineRun run;
   try {
     std::unique_ptr<Engine> instance = engine.make ? engine.make(engine_config(scenario)) : nullptr;
+    if (instance && claims != nullptr) *claims = instance->bitwise_claims();
     if (instance) return run_engine(scenario, table, *instance);
     run.error = "engine '" + engine.name + "' could not be created";
   } catch (const std::exception& e) {
@@ -96,6 +108,41 @@ std::string origin_text(const RowOrigin& o) {
          std::to_string(o.token);
 }
 
+// Whether `engine` claims `property` bit for bit.
+bool claims_bitwise(Property property, const BitwiseClaims& claims) {
+  switch (property) {
+    case Property::batch:
+      return claims.batch;
+    case Property::schedule:
+      return claims.schedule;
+    case Property::layout:
+      return claims.layout;
+    case Property::poison:
+      return claims.poison;
+    case Property::prefix:
+    case Property::reset:
+      return false;
+  }
+  return false;
+}
+
+// Distance in ulps between two floats of the same sign class: the number of floats between
+// them (bit patterns mapped to a monotone integer line, -0 next to +0).
+uint64_t ulps_apart(float a, float b) {
+  const auto line = [](float x) {
+    const auto bits = static_cast<int64_t>(std::bit_cast<uint32_t>(x));
+    return bits & 0x80000000 ? 0x80000000 - bits : bits;
+  };
+  const int64_t d = line(a) - line(b);
+  return static_cast<uint64_t>(d < 0 ? -d : d);
+}
+
+std::string bits_text(float x) {
+  char text[64];
+  std::snprintf(text, sizeof text, "0x%08x (%.9g)", std::bit_cast<uint32_t>(x), x);
+  return text;
+}
+
 bool same_value(double a, double b, double tolerance) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   if (std::isinf(a) || std::isinf(b)) return a == b;
@@ -116,7 +163,7 @@ struct Found {
 
 // The first base slot (in program order) whose row the variant changes.
 std::optional<Found> first_difference(const Base& base, const ScenarioVariant& variant,
-                                      const EngineInfo& engine) {
+                                      const EngineInfo& engine, bool bitwise) {
   const TokenTable table(variant.scenario.tokens, variant.scenario.layout);
   const EngineRun run = run_once(variant.scenario, table, engine);
   const std::vector<ExpectedSlot> slots = expected_slots(variant.scenario);
@@ -188,6 +235,22 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
         return at(FailureKind::not_finite, i);
       }
     }
+    // A claimed invariance: the same bits (after the non-finite check, so that a NaN in one
+    // run only is not_finite in either mode).
+    if (bitwise) {
+      for (size_t i = 0; i < size; ++i) {
+        const float x = got->values[i], y = want->values[i];
+        if (std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y)) continue;
+        Found found = at(FailureKind::mismatch, i);
+        found.divergence.bound = 0;
+        found.divergence.detail = "the engine claims this invariance bit for bit: got " +
+                                  bits_text(x) + " (the base run), expected " + bits_text(y) +
+                                  " (the variant run: " + twin_text() + "), " +
+                                  std::to_string(ulps_apart(x, y)) + " ulps apart";
+        return found;
+      }
+      continue;
+    }
     for (size_t i = 0; i < size; ++i) {
       const double tolerance = 2 * ref.bound[i / static_cast<size_t>(value_dim)];
       if (!same_value(got->values[i], want->values[i], tolerance)) {
@@ -246,22 +309,25 @@ PropertyOutcome judge_property(Property property, const Scenario& scenario,
   }
 
   const Prepared prepared = prepare(scenario);
-  const EngineRun run = run_once(scenario, prepared.table, engine);
+  BitwiseClaims claims;
+  const EngineRun run = run_once(scenario, prepared.table, engine, &claims);
+  const bool bitwise = claims_bitwise(property, claims);
   const std::vector<const EngineRow*> rows = rows_by_slot(prepared.slots, run);
   const Base base{scenario, prepared, run, rows};
   std::optional<Found> first;
   const ScenarioVariant* culprit = nullptr;
   for (const ScenarioVariant& variant : variants) {
-    std::optional<Found> found = first_difference(base, variant, engine);
+    std::optional<Found> found = first_difference(base, variant, engine, bitwise);
     if (found && (!first || found->slot < first->slot)) {
       first = std::move(found);
       culprit = &variant;
     }
   }
   if (!first) {
-    result.report =
-        std::string(property_name(property)) + ": pass (" + std::to_string(variants.size()) +
-        (variants.size() == 1 ? " variant: " + variants[0].description : " variants") + ")\n";
+    result.report = std::string(property_name(property)) + ": pass (" +
+                    std::to_string(variants.size()) +
+                    (variants.size() == 1 ? " variant: " + variants[0].description : " variants") +
+                    (bitwise ? ", bit for bit" : "") + ")\n";
     return result;
   }
   result.pass = false;

@@ -52,7 +52,11 @@ double ulp_at(double x, DType dtype) {
 // larger errors, which no rounding explains.
 std::string precision_hint(const Divergence& d) {
   constexpr double kFewUlps = 4;
-  if (d.kind != FailureKind::mismatch || d.expected == 0 || !std::isfinite(d.error)) return {};
+  // A bound of 0 is a bitwise claim's: any difference fails it, whatever the precision.
+  if (d.kind != FailureKind::mismatch || d.bound == 0 || d.expected == 0 ||
+      !std::isfinite(d.error)) {
+    return {};
+  }
   const double bf16_ulps = d.error / ulp_at(d.expected, DType::bf16);
   if (bf16_ulps > kFewUlps) return {};
   char text[160];
