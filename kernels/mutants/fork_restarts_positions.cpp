@@ -9,9 +9,9 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-class ForkRestartsPositionsEngine final : public cpu::PagedEngine {
+class ForkRestartsPositionsEngine final : public Mutant<cpu::PagedEngine> {
  public:
-  using PagedEngine::PagedEngine;
+  using Mutant::Mutant;
 
   void fork(int src, int dst) override {
     PagedEngine::fork(src, dst);

@@ -7,9 +7,9 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-class MaskOriginEngine final : public cpu::PagedEngine {
+class MaskOriginEngine final : public Mutant<cpu::PagedEngine> {
  public:
-  using PagedEngine::PagedEngine;
+  using Mutant::Mutant;
 
  protected:
   cpu::KeyRange visible_range(int64_t index, int64_t chunk_start) const override {

@@ -8,6 +8,17 @@
 
 namespace kvfuzz::mutants {
 
+// What every mutant derives from: its honest engine, claiming nothing bit for bit. A
+// mutant is judged by the tolerance, as an engine without claims is, so that its bug (not
+// a claim it would otherwise inherit) is what the properties find, with the same failure
+// kinds as before claims existed.
+template <class Honest>
+class Mutant : public Honest {
+ public:
+  using Honest::Honest;
+  BitwiseClaims bitwise_claims() const final { return {}; }
+};
+
 std::unique_ptr<Engine> make_mask_origin(const EngineConfig& config);
 std::unique_ptr<Engine> make_stale_position(const EngineConfig& config);
 std::unique_ptr<Engine> make_stale_kv(const EngineConfig& config);

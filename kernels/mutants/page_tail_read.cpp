@@ -7,9 +7,9 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-class PageTailReadEngine final : public cpu::PagedEngine {
+class PageTailReadEngine final : public Mutant<cpu::PagedEngine> {
  public:
-  using PagedEngine::PagedEngine;
+  using Mutant::Mutant;
 
  protected:
   int64_t decode_read_last(int seq, cpu::KeyRange /*keys*/) const override {

@@ -7,9 +7,9 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-class StaleKvEngine final : public cpu::ContiguousEngine {
+class StaleKvEngine final : public Mutant<cpu::ContiguousEngine> {
  public:
-  using ContiguousEngine::ContiguousEngine;
+  using Mutant::Mutant;
 
   void reset(int seq) override {
     check_seq(seq, "reset");

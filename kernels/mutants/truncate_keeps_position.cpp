@@ -8,9 +8,9 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-class TruncateKeepsPositionEngine final : public cpu::ContiguousEngine {
+class TruncateKeepsPositionEngine final : public Mutant<cpu::ContiguousEngine> {
  public:
-  using ContiguousEngine::ContiguousEngine;
+  using Mutant::Mutant;
 
   void truncate(int seq, int64_t keep) override {
     check_seq(seq, "truncate");

@@ -8,9 +8,9 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-class TruncateSharedInPlaceEngine final : public cpu::PagedEngine {
+class TruncateSharedInPlaceEngine final : public Mutant<cpu::PagedEngine> {
  public:
-  using PagedEngine::PagedEngine;
+  using Mutant::Mutant;
 
   void truncate(int seq, int64_t keep) override {
     check_seq(seq, "truncate");

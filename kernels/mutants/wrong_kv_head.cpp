@@ -7,9 +7,9 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-class WrongKvHeadEngine final : public cpu::FlashEngine {
+class WrongKvHeadEngine final : public Mutant<cpu::FlashEngine> {
  public:
-  using FlashEngine::FlashEngine;
+  using Mutant::Mutant;
 
  protected:
   int kv_head_for(int q_head) const override {

@@ -26,6 +26,8 @@ struct RowOrigin {
   int token = 0;
 };
 
+std::string to_string(const RowOrigin& origin);  // "op 2, chunk 0, token 1"
+
 // A row the engine produced. values[q_head * value_dim + d].
 struct EngineRow {
   RowKey key;  // position as the engine reported it

@@ -16,6 +16,7 @@
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
 #include "support/subprocess.h"
+#include "support/text.h"
 
 namespace kvfuzz::campaign {
 
@@ -29,10 +30,6 @@ std::string kind_of(const std::string& file_name) {
   const std::string prefix = file_name.substr(0, file_name.find('-'));
   if (prefix == "timeout" || prefix == "oom") return prefix;
   return "crash";
-}
-
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
 }
 
 std::string last_line(const std::string& text) {

@@ -159,6 +159,7 @@ CampaignRecord run_campaign(const CampaignOptions& options, const CampaignProgre
   const double budget = options.budget_seconds;
   const double slice = options.slice_seconds;
   const CampaignPaths paths{options.out};
+  g_campaign_stop = false;  // a stop belongs to the campaign it interrupted
   CampaignRecord record = start_or_resume(options, paths, progress);
   check_setup(options, record.targets);
   FindingContext context{paths,

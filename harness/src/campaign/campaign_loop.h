@@ -72,7 +72,8 @@ struct CampaignProgress {
 
 // Runs the campaign (or resumes it from options.out) until its budget is spent or a
 // signal stops it; returns the record as saved. SIGINT, SIGTERM and SIGHUP stop it (the
-// current step finishes, the record is saved and the report written). Throws
+// current step finishes, the record is saved and the report written): it installs their
+// handlers for the rest of the process, as the command that calls it wants. Throws
 // CampaignSetupError; a record that does not load throws std::runtime_error.
 CampaignRecord run_campaign(const CampaignOptions& options, const CampaignProgress& progress);
 

@@ -16,6 +16,7 @@
 #include "corpus/json_reader.h"
 #include "scenario/limits.h"
 #include "support/atomic_file.h"
+#include "support/text.h"
 
 namespace kvfuzz {
 
@@ -445,10 +446,6 @@ std::string write_provenance(const Provenance& p) {
   return block_object(fields, 2);
 }
 
-std::string system_reason(int error) {
-  return std::generic_category().message(error);
-}
-
 }  // namespace
 
 Scenario parse_fixture(std::string_view text, std::string_view origin) {
@@ -504,7 +501,7 @@ Scenario load_fixture(const std::filesystem::path& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec) throw cannot_read(ec.message());
-  if (std::filesystem::is_directory(status)) throw cannot_read(system_reason(EISDIR));
+  if (std::filesystem::is_directory(status)) throw cannot_read(errno_text(EISDIR));
   if (std::filesystem::is_regular_file(status)) {
     const auto size = std::filesystem::file_size(path, ec);
     if (ec) throw cannot_read(ec.message());
@@ -517,7 +514,7 @@ Scenario load_fixture(const std::filesystem::path& path) {
   }
   errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw cannot_read(system_reason(errno != 0 ? errno : EIO));
+  if (!in) throw cannot_read(errno_text(errno != 0 ? errno : EIO));
 
   // Read at most one byte past the limit: the size may differ from what stat said (a pipe,
   // a file being written), and nothing taken from the input decides an allocation.
@@ -533,7 +530,7 @@ Scenario load_fixture(const std::filesystem::path& path) {
                                         " bytes, got more"));
     }
   }
-  if (in.bad()) throw cannot_read(system_reason(errno != 0 ? errno : EIO));
+  if (in.bad()) throw cannot_read(errno_text(errno != 0 ? errno : EIO));
   return parse_fixture(text, origin);
 }
 

@@ -2,16 +2,11 @@
 #include "corpus/provenance.h"
 
 #include "judge/report.h"
+#include "support/text.h"
 
 namespace kvfuzz {
 
-namespace {
-
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string failure_line(const Divergence& first) {
   return first_line(describe_divergence(first));

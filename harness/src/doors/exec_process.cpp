@@ -26,10 +26,6 @@ using Clock = std::chrono::steady_clock;
 // stdout's end of file.
 constexpr std::chrono::milliseconds kEndingGrace{500};
 
-std::string errno_text(int error) {
-  return std::strerror(error);
-}
-
 // Milliseconds until `deadline` for poll(), rounded up (0 when past), at most `cap`.
 int poll_wait(Clock::time_point deadline, std::chrono::milliseconds cap) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());

@@ -17,6 +17,11 @@ std::string to_string(const RowKey& key) {
          std::to_string(key.pos);
 }
 
+std::string to_string(const RowOrigin& origin) {
+  return "op " + std::to_string(origin.op) + ", chunk " + std::to_string(origin.chunk) +
+         ", token " + std::to_string(origin.token);
+}
+
 std::string_view failure_kind_name(FailureKind kind) {
   switch (kind) {
     case FailureKind::engine_error:

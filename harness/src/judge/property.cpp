@@ -103,11 +103,6 @@ std::vector<const EngineRow*> rows_by_slot(const std::vector<ExpectedSlot>& slot
   return rows;
 }
 
-std::string origin_text(const RowOrigin& o) {
-  return "op " + std::to_string(o.op) + ", chunk " + std::to_string(o.chunk) + ", token " +
-         std::to_string(o.token);
-}
-
 // Whether `engine` claims `property` bit for bit.
 bool claims_bitwise(Property property, const BitwiseClaims& claims) {
   switch (property) {
@@ -126,12 +121,14 @@ bool claims_bitwise(Property property, const BitwiseClaims& claims) {
   return false;
 }
 
-// Distance in ulps between two floats of the same sign class: the number of floats between
-// them (bit patterns mapped to a monotone integer line, -0 next to +0).
+// Distance in ulps between two finite floats: how many steps from one float to the next
+// lead from one to the other (adjacent floats are 1 apart). Bit patterns map to a monotone
+// integer line, negative floats from -1 down, so that -0 and +0, whose bits differ, are 1
+// apart.
 uint64_t ulps_apart(float a, float b) {
-  const auto line = [](float x) {
-    const auto bits = static_cast<int64_t>(std::bit_cast<uint32_t>(x));
-    return bits & 0x80000000 ? 0x80000000 - bits : bits;
+  const auto line = [](float x) -> int64_t {
+    const uint32_t bits = std::bit_cast<uint32_t>(x);
+    return bits & 0x80000000u ? -1 - static_cast<int64_t>(bits & 0x7fffffffu) : bits;
   };
   const int64_t d = line(a) - line(b);
   return static_cast<uint64_t>(d < 0 ? -d : d);
@@ -194,8 +191,8 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
     d.key_lo = ref.key_lo;
     d.key_hi = ref.key_hi;
     const auto twin_text = [&] {
-      return "the variant's row for it is " + to_string(twin.key) + " (" +
-             origin_text(twin.origin) + ")";
+      return "the variant's row for it is " + to_string(twin.key) + " (" + to_string(twin.origin) +
+             ")";
     };
 
     if (got == nullptr || want == nullptr) {
@@ -266,7 +263,7 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
     d.origin = run.error_at.value_or(RowOrigin{});
     d.key_lo = 0;
     d.key_hi = -1;  // no row
-    d.detail = "the variant run failed at its " + origin_text(run.error_at.value_or(RowOrigin{})) +
+    d.detail = "the variant run failed at its " + to_string(run.error_at.value_or(RowOrigin{})) +
                " and the base run did not: " + *run.error;
     return Found{base_slots.size(), d};
   }

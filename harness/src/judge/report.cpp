@@ -28,11 +28,6 @@ std::string brief(double x) {
   return buffer;
 }
 
-std::string origin_text(const RowOrigin& o) {
-  return "op " + std::to_string(o.op) + ", chunk " + std::to_string(o.chunk) + ", token " +
-         std::to_string(o.token);
-}
-
 std::string keys_text(int64_t lo, int64_t hi) {
   const int64_t count = hi - lo + 1;
   return "positions " + std::to_string(lo) + ".." + std::to_string(hi) + " (" +
@@ -77,16 +72,16 @@ std::string describe_divergence(const Divergence& d) {
   switch (d.kind) {
     case FailureKind::mismatch:
     case FailureKind::not_finite:
-      text += " at " + to_string(d.key) + " (" + origin_text(d.origin) + "), q head " +
+      text += " at " + to_string(d.key) + " (" + to_string(d.origin) + "), q head " +
               std::to_string(d.q_head) + ", dim " + std::to_string(d.dim) + "\n";
       text += "  got " + format_exact(d.got) + ", expected " + format_exact(d.expected) +
               ", error " + brief(d.error) + ", bound " + brief(d.bound) + "\n";
       break;
     case FailureKind::wrong_position:
-      text += " at " + to_string(d.key) + " (" + origin_text(d.origin) + ")\n";
+      text += " at " + to_string(d.key) + " (" + to_string(d.origin) + ")\n";
       break;
     case FailureKind::engine_error:
-      text += " at " + origin_text(d.origin);
+      text += " at " + to_string(d.origin);
       if (has_row) text += ", producing " + to_string(d.key);
       text += "\n";
       break;
@@ -172,7 +167,7 @@ std::string explain_rows(const Scenario& scenario, const Prepared& prepared,
   }
   if (run.error) {
     text += "engine error";
-    if (run.error_at) text += " at " + origin_text(*run.error_at);
+    if (run.error_at) text += " at " + to_string(*run.error_at);
     text += ": " + *run.error + "\n";
   }
   return text;

@@ -223,11 +223,6 @@ std::string number(double x) {
   return out.str();
 }
 
-std::string origin_text(const RowOrigin& o) {
-  return "op " + std::to_string(o.op) + ", chunk " + std::to_string(o.chunk) + ", token " +
-         std::to_string(o.token);
-}
-
 std::string top_text(const std::vector<std::pair<int, double>>& top) {
   std::string text;
   for (const auto& [id, value] : top) {
@@ -246,7 +241,7 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
            " rows)\n";
   }
   if (const auto& d = verdict.first_logits) {
-    text += "logits: first diverging row " + to_string(d->key) + " (" + origin_text(d->origin) +
+    text += "logits: first diverging row " + to_string(d->key) + " (" + to_string(d->origin) +
             "): " + std::string(failure_kind_name(d->kind)) + " at token id " +
             std::to_string(d->index) + ": got " + number(d->got) + ", expected " +
             number(d->expected) + ", error " + number(d->error) + " > bound " + number(d->bound) +
@@ -261,12 +256,12 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
   if (const auto& d = verdict.first_layer) {
     const std::string layer = d->layer >= 0 ? "layer " + std::to_string(d->layer) : "model";
     if (d->kind == FailureKind::engine_error) {
-      text += layer + ": engine error at " + origin_text(d->origin) + ": " + d->detail + "\n";
+      text += layer + ": engine error at " + to_string(d->origin) + ": " + d->detail + "\n";
     } else if (d->kind == FailureKind::wrong_position) {
-      text += layer + ": first divergence at " + to_string(d->key) + " (" + origin_text(d->origin) +
+      text += layer + ": first divergence at " + to_string(d->key) + " (" + to_string(d->origin) +
               "): wrong-position: " + d->detail + "\n";
     } else {
-      text += layer + ": first divergence at " + to_string(d->key) + " (" + origin_text(d->origin) +
+      text += layer + ": first divergence at " + to_string(d->key) + " (" + to_string(d->origin) +
               "): " + std::string(failure_kind_name(d->kind)) + " in the " + d->where +
               (d->where == "attention" ? " of q head " + std::to_string(d->head) : "") +
               ", value " + std::to_string(d->index) + ": got " + number(d->got) + ", expected " +
@@ -286,8 +281,8 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
     const std::string layer = f->layer >= 0 ? "layer " + std::to_string(f->layer) : "model";
     text += "fails on: " + layer + ", " +
             (f->kind == FailureKind::engine_error
-                 ? "engine error at " + origin_text(f->origin) + ": " + f->detail
-                 : "wrong-position at " + to_string(f->key) + " (" + origin_text(f->origin) +
+                 ? "engine error at " + to_string(f->origin) + ": " + f->detail
+                 : "wrong-position at " + to_string(f->key) + " (" + to_string(f->origin) +
                        "): " + f->detail) +
             "\n";
   }

@@ -15,6 +15,7 @@
 // not judged again. Only rejections are remembered: an accepted candidate becomes the
 // current scenario, and nothing equal to it can be smaller than it later.
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <stdexcept>
@@ -26,6 +27,7 @@
 #include "kvfuzz/shrink.h"
 #include "shrink/measure.h"
 #include "shrink/moves.h"
+#include "support/hash.h"
 
 namespace kvfuzz {
 
@@ -102,7 +104,7 @@ class Search {
     // exactly where the scenarios do. A 64-bit hash keeps the set small (a candidate's
     // text can be megabytes of values); a new candidate that shares the hash of one of n
     // rejected ones (a chance of about n / 2^64) would be skipped unjudged.
-    const size_t key = std::hash<std::string>{}(write_fixture(scenario));
+    const uint64_t key = fnv1a(write_fixture(scenario));
     if (rejected_.contains(key)) {
       ++result_.skipped_seen;
       ++counts.skipped_seen;
@@ -184,7 +186,7 @@ class Search {
   ShrinkResult& result_;
   Clock::time_point start_;
   shrinking::Measure current_measure_;
-  std::unordered_set<size_t> rejected_;  // hashes of the candidates judged and rejected
+  std::unordered_set<uint64_t> rejected_;  // hashes of the candidates judged and rejected
 };
 
 }  // namespace

@@ -13,10 +13,6 @@ namespace kvfuzz {
 
 namespace {
 
-std::string system_reason(int error) {
-  return std::generic_category().message(error);
-}
-
 // A name no other writer uses at the same time, this process's threads included.
 std::filesystem::path temporary_name(const std::filesystem::path& path) {
   static std::atomic<unsigned> counter{0};
@@ -44,7 +40,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
   {
     errno = 0;
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw FileWriteError(path, system_reason(errno != 0 ? errno : EIO));
+    if (!out) throw FileWriteError(path, errno_text(errno != 0 ? errno : EIO));
     out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
     out.flush();
     int error = out ? 0 : (errno != 0 ? errno : EIO);
@@ -52,7 +48,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
     if (error == 0 && !out) error = errno != 0 ? errno : EIO;
     if (error != 0) {
       std::filesystem::remove(temp, ec);  // best effort: the write's error is the news
-      throw FileWriteError(path, system_reason(error));
+      throw FileWriteError(path, errno_text(error));
     }
   }
   std::filesystem::rename(temp, path, ec);

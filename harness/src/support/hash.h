@@ -1,8 +1,9 @@
 // FNV-1a, 64 bits: the one hash of kvfuzz, for fixture names (corpus/fixture_names.h),
-// the identity of a scenario's variants (judge/property_variants.cpp) and libFuzzer
-// inputs as a PRNG seed (fuzzers/fuzz_choices.h). Not cryptographic; chosen because it is
-// tiny, byte-order independent and the same on every machine, so the same bytes give the
-// same fixture name and the same scenario everywhere.
+// the identity of a scenario's variants (judge/property_variants.cpp), the shrinker's seen
+// candidates (shrink/search.cpp) and libFuzzer inputs as a PRNG seed
+// (fuzzers/fuzz_choices.h). Not cryptographic; chosen because it is tiny, byte-order
+// independent and the same on every machine, so the same bytes give the same fixture name
+// and the same scenario everywhere.
 #pragma once
 
 #include <cstdint>

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <utility>
 
+#include "support/text.h"
+
 extern char** environ;
 
 namespace kvfuzz {
@@ -32,10 +34,6 @@ constexpr const char* kGuardScript = "while read -r line; do :; done; kill -KILL
 static_assert(GuardedProcess::kReapGrace.count() % 1000 == 0, "whole seconds");
 std::string reap_grace_text() {
   return std::to_string(GuardedProcess::kReapGrace.count() / 1000) + " s";
-}
-
-std::string errno_text(int error) {
-  return std::strerror(error);
 }
 
 void close_fd(int& fd) {

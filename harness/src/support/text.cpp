@@ -179,4 +179,12 @@ std::string describe_seconds(std::chrono::milliseconds duration) {
   return text;
 }
 
+std::string first_line(std::string_view text) {
+  return std::string(text.substr(0, text.find('\n')));
+}
+
+std::string errno_text(int error) {
+  return std::generic_category().message(error);
+}
+
 }  // namespace kvfuzz

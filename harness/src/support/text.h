@@ -58,10 +58,17 @@ std::string quote_excerpt(std::string_view text, size_t max_characters = 80);
 // `max_characters` characters and then followed by "...".
 std::string one_line(std::string_view text, size_t max_characters);
 
-// `text` (already valid UTF-8, e.g. kvfuzz's own words around a file name) with \n, \r and
+// `text` (kvfuzz's own words around a file name, for a message on stderr) with \n, \r and
 // \t written as those two characters and the other C0 controls and DEL as \u00NN, so the
-// line never breaks.
+// line never breaks. Every other byte passes unchanged, so the result is valid UTF-8 only
+// when `text` is: text that goes into a JSON document passes through safe_utf8 instead.
 std::string escape_controls(std::string_view text);
+
+// `text` up to its first line break (all of it when it has none).
+std::string first_line(std::string_view text);
+
+// The system's words for an errno value ("No such file or directory").
+std::string errno_text(int error);
 
 // `text` cut to at most `max_bytes` bytes (at least 4) without splitting a UTF-8
 // sequence, the cut marked with "...".
