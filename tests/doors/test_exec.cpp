@@ -33,6 +33,7 @@
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/property.h"
 #include "run/runner.h"
 #include "test_scenarios.h"
 
@@ -201,6 +202,45 @@ TEST(ExecEngine, HelloGivesTheDescriptionAndCapabilities) {
   EXPECT_TRUE(can.truncate);
   EXPECT_TRUE(can.fork);
   EXPECT_TRUE(no_children_left());
+}
+
+// Bitwise claims come through hello ("bitwise": {...}) and are judged bit for bit: the
+// honest Python engine keeps all four; moving every batched value one float32 up passes
+// the tolerance but not the claim.
+TEST(ExecEngine, BitwiseClaimsInHelloAreJudgedBitForBit) {
+  const auto claiming = exec_engine(misbehaving("claims-bitwise"));
+  EngineConfig config;
+  config.sequences = 4;
+  config.page_order = {0, 1, 2, 3};
+  EXPECT_EQ(claiming->make(config)->bitwise_claims(),
+            (BitwiseClaims{.batch = true, .schedule = true, .layout = true, .poison = true}));
+  EXPECT_EQ(exec_engine(honest_command())->make(config)->bitwise_claims(), BitwiseClaims{});
+  const auto variant = exec_engine(misbehaving("batch-variant"));
+  const auto claiming_variant = exec_engine(misbehaving("claims-bitwise-batch-variant"));
+  GeneratorOptions options;
+  options.max_sequences = 3;
+  options.max_ops = 6;
+  options.max_epoch_tokens = 16;
+  options.typical_epoch_tokens = 12;
+  options.max_head_dim = 4;
+  options.typical_head_dim = 4;
+  int broken = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    PrngChoiceSource choices(8100 + seed);
+    const Scenario s = generate_scenario(choices, options);
+    for (Property p : {Property::batch, Property::schedule, Property::layout, Property::poison}) {
+      const PropertyOutcome out = judge_property(p, s, *claiming);
+      EXPECT_TRUE(out.pass) << "seed " << 8100 + seed << ":\n" << out.report;
+    }
+    EXPECT_TRUE(judge_property(Property::batch, s, *variant).pass) << 8100 + seed;
+    const PropertyOutcome out = judge_property(Property::batch, s, *claiming_variant);
+    if (out.pass) continue;
+    ++broken;
+    EXPECT_NE(out.report.find("claims this invariance bit for bit"), std::string::npos)
+        << out.report;
+    EXPECT_NE(out.report.find(", 1 ulps apart"), std::string::npos) << out.report;
+  }
+  EXPECT_GE(broken, 3);
 }
 
 TEST(ExecEngine, HonestPythonEnginePassesGeneratedScenariosAndAgreesWithContiguous) {
@@ -647,6 +687,8 @@ TEST(ExecResolve, CommandsThatAreNoEngineFailWithOneLine) {
         "an array of 2"}},
       {misbehaving("capabilities-string"),
        {"$.capabilities.truncate: expected true or false, got the string 'yes'"}},
+      {misbehaving("bitwise-string"),
+       {"$.bitwise.batch: expected true or false, got the string 'yes'"}},
   };
   for (const SpecFailure& f : failures) {
     const ScopedTimeout timeout(f.timeout);

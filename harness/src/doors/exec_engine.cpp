@@ -49,6 +49,7 @@ class ExecEngine final : public Engine {
 
   const std::string& name() const { return hello_.name; }
   EngineCapabilities capabilities() const override { return hello_.capabilities; }
+  BitwiseClaims bitwise_claims() const override { return hello_.bitwise; }
 
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
     if (outs.size() != chunks.size()) {

@@ -229,17 +229,24 @@ HelloReply read_hello_reply(std::string_view line) {
     name.expected("the engine's name, a non-empty string");
   }
   hello.name = engine_text(name.json().get_ref<const std::string&>());
-  const JsonNode capabilities = reply.field("capabilities");
-  if (!capabilities.present()) return hello;  // neither truncate nor fork
-  if (!capabilities.json().is_object()) {
-    capabilities.expected(R"(an object such as {"truncate": true, "fork": false})");
-  }
-  const auto flag = [&](const char* key, bool& out) {
-    const JsonNode value = capabilities.field(key);
-    if (value.present()) out = value.to_bool();  // not announced: not supported
+  // Flags of an optional object: a flag not announced is false.
+  const auto flags = [&](const char* field, const char* example,
+                         std::initializer_list<std::pair<const char*, bool*>> keys) {
+    const JsonNode object = reply.field(field);
+    if (!object.present()) return;
+    if (!object.json().is_object()) object.expected(example);
+    for (const auto& [key, out] : keys) {
+      const JsonNode value = object.field(key);
+      if (value.present()) *out = value.to_bool();
+    }
   };
-  flag("truncate", hello.capabilities.truncate);
-  flag("fork", hello.capabilities.fork);
+  flags("capabilities", R"(an object such as {"truncate": true, "fork": false})",
+        {{"truncate", &hello.capabilities.truncate}, {"fork", &hello.capabilities.fork}});
+  flags("bitwise", R"(an object such as {"batch": true, "layout": true})",
+        {{"batch", &hello.bitwise.batch},
+         {"schedule", &hello.bitwise.schedule},
+         {"layout", &hello.bitwise.layout},
+         {"poison", &hello.bitwise.poison}});
   return hello;
 }
 

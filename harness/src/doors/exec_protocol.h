@@ -19,6 +19,7 @@ inline constexpr int kProtocolVersion = 1;
 struct HelloReply {
   std::string name;
   EngineCapabilities capabilities;
+  BitwiseClaims bitwise;
 };
 
 std::string hello_request(const EngineConfig& config);

@@ -12,6 +12,7 @@ import json
 import os
 import select
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -37,6 +38,20 @@ def write_bytes(data):
     sys.stdout.buffer.flush()
 
 
+def next_float32(value):
+    """The float32 after `value` rounded to float32 (positive direction), through lists."""
+    if isinstance(value, list):
+        return [next_float32(v) for v in value]
+    value = float(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        return value
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    step = 1 if bits < 0x80000000 else -1  # negative floats: toward zero is up
+    if bits == 0x80000000:
+        bits, step = 0, 1  # -0: the next one up is the smallest positive
+    return struct.unpack("<f", struct.pack("<I", bits + step))[0]
+
+
 def misbehave_on_hello(reply):
     """A changed hello reply, or None to send it as it is."""
     if MODE == "no-optional-ops":  # announces neither truncate nor fork
@@ -45,6 +60,10 @@ def misbehave_on_hello(reply):
         return dict(reply, capabilities=["truncate", "fork"])
     if MODE == "capabilities-string":
         return dict(reply, capabilities={"truncate": "yes"})
+    if MODE in ("claims-bitwise", "claims-bitwise-batch-variant"):
+        return dict(reply, bitwise={"batch": True, "schedule": True, "layout": True, "poison": True})
+    if MODE == "bitwise-string":
+        return dict(reply, bitwise={"batch": "yes"})
     if MODE == "protocol2":
         return dict(reply, protocol=2)
     if MODE == "no-name":
@@ -56,6 +75,12 @@ def misbehave_on_hello(reply):
 
 def misbehave_on_step(reply):
     """Does what MODE says on a step; returns the reply to send (None: send nothing)."""
+    if MODE in ("batch-variant", "claims-bitwise-batch-variant") and len(reply.get("chunks", [])) > 1:
+        # In a batch of several sequences every value moves to the next float32 up: far
+        # inside the tolerance, but not the same bits as the sequence alone.
+        for chunk in reply["chunks"]:
+            chunk["out"] = next_float32(chunk["out"])
+        return reply
     if MODE == "garbage":
         write("this is not json\n")
         return None
