@@ -66,6 +66,42 @@ struct BitwiseClaims {
   bool operator==(const BitwiseClaims&) const = default;
 };
 
+// How an engine computes, where it departs from "f32 throughout": the judge models what is
+// declared (docs/writing-an-engine.md, "Numerics") and tolerates only arithmetic noise, so
+// a kernel that rounds its rows to bf16 is judged as an honest bf16 kernel instead of
+// failing by half a bf16 ulp. The defaults are an engine that accumulates in f32 and
+// returns f32 rows, judged as before numerics could be declared.
+struct EngineNumerics {
+  // The dtype every returned value is rounded to (round to nearest even). The judge
+  // accepts a value when some real number within the arithmetic bound of the reference
+  // rounds to it: the bound plus half an ulp of this dtype at the value.
+  DType output = DType::f32;
+  // The dtype the softmax weights P are rounded to before the P.V product, as
+  // FlashAttention-2 does for f16/bf16 inputs (its normaliser sums the unrounded P).
+  // Nothing: P stays in the value accumulation's dtype.
+  std::optional<DType> p = std::nullopt;
+  // The dtype of the running sums of q.k (scores) and of P.V (values): f32 or f16.
+  DType score_accumulation = DType::f32;
+  DType value_accumulation = DType::f32;
+  // With RoPE: whether the engine caches keys after rotating them, rounded to the storage
+  // dtype (true; the judge then rounds its rotated keys the same way), caches them
+  // unrotated or at f32 precision (false), or does not say (the bound covers both).
+  std::optional<bool> rotated_keys_in_storage = std::nullopt;
+  bool operator==(const EngineNumerics&) const = default;
+};
+
+// What an engine can be given: the generator makes only such scenarios, so that an adapter
+// never pads, splits or upcasts to fit, and replay skips a fixture outside them.
+// 0 means no limit beyond kvfuzz's own (scenario/limits.h).
+struct EngineSupports {
+  std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};  // storage dtypes
+  int head_dim_multiple = 1;  // head_dim and value_dim are multiples of this
+  int max_head_dim = 0;       // head_dim and value_dim at most this
+  int max_q_heads = 0;
+  int max_context = 0;  // tokens of one (sequence, epoch)
+  bool operator==(const EngineSupports&) const = default;
+};
+
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).
 struct EngineCapabilities {
@@ -79,6 +115,9 @@ class Engine {
   virtual EngineCapabilities capabilities() const { return {}; }
   // The invariances it keeps bit for bit (none unless it says so).
   virtual BitwiseClaims bitwise_claims() const { return {}; }
+  // How it computes and what it can be given (both must not depend on the layout).
+  virtual EngineNumerics numerics() const { return {}; }
+  virtual EngineSupports supports() const { return {}; }
   // One batched forward: append every chunk's tokens to its sequence and return one row
   // per new token. outs.size() == chunks.size().
   virtual void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) = 0;
@@ -124,6 +163,19 @@ std::string engine_names();
 // dimension, four sequences, four pages). Capabilities must not depend on the layout.
 // Throws EngineError when it cannot even be made.
 EngineCapabilities probe_capabilities(const EngineInfo& engine);
+
+// Everything an engine declares, asked of one engine made as probe_capabilities does.
+struct EngineDeclarations {
+  EngineCapabilities capabilities;
+  EngineNumerics numerics;
+  EngineSupports supports;
+};
+EngineDeclarations probe_declarations(const EngineInfo& engine);
+
+// Why `scenario` lies outside what `supports` allows ("storage dtype bf16 (supports f16)"),
+// or nothing when the engine can be given it.
+std::optional<std::string> unsupported_layout(const Scenario& scenario,
+                                              const EngineSupports& supports);
 
 // The first optional operation `scenario` uses that `can` lacks ("truncate" or "fork"):
 // such a scenario says nothing about that engine, so replays skip it and fuzz targets

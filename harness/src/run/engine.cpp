@@ -67,18 +67,57 @@ std::string describe_history_op(const Op& op) {
   return "step";
 }
 
-EngineCapabilities probe_capabilities(const EngineInfo& engine) {
+// The smallest layout (one head of one dimension, f32, four sequences and pages): an
+// engine answers it with its declarations even when its supports exclude it, because
+// nothing is ever run on the probe.
+EngineDeclarations probe_declarations(const EngineInfo& engine) {
   EngineConfig config;
   config.sequences = 4;
   config.page_order = {0, 1, 2, 3};
   try {
     const std::unique_ptr<Engine> probe = engine.make(config);
     if (!probe) throw EngineError("its factory returned no engine");
-    return probe->capabilities();
+    return {probe->capabilities(), probe->numerics(), probe->supports()};
   } catch (const std::exception& e) {
     throw EngineError("engine " + engine.name +
                       " cannot be made for the smallest layout: " + e.what());
   }
+}
+
+EngineCapabilities probe_capabilities(const EngineInfo& engine) {
+  return probe_declarations(engine).capabilities;
+}
+
+std::optional<std::string> unsupported_layout(const Scenario& scenario,
+                                              const EngineSupports& supports) {
+  const Layout& l = scenario.layout;
+  const auto& dtypes = supports.dtypes;
+  if (std::find(dtypes.begin(), dtypes.end(), l.dtype) == dtypes.end()) {
+    std::string names;
+    for (DType d : dtypes) names += (names.empty() ? "" : ", ") + std::string(dtype_name(d));
+    return "storage dtype " + std::string(dtype_name(l.dtype)) + " (the engine supports " +
+           (names.empty() ? "none" : names) + ")";
+  }
+  const int multiple = std::max(1, supports.head_dim_multiple);
+  if (l.head_dim % multiple != 0 || l.value_dim % multiple != 0) {
+    return "head_dim " + std::to_string(l.head_dim) + " / value_dim " +
+           std::to_string(l.value_dim) + " (the engine supports multiples of " +
+           std::to_string(multiple) + ")";
+  }
+  if (supports.max_head_dim > 0 && std::max(l.head_dim, l.value_dim) > supports.max_head_dim) {
+    return "head_dim " + std::to_string(l.head_dim) + " / value_dim " +
+           std::to_string(l.value_dim) + " (the engine supports at most " +
+           std::to_string(supports.max_head_dim) + ")";
+  }
+  if (supports.max_q_heads > 0 && l.q_heads > supports.max_q_heads) {
+    return std::to_string(l.q_heads) + " q heads (the engine supports at most " +
+           std::to_string(supports.max_q_heads) + ")";
+  }
+  if (supports.max_context > 0 && max_epoch_length(scenario) > supports.max_context) {
+    return "a context of " + std::to_string(max_epoch_length(scenario)) +
+           " tokens (the engine supports at most " + std::to_string(supports.max_context) + ")";
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> unsupported_operation(const Scenario& scenario, EngineCapabilities can) {
