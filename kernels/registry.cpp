@@ -3,6 +3,7 @@
 
 #include "cpu/contiguous_engine.h"
 #include "cpu/flash_engine.h"
+#include "cpu/numerics_profiles.h"
 #include "cpu/paged_engine.h"
 #include "kvfuzz/engine.h"
 #include "mutants/mutants.h"
@@ -14,6 +15,15 @@ namespace {
 template <class E>
 std::unique_ptr<Engine> make(const EngineConfig& config) {
   return std::make_unique<E>(config);
+}
+
+// An honest engine computing with one of numerics_profiles().
+template <class E>
+EngineFactory make_with(std::string_view profile) {
+  const cpu::NumericsProfile& numerics = cpu::numerics_profile(profile);
+  return [&numerics](const EngineConfig& config) {
+    return cpu::with_numerics(std::make_unique<E>(config), numerics);
+  };
 }
 
 std::vector<EngineInfo> build_registry() {
@@ -30,6 +40,18 @@ std::vector<EngineInfo> build_registry() {
        "Paged K/V read in tiles with online softmax; split-K decode merged by log-sum-exp for "
        "long contexts.",
        false, make<cpu::FlashEngine>},
+      {"flash-bf16",
+       "Flash engine computing as FlashAttention-2 does with bf16 inputs: bf16 K/V, P rounded "
+       "to bf16 before P.V, f32 sums, rows rounded to bf16 (bf16 scenarios only).",
+       false, make_with<cpu::FlashEngine>("bf16")},
+      {"flash-f16",
+       "Flash engine computing as FlashAttention-2 does with f16 inputs: f16 K/V, P rounded to "
+       "f16 before P.V, f32 sums, rows rounded to f16 (f16 scenarios only).",
+       false, make_with<cpu::FlashEngine>("f16")},
+      {"contiguous-f16acc",
+       "Contiguous engine summing P.V in f16 over runs of 16 keys, merged in f32, rows rounded "
+       "to f16, as half-precision decode kernels do (f16 scenarios only).",
+       false, make_with<cpu::ContiguousEngine>("f16acc")},
       {"mask-origin",
        "Paged engine whose causal mask restarts at the chunk: chunk row r sees positions [0, r].",
        true, mutants::make_mask_origin},

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "cpu/dtype_array.h"
@@ -43,14 +44,62 @@ struct KvArrays {
   size_t value_dim;
 };
 
+// How the weighted sum of values rounds, as the engine's declared numerics say
+// (EngineNumerics::p and value_accumulation): P rounded to a dtype before it multiplies the
+// values (the normaliser sums the unrounded P, as FlashAttention-2 does), and P.V summed in
+// f16 within runs of kF16RunKeys keys, each run then added to the f32 sum (as a decode
+// kernel whose warps accumulate in half precision and merge in f32: a longer f16 sum
+// stagnates once its terms fall below half an ulp of the sum).
+inline constexpr size_t kF16RunKeys = 16;
+
+struct Arithmetic {
+  std::optional<DType> p;
+  bool f16_values = false;
+
+  float weight(float w) const { return p ? round_to_dtype(w, *p) : w; }
+};
+
+// Scratch that only grows: scores, one decoded value row and an f16 run's sums.
+struct AttentionScratch {
+  std::vector<float> scores, value, run;
+};
+
+// acc[d] += w * element[at + d], or the same into the f16 run when the values sum in f16.
+inline void add_value(const DTypeArray& values, size_t at, float w, size_t n,
+                      const Arithmetic& arith, AttentionScratch& scratch, float* acc) {
+  if (!arith.f16_values) return values.add_scaled(at, w, acc, n);
+  values.read(at, scratch.value.data(), n);
+  for (size_t d = 0; d < n; ++d) {
+    const float term = round_to_dtype(w * scratch.value[d], DType::f16);
+    scratch.run[d] = round_to_dtype(scratch.run[d] + term, DType::f16);
+  }
+}
+
+// Adds an f16 run's sums to acc (f32) and starts the next run.
+inline void flush_run(const Arithmetic& arith, AttentionScratch& scratch, float* acc, size_t n) {
+  if (!arith.f16_values) return;
+  for (size_t d = 0; d < n; ++d) {
+    acc[d] += scratch.run[d];
+    scratch.run[d] = 0;
+  }
+}
+
+inline void prepare_scratch(AttentionScratch& scratch, size_t keys, size_t value_dim) {
+  if (scratch.scores.size() < keys) scratch.scores.resize(keys);
+  scratch.value.resize(value_dim);
+  scratch.run.assign(value_dim, 0.0f);
+}
+
 // Single-pass softmax attention of one query over `keys`: scores (scale * q.k), their max,
-// exp, sum, weighted sum of values, divided by the sum. key_at(j) -> KvOffsets. `scores` is
-// scratch that only grows. Writes value_dim floats to out.
+// exp, sum, weighted sum of values, divided by the sum. key_at(j) -> KvOffsets. Writes
+// value_dim floats to out.
 template <class KeyAt>
 void single_pass_attention(const float* q, KeyRange keys, float scale, const KvArrays& kv,
-                           KeyAt key_at, std::vector<float>& scores, float* out) {
+                           KeyAt key_at, const Arithmetic& arith, AttentionScratch& scratch,
+                           float* out) {
   const size_t n = static_cast<size_t>(keys.count());
-  if (scores.size() < n) scores.resize(n);
+  prepare_scratch(scratch, n, kv.value_dim);
+  std::vector<float>& scores = scratch.scores;
   float max_score = -std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < n; ++i) {
     const KvOffsets at = key_at(keys.lo + static_cast<int64_t>(i));
@@ -63,7 +112,9 @@ void single_pass_attention(const float* q, KeyRange keys, float scale, const KvA
   for (size_t i = 0; i < n; ++i) {
     const float w = std::exp(scores[i] - max_score);
     sum += w;
-    kv.v.add_scaled(key_at(keys.lo + static_cast<int64_t>(i)).v, w, out, kv.value_dim);
+    add_value(kv.v, key_at(keys.lo + static_cast<int64_t>(i)).v, arith.weight(w), kv.value_dim,
+              arith, scratch, out);
+    if ((i + 1) % kF16RunKeys == 0 || i + 1 == n) flush_run(arith, scratch, out, kv.value_dim);
   }
   for (size_t d = 0; d < kv.value_dim; ++d) out[d] /= sum;
 }

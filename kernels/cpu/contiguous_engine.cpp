@@ -81,7 +81,8 @@ void ContiguousEngine::attend(const Query& query, int kv_head, KeyRange keys, fl
     const size_t row = static_cast<size_t>(j) * heads + g;
     return KvOffsets{row * hd, row * vd};
   };
-  single_pass_attention(query.q, keys, scale(), KvArrays{s.k, s.v, hd, vd}, key_at, scores_, out);
+  single_pass_attention(query.q, keys, scale(), KvArrays{s.k, s.v, hd, vd}, key_at, arithmetic(),
+                        scratch_, out);
 }
 
 }  // namespace kvfuzz::cpu

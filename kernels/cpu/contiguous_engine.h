@@ -45,7 +45,7 @@ class ContiguousEngine : public CpuEngine {
     int64_t position = 0;  // position of the next token
   };
   std::vector<Sequence> seqs_;
-  std::vector<float> scores_;
+  AttentionScratch scratch_;
 };
 
 }  // namespace kvfuzz::cpu

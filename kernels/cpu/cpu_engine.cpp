@@ -38,6 +38,17 @@ CpuEngine::CpuEngine(const EngineConfig& config)
   sin_.resize(as_size(l.head_dim / 2));
 }
 
+void CpuEngine::declare(const EngineNumerics& numerics, const EngineSupports& supports) {
+  require(numerics.score_accumulation == DType::f32,
+          "the CPU engines accumulate scores in f32 only");
+  require(numerics.rotated_keys_in_storage.value_or(true),
+          "the CPU engines cache rotated keys in the storage dtype");
+  numerics_ = numerics;
+  numerics_.rotated_keys_in_storage = true;
+  supports_ = supports;
+  arithmetic_ = Arithmetic{numerics.p, numerics.value_accumulation == DType::f16};
+}
+
 void CpuEngine::check_seq(int seq, const char* what) const {
   require(seq >= 0 && seq < sequences_, std::string(what) + ": sequence " + std::to_string(seq) +
                                             " out of range (engine has " +
@@ -110,8 +121,11 @@ void CpuEngine::run_chunk(const ChunkIn& chunk, ChunkOut& out) {
     for (int h = 0; h < l.q_heads; ++h) {
       const Query query{
           chunk.seq, h, index, chunk_start, chunk.tokens, q_rot_.data() + as_size(h) * hd};
-      attend(query, kv_head_for(h), keys,
-             out.out.data() + (t * as_size(l.q_heads) + as_size(h)) * vd);
+      float* row = out.out.data() + (t * as_size(l.q_heads) + as_size(h)) * vd;
+      attend(query, kv_head_for(h), keys, row);
+      if (numerics_.output != DType::f32) {
+        for (size_t d = 0; d < vd; ++d) row[d] = round_to_dtype(row[d], numerics_.output);
+      }
     }
     out.positions[t] = pos;
   }

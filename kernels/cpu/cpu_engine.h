@@ -22,6 +22,14 @@ class CpuEngine : public Engine {
   explicit CpuEngine(const EngineConfig& config);
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) final;
 
+  // Every CPU engine caches its keys rotated and rounded to the storage dtype, and by
+  // default computes in f32 throughout. declare() gives it other numerics (the rounding of
+  // P, f16 value sums, rows rounded to a dtype: numerics_profiles.h) and the supports that
+  // go with them, before its first step.
+  EngineNumerics numerics() const override { return numerics_; }
+  EngineSupports supports() const override { return supports_; }
+  void declare(const EngineNumerics& numerics, const EngineSupports& supports);
+
  protected:
   // One (query token, q head) whose row attend() computes.
   struct Query {
@@ -55,6 +63,7 @@ class CpuEngine : public Engine {
   const Layout& layout() const { return layout_; }
   int sequences() const { return sequences_; }
   float scale() const { return scale_; }
+  const Arithmetic& arithmetic() const { return arithmetic_; }
 
  private:
   void check_chunks(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs);
@@ -66,6 +75,9 @@ class CpuEngine : public Engine {
   std::vector<uint64_t> seen_;  // per sequence: the step that last fed it (distinctness)
   uint64_t step_count_ = 0;
   std::vector<float> q_rot_, k_rot_, cos_, sin_;  // per-token scratch
+  EngineNumerics numerics_{.rotated_keys_in_storage = true};
+  EngineSupports supports_;
+  Arithmetic arithmetic_;
 };
 
 }  // namespace kvfuzz::cpu

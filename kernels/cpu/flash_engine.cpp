@@ -16,7 +16,8 @@ FlashEngine::FlashEngine(const EngineConfig& config)
     : PagedStorageEngine(config),
       tile_k_(static_cast<size_t>(kFlashTileKeys) * static_cast<size_t>(layout().head_dim)),
       tile_v_(static_cast<size_t>(kFlashTileKeys) * static_cast<size_t>(layout().value_dim)),
-      tile_s_(static_cast<size_t>(kFlashTileKeys)) {}
+      tile_s_(static_cast<size_t>(kFlashTileKeys)),
+      tile_run_(static_cast<size_t>(layout().value_dim), 0.0f) {}
 
 void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, int64_t first_tile,
                               float& m, float& l, float* acc) {
@@ -40,10 +41,25 @@ void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, in
     const float rescale = std::exp(m - m_new);
     l *= rescale;
     for (size_t d = 0; d < vd; ++d) acc[d] *= rescale;
+    const Arithmetic& arith = arithmetic();
     for (size_t i = 0; i < n; ++i) {
       const float p = std::exp(tile_s_[i] - m_new);
       l += p;
-      for (size_t d = 0; d < vd; ++d) acc[d] += p * tile_v_[i * vd + d];
+      const float w = arith.weight(p);
+      if (!arith.f16_values) {
+        for (size_t d = 0; d < vd; ++d) acc[d] += w * tile_v_[i * vd + d];
+        continue;
+      }
+      for (size_t d = 0; d < vd; ++d) {
+        const float term = round_to_dtype(w * tile_v_[i * vd + d], DType::f16);
+        tile_run_[d] = round_to_dtype(tile_run_[d] + term, DType::f16);
+      }
+    }
+    if (arith.f16_values) {  // the tile's f16 run into the f32 accumulator
+      for (size_t d = 0; d < vd; ++d) {
+        acc[d] += tile_run_[d];
+        tile_run_[d] = 0;
+      }
     }
     m = m_new;
   }

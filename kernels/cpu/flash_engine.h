@@ -48,6 +48,7 @@ class FlashEngine : public PagedStorageEngine {
   void split_decode(const Query& query, int kv_head, KeyRange keys, float* out);
 
   std::vector<float> tile_k_, tile_v_, tile_s_;    // one tile, decoded to float
+  std::vector<float> tile_run_;                    // the tile's f16 value sums
   std::vector<float> part_m_, part_l_, part_acc_;  // split decode: per partition
   FlashPathCounts counts_;
 };

@@ -14,7 +14,7 @@ void PagedEngine::attend(const Query& query, int kv_head, KeyRange keys, float* 
   };
   const KvArrays arrays{store.keys(), store.values(), static_cast<size_t>(layout().head_dim),
                         static_cast<size_t>(layout().value_dim)};
-  single_pass_attention(query.q, keys, scale(), arrays, key_at, scores_, out);
+  single_pass_attention(query.q, keys, scale(), arrays, key_at, arithmetic(), scratch_, out);
 }
 
 }  // namespace kvfuzz::cpu

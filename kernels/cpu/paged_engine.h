@@ -19,7 +19,7 @@ class PagedEngine : public PagedStorageEngine {
   void attend(const Query& query, int kv_head, KeyRange keys, float* out) override;
 
  private:
-  std::vector<float> scores_;
+  AttentionScratch scratch_;
 };
 
 }  // namespace kvfuzz::cpu

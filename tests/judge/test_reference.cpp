@@ -42,11 +42,13 @@ TEST(Reference, WorkedExample) {
     EXPECT_GT(rows[p].bound[0], 0);
     EXPECT_LT(rows[p].bound[0], 1e-4);
   }
-  // The bound is exactly the rule's value for the row's inputs (M = 16 over keys 0..3).
+  // The bound is exactly the rule's value for the row's inputs (M = 16 over keys 0..3; the
+  // equal weights put the row at 7.5, |v - 7.5| averages (5.5 + 3.5 + 0.5 + 8.5) / 4 = 4.5).
   EXPECT_DOUBLE_EQ(rows[3].bound[0], tolerance(ToleranceInputs{.visible_keys = 4,
                                                                .head_dim = 1,
                                                                .max_abs_value = 16,
                                                                .max_score_terms = 0,
+                                                               .value_deviation = 4.5,
                                                                .position = 3}));
 }
 

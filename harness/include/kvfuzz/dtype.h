@@ -27,6 +27,14 @@ float round_to_dtype(float value, DType dtype);
 // Unit roundoff u of the dtype: |round(x) - x| <= u |x| for normal x.
 double unit_roundoff(DType dtype);
 
+// The distance between consecutive values of the dtype around |magnitude|: the ulp of its
+// binade, or the subnormal spacing below the smallest normal. A round to nearest moves a
+// value by at most half of it.
+double dtype_spacing(DType dtype, double magnitude);
+
+// The smallest positive normal value of the dtype (below it, values are subnormal).
+double dtype_min_normal(DType dtype);
+
 // Largest finite value of the dtype (used as the "huge" poison).
 float max_finite(DType dtype);
 

@@ -87,6 +87,9 @@ struct EngineNumerics {
   // dtype (true; the judge then rounds its rotated keys the same way), caches them
   // unrotated or at f32 precision (false), or does not say (the bound covers both).
   std::optional<bool> rotated_keys_in_storage = std::nullopt;
+  // With RoPE: whether the rotated queries are rounded to the storage dtype before q.k (as
+  // a kernel handed pre-rotated f16 q and k sees them). Nothing or false: kept in f32.
+  std::optional<bool> rotated_queries_in_storage = std::nullopt;
   bool operator==(const EngineNumerics&) const = default;
 };
 
@@ -99,6 +102,8 @@ struct EngineSupports {
   int max_head_dim = 0;       // head_dim and value_dim at most this
   int max_q_heads = 0;
   int max_context = 0;  // tokens of one (sequence, epoch)
+  // Only layouts whose value_dim equals head_dim (kernels with one head size for q, k, v).
+  bool value_dim_is_head_dim = false;
   bool operator==(const EngineSupports&) const = default;
 };
 

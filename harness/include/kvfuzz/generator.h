@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kvfuzz/choice_source.h"
+#include "kvfuzz/engine.h"
 #include "kvfuzz/scenario.h"
 
 namespace kvfuzz {
@@ -83,6 +84,10 @@ struct GeneratorOptions {
   bool fork = true;
   // The edges of the engine under test.
   EngineEdges edges;
+  // What the engine under test can be given (Engine::supports): storage dtypes, head_dim
+  // multiples and maxima, q heads, context. Every scenario lies inside it; with the
+  // defaults (everything) the choices are the same as without it.
+  EngineSupports supports;
   // When set, every scenario is a model scenario: it also draws a ModelConfig (one layer
   // and the smallest width at the low end), its token ids are vocabulary ids and its token
   // source the canonical GeneratedTokens{0, vocab}. Unset, no choice is drawn for it: the

@@ -13,15 +13,17 @@
 
 namespace kvfuzz {
 
-// What does not depend on the engine: the token table, the program's row slots and the
-// reference rows. Prepared once per scenario, shared by every engine.
+// What does not depend on the engine beyond its declared numerics: the token table, the
+// program's row slots and the reference rows with their bounds for those numerics.
+// Prepared once per scenario, shared by every engine that declares the same numerics.
 struct Prepared {
   TokenTable table;
   std::vector<ExpectedSlot> slots;
   ReferenceMap reference;
+  EngineNumerics numerics;
 };
 
-Prepared prepare(const Scenario& scenario);
+Prepared prepare(const Scenario& scenario, const EngineNumerics& numerics = {});
 
 struct CheckOutcome {
   Verdict verdict;
@@ -30,6 +32,9 @@ struct CheckOutcome {
   double compare_seconds = 0;
 };
 
+// Judges `engine` on `scenario`. When the engine declares other numerics than `prepared`
+// was made for, the scenario is prepared again for them (correct, only slower: callers
+// that judge many engines keep one Prepared per numerics).
 CheckOutcome judge_engine(const Scenario& scenario, const Prepared& prepared,
                           const EngineInfo& engine);
 

@@ -61,15 +61,19 @@ struct Bounds {
   bool truncate = true;       // the engine's optional operations and its edges (GeneratorOptions)
   bool fork = true;
   EngineEdges edges;
+  EngineSupports supports;
 };
 
 Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   Bounds b;
   b.sequences = std::clamp(o.max_sequences, 1, 8);
   b.steps = std::clamp(o.max_ops, 1, 256);
-  b.max_q_heads = std::clamp(o.max_q_heads, 1, 32);
-  const int max_epoch = std::clamp(o.max_epoch_tokens, 1, 1024);
-  const int max_dim = std::clamp(o.max_head_dim, 1, 128);
+  const EngineSupports& can = o.supports;
+  const auto within = [](int value, int limit) { return limit > 0 ? std::min(value, limit) : value; };
+  b.supports = can;
+  b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);
+  const int max_epoch = within(std::clamp(o.max_epoch_tokens, 1, 1024), can.max_context);
+  const int max_dim = within(std::clamp(o.max_head_dim, 1, 128), can.max_head_dim);
   b.truncate = o.truncate;
   b.fork = o.fork;
   b.edges = {std::max(1, o.edges.tile_keys), std::max(1, o.edges.split_threshold),
@@ -83,7 +87,8 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
     b.long_context = true;
     b.sequences = std::min(b.sequences, 2);
     b.steps = std::min(b.steps, 8);
-    b.epoch_tokens = std::clamp(o.long_context->max_tokens, 1, limits::kMaxEpochTokens);
+    b.epoch_tokens =
+        within(std::clamp(o.long_context->max_tokens, 1, limits::kMaxEpochTokens), can.max_context);
     b.max_q_heads = std::min(b.max_q_heads, 4);
     b.q_heads = std::min(b.q_heads, b.max_q_heads);
     b.head_dim = std::min(b.head_dim, 16);
@@ -213,8 +218,24 @@ int pick_page_size(ChoiceSource& c) {
   return c.pick_from(kPageSizes);
 }
 
-DType pick_dtype(ChoiceSource& c) {
-  return pick_weighted<DType>(c, {{DType::f32, 2}, {DType::f16, 1}, {DType::bf16, 1}});
+// Among the dtypes the engine supports (all three: f32 first, twice as often as each other).
+DType pick_dtype(ChoiceSource& c, const std::vector<DType>& supported) {
+  const auto weight = [&](DType dtype, int w) {
+    return std::find(supported.begin(), supported.end(), dtype) != supported.end() ? w : 0;
+  };
+  if (supported.empty()) return DType::f32;  // check refuses an engine that supports none
+  return pick_weighted<DType>(c, {{DType::f32, weight(DType::f32, 2)},
+                                  {DType::f16, weight(DType::f16, 1)},
+                                  {DType::bf16, weight(DType::bf16, 1)}});
+}
+
+// A drawn head (or value) dim moved onto the engine's multiple (and onto an even one when
+// RoPE needs it), at most max_dim where a multiple fits below it.
+int fit_dim(int d, int max_dim, int multiple, bool even) {
+  const int step = even && multiple % 2 == 1 && multiple > 1 ? 2 * multiple : std::max(1, multiple);
+  if (step == 1) return d;
+  const int most = std::max(step, max_dim / step * step);
+  return std::clamp((d + step - 1) / step * step, step, most);
 }
 
 // Off first. On: near a page size, the engine's tile or partition, its split threshold or
@@ -250,12 +271,15 @@ Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   Layout l;
   pick_heads(c, b, l);
   l.rope_theta = pick_rope(c, b.head_dim);
-  l.head_dim = pick_head_dim(c, b.head_dim, l.rope_theta.has_value());
-  const bool same_value_dim = c.pick(0, 3) < 3;
-  const int value_dim = pick_head_dim(c, b.head_dim, false);
+  const int multiple = b.supports.head_dim_multiple;
+  l.head_dim =
+      fit_dim(pick_head_dim(c, b.head_dim, l.rope_theta.has_value()), b.head_dim, multiple,
+              l.rope_theta.has_value());
+  const bool same_value_dim = c.pick(0, 3) < 3 || b.supports.value_dim_is_head_dim;
+  const int value_dim = fit_dim(pick_head_dim(c, b.head_dim, false), b.head_dim, multiple, false);
   l.value_dim = same_value_dim ? l.head_dim : value_dim;
   l.page_size = pick_page_size(c);
-  l.dtype = pick_dtype(c);
+  l.dtype = pick_dtype(c, b.supports.dtypes);
   l.window = pick_window(c, l.page_size, b.edges);
   if (b.long_context) {
     // A long context's window may be anything up to the context: its edge far from 0.

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "judge/tolerance.h"
+
 namespace kvfuzz {
 
 std::string to_string(const RowKey& key) {
@@ -65,7 +67,8 @@ Divergence divergence_at(FailureKind kind, const ExpectedSlot& slot, const Refer
 // Judges the values of a row at the right key: a non-finite value first (NaN never
 // passes), then the first value further from the reference than its head's bound.
 std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot& slot,
-                                       const ReferenceRow& ref, int q_heads, int value_dim) {
+                                       const ReferenceRow& ref, int q_heads, int value_dim,
+                                       DType output) {
   const size_t size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
   if (ref.values.size() != size || ref.bound.size() != static_cast<size_t>(q_heads)) {
     throw std::invalid_argument("compare: reference row " + to_string(ref.key) +
@@ -86,7 +89,7 @@ std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot&
     d.got = row.values[i];
     d.expected = ref.values[i];
     d.error = std::fabs(d.got - d.expected);
-    d.bound = ref.bound[static_cast<size_t>(h)];
+    d.bound = accepted_error(ref.bound[static_cast<size_t>(h)], d.expected, output);
     return d;
   };
   for (size_t i = 0; i < size; ++i) {
@@ -99,7 +102,9 @@ std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot&
     const double bound = ref.bound[i / static_cast<size_t>(value_dim)];
     // A non-finite reference value (only from infinite inputs) passes only when matched
     // exactly; written so that a NaN anywhere fails.
-    const bool ok = std::isfinite(expected) ? std::fabs(got - expected) <= bound : got == expected;
+    const bool ok = std::isfinite(expected)
+                        ? std::fabs(got - expected) <= accepted_error(bound, expected, output)
+                        : got == expected;
     if (!ok) return at(FailureKind::mismatch, i);
   }
   return std::nullopt;
@@ -116,7 +121,7 @@ bool judged(const ReferenceRow& ref) {
 }  // namespace
 
 Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& reference,
-                const EngineRun& run, int q_heads, int value_dim) {
+                const EngineRun& run, int q_heads, int value_dim, DType output) {
   Verdict verdict;
   verdict.status.assign(slots.size(), RowStatus::not_run);
   std::map<OriginKey, const EngineRow*> by_origin;
@@ -153,7 +158,7 @@ Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& refe
       fail(s, std::move(d));
       continue;
     }
-    if (auto d = check_values(row, slot, ref, q_heads, value_dim)) {
+    if (auto d = check_values(row, slot, ref, q_heads, value_dim, output)) {
       fail(s, std::move(*d));
       continue;
     }

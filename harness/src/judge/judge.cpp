@@ -17,10 +17,11 @@
 
 namespace kvfuzz {
 
-Prepared prepare(const Scenario& scenario) {
-  Prepared prepared{TokenTable(scenario.tokens, scenario.layout), expected_slots(scenario), {}};
+Prepared prepare(const Scenario& scenario, const EngineNumerics& numerics) {
+  Prepared prepared{
+      TokenTable(scenario.tokens, scenario.layout), expected_slots(scenario), {}, numerics};
   for (const LogicalStream& stream : logical_streams(scenario)) {
-    for (ReferenceRow& row : reference_rows(scenario.layout, prepared.table, stream)) {
+    for (ReferenceRow& row : reference_rows(scenario.layout, prepared.table, stream, numerics)) {
       const RowKey key = row.key;
       prepared.reference.emplace_hint(prepared.reference.end(), key, std::move(row));
     }
@@ -33,9 +34,12 @@ CheckOutcome judge_engine(const Scenario& scenario, const Prepared& prepared,
   using Clock = std::chrono::steady_clock;
   CheckOutcome outcome;
   const auto start = Clock::now();
+  std::optional<Prepared> reprepared;  // for an engine with other numerics than `prepared`
   try {
     std::unique_ptr<Engine> instance = engine.make ? engine.make(engine_config(scenario)) : nullptr;
     if (instance) {
+      const EngineNumerics numerics = instance->numerics();
+      if (numerics != prepared.numerics) reprepared = prepare(scenario, numerics);
       outcome.run = run_engine(scenario, prepared.table, *instance);
     } else {
       outcome.run.error = "engine '" + engine.name + "' could not be created";
@@ -46,8 +50,9 @@ CheckOutcome judge_engine(const Scenario& scenario, const Prepared& prepared,
     outcome.run.error_at = RowOrigin{};
   }
   const auto ran = Clock::now();
-  outcome.verdict = compare(prepared.slots, prepared.reference, outcome.run,
-                            scenario.layout.q_heads, scenario.layout.value_dim);
+  const Prepared& judged = reprepared ? *reprepared : prepared;
+  outcome.verdict = compare(judged.slots, judged.reference, outcome.run, scenario.layout.q_heads,
+                            scenario.layout.value_dim, judged.numerics.output);
   const auto compared = Clock::now();
   outcome.engine_seconds = std::chrono::duration<double>(ran - start).count();
   outcome.compare_seconds = std::chrono::duration<double>(compared - ran).count();

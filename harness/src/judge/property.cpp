@@ -28,6 +28,7 @@
 
 #include "judge/property_variants.h"
 #include "judge/report.h"
+#include "judge/tolerance.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/token_table.h"
 #include "model/model_check.h"
@@ -73,11 +74,12 @@ namespace {
 // One run of `engine` on `scenario`; `claims`, when given, receives the invariances the
 // engine claims bit for bit.
 EngineRun run_once(const Scenario& scenario, const TokenTable& table, const EngineInfo& engine,
-                   BitwiseClaims* claims = nullptr) {
+                   BitwiseClaims* claims = nullptr, EngineNumerics* numerics = nullptr) {
   EngineRun run;
   try {
     std::unique_ptr<Engine> instance = engine.make ? engine.make(engine_config(scenario)) : nullptr;
     if (instance && claims != nullptr) *claims = instance->bitwise_claims();
+    if (instance && numerics != nullptr) *numerics = instance->numerics();
     if (instance) return run_engine(scenario, table, *instance);
     run.error = "engine '" + engine.name + "' could not be created";
   } catch (const std::exception& e) {
@@ -175,6 +177,7 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
 
   const int q_heads = base.scenario.layout.q_heads;
   const int value_dim = base.scenario.layout.value_dim;
+  const DType output = base.prepared.numerics.output;
   const std::vector<ExpectedSlot>& base_slots = base.prepared.slots;
   for (size_t b = 0; b < base_slots.size(); ++b) {
     const auto match = by_base_key.find(base_slots[b].key);
@@ -221,7 +224,7 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
       d.got = got->values[i];
       d.expected = want->values[i];
       d.error = std::fabs(d.got - d.expected);
-      d.bound = 2 * ref.bound[h];
+      d.bound = 2 * accepted_error(ref.bound[h], ref.values[i], output);
       d.detail = "got: the base run; expected: the variant run (" + twin_text() +
                  "); bound: twice the reference's";
       return Found{b, d};
@@ -249,7 +252,9 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
       continue;
     }
     for (size_t i = 0; i < size; ++i) {
-      const double tolerance = 2 * ref.bound[i / static_cast<size_t>(value_dim)];
+      // Each run within its accepted error of the reference, so twice that of each other.
+      const double tolerance =
+          2 * accepted_error(ref.bound[i / static_cast<size_t>(value_dim)], ref.values[i], output);
       if (!same_value(got->values[i], want->values[i], tolerance)) {
         return at(FailureKind::mismatch, i);
       }
@@ -305,9 +310,11 @@ PropertyOutcome judge_property(Property property, const Scenario& scenario,
     return result;
   }
 
-  const Prepared prepared = prepare(scenario);
   BitwiseClaims claims;
-  const EngineRun run = run_once(scenario, prepared.table, engine, &claims);
+  EngineNumerics numerics;
+  const EngineRun run =
+      run_once(scenario, TokenTable(scenario.tokens, scenario.layout), engine, &claims, &numerics);
+  const Prepared prepared = prepare(scenario, numerics);
   const bool bitwise = claims_bitwise(property, claims);
   const std::vector<const EngineRow*> rows = rows_by_slot(prepared.slots, run);
   const Base base{scenario, prepared, run, rows};

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "kvfuzz/engine.h"
 #include "kvfuzz/rows.h"
 #include "kvfuzz/scenario.h"
 #include "kvfuzz/token_table.h"
@@ -15,8 +16,10 @@ namespace kvfuzz {
 
 // One reference row per position of the stream from first_row on: causal mask, sliding window,
 // GQA/MQA head mapping, RoPE at the true absolute position, softmax scale; the table is already
-// rounded to the storage dtype. Each row carries its tolerance per q head.
+// rounded to the storage dtype. Each row carries its tolerance per q head for an engine
+// with `numerics`; rotated keys it declares cached in the storage dtype are rounded so.
 std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable& table,
-                                         const LogicalStream& stream);
+                                         const LogicalStream& stream,
+                                         const EngineNumerics& numerics = {});
 
 }  // namespace kvfuzz

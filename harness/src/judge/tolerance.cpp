@@ -51,12 +51,76 @@
 // The factor 2 is the safety margin; it is also exactly what an online-softmax engine
 // that rescales at every key needs (its terms see up to 2n roundings instead of n).
 //
+// The bound above is the default: an engine that declares nothing. The declared numerics
+// (EngineNumerics) change it as follows; each deterministic effect is modelled by the
+// reference, and only arithmetic noise is tolerated.
+//
+// 4. Softmax term with the row's own spread. For any constant c, sum_j (w'_j - w_j) c = 0,
+//    so out' - out = sum_j (w'_j - w_j)(v_j - out) and the term of step 2 is at most
+//    (e^{2 delta} - 1) D with D = sum_j w_j |v_j - out| (the reference's weights and row,
+//    per value dim, the largest over the dims). D <= 2M, and D is small when the weights
+//    sit on a few keys or the values agree, which is exactly where large scores (large
+//    delta) happen: such rows stay judged. Used whenever the reference supplies D.
+//
+// 5. Rotated keys cached in the storage dtype (rotated_keys_in_storage = true). The
+//    reference rounds its rotated keys to the dtype too, so the u_s S term of step 1 goes.
+//    What remains is the boundary: the engine rotates in f32, off by at most
+//    e = (4 + 20 p) u (|a| + |b|) on an element of the pair (a, b) (step 1's rotation and
+//    angle errors), and when round(x - e) != round(x + e) it may store the neighbour of the
+//    reference's value: off by at most 2e + spacing. The reference adds, per key,
+//    scale * sum over such elements of |q_d| (2e + spacing) to that key's logit error and
+//    passes the largest (rotated_key_ambiguity). Declared false (keys cached unrotated or
+//    in f32): no rounding and no u_s term. f32 storage: nothing to round.
+//
+// 6. Score accumulation in f16 (score_accumulation = f16): the q.k products and sums round
+//    to u16 = 2^-11. The worst case gamma_{d+2}(u16) S is ~d u16 S, as large as a bug for
+//    d = 128; real rounding errors are independent and of either sign, so the
+//    probabilistic bound of Higham and Mary ("A new approach to probabilistic rounding
+//    error analysis", SIAM J. Sci. Comput. 2019) is used, as the model level does: an inner
+//    product of m terms is off by at most lambda sqrt(m) u16 sum |q||k| with probability
+//    >= 1 - 2 exp(-lambda^2 / 2); lambda = 8 gives 2.5e-14 per dot product, so a run of
+//    10^9 dot products sees an excess with probability < 1e-4. Storage wider than f16 is
+//    also rounded to f16 on the way in: 2 u16 S more.
+//
+// 7. Value accumulation in f16 (value_accumulation = f16): each key's contribution to the
+//    running sum costs at most three f16 roundings (the product, the sum, a rescale), each
+//    at most u16 M relative to the normalised row (a running sum of P v, divided by a
+//    normaliser at least as large as its own partial sum). Probabilistic as in 6: the sum
+//    term of step 3 becomes lambda sqrt(3n) u16 M + 4 u16 M. (Long f16 sums that stagnate,
+//    adding terms below half an ulp of the sum, err systematically and fail: that is a
+//    real precision bug of such a kernel.)
+//
+// 8. P rounded to a dtype before P.V (numerics.p, as FlashAttention-2 rounds P to the
+//    input dtype; its normaliser sums the unrounded P). Each weight gets a relative error
+//    r_j, |r_j| <= u_p, so the row moves by sum_j w_j r_j v_j (or by sum_j w_j r_j
+//    (v_j - out) when the normaliser sums the rounded P; both are bounded below). A key
+//    whose logit is the maximum has P = exp(0) = 1 exactly in every tile (its own tile's
+//    running max is its logit), so it contributes nothing; the others contribute at most
+//    u_p M times their weight: worst case u_p M p_weight_mass. That is M/256 for bf16,
+//    larger than a bug that moves one key's weight in a long context. Keys whose P lands
+//    in different cells of the P dtype round independently; keys in one cell alike. So,
+//    by Hoeffding's inequality over cells (coefficients u_p M W_c, W_c the cell's weight):
+//    |error| <= lambda u_p M sqrt(sum_c W_c^2) with probability >= 1 - 2 exp(-lambda^2 / 2),
+//    lambda = 8 again. The term is the smaller of the two. A P below the dtype's smallest
+//    normal is off by at most half the subnormal spacing in absolute terms, against a
+//    normaliser >= 1: lambda sqrt(count) spacing / 2 M more. (A tile engine rounds P
+//    relative to its running max, not the global one; its P's are then larger, never
+//    subnormal where the global ones are normal, and its relative errors obey the same
+//    bound.)
+//
+// 9. Output rounded to a dtype (numerics.output): the engine's unrounded value is within
+//    the bound of the reference and then rounds to its cell's representative. So a
+//    returned value is accepted when |got - expected| <= bound + spacing / 2 at the largest
+//    magnitude the unrounded value can have, |expected| + bound (accepted_error). This is
+//    the exact rounding model with its half-ulp boundary: a value an honest engine cannot
+//    return (one cell further) fails.
+//
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
 // S = 0 gives bound 3.8e-5), while a mutant is wrong by a fraction of M: a mask that
-// restarts at the chunk gives 2 instead of 7.5 (error 5.5, ratio ~2e5). Long RoPE rows
-// in bf16 are the loosest case (u_s = 2^-8 times S dominates delta); exact generated data
-// (small integers, dyadic fractions, zero scores) keeps S and delta small so bugs stay loud.
+// restarts at the chunk gives 2 instead of 7.5 (error 5.5, ratio ~2e5). For declared
+// numerics the bound grows to the noise of that arithmetic (bf16 P: up to M/256; bf16
+// output: half a bf16 ulp more), still far below a fraction of M.
 #include "judge/tolerance.h"
 
 #include <algorithm>
@@ -66,12 +130,44 @@ namespace kvfuzz {
 
 namespace {
 
-constexpr double kU = 0x1p-24;  // f32 unit roundoff: every engine accumulates in f32
+constexpr double kU = 0x1p-24;  // f32 unit roundoff
+constexpr double kU16 = 0x1p-11;
 constexpr double kSafety = 2.0;
+constexpr double kLambda = 8.0;  // the probabilistic bounds' lambda (steps 6 to 8)
 
 double gamma(double m) {
   const double mu = m * kU;
   return mu < 1 ? mu / (1 - mu) : HUGE_VAL;
+}
+
+// Step 1, and step 6 for f16 score accumulation: the relative part of the logit error.
+double per_score_error(const ToleranceInputs& in, double d) {
+  const EngineNumerics& num = in.numerics;
+  double per_score = 2 * kU;
+  if (num.score_accumulation == DType::f16) {
+    per_score += kLambda * std::sqrt(d + 2) * kU16 + (in.dtype == DType::f32 ? 2 * kU16 : 0);
+  } else {
+    per_score += gamma(d + 2);
+  }
+  if (in.rope) {
+    const double p = static_cast<double>(std::max<int64_t>(0, in.position));
+    // Step 5: a declared caching is modelled by the reference (or absent), not tolerated.
+    const double stored = num.rotated_keys_in_storage.has_value() ? 0 : unit_roundoff(in.dtype);
+    per_score += 9 * kU + stored + 40 * p * kU;
+  }
+  return per_score;
+}
+
+// Step 8: P rounded before P.V.
+double p_rounding_term(const ToleranceInputs& in, double m, double n) {
+  if (!in.numerics.p) return 0;
+  const DType p = *in.numerics.p;
+  const double u_p = unit_roundoff(p);
+  const double worst = u_p * m * in.p_weight_mass;
+  const double likely = kLambda * u_p * m * in.p_weight_spread;
+  const double subnormal =
+      kLambda * std::sqrt(static_cast<double>(in.p_subnormal_keys)) * dtype_spacing(p, 0) / 2 * m;
+  return std::min(worst, likely) + std::min(subnormal, n * dtype_spacing(p, 0) / 2 * m);
 }
 
 }  // namespace
@@ -82,20 +178,28 @@ double tolerance(const ToleranceInputs& in) {
   const double n = std::max(1, in.visible_keys);
   const double d = std::max(1, in.head_dim);
   const double s = std::fabs(in.max_score_terms);
+  const double delta = s * per_score_error(in, d) + in.rotated_key_ambiguity + 4 * kU;
 
-  double per_score = gamma(d + 2) + 2 * kU;
-  if (in.rope) {
-    const double p = static_cast<double>(std::max<int64_t>(0, in.position));
-    per_score += 9 * kU + unit_roundoff(in.dtype) + 40 * p * kU;
-  }
-  const double delta = s * per_score + 4 * kU;
-
-  // expm1(2) > 2, so from delta = 1 on (and for a NaN delta) the cap applies. With a single
-  // visible key the weight is exp(0) / exp(0) = 1 exactly, whatever the logit's error.
+  // Step 4: the row's own spread D when known, M otherwise. D is computed from double
+  // weights, which underflow below 2^-1022: each key may hide up to 2^-1022 * 2M of it, so
+  // that much is added back (negligible, but it keeps a huge delta from multiplying an
+  // underflowed zero). From delta ~ 354 on (and for a NaN delta) the growth is infinite and
+  // the cap 2M applies. With a single visible key the weight is exp(0) / exp(0) = 1
+  // exactly, whatever the logit's error.
+  const double spread =
+      in.value_deviation >= 0 ? std::min(in.value_deviation + n * 0x1p-1021 * m, 2 * m) : m;
+  const double growth = std::expm1(2 * delta);
   const double softmax_term =
-      n == 1 ? 0 : (delta < 1 ? std::min(std::expm1(2 * delta), 2.0) : 2.0) * m;
-  const double sum_term = (2 * n + 4) * kU * m + n * 0x1p-149;
-  return kSafety * (softmax_term + sum_term);
+      n == 1 ? 0 : (growth < HUGE_VAL ? std::min(growth * spread, 2 * m) : 2 * m);
+  const double sum_term = in.numerics.value_accumulation == DType::f16
+                              ? (kLambda * std::sqrt(3 * n) + 4) * kU16 * m
+                              : (2 * n + 4) * kU * m + n * 0x1p-149;
+  return kSafety * (softmax_term + sum_term + p_rounding_term(in, m, n));
+}
+
+double accepted_error(double bound, double expected, DType output) {
+  if (output == DType::f32) return bound;  // the final f32 store is in step 3
+  return bound + dtype_spacing(output, std::fabs(expected) + bound) / 2;
 }
 
 }  // namespace kvfuzz

@@ -4,22 +4,45 @@
 #include <cstdint>
 
 #include "kvfuzz/dtype.h"
+#include "kvfuzz/engine.h"
 
 namespace kvfuzz {
 
 struct ToleranceInputs {
   DType dtype = DType::f32;
-  int visible_keys = 1;        // n: keys the row attends to
-  int head_dim = 1;            // terms in each q.k dot product
-  double max_abs_value = 0;    // M: max |v| over the visible keys of this row's kv head
-  double max_score_terms = 0;  // S >= scale * max_j sum_d |q_d| |k_jd| over visible keys j;
-                               // the reference passes scale * ||q|| * max_j ||k_j||
+  EngineNumerics numerics = {};  // what the engine declares (defaults: f32 throughout)
+  int visible_keys = 1;          // n: keys the row attends to
+  int head_dim = 1;              // terms in each q.k dot product
+  double max_abs_value = 0;      // M: max |v| over the visible keys of this row's kv head
+  double max_score_terms = 0;    // S >= scale * max_j sum_d |q_d| |k_jd| over visible keys j;
+                                 // the reference passes scale * ||q|| * max_j ||k_j||
+  // D: max over the value dims of sum_j w_j |v_jd - out_d|, the weights' mean absolute
+  // deviation of the values around the row. Negative: unknown, M is used.
+  double value_deviation = -1;
   bool rope = false;
   int64_t position = 0;  // absolute position of the query (RoPE angle error grows with it)
+  // With rotated keys cached in the storage dtype and modelled by the reference: the
+  // largest logit error over the visible keys from rotated elements that lie so close to a
+  // rounding boundary of the storage dtype that the engine's f32 rotation may round them
+  // to the neighbour (scale * sum_d |q_d| * (2 e_d + spacing)).
+  double rotated_key_ambiguity = 0;
+  // With P rounded (numerics.p): the weights of the keys whose P is not exactly 1, pooled
+  // by the cell of the P dtype their P rounds into. p_weight_spread = sqrt(sum over cells
+  // of (cell weight)^2), p_weight_mass = their total weight, p_subnormal_keys = keys whose
+  // P is below the P dtype's smallest normal.
+  double p_weight_spread = 0;
+  double p_weight_mass = 0;
+  int p_subnormal_keys = 0;
 };
 
-// Largest |engine - reference| an honest f32-accumulating engine may show on one value of
-// the row. Never negative; zero when every visible value is zero.
+// Largest |engine - reference| an honest engine with the declared numerics may show on one
+// value of the row before its output is rounded. Never negative; zero when every visible
+// value is zero.
 double tolerance(const ToleranceInputs& in);
+
+// The largest |got - expected| accepted for one value: the bound, plus, for an engine that
+// rounds its rows to a narrower dtype, half that dtype's spacing at the largest magnitude
+// the unrounded value may have (the rounding cell's own half-ulp boundary).
+double accepted_error(double bound, double expected, DType output);
 
 }  // namespace kvfuzz

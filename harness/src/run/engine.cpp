@@ -109,6 +109,10 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
            std::to_string(l.value_dim) + " (the engine supports at most " +
            std::to_string(supports.max_head_dim) + ")";
   }
+  if (supports.value_dim_is_head_dim && l.value_dim != l.head_dim) {
+    return "value_dim " + std::to_string(l.value_dim) + " with head_dim " +
+           std::to_string(l.head_dim) + " (the engine supports only equal dims)";
+  }
   if (supports.max_q_heads > 0 && l.q_heads > supports.max_q_heads) {
     return std::to_string(l.q_heads) + " q heads (the engine supports at most " +
            std::to_string(supports.max_q_heads) + ")";

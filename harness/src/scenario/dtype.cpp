@@ -1,5 +1,6 @@
 #include "kvfuzz/dtype.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -105,6 +106,19 @@ double unit_roundoff(DType dtype) {
       return std::ldexp(1.0, -8);
   }
   return 1.0;
+}
+
+double dtype_spacing(DType dtype, double magnitude) {
+  int mantissa_bits = 23, min_exponent = -126;
+  if (dtype == DType::f16) mantissa_bits = 10, min_exponent = -14;
+  if (dtype == DType::bf16) mantissa_bits = 7;
+  const double x = std::fabs(magnitude);
+  const int exponent = x > 0 && std::isfinite(x) ? std::ilogb(x) : min_exponent;
+  return std::ldexp(1.0, std::max(exponent, min_exponent) - mantissa_bits);
+}
+
+double dtype_min_normal(DType dtype) {
+  return std::ldexp(1.0, dtype == DType::f16 ? -14 : -126);
 }
 
 float max_finite(DType dtype) {

@@ -1,0 +1,48 @@
+#include "cpu/numerics_profiles.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "cpu/cpu_engine.h"
+
+namespace kvfuzz::cpu {
+
+const std::vector<NumericsProfile>& numerics_profiles() {
+  static const std::vector<NumericsProfile> profiles = {
+      {"bf16",
+       "bf16 K/V, P rounded to bf16 before P.V, f32 sums, rows rounded to bf16 "
+       "(FlashAttention-2 with bf16 inputs)",
+       {.output = DType::bf16, .p = DType::bf16, .rotated_keys_in_storage = true},
+       {.dtypes = {DType::bf16}}},
+      {"f16",
+       "f16 K/V, P rounded to f16 before P.V, f32 sums, rows rounded to f16 "
+       "(FlashAttention-2 with f16 inputs)",
+       {.output = DType::f16, .p = DType::f16, .rotated_keys_in_storage = true},
+       {.dtypes = {DType::f16}}},
+      {"f16acc",
+       "f16 K/V, P.V summed in f16 over runs of 16 keys and merged in f32, rows rounded to "
+       "f16 (a decode kernel accumulating in half precision)",
+       {.output = DType::f16, .value_accumulation = DType::f16, .rotated_keys_in_storage = true},
+       {.dtypes = {DType::f16}}},
+  };
+  return profiles;
+}
+
+const NumericsProfile& numerics_profile(std::string_view name) {
+  for (const NumericsProfile& profile : numerics_profiles()) {
+    if (profile.name == name) return profile;
+  }
+  throw std::invalid_argument("no numerics profile '" + std::string(name) + "'");
+}
+
+std::unique_ptr<Engine> with_numerics(std::unique_ptr<Engine> engine,
+                                      const NumericsProfile& profile) {
+  auto* cpu = dynamic_cast<CpuEngine*>(engine.get());
+  if (cpu == nullptr) {
+    throw std::invalid_argument("with_numerics: only the built-in CPU engines take a profile");
+  }
+  cpu->declare(profile.numerics, profile.supports);
+  return engine;
+}
+
+}  // namespace kvfuzz::cpu
