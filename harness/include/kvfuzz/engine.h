@@ -169,6 +169,7 @@ struct EngineDeclarations {
   EngineCapabilities capabilities;
   EngineNumerics numerics;
   EngineSupports supports;
+  BitwiseClaims bitwise;
 };
 EngineDeclarations probe_declarations(const EngineInfo& engine);
 
