@@ -264,6 +264,13 @@ TEST(ExecEngine, NumericsAndSupportsInHelloAreReadBackExactly) {
   EXPECT_EQ(some.numerics, (EngineNumerics{.rotated_keys_in_storage = false}));
   EXPECT_EQ(some.supports, (EngineSupports{.max_context = 100}));
 
+  // Through the Python loop: declarations on the engine's class.
+  const EngineDeclarations on_class =
+      probe_declarations(*exec_engine(misbehaving("declares-on-class")));
+  EXPECT_EQ(on_class.numerics,
+            (EngineNumerics{.output = DType::f16, .score_accumulation = DType::f16}));
+  EXPECT_EQ(on_class.supports, (EngineSupports{.dtypes = {DType::f16}, .max_q_heads = 4}));
+
   const EngineDeclarations none = probe_declarations(*exec_engine(honest_command()));
   EXPECT_EQ(none.numerics, EngineNumerics{});
   EXPECT_FALSE(none.numerics.rotated_keys_in_storage.has_value());

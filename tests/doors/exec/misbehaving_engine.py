@@ -88,6 +88,13 @@ DECLARATIONS = {
 }
 
 
+class DeclaringEngine(HonestEngine):
+    """The honest engine with declarations on the class, which kvfuzz_engine sends in hello."""
+
+    numerics = {"output": "f16", "score_accumulation": "f16"}
+    supports = {"dtypes": ["f16"], "max_q_heads": 4}
+
+
 def misbehave_on_hello(reply):
     """A changed hello reply, or None to send it as it is."""
     if MODE in DECLARATIONS:
@@ -211,7 +218,8 @@ def main():
     engine = None
     for line in sys.stdin:
         request = json.loads(line)
-        engine, reply = answer(engine, HonestEngine, request)
+        engine_class = DeclaringEngine if MODE == "declares-on-class" else HonestEngine
+        engine, reply = answer(engine, engine_class, request)
         if request["op"] == "hello":
             reply = misbehave_on_hello(reply) or reply
             if MODE == "linger":  # a child, found by ARG on its command line
