@@ -97,6 +97,10 @@ def answer(engine, make_engine, request):
         capabilities = {"truncate": hasattr(engine, "truncate"), "fork": hasattr(engine, "fork")}
         name = getattr(engine, "name", type(engine).__name__)
         reply = {"ok": True, "protocol": PROTOCOL, "name": name, "capabilities": capabilities}
+        # Optional declarations, dicts on the class (docs/engine-protocol.md, hello).
+        for field in ("bitwise", "numerics", "supports"):
+            if hasattr(engine, field):
+                reply[field] = getattr(engine, field)
         return engine, reply
     if engine is None:
         raise RuntimeError(f"'{op}' before hello")

@@ -2,6 +2,8 @@
 // C plugin ABI, written from the outside against kvfuzz/engine_abi.h as any user's plugin
 // would be. It proves the plugin door end to end: an engine loaded this way must give the
 // same rows as the same engine linked in, and a mutant loaded this way must be rejected.
+// Each entry declares (ABI 2) what the linked-in engine declares: its capabilities, bitwise
+// claims, numerics and supports, asked of it once as kvfuzz asks (probe_declarations).
 //
 //   kvfuzz check --engine plugin:build/default/plugins/libkvfuzz_builtin_engines.so:paged
 //
@@ -228,23 +230,58 @@ constexpr std::array<CreateFn, sizeof...(Index)> create_functions(std::index_seq
 constexpr std::array<CreateFn, kCreateSlots> kCreate =
     create_functions(std::make_index_sequence<kCreateSlots>{});
 
-uint32_t capability_bits(const kvfuzz::EngineInfo& info) {
-  try {
-    const kvfuzz::EngineCapabilities can = kvfuzz::probe_capabilities(info);
-    return (can.truncate ? KVFUZZ_CAN_TRUNCATE : 0u) | (can.fork ? KVFUZZ_CAN_FORK : 0u);
-  } catch (const EngineError&) {
-    return 0;  // it cannot be made at all; its create will say why
+int32_t dtype_code(kvfuzz::DType dtype) {
+  switch (dtype) {
+    case kvfuzz::DType::f16:
+      return KVFUZZ_DTYPE_F16;
+    case kvfuzz::DType::bf16:
+      return KVFUZZ_DTYPE_BF16;
+    case kvfuzz::DType::f32:
+      break;
   }
+  return KVFUZZ_DTYPE_F32;
+}
+
+// What the engine declares, asked as kvfuzz asks a linked-in engine (probe_declarations),
+// written into its entry.
+void declare(const kvfuzz::EngineInfo& info, kvfuzz_engine_api& api) {
+  kvfuzz::EngineDeclarations declared;
+  try {
+    declared = kvfuzz::probe_declarations(info);
+  } catch (const EngineError&) {
+    return;  // it cannot be made at all; its create will say why
+  }
+  const kvfuzz::EngineCapabilities& can = declared.capabilities;
+  api.capabilities = (can.truncate ? KVFUZZ_CAN_TRUNCATE : 0u) | (can.fork ? KVFUZZ_CAN_FORK : 0u);
+  const kvfuzz::BitwiseClaims& claims = declared.bitwise;
+  api.bitwise = (claims.batch ? KVFUZZ_BITWISE_BATCH : 0u) |
+                (claims.schedule ? KVFUZZ_BITWISE_SCHEDULE : 0u) |
+                (claims.layout ? KVFUZZ_BITWISE_LAYOUT : 0u) |
+                (claims.poison ? KVFUZZ_BITWISE_POISON : 0u);
+  const kvfuzz::EngineNumerics& numerics = declared.numerics;
+  api.output_dtype = dtype_code(numerics.output);
+  api.p_dtype = numerics.p ? dtype_code(*numerics.p) : KVFUZZ_DTYPE_NONE;
+  api.score_accumulation = dtype_code(numerics.score_accumulation);
+  api.value_accumulation = dtype_code(numerics.value_accumulation);
+  api.rotated_keys_in_storage =
+      numerics.rotated_keys_in_storage ? (*numerics.rotated_keys_in_storage ? 1 : 0) : -1;
+  const kvfuzz::EngineSupports& supports = declared.supports;
+  api.dtypes = 0;
+  for (const kvfuzz::DType dtype : supports.dtypes) {
+    api.dtypes |= 1u << static_cast<uint32_t>(dtype_code(dtype));
+  }
+  api.head_dim_multiple = supports.head_dim_multiple;
+  api.max_head_dim = supports.max_head_dim;
+  api.max_q_heads = supports.max_q_heads;
+  api.max_context = supports.max_context;
 }
 
 kvfuzz_engine_api entry(size_t index) {
   const kvfuzz::EngineInfo& info = kvfuzz::engine_registry()[index];
-  kvfuzz_engine_api api{};
-  api.abi_version = KVFUZZ_ENGINE_ABI_VERSION;
-  api.struct_size = sizeof(kvfuzz_engine_api);
+  kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
   api.name = info.name.c_str();  // the registry lives as long as the library
   api.description = info.description.c_str();
-  api.capabilities = capability_bits(info);
+  declare(info, api);
   api.mutant = info.mutant ? 1 : 0;
   api.create = kCreate[index];
   api.destroy = destroy_engine;

@@ -243,6 +243,41 @@ TEST(ExecEngine, BitwiseClaimsInHelloAreJudgedBitForBit) {
   EXPECT_GE(broken, 3);
 }
 
+// Numerics and supports come through hello ("numerics", "supports") and are read back
+// field for field by the probe, whose layout (f32, head_dim 1) the declared supports
+// exclude: an engine answers the probe's hello all the same. Absent fields keep the
+// defaults; "p": "none" is no P dtype.
+TEST(ExecEngine, NumericsAndSupportsInHelloAreReadBackExactly) {
+  const EngineDeclarations all = probe_declarations(*exec_engine(misbehaving("declares-all")));
+  EXPECT_EQ(all.numerics, (EngineNumerics{.output = DType::bf16,
+                                          .p = DType::bf16,
+                                          .score_accumulation = DType::f16,
+                                          .value_accumulation = DType::f16,
+                                          .rotated_keys_in_storage = true}));
+  EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::bf16, DType::f16},
+                                          .head_dim_multiple = 8,
+                                          .max_head_dim = 256,
+                                          .max_q_heads = 64,
+                                          .max_context = 4096}));
+
+  const EngineDeclarations some = probe_declarations(*exec_engine(misbehaving("declares-some")));
+  EXPECT_EQ(some.numerics, (EngineNumerics{.rotated_keys_in_storage = false}));
+  EXPECT_EQ(some.supports, (EngineSupports{.max_context = 100}));
+
+  // Through the Python loop: declarations on the engine's class.
+  const EngineDeclarations on_class =
+      probe_declarations(*exec_engine(misbehaving("declares-on-class")));
+  EXPECT_EQ(on_class.numerics,
+            (EngineNumerics{.output = DType::f16, .score_accumulation = DType::f16}));
+  EXPECT_EQ(on_class.supports, (EngineSupports{.dtypes = {DType::f16}, .max_q_heads = 4}));
+
+  const EngineDeclarations none = probe_declarations(*exec_engine(honest_command()));
+  EXPECT_EQ(none.numerics, EngineNumerics{});
+  EXPECT_FALSE(none.numerics.rotated_keys_in_storage.has_value());
+  EXPECT_EQ(none.supports, EngineSupports{});
+  EXPECT_TRUE(no_children_left());
+}
+
 TEST(ExecEngine, HonestPythonEnginePassesGeneratedScenariosAndAgreesWithContiguous) {
   const auto python = exec_engine(honest_command());
   const EngineInfo& contiguous = *find_engine("contiguous");
@@ -698,6 +733,56 @@ TEST(ExecResolve, CommandsThatAreNoEngineFailWithOneLine) {
     EXPECT_LT(seconds_since(start), 15.0) << f.command;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     EXPECT_EQ(message.rfind("--engine exec:" + f.command + ": ", 0), 0u) << message;
+    for (const std::string& part : f.message) {
+      EXPECT_NE(message.find(part), std::string::npos) << "expected '" << part << "' in\n"
+                                                       << message;
+    }
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
+// A malformed declaration fails at --engine time, with the JSON path of the field and what
+// it should have been.
+TEST(ExecResolve, MalformedDeclarationsFailWithOneLineNamingTheField) {
+  const std::string dtypes = R"(one of "f32", "f16", "bf16")";
+  const std::vector<SpecFailure> failures = {
+      {misbehaving("numerics-list"),
+       {R"($.numerics: expected an object such as {"output": "bf16"}, got an array of 1)"}},
+      {misbehaving("numerics-bad-dtype"),
+       {"$.numerics.output: expected " + dtypes + ", got the string 'fp8'"}},
+      {misbehaving("numerics-output-number"),
+       {"$.numerics.output: expected " + dtypes + ", got the number 3"}},
+      {misbehaving("numerics-unknown-p"),
+       {R"($.numerics.p: expected one of "none", "f16", "bf16", got the string 'f64')"}},
+      {misbehaving("numerics-f32-p"),
+       {R"($.numerics.p: expected one of "none", "f16", "bf16", got the string 'f32')"}},
+      {misbehaving("numerics-bf16-accumulation"),
+       {R"($.numerics.value_accumulation: expected one of "f32", "f16", got the string 'bf16')"}},
+      {misbehaving("numerics-rotated-null"),
+       {"$.numerics.rotated_keys_in_storage: expected true or false, got null"}},
+      {misbehaving("numerics-misspelt"),
+       {"$.numerics.ouptut: unknown field; expected one of output, p, score_accumulation, "
+        "value_accumulation, rotated_keys_in_storage"}},
+      {misbehaving("supports-empty-dtypes"),
+       {R"($.supports.dtypes: expected a non-empty array of storage dtypes such as ["f16", )"
+        R"("bf16"], got an array of 0)"}},
+      {misbehaving("supports-dtype-twice"),
+       {R"($.supports.dtypes[2]: "f16" is listed twice; expected each dtype once)"}},
+      {misbehaving("supports-head-dim-multiple-0"),
+       {"$.supports.head_dim_multiple: expected a positive integer, got the number 0"}},
+      {misbehaving("supports-negative-context"),
+       {"$.supports.max_context: expected a positive integer, got the number -1"}},
+      {misbehaving("supports-float-heads"),
+       {"$.supports.max_q_heads: expected a positive integer, got the number 8.0"}},
+  };
+  for (const SpecFailure& f : failures) {
+    const std::string message = spec_error("exec:" + f.command);
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_EQ(message.rfind("--engine exec:" + f.command +
+                                ": the engine's answer to hello does not follow protocol 1: ",
+                            0),
+              0u)
+        << message;
     for (const std::string& part : f.message) {
       EXPECT_NE(message.find(part), std::string::npos) << "expected '" << part << "' in\n"
                                                        << message;

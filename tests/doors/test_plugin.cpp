@@ -60,7 +60,17 @@ bool contains(const std::string& text, const std::string& part) {
 // ---------------------------------------------------------------------------------------
 // The built-in engines through the plugin
 
-TEST(BuiltinPlugin, ExportsEveryRegistryEngineWithItsFlagAndCapabilities) {
+void expect_same_declarations(const EngineDeclarations& got, const EngineDeclarations& want) {
+  EXPECT_EQ(got.capabilities.truncate, want.capabilities.truncate);
+  EXPECT_EQ(got.capabilities.fork, want.capabilities.fork);
+  EXPECT_EQ(got.bitwise, want.bitwise);
+  EXPECT_EQ(got.numerics, want.numerics);
+  EXPECT_EQ(got.supports, want.supports);
+}
+
+// Every declaration (ABI 2) as the linked-in engine makes it, whatever the engines declare.
+TEST(BuiltinPlugin, ExportsEveryRegistryEngineWithItsFlagAndDeclarations) {
+  bool some_claim = false;
   for (const EngineInfo& engine : engine_registry()) {
     SCOPED_TRACE(engine.name);
     const std::string spec = "plugin:" + kBuiltin + ":" + engine.name;
@@ -68,11 +78,11 @@ TEST(BuiltinPlugin, ExportsEveryRegistryEngineWithItsFlagAndCapabilities) {
     EXPECT_EQ(plugin->name, spec);
     EXPECT_EQ(plugin->description, engine.description);
     EXPECT_EQ(plugin->mutant, engine.mutant);
-    const EngineCapabilities want = probe_capabilities(engine);
-    const EngineCapabilities got = probe_capabilities(*plugin);
-    EXPECT_EQ(got.truncate, want.truncate);
-    EXPECT_EQ(got.fork, want.fork);
+    const EngineDeclarations want = probe_declarations(engine);
+    expect_same_declarations(probe_declarations(*plugin), want);
+    some_claim = some_claim || want.bitwise != BitwiseClaims{};
   }
+  EXPECT_TRUE(some_claim) << "no built-in engine claims anything: the bitwise flags go untested";
 }
 
 TEST(BuiltinPlugin, ExportsNothingButTheEntryPoint) {
@@ -83,6 +93,7 @@ TEST(BuiltinPlugin, ExportsNothingButTheEntryPoint) {
   // are linked into both this test and the plugin, and must not bind across.
   EXPECT_EQ(dlsym(handle, "_ZN6kvfuzz15engine_registryEv"), nullptr);
   EXPECT_EQ(dlsym(handle, "_ZN6kvfuzz18probe_capabilitiesERKNS_10EngineInfoE"), nullptr);
+  EXPECT_EQ(dlsym(handle, "_ZN6kvfuzz18probe_declarationsERKNS_10EngineInfoE"), nullptr);
   dlclose(handle);  // only drops this reference: resolve_engine keeps the library loaded
 }
 
@@ -184,6 +195,75 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Declarations (ABI 2), and plugins built against ABI 1
+
+std::shared_ptr<const EngineInfo> declaring(const std::string& name) {
+  return resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_DECLARING) + ":" + name);
+}
+
+TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
+  const EngineDeclarations all = probe_declarations(*declaring("declares-all"));
+  EXPECT_EQ(all.bitwise,
+            (BitwiseClaims{.batch = true, .schedule = true, .layout = true, .poison = true}));
+  EXPECT_EQ(all.numerics, (EngineNumerics{.output = DType::bf16,
+                                          .p = DType::bf16,
+                                          .score_accumulation = DType::f16,
+                                          .value_accumulation = DType::f16,
+                                          .rotated_keys_in_storage = true}));
+  EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::f16, DType::bf16},
+                                          .head_dim_multiple = 8,
+                                          .max_head_dim = 256,
+                                          .max_q_heads = 32,
+                                          .max_context = 8192}));
+
+  const EngineDeclarations some = probe_declarations(*declaring("declares-some"));
+  EXPECT_EQ(some.bitwise, BitwiseClaims{});
+  EXPECT_EQ(some.numerics, (EngineNumerics{.rotated_keys_in_storage = false}));
+  EXPECT_EQ(some.supports, (EngineSupports{.dtypes = {DType::f32}}));
+
+  const EngineDeclarations none = probe_declarations(*declaring("declares-none"));
+  EXPECT_EQ(none.bitwise, BitwiseClaims{});
+  EXPECT_EQ(none.numerics, EngineNumerics{});
+  EXPECT_FALSE(none.numerics.rotated_keys_in_storage.has_value());
+  EXPECT_EQ(none.supports, EngineSupports{});
+}
+
+std::shared_ptr<const EngineInfo> abi_v1(const std::string& name) {
+  return resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_ABI_V1) + ":" + name);
+}
+
+// An ABI 1 table is read with ABI 1's stride (every entry is there, with its name, flag and
+// capabilities) and its engines declare the defaults: a claim the engine would make
+// through ABI 2 is not made.
+TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
+  for (const EngineInfo& engine : engine_registry()) {
+    SCOPED_TRACE(engine.name);
+    const auto plugin = abi_v1(engine.name);
+    EXPECT_EQ(plugin->description, engine.description);
+    EXPECT_EQ(plugin->mutant, engine.mutant);
+    EngineDeclarations want;
+    want.capabilities = probe_declarations(engine).capabilities;
+    expect_same_declarations(probe_declarations(*plugin), want);
+  }
+}
+
+TEST(PluginAbi1, EnginesAreJudgedAsBefore) {
+  const auto honest = abi_v1("contiguous");
+  for (uint64_t s = 0; s < 30; ++s) {
+    const Scenario scenario = generated(9000 + s);
+    EXPECT_TRUE(judge_engine(scenario, prepare(scenario), *honest).verdict.pass) << 9000 + s;
+    for (const Property property : kAllProperties) {
+      const PropertyOutcome out = judge_property(property, scenario, *honest);
+      EXPECT_TRUE(out.pass) << "scenario " << 9000 + s << ":\n" << out.report;
+    }
+  }
+  const Scenario worked = seed("worked-example");
+  const PropertyOutcome mutant = judge_property(Property::prefix, worked, *abi_v1("mask-origin"));
+  EXPECT_FALSE(mutant.pass);
+  EXPECT_EQ(*mutant.signature, (FailureSignature{Property::prefix, FailureKind::mismatch}));
+}
+
+// ---------------------------------------------------------------------------------------
 // Plugins refused at load: one line naming the spec and the defect
 
 struct Refusal {
@@ -193,7 +273,8 @@ struct Refusal {
 
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
-      {KVFUZZ_PLUGIN_ABI_VERSION_2, {"plugin built for engine ABI 2, this kvfuzz speaks 1"}},
+      {KVFUZZ_PLUGIN_ABI_VERSION_3,
+       {"plugin built for engine ABI 3, this kvfuzz speaks 2 and reads 1"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -210,7 +291,10 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_2, {"engine 1 has abi_version 2; expected 1"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 2, the table's"}},
+      {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_2_ENTRIES,
+       {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
+        std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
       // The refused name escaped: the message stays one line of valid UTF-8.
       {KVFUZZ_PLUGIN_NAME_NOT_TEXT,
        {"engine 1 is named 'caf\\xe9\\nlatte'; expected a name of [A-Za-z0-9._-]+"}},
@@ -222,6 +306,29 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
         "expected one line of UTF-8 text"}},
       {KVFUZZ_PLUGIN_NO_SYMBOL,
        {"has no symbol kvfuzz_engine_plugin", "undefined symbol: kvfuzz_engine_plugin"}},
+      // ABI 2's declarations
+      {KVFUZZ_PLUGIN_BITWISE_UNKNOWN_FLAG,
+       {"engine 'second' has bitwise 0x14; expected KVFUZZ_BITWISE_* flags (bits of 0xf)"}},
+      {KVFUZZ_PLUGIN_OUTPUT_DTYPE_UNKNOWN,
+       {"engine 'second' has output_dtype 3; expected KVFUZZ_DTYPE_F32, _F16 or _BF16"}},
+      {KVFUZZ_PLUGIN_P_DTYPE_ZERO,
+       {"engine 'second' has p_dtype 0; expected KVFUZZ_DTYPE_NONE, _F16 or _BF16",
+        "kvfuzz_engine_api_defaults() sets NONE"}},
+      {KVFUZZ_PLUGIN_P_DTYPE_UNKNOWN, {"engine 'second' has p_dtype -2; expected"}},
+      {KVFUZZ_PLUGIN_SCORE_ACCUMULATION_BF16,
+       {"engine 'second' has score_accumulation 2; expected KVFUZZ_DTYPE_F32 or _F16 (0 or 1)"}},
+      {KVFUZZ_PLUGIN_VALUE_ACCUMULATION_UNKNOWN,
+       {"engine 'second' has value_accumulation 9; expected KVFUZZ_DTYPE_F32 or _F16"}},
+      {KVFUZZ_PLUGIN_ROTATED_KEYS_TWO,
+       {"engine 'second' has rotated_keys_in_storage 2; expected 1 (yes), 0 (no) or -1 (not "
+        "declared)"}},
+      {KVFUZZ_PLUGIN_DTYPES_UNKNOWN_BIT,
+       {"engine 'second' has dtypes 0xa; expected bits 1u << KVFUZZ_DTYPE_* (of 0x7)"}},
+      {KVFUZZ_PLUGIN_HEAD_DIM_MULTIPLE_NEGATIVE,
+       {"engine 'second' has head_dim_multiple -8; expected 0 (no limit) or more"}},
+      {KVFUZZ_PLUGIN_MAX_HEAD_DIM_NEGATIVE, {"engine 'second' has max_head_dim -1; expected"}},
+      {KVFUZZ_PLUGIN_MAX_Q_HEADS_NEGATIVE, {"engine 'second' has max_q_heads -4; expected"}},
+      {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
   };
   for (const Refusal& c : cases) {
     const std::string spec = "plugin:" + c.library;
@@ -403,12 +510,17 @@ TEST(PluginCalls, APluginThatChangesItsTableAfterLoadChangesNothingKvfuzzCalls) 
   EXPECT_EQ(changed.capabilities, KVFUZZ_CAN_TRUNCATE | KVFUZZ_CAN_FORK);
   EXPECT_EQ(changed.mutant, 1u);
   EXPECT_STREQ(changed.name, "renamed");
+  EXPECT_EQ(changed.bitwise, KVFUZZ_BITWISE_BATCH);
+  EXPECT_EQ(changed.output_dtype, KVFUZZ_DTYPE_BF16);
   dlclose(handle);  // only drops this reference
 
   // kvfuzz calls what the table held at load: the engine announces nothing, its truncate and
   // fork are never called, its step and reset work, and another create succeeds.
   EXPECT_FALSE(engine->capabilities().truncate);
   EXPECT_FALSE(engine->capabilities().fork);
+  EXPECT_EQ(engine->bitwise_claims(), BitwiseClaims{});
+  EXPECT_EQ(engine->numerics(), EngineNumerics{});
+  EXPECT_EQ(engine->supports(), EngineSupports{});
   EXPECT_EQ(engine_error([&] { engine->truncate(0, 0); }),
             "this engine does not support truncate (seq 0)");
   EXPECT_EQ(engine_error([&] { engine->fork(0, 1); }),
@@ -502,7 +614,7 @@ TEST(PluginCommand, CheckRejectsAMutantPluginEngineShrinkAndReplayAgree) {
 
 TEST(PluginCommand, ABrokenPluginExitsTwoWithOneLineNamingIt) {
   for (const std::string& library :
-       {std::string(KVFUZZ_PLUGIN_ABI_VERSION_2), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
+       {std::string(KVFUZZ_PLUGIN_ABI_VERSION_3), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
         std::string(KVFUZZ_PLUGIN_NAME_NOT_TEXT),
         std::string(KVFUZZ_PLUGIN_DESCRIPTION_WITH_NEWLINE),
         std::string("/nonexistent-kvfuzz-dir/libnothing.so")}) {

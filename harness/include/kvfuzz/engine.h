@@ -174,6 +174,7 @@ struct EngineDeclarations {
   EngineCapabilities capabilities;
   EngineNumerics numerics;
   EngineSupports supports;
+  BitwiseClaims bitwise;
 };
 EngineDeclarations probe_declarations(const EngineInfo& engine);
 

@@ -1,12 +1,13 @@
-/* The kvfuzz engine plugin ABI, version 1: an engine in a shared library, in C.
+/* The kvfuzz engine plugin ABI, version 2: an engine in a shared library, in C.
  *
  *   kvfuzz check --engine plugin:./libmy_engine.so            (the library's only engine)
  *   kvfuzz check --engine plugin:./libmy_engine.so:my-engine  (one of several, by name)
  *
  * A plugin exports one function, kvfuzz_engine_plugin(), returning a table of engines. Each
- * engine is a set of function pointers over an opaque handle. kvfuzz owns every buffer it
- * passes in; the plugin owns its handles and its error strings. Walk-through:
- * docs/writing-an-engine.md; the built-in engines exported this way: plugins/builtin.
+ * engine is a set of function pointers over an opaque handle, and the declarations that
+ * tell kvfuzz how to judge it. kvfuzz owns every buffer it passes in; the plugin owns its
+ * handles and its error strings. Walk-through: docs/writing-an-engine.md; the built-in
+ * engines exported this way: plugins/builtin.
  *
  * The contract (the same as the C++ interface, kvfuzz/engine.h):
  *   - kvfuzz never tells the engine positions. The engine assigns an absolute position to
@@ -26,30 +27,45 @@
  * The table: kvfuzz calls kvfuzz_engine_plugin() when it loads the library (once per
  * process, for a table it accepts), checks the table and copies it (every entry, with its
  * name and description strings) before making any engine. It never reads the plugin's
- * table again: changing or freeing it afterwards changes nothing kvfuzz calls.
+ * table again: changing or freeing it afterwards changes nothing kvfuzz calls. Every
+ * declaration of an entry (capabilities, bitwise claims, numerics, supports) is one value
+ * for every layout, as with the C++ interface.
  *
- * Versioning: there is no partial compatibility. kvfuzz refuses a table whose abi_version,
- * or any of whose entries' abi_version, is not the KVFUZZ_ENGINE_ABI_VERSION it was built
- * with, and an entry whose struct_size is not exactly sizeof(kvfuzz_engine_api) as kvfuzz
- * was built (it walks engines[] with that size as the stride). Any change to the layout of
- * any struct here, a field added at the end included, bumps KVFUZZ_ENGINE_ABI_VERSION; a
- * plugin is rebuilt against the header of the kvfuzz that loads it.
+ * Versioning. kvfuzz speaks ABI 2 and still reads ABI 1; no other version is accepted.
+ *   - ABI 1: kvfuzz_engine_api without the declarations after `fork` (its size is
+ *     KVFUZZ_ENGINE_API_V1_SIZE). A plugin built against the ABI 1 header loads unchanged
+ *     and is judged with the default declarations: no bitwise claims, f32 numerics, every
+ *     storage dtype and layout supported.
+ *   - ABI 2 adds, at the end of kvfuzz_engine_api, the declarations: bitwise claims, output,
+ *     P and accumulation dtypes, rotated keys in storage, supported storage dtypes and
+ *     layout limits. kvfuzz refuses a value out of range at load, naming the entry and the
+ *     field. kvfuzz_engine_api_defaults() gives an entry whose declarations are ABI 1's.
+ * A table's abi_version says which: every entry carries the same abi_version and a
+ * struct_size of exactly that version's kvfuzz_engine_api (KVFUZZ_ENGINE_API_V1_SIZE or
+ * sizeof(kvfuzz_engine_api)), because kvfuzz walks engines[] with it as the stride. Any
+ * change to the layout of any struct here, a field added at the end included, bumps
+ * KVFUZZ_ENGINE_ABI_VERSION; the fields of an older version never move, so an older plugin
+ * keeps loading as long as kvfuzz still reads its version.
  */
 #ifndef KVFUZZ_ENGINE_ABI_H
 #define KVFUZZ_ENGINE_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 1
+#define KVFUZZ_ENGINE_ABI_VERSION 2
 
-/* kvfuzz_engine_config.dtype */
+/* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
 #define KVFUZZ_DTYPE_F16 1
 #define KVFUZZ_DTYPE_BF16 2
+/* kvfuzz_engine_api.p_dtype: P is not rounded to a dtype of its own. */
+#define KVFUZZ_DTYPE_NONE (-1)
 
 /* kvfuzz_engine_config.poison: what a paged engine writes into slots that hold no token. */
 #define KVFUZZ_POISON_NAN 0
@@ -65,6 +81,14 @@ extern "C" {
  * layouts announces neither. */
 #define KVFUZZ_CAN_TRUNCATE 1u
 #define KVFUZZ_CAN_FORK 2u
+
+/* kvfuzz_engine_api.bitwise (ABI 2): the invariances the engine keeps bit for bit, as
+ * deterministic-inference engines do; kvfuzz then judges that property's variants by
+ * exact equality instead of its tolerance (kvfuzz/engine.h, BitwiseClaims). */
+#define KVFUZZ_BITWISE_BATCH 1u    /* batch composition, a sequence's place in the batch */
+#define KVFUZZ_BITWISE_SCHEDULE 2u /* the chunk schedule */
+#define KVFUZZ_BITWISE_LAYOUT 4u   /* page size and physical page order */
+#define KVFUZZ_BITWISE_POISON 8u   /* what bytes outside the valid prefix hold */
 
 typedef struct kvfuzz_engine_config {
   /* sizeof(kvfuzz_engine_config) as kvfuzz was built: create can compare it with its own
@@ -110,7 +134,7 @@ typedef struct kvfuzz_engine kvfuzz_engine; /* the plugin's own engine state */
 
 typedef struct kvfuzz_engine_api {
   uint32_t abi_version;    /* KVFUZZ_ENGINE_ABI_VERSION, as in the table */
-  uint32_t struct_size;    /* exactly sizeof(kvfuzz_engine_api) */
+  uint32_t struct_size;    /* exactly sizeof(kvfuzz_engine_api) (ABI 1: ..._V1_SIZE) */
   const char* name;        /* [A-Za-z0-9._-]+, unique within the plugin */
   const char* description; /* one sentence: valid UTF-8, no control characters; or NULL */
   uint32_t capabilities;   /* KVFUZZ_CAN_* */
@@ -131,13 +155,48 @@ typedef struct kvfuzz_engine_api {
   /* KVFUZZ_CAN_FORK: `dst` drops what it held and starts with the tokens of `src`
    * (src != dst); both may grow independently afterwards. NULL when not announced. */
   int (*fork)(kvfuzz_engine* engine, int32_t src, int32_t dst, const char** error);
+
+  /* ABI 2: the declarations (kvfuzz/engine.h, EngineNumerics and EngineSupports, says
+   * what the judge does with each; docs/writing-an-engine.md, "Numerics"). */
+  uint32_t bitwise;                /* KVFUZZ_BITWISE_* */
+  int32_t output_dtype;            /* KVFUZZ_DTYPE_*: every returned value is rounded to it */
+  int32_t p_dtype;                 /* KVFUZZ_DTYPE_F16, _BF16: softmax weights rounded to it
+                                      before P.V; KVFUZZ_DTYPE_NONE: not rounded */
+  int32_t score_accumulation;      /* KVFUZZ_DTYPE_F32 or _F16: the running sums of q.k */
+  int32_t value_accumulation;      /* KVFUZZ_DTYPE_F32 or _F16: the running sums of P.V */
+  int32_t rotated_keys_in_storage; /* with RoPE: 1 keys cached rotated, in the storage
+                                      dtype; 0 unrotated or at f32; -1 not declared */
+  uint32_t dtypes;                 /* storage dtypes it takes: bits 1u << KVFUZZ_DTYPE_*; 0 all */
+  int32_t head_dim_multiple;       /* head_dim and value_dim are multiples of it; 0 or 1: any */
+  int32_t max_head_dim;            /* the limits: 0 is none beyond kvfuzz's own */
+  int32_t max_q_heads;
+  int32_t max_context; /* tokens of one sequence between resets */
 } kvfuzz_engine_api;
+
+/* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */
+#define KVFUZZ_ENGINE_API_V1_SIZE offsetof(kvfuzz_engine_api, bitwise)
 
 typedef struct kvfuzz_engine_plugin_table {
   uint32_t abi_version; /* KVFUZZ_ENGINE_ABI_VERSION */
   uint32_t engine_count;
   const kvfuzz_engine_api* engines;
 } kvfuzz_engine_plugin_table;
+
+/* An entry of this ABI with every field zero or NULL but the declarations, which say
+ * what ABI 1 meant: no bitwise claim, f32 numerics, P not rounded, rotated keys not
+ * declared, every storage dtype and layout. Fill in the rest (name, functions, ...). */
+static inline kvfuzz_engine_api kvfuzz_engine_api_defaults(void) {
+  kvfuzz_engine_api api;
+  memset(&api, 0, sizeof api);
+  api.abi_version = KVFUZZ_ENGINE_ABI_VERSION;
+  api.struct_size = sizeof(kvfuzz_engine_api);
+  api.output_dtype = KVFUZZ_DTYPE_F32;
+  api.p_dtype = KVFUZZ_DTYPE_NONE;
+  api.score_accumulation = KVFUZZ_DTYPE_F32;
+  api.value_accumulation = KVFUZZ_DTYPE_F32;
+  api.rotated_keys_in_storage = -1;
+  return api;
+}
 
 /* The one symbol kvfuzz looks up (dlsym) in a plugin. */
 #define KVFUZZ_ENGINE_PLUGIN_SYMBOL "kvfuzz_engine_plugin"

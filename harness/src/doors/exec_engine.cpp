@@ -50,6 +50,8 @@ class ExecEngine final : public Engine {
   const std::string& name() const { return hello_.name; }
   EngineCapabilities capabilities() const override { return hello_.capabilities; }
   BitwiseClaims bitwise_claims() const override { return hello_.bitwise; }
+  EngineNumerics numerics() const override { return hello_.numerics; }
+  EngineSupports supports() const override { return hello_.supports; }
 
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
     if (outs.size() != chunks.size()) {
@@ -85,10 +87,12 @@ class ExecEngine final : public Engine {
   HelloReply hello_;
 };
 
-// What hello is sent at resolve time: the configuration probe_capabilities() makes its
+// What hello is sent at resolve time: the configuration probe_declarations() makes its
 // engine with (harness/src/run/engine.cpp): the default, smallest layout (one head of one
-// dimension), 4 sequences, pages in order. So the command is tried once on exactly what
-// the capability probe will ask of it.
+// dimension, f32), 4 sequences, pages in order. So the command is tried once on exactly
+// what the probe will ask of it, and a hello that declares something malformed fails at
+// --engine time. The engine must answer it with its declarations even when its supports
+// exclude that layout: nothing is run on it (docs/engine-protocol.md).
 EngineConfig smallest_config() {
   EngineConfig config;
   config.sequences = 4;

@@ -1,12 +1,17 @@
 #include "doors/exec_protocol.h"
 
 #include <algorithm>
+#include <climits>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 
 #include "doors/exec_json.h"
+#include "kvfuzz/dtype.h"
 #include "support/json_path.h"
 #include "support/text.h"
 
@@ -152,6 +157,71 @@ void read_rows(const JsonNode& result, const ChunkIn& chunk, const Layout& layou
   }
 }
 
+// A dtype named as dtype_name() writes it, one of `names` (not every dtype fits every field).
+DType read_dtype(const JsonNode& node, std::initializer_list<std::string_view> names) {
+  return *parse_dtype(node.to_choice(names));
+}
+
+// hello's optional "numerics" object. Unlike the flags of "capabilities", an unknown field
+// is refused: a misspelt declaration would otherwise be judged as no declaration.
+EngineNumerics read_numerics(const JsonNode& reply) {
+  EngineNumerics numerics;
+  const JsonNode node = reply.field("numerics");
+  if (!node.present()) return numerics;
+  if (!node.json().is_object()) node.expected(R"(an object such as {"output": "bf16"})");
+  const JsonObject object = node.to_object(
+      {"output", "p", "score_accumulation", "value_accumulation", "rotated_keys_in_storage"});
+  if (const auto output = object.get("output")) {
+    numerics.output = read_dtype(*output, {"f32", "f16", "bf16"});
+  }
+  if (const auto p = object.get("p")) {
+    const std::string name = p->to_choice({"none", "f16", "bf16"});
+    numerics.p = name == "none" ? std::nullopt : parse_dtype(name);
+  }
+  if (const auto score = object.get("score_accumulation")) {
+    numerics.score_accumulation = read_dtype(*score, {"f32", "f16"});
+  }
+  if (const auto value = object.get("value_accumulation")) {
+    numerics.value_accumulation = read_dtype(*value, {"f32", "f16"});
+  }
+  if (const auto rotated = object.get("rotated_keys_in_storage")) {
+    numerics.rotated_keys_in_storage = rotated->to_bool();
+  }
+  return numerics;
+}
+
+// hello's optional "supports" object, as strict as "numerics".
+EngineSupports read_supports(const JsonNode& reply) {
+  EngineSupports supports;
+  const JsonNode node = reply.field("supports");
+  if (!node.present()) return supports;
+  if (!node.json().is_object()) node.expected(R"(an object such as {"dtypes": ["f16"]})");
+  const JsonObject object =
+      node.to_object({"dtypes", "head_dim_multiple", "max_head_dim", "max_q_heads", "max_context"});
+  if (const auto dtypes = object.get("dtypes")) {
+    const char* what = R"(a non-empty array of storage dtypes such as ["f16", "bf16"])";
+    if (!dtypes->json().is_array() || dtypes->json().empty()) dtypes->expected(what);
+    supports.dtypes.clear();
+    for (size_t i = 0; i < dtypes->json().size(); ++i) {
+      const JsonNode element = dtypes->at(i);
+      const DType dtype = read_dtype(element, {"f32", "f16", "bf16"});
+      if (std::ranges::find(supports.dtypes, dtype) != supports.dtypes.end()) {
+        element.fail("\"" + std::string(dtype_name(dtype)) +
+                     "\" is listed twice; expected each dtype once");
+      }
+      supports.dtypes.push_back(dtype);
+    }
+  }
+  const std::pair<const char*, int*> limits[] = {{"head_dim_multiple", &supports.head_dim_multiple},
+                                                 {"max_head_dim", &supports.max_head_dim},
+                                                 {"max_q_heads", &supports.max_q_heads},
+                                                 {"max_context", &supports.max_context}};
+  for (const auto& [key, out] : limits) {
+    if (const auto limit = object.get(key)) *out = limit->to_int(1, INT_MAX, "a positive integer");
+  }
+  return supports;
+}
+
 }  // namespace
 
 std::string hello_request(const EngineConfig& config) {
@@ -247,6 +317,8 @@ HelloReply read_hello_reply(std::string_view line) {
          {"schedule", &hello.bitwise.schedule},
          {"layout", &hello.bitwise.layout},
          {"poison", &hello.bitwise.poison}});
+  hello.numerics = read_numerics(reply);
+  hello.supports = read_supports(reply);
   return hello;
 }
 

@@ -16,10 +16,13 @@ namespace kvfuzz::doors {
 
 inline constexpr int kProtocolVersion = 1;
 
+// Every optional object hello's reply may leave out reads as the C++ interface's defaults.
 struct HelloReply {
   std::string name;
   EngineCapabilities capabilities;
   BitwiseClaims bitwise;
+  EngineNumerics numerics;
+  EngineSupports supports;
 };
 
 std::string hello_request(const EngineConfig& config);

@@ -77,10 +77,13 @@ kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<in
 
 }  // namespace
 
-PluginEngine::PluginEngine(std::shared_ptr<PluginLibrary> library, const kvfuzz_engine_api& api,
+PluginEngine::PluginEngine(std::shared_ptr<PluginLibrary> library, const PluginEntry& entry,
                            const EngineConfig& config)
     : library_(std::move(library)),
-      api_(api),
+      api_(entry.api),
+      bitwise_(entry.bitwise),
+      numerics_(entry.numerics),
+      supports_(entry.supports),
       page_order_(config.page_order.begin(), config.page_order.end()),
       q_heads_(config.layout.q_heads),
       value_dim_(config.layout.value_dim) {

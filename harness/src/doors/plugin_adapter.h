@@ -15,15 +15,18 @@ namespace kvfuzz::doors {
 class PluginEngine final : public Engine {
  public:
   // Calls the entry's create; throws EngineError with the plugin's message when it fails.
-  // `api` is kvfuzz's checked copy of the entry (PluginEntry::api); the engine keeps a copy
-  // of its own.
-  PluginEngine(std::shared_ptr<PluginLibrary> library, const kvfuzz_engine_api& api,
+  // `entry` is kvfuzz's checked copy of the plugin's entry; the engine keeps a copy of its
+  // function pointers and declarations.
+  PluginEngine(std::shared_ptr<PluginLibrary> library, const PluginEntry& entry,
                const EngineConfig& config);
   ~PluginEngine() override;
   PluginEngine(const PluginEngine&) = delete;
   PluginEngine& operator=(const PluginEngine&) = delete;
 
   EngineCapabilities capabilities() const override;
+  BitwiseClaims bitwise_claims() const override { return bitwise_; }
+  EngineNumerics numerics() const override { return numerics_; }
+  EngineSupports supports() const override { return supports_; }
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override;
   void reset(int seq) override;
   void truncate(int seq, int64_t keep) override;
@@ -38,6 +41,9 @@ class PluginEngine final : public Engine {
   std::shared_ptr<PluginLibrary> library_;  // keeps the code loaded
   // Every capability and function pointer comes from here, never from the plugin's table.
   const kvfuzz_engine_api api_;
+  const BitwiseClaims bitwise_;
+  const EngineNumerics numerics_;
+  const EngineSupports supports_;
   // The plugin may keep the config's page_order pointer for the engine's life.
   std::vector<int32_t> page_order_;
   int q_heads_ = 0, value_dim_ = 0;

@@ -45,9 +45,9 @@ std::shared_ptr<const EngineInfo> plugin_engine(const std::string& spec, const s
   info->name = spec;
   info->description = entry.description;
   info->mutant = entry.api.mutant != 0;
-  // kvfuzz's copy of the entry's values, by value: nothing here points into the plugin.
-  info->make = [library, api = entry.api](const EngineConfig& config) -> std::unique_ptr<Engine> {
-    return std::make_unique<PluginEngine>(library, api, config);
+  // kvfuzz's copy of the entry, by value: nothing here points into the plugin.
+  info->make = [library, entry](const EngineConfig& config) -> std::unique_ptr<Engine> {
+    return std::make_unique<PluginEngine>(library, entry, config);
   };
   return info;
 }

@@ -5,9 +5,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvfuzz/engine_spec.h"
@@ -66,18 +70,134 @@ std::string dl_error_text() {
   return text != nullptr ? safe_utf8(text, Controls::blank, 1000).text : "no reason given";
 }
 
-// Checks one entry, already copied out of the plugin's table, and copies its strings into
-// `entry`. The problem, or "" when it is complete.
-std::string take_entry(const kvfuzz_engine_api& api, uint32_t index, PluginEntry& entry) {
-  const std::string which = "engine " + std::to_string(index);
-  if (api.abi_version != KVFUZZ_ENGINE_ABI_VERSION) {
-    return which + " has abi_version " + std::to_string(api.abi_version) + "; expected " +
-           std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + ", the table's and this kvfuzz's";
+// The ABI versions this kvfuzz reads, and the size of each one's kvfuzz_engine_api: the
+// stride of a table of that version.
+bool known_version(uint32_t version) {
+  return version == 1 || version == KVFUZZ_ENGINE_ABI_VERSION;
+}
+
+size_t entry_size(uint32_t version) {
+  return version == 1 ? KVFUZZ_ENGINE_API_V1_SIZE : sizeof(kvfuzz_engine_api);
+}
+
+std::string entry_size_name(uint32_t version) {
+  return version == 1 ? "KVFUZZ_ENGINE_API_V1_SIZE" : "sizeof(kvfuzz_engine_api)";
+}
+
+std::optional<DType> dtype_of(int32_t code) {
+  switch (code) {
+    case KVFUZZ_DTYPE_F32:
+      return DType::f32;
+    case KVFUZZ_DTYPE_F16:
+      return DType::f16;
+    case KVFUZZ_DTYPE_BF16:
+      return DType::bf16;
+    default:
+      return std::nullopt;
   }
-  if (api.struct_size != sizeof(kvfuzz_engine_api)) {
+}
+
+// The bits of the KVFUZZ_BITWISE_* flags and of the storage dtypes mask.
+constexpr uint32_t kBitwiseBits =
+    KVFUZZ_BITWISE_BATCH | KVFUZZ_BITWISE_SCHEDULE | KVFUZZ_BITWISE_LAYOUT | KVFUZZ_BITWISE_POISON;
+constexpr uint32_t kDtypeBits =
+    (1u << KVFUZZ_DTYPE_F32) | (1u << KVFUZZ_DTYPE_F16) | (1u << KVFUZZ_DTYPE_BF16);
+
+std::string hex(uint32_t value) {
+  constexpr char kDigits[] = "0123456789abcdef";
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), kDigits[value % 16]);
+    value /= 16;
+  } while (value != 0);
+  return "0x" + digits;
+}
+
+// Reads the declarations of a checked entry into `entry`; the problem with the first value
+// out of range, naming the entry and the field, or "".
+std::string take_declarations(const kvfuzz_engine_api& api, const std::string& named,
+                              PluginEntry& entry) {
+  const auto bad = [&](const char* field, const std::string& value, const char* expected) {
+    return named + " has " + field + " " + value + "; expected " + expected;
+  };
+  if ((api.bitwise & ~kBitwiseBits) != 0) {
+    return bad("bitwise", hex(api.bitwise), "KVFUZZ_BITWISE_* flags (bits of 0xf)");
+  }
+  entry.bitwise = {.batch = (api.bitwise & KVFUZZ_BITWISE_BATCH) != 0,
+                   .schedule = (api.bitwise & KVFUZZ_BITWISE_SCHEDULE) != 0,
+                   .layout = (api.bitwise & KVFUZZ_BITWISE_LAYOUT) != 0,
+                   .poison = (api.bitwise & KVFUZZ_BITWISE_POISON) != 0};
+  const std::optional<DType> output = dtype_of(api.output_dtype);
+  if (!output) {
+    return bad("output_dtype", std::to_string(api.output_dtype),
+               "KVFUZZ_DTYPE_F32, _F16 or _BF16 (0, 1 or 2)");
+  }
+  const std::optional<DType> p = dtype_of(api.p_dtype);
+  if (api.p_dtype != KVFUZZ_DTYPE_NONE && (!p || *p == DType::f32)) {
+    // f32 is also what a zero-filled entry holds: it must say NONE (from
+    // kvfuzz_engine_api_defaults()) to be read as not rounding P.
+    return bad("p_dtype", std::to_string(api.p_dtype),
+               "KVFUZZ_DTYPE_NONE, _F16 or _BF16 (-1, 1 or 2; kvfuzz_engine_api_defaults() "
+               "sets NONE)");
+  }
+  const std::pair<const char*, int32_t> accumulations[] = {
+      {"score_accumulation", api.score_accumulation},
+      {"value_accumulation", api.value_accumulation}};
+  for (const auto& [field, code] : accumulations) {
+    if (code != KVFUZZ_DTYPE_F32 && code != KVFUZZ_DTYPE_F16) {
+      return bad(field, std::to_string(code), "KVFUZZ_DTYPE_F32 or _F16 (0 or 1)");
+    }
+  }
+  if (api.rotated_keys_in_storage < -1 || api.rotated_keys_in_storage > 1) {
+    return bad("rotated_keys_in_storage", std::to_string(api.rotated_keys_in_storage),
+               "1 (yes), 0 (no) or -1 (not declared)");
+  }
+  entry.numerics = {
+      .output = *output,
+      .p = p,
+      .score_accumulation = *dtype_of(api.score_accumulation),
+      .value_accumulation = *dtype_of(api.value_accumulation),
+      .rotated_keys_in_storage = api.rotated_keys_in_storage < 0
+                                     ? std::nullopt
+                                     : std::optional(api.rotated_keys_in_storage == 1)};
+  if ((api.dtypes & ~kDtypeBits) != 0) {
+    return bad("dtypes", hex(api.dtypes),
+               "bits 1u << KVFUZZ_DTYPE_* (of 0x7), or 0 for every storage dtype");
+  }
+  const std::pair<const char*, int32_t> limits[] = {{"head_dim_multiple", api.head_dim_multiple},
+                                                    {"max_head_dim", api.max_head_dim},
+                                                    {"max_q_heads", api.max_q_heads},
+                                                    {"max_context", api.max_context}};
+  for (const auto& [field, limit] : limits) {
+    if (limit < 0) return bad(field, std::to_string(limit), "0 (no limit) or more");
+  }
+  EngineSupports& supports = entry.supports;
+  if (api.dtypes != 0) {
+    supports.dtypes.clear();
+    for (const int32_t code : {KVFUZZ_DTYPE_F32, KVFUZZ_DTYPE_F16, KVFUZZ_DTYPE_BF16}) {
+      if ((api.dtypes & (1u << code)) != 0) supports.dtypes.push_back(*dtype_of(code));
+    }
+  }
+  supports.head_dim_multiple = std::max(1, api.head_dim_multiple);
+  supports.max_head_dim = api.max_head_dim;
+  supports.max_q_heads = api.max_q_heads;
+  supports.max_context = api.max_context;
+  return "";
+}
+
+// Checks one entry of a table of ABI `version`, already copied out of the plugin's table,
+// and copies its strings into `entry`. The problem, or "" when it is complete.
+std::string take_entry(const kvfuzz_engine_api& api, uint32_t version, uint32_t index,
+                       PluginEntry& entry) {
+  const std::string which = "engine " + std::to_string(index);
+  if (api.abi_version != version) {
+    return which + " has abi_version " + std::to_string(api.abi_version) + "; expected " +
+           std::to_string(version) + ", the table's";
+  }
+  if (api.struct_size != entry_size(version)) {
     return which + " has struct_size " + std::to_string(api.struct_size) + "; expected " +
-           std::to_string(sizeof(kvfuzz_engine_api)) + ", sizeof(kvfuzz_engine_api) in ABI " +
-           std::to_string(KVFUZZ_ENGINE_ABI_VERSION);
+           std::to_string(entry_size(version)) + ", " + entry_size_name(version) + " in ABI " +
+           std::to_string(version);
   }
   if (api.name == nullptr) return which + " has no name (NULL); expected [A-Za-z0-9._-]+";
   entry.name = api.name;
@@ -102,6 +222,9 @@ std::string take_entry(const kvfuzz_engine_api& api, uint32_t index, PluginEntry
   if ((api.capabilities & KVFUZZ_CAN_FORK) != 0 && api.fork == nullptr) {
     return named + " announces KVFUZZ_CAN_FORK but its fork function is NULL";
   }
+  if (std::string problem = take_declarations(api, named, entry); !problem.empty()) {
+    return problem;
+  }
   entry.api = api;
   entry.api.name = nullptr;
   entry.api.description = nullptr;
@@ -117,9 +240,9 @@ std::string take_table(const kvfuzz_engine_plugin_table* given, std::vector<Plug
     return std::string(KVFUZZ_ENGINE_PLUGIN_SYMBOL) + "() returned no table (NULL)" + expected;
   }
   const kvfuzz_engine_plugin_table table = *given;
-  if (table.abi_version != KVFUZZ_ENGINE_ABI_VERSION) {
+  if (!known_version(table.abi_version)) {
     return "plugin built for engine ABI " + std::to_string(table.abi_version) +
-           ", this kvfuzz speaks " + std::to_string(KVFUZZ_ENGINE_ABI_VERSION);
+           ", this kvfuzz speaks " + std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + " and reads 1";
   }
   if (table.engine_count == 0) {
     return "the plugin's table has no engines (engine_count 0); expected at least one";
@@ -132,11 +255,18 @@ std::string take_table(const kvfuzz_engine_plugin_table* given, std::vector<Plug
     return "the plugin's table claims " + std::to_string(table.engine_count) +
            " engines but its engines array is NULL; expected one entry per engine";
   }
+  // Entries of an older ABI are shorter: each is copied over the defaults of the fields it
+  // lacks, with its own size as the stride.
+  const size_t stride = entry_size(table.abi_version);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(table.engines);
   engines.resize(table.engine_count);
   std::map<std::string_view, uint32_t> seen;
   for (uint32_t i = 0; i < table.engine_count; ++i) {
-    const kvfuzz_engine_api api = table.engines[i];
-    if (std::string problem = take_entry(api, i, engines[i]); !problem.empty()) return problem;
+    kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
+    std::memcpy(&api, bytes + i * stride, stride);
+    if (std::string problem = take_entry(api, table.abi_version, i, engines[i]); !problem.empty()) {
+      return problem;
+    }
     const auto [first, fresh] = seen.emplace(engines[i].name, i);
     if (!fresh) {
       return "engines " + std::to_string(first->second) + " and " + std::to_string(i) +

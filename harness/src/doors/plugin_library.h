@@ -7,21 +7,27 @@
 #include <string>
 #include <vector>
 
+#include "kvfuzz/engine.h"
 #include "kvfuzz/engine_abi.h"
 
 namespace kvfuzz::doors {
 
 // One entry of the plugin's table, checked (right ABI version and struct_size, name valid
 // and unique, description valid UTF-8 on one line, the required functions and those its
-// capabilities announce all present) and copied into kvfuzz's memory at load. kvfuzz
-// never reads the plugin's table again, so a plugin that changes or frees it afterwards
-// changes nothing kvfuzz calls.
+// capabilities announce all present, every declaration in range) and copied into kvfuzz's
+// memory at load. kvfuzz never reads the plugin's table again, so a plugin that changes or
+// frees it afterwards changes nothing kvfuzz calls.
 struct PluginEntry {
   std::string name;
   std::string description;  // "" when the plugin gave none
-  // The entry's values as checked. Its name and description are NULL: the strings above
+  // The entry's values as checked, in ABI 2's struct: an ABI 1 entry's declarations are
+  // kvfuzz_engine_api_defaults()'. Its name and description are NULL: the strings above
   // are the copies.
-  kvfuzz_engine_api api{};
+  kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
+  // The declarations of `api`, as the C++ interface gives them.
+  BitwiseClaims bitwise;
+  EngineNumerics numerics;
+  EngineSupports supports;
 };
 
 struct PluginLibrary {

@@ -77,7 +77,7 @@ EngineDeclarations probe_declarations(const EngineInfo& engine) {
   try {
     const std::unique_ptr<Engine> probe = engine.make(config);
     if (!probe) throw EngineError("its factory returned no engine");
-    return {probe->capabilities(), probe->numerics(), probe->supports()};
+    return {probe->capabilities(), probe->numerics(), probe->supports(), probe->bitwise_claims()};
   } catch (const std::exception& e) {
     throw EngineError("engine " + engine.name +
                       " cannot be made for the smallest layout: " + e.what());

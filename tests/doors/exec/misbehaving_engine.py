@@ -52,8 +52,53 @@ def next_float32(value):
     return struct.unpack("<f", struct.pack("<I", bits + step))[0]
 
 
+# Declarations (hello's "numerics" and "supports") by mode: every field, a few, or one
+# malformed value each.
+DECLARED_NUMERICS = {
+    "output": "bf16",
+    "p": "bf16",
+    "score_accumulation": "f16",
+    "value_accumulation": "f16",
+    "rotated_keys_in_storage": True,
+}
+DECLARED_SUPPORTS = {
+    "dtypes": ["bf16", "f16"],
+    "head_dim_multiple": 8,
+    "max_head_dim": 256,
+    "max_q_heads": 64,
+    "max_context": 4096,
+}
+DECLARATIONS = {
+    "declares-all": {"numerics": DECLARED_NUMERICS, "supports": DECLARED_SUPPORTS},
+    "declares-some": {"numerics": {"p": "none", "rotated_keys_in_storage": False},
+                      "supports": {"max_context": 100}},
+    "numerics-list": {"numerics": ["bf16"]},
+    "numerics-bad-dtype": {"numerics": {"output": "fp8"}},
+    "numerics-output-number": {"numerics": {"output": 3}},
+    "numerics-unknown-p": {"numerics": {"p": "f64"}},
+    "numerics-f32-p": {"numerics": {"p": "f32"}},
+    "numerics-bf16-accumulation": {"numerics": {"value_accumulation": "bf16"}},
+    "numerics-rotated-null": {"numerics": {"rotated_keys_in_storage": None}},
+    "numerics-misspelt": {"numerics": {"ouptut": "bf16"}},
+    "supports-empty-dtypes": {"supports": {"dtypes": []}},
+    "supports-dtype-twice": {"supports": {"dtypes": ["f16", "bf16", "f16"]}},
+    "supports-head-dim-multiple-0": {"supports": {"head_dim_multiple": 0}},
+    "supports-negative-context": {"supports": {"max_context": -1}},
+    "supports-float-heads": {"supports": {"max_q_heads": 8.0}},
+}
+
+
+class DeclaringEngine(HonestEngine):
+    """The honest engine with declarations on the class, which kvfuzz_engine sends in hello."""
+
+    numerics = {"output": "f16", "score_accumulation": "f16"}
+    supports = {"dtypes": ["f16"], "max_q_heads": 4}
+
+
 def misbehave_on_hello(reply):
     """A changed hello reply, or None to send it as it is."""
+    if MODE in DECLARATIONS:
+        return dict(reply, **DECLARATIONS[MODE])
     if MODE == "no-optional-ops":  # announces neither truncate nor fork
         return dict(reply, capabilities={"truncate": False, "fork": False})
     if MODE == "capabilities-list":
@@ -173,7 +218,8 @@ def main():
     engine = None
     for line in sys.stdin:
         request = json.loads(line)
-        engine, reply = answer(engine, HonestEngine, request)
+        engine_class = DeclaringEngine if MODE == "declares-on-class" else HonestEngine
+        engine, reply = answer(engine, engine_class, request)
         if request["op"] == "hello":
             reply = misbehave_on_hello(reply) or reply
             if MODE == "linger":  # a child, found by ARG on its command line

@@ -8,22 +8,36 @@
 namespace {
 
 enum class Defect {
-  abi_version_2,              // built for another ABI
-  null_table,                 // kvfuzz_engine_plugin() returns NULL
-  struct_size_too_small,      // an entry shorter than kvfuzz_engine_api
-  no_engines,                 // engine_count 0
-  missing_name,               // name NULL
-  invalid_name,               // a space in the name
-  duplicate_names,            // two entries named alike
-  null_step,                  // a required function missing
-  truncate_without_function,  // KVFUZZ_CAN_TRUNCATE announced, truncate NULL
-  fork_without_function,      // KVFUZZ_CAN_FORK announced, fork NULL
-  too_many_engines,           // engine_count past what any plugin needs
-  null_engines,               // engine_count 2, engines NULL
-  entry_abi_version_2,        // one entry built for another ABI
-  name_not_text,              // a name with a byte that is no UTF-8 and a newline
-  description_not_utf8,       // a description in Latin-1
-  description_with_newline,   // a description of two lines
+  abi_version_3,                 // built for an ABI this kvfuzz does not know
+  null_table,                    // kvfuzz_engine_plugin() returns NULL
+  struct_size_too_small,         // an entry shorter than kvfuzz_engine_api
+  no_engines,                    // engine_count 0
+  missing_name,                  // name NULL
+  invalid_name,                  // a space in the name
+  duplicate_names,               // two entries named alike
+  null_step,                     // a required function missing
+  truncate_without_function,     // KVFUZZ_CAN_TRUNCATE announced, truncate NULL
+  fork_without_function,         // KVFUZZ_CAN_FORK announced, fork NULL
+  too_many_engines,              // engine_count past what any plugin needs
+  null_engines,                  // engine_count 2, engines NULL
+  entry_abi_version_1,           // an ABI 1 entry in an ABI 2 table
+  abi_1_table_of_abi_2_entries,  // entries that say ABI 1 but have ABI 2's size
+  name_not_text,                 // a name with a byte that is no UTF-8 and a newline
+  description_not_utf8,          // a description in Latin-1
+  description_with_newline,      // a description of two lines
+  // ABI 2's declarations, each out of range in one way
+  bitwise_unknown_flag,     // a bit no KVFUZZ_BITWISE_* has
+  output_dtype_unknown,     // a dtype code past KVFUZZ_DTYPE_BF16
+  p_dtype_zero,             // 0 (f32), what a zero-filled entry holds, instead of NONE
+  p_dtype_unknown,          // a dtype code below NONE
+  score_accumulation_bf16,  // accumulation in a dtype kvfuzz does not model
+  value_accumulation_unknown,
+  rotated_keys_two,    // neither 1, 0 nor -1
+  dtypes_unknown_bit,  // a storage dtype past KVFUZZ_DTYPE_BF16
+  head_dim_multiple_negative,
+  max_head_dim_negative,
+  max_q_heads_negative,
+  max_context_negative,
 };
 
 constexpr Defect kDefect = Defect::TABLE_DEFECT;
@@ -45,9 +59,7 @@ int reset(kvfuzz_engine*, int32_t, const char** error) {
 }
 
 kvfuzz_engine_api entry(const char* name) {
-  kvfuzz_engine_api api{};
-  api.abi_version = KVFUZZ_ENGINE_ABI_VERSION;
-  api.struct_size = sizeof(kvfuzz_engine_api);
+  kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
   api.name = name;
   api.description = "A table with one deliberate defect.";
   api.create = create;
@@ -63,8 +75,8 @@ struct Table {
 
   Table() : engines{entry("first"), entry("second")}, table{KVFUZZ_ENGINE_ABI_VERSION, 2, engines} {
     switch (kDefect) {
-      case Defect::abi_version_2:
-        table.abi_version = 2;
+      case Defect::abi_version_3:
+        table.abi_version = 3;
         break;
       case Defect::struct_size_too_small:
         engines[1].struct_size = 16;
@@ -96,8 +108,12 @@ struct Table {
       case Defect::null_engines:
         table.engines = nullptr;
         break;
-      case Defect::entry_abi_version_2:
-        engines[1].abi_version = 2;
+      case Defect::entry_abi_version_1:
+        engines[1].abi_version = 1;
+        break;
+      case Defect::abi_1_table_of_abi_2_entries:
+        table.abi_version = 1;
+        engines[0].abi_version = engines[1].abi_version = 1;
         break;
       case Defect::name_not_text:
         engines[1].name = "caf\xe9\nlatte";
@@ -107,6 +123,42 @@ struct Table {
         break;
       case Defect::description_with_newline:
         engines[1].description = "Two lines.\nThe second.";
+        break;
+      case Defect::bitwise_unknown_flag:
+        engines[1].bitwise = KVFUZZ_BITWISE_LAYOUT | 16u;
+        break;
+      case Defect::output_dtype_unknown:
+        engines[1].output_dtype = 3;
+        break;
+      case Defect::p_dtype_zero:
+        engines[1].p_dtype = 0;
+        break;
+      case Defect::p_dtype_unknown:
+        engines[1].p_dtype = -2;
+        break;
+      case Defect::score_accumulation_bf16:
+        engines[1].score_accumulation = KVFUZZ_DTYPE_BF16;
+        break;
+      case Defect::value_accumulation_unknown:
+        engines[1].value_accumulation = 9;
+        break;
+      case Defect::rotated_keys_two:
+        engines[1].rotated_keys_in_storage = 2;
+        break;
+      case Defect::dtypes_unknown_bit:
+        engines[1].dtypes = (1u << KVFUZZ_DTYPE_F16) | (1u << 3);
+        break;
+      case Defect::head_dim_multiple_negative:
+        engines[1].head_dim_multiple = -8;
+        break;
+      case Defect::max_head_dim_negative:
+        engines[1].max_head_dim = -1;
+        break;
+      case Defect::max_q_heads_negative:
+        engines[1].max_q_heads = -4;
+        break;
+      case Defect::max_context_negative:
+        engines[1].max_context = -100;
         break;
       case Defect::null_table:
         break;

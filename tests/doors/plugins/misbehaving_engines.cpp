@@ -123,9 +123,7 @@ int step_throws(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32
 }
 
 kvfuzz_engine_api entry(const char* name, const char* description) {
-  kvfuzz_engine_api api{};
-  api.abi_version = KVFUZZ_ENGINE_ABI_VERSION;
-  api.struct_size = sizeof(kvfuzz_engine_api);
+  kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
   api.name = name;
   api.description = description;
   api.create = create;

@@ -1,9 +1,9 @@
 // A plugin that changes its table after handing it to kvfuzz. kvfuzz makes engines only
 // after it has checked and copied the table, so the first create is "later": it rewrites
 // the entry in place, announcing truncate and fork, pointing create, step and reset at
-// functions that fail saying the changed table was read, marking the engine a mutant and
-// overwriting its name and description. kvfuzz must go on calling exactly what the table
-// held when it was loaded.
+// functions that fail saying the changed table was read, marking the engine a mutant,
+// changing its declarations and overwriting its name and description. kvfuzz must go on calling
+// exactly what the table held when it was loaded.
 //
 //   shifty   at load: no capabilities (truncate and fork present but not announced, and
 //            failing loudly if called); step writes every row, of zeros
@@ -61,6 +61,9 @@ void change_table() {
   kvfuzz_engine_api& api = engines[0];
   api.capabilities = KVFUZZ_CAN_TRUNCATE | KVFUZZ_CAN_FORK;
   api.mutant = 1;
+  api.bitwise = KVFUZZ_BITWISE_BATCH;
+  api.output_dtype = KVFUZZ_DTYPE_BF16;
+  api.max_context = 1;
   api.create = create_changed;
   api.step = step_changed;
   api.reset = reset_changed;
@@ -101,8 +104,7 @@ int reset(kvfuzz_engine* engine, int32_t /*seq*/, const char** /*error*/) {
 
 bool build_table() {
   kvfuzz_engine_api& api = engines[0];
-  api.abi_version = KVFUZZ_ENGINE_ABI_VERSION;
-  api.struct_size = sizeof(kvfuzz_engine_api);
+  api = kvfuzz_engine_api_defaults();
   api.name = name;
   api.description = description;
   api.capabilities = 0;
