@@ -13,6 +13,8 @@ error handling; you write the engine:
         def reset(self, seq): ...
         def truncate(self, seq, keep): ...     # optional: announced when defined
         def fork(self, src, dst): ...          # optional: announced when defined
+        numerics = {...}                       # optional: hello's "numerics" and "supports"
+        supports = {...}
 
     if __name__ == "__main__":
         serve(MyEngine)
@@ -97,6 +99,9 @@ def answer(engine, make_engine, request):
         capabilities = {"truncate": hasattr(engine, "truncate"), "fork": hasattr(engine, "fork")}
         name = getattr(engine, "name", type(engine).__name__)
         reply = {"ok": True, "protocol": PROTOCOL, "name": name, "capabilities": capabilities}
+        for declaration in ("numerics", "supports"):  # optional objects, as the engine has them
+            if hasattr(engine, declaration):
+                reply[declaration] = getattr(engine, declaration)
         return engine, reply
     if engine is None:
         raise RuntimeError(f"'{op}' before hello")
