@@ -44,13 +44,13 @@ import sys
 
 import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
 ort.set_default_logger_severity(3)  # errors come back as exceptions, hence as error replies
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python-engine"))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "examples", "python-engine")]
 
+import onnx_proto as proto  # noqa: E402
 from kvfuzz_engine import serve  # noqa: E402
 
 # ORT's CPU kernel: "head_size must be a multiple of 8"; with do_rotary "head_size shall be
@@ -58,7 +58,7 @@ from kvfuzz_engine import serve  # noqa: E402
 HEAD_SIZE_MULTIPLE = 8
 ROTARY_MULTIPLE = 16
 NUMPY_DTYPES = {"f16": np.float16, "f32": np.float32}
-ONNX_DTYPES = {"f16": TensorProto.FLOAT16, "f32": TensorProto.FLOAT}
+ONNX_DTYPES = {"f16": proto.FLOAT16, "f32": proto.FLOAT}
 BUGS = ("window", "scale", "rope")
 ROPE_MODES = ("ort", "adapter")
 DEFAULT_ROPE = {"f32": "ort", "f16": "adapter"}
@@ -101,47 +101,42 @@ def gqa_session(config, dtype, lanes, bug):
     }
     if bug != "scale":
         attributes["scale"] = float(config.scale)
-    inputs = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length"]
-    if rope:
-        inputs += ["cos_cache", "sin_cache"]
-    node = helper.make_node(
-        "GroupQueryAttention",
-        inputs,
-        ["output", "present_key", "present_value"],
-        domain="com.microsoft",
-        **attributes,
-    )
     q_width, kv_width = config.q_heads * head_size, config.kv_heads * head_size
     cache = [1, config.kv_heads, "past", head_size]
-    graph_inputs = [
-        helper.make_tensor_value_info("query", element, [1, "new", q_width]),
-        helper.make_tensor_value_info("key", element, [1, "new", kv_width]),
-        helper.make_tensor_value_info("value", element, [1, "new", kv_width]),
-        helper.make_tensor_value_info("past_key", element, cache),
-        helper.make_tensor_value_info("past_value", element, cache),
-        helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
-        helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, []),
-    ]
-    if rope:
-        graph_inputs += [
-            helper.make_tensor_value_info("cos_cache", element, ["positions", "half"]),
-            helper.make_tensor_value_info("sin_cache", element, ["positions", "half"]),
-        ]
     present = [1, config.kv_heads, "total", head_size]
-    graph_outputs = [
-        helper.make_tensor_value_info("output", element, [1, "new", q_width]),
-        helper.make_tensor_value_info("present_key", element, present),
-        helper.make_tensor_value_info("present_value", element, present),
+    inputs = [
+        proto.value_info("query", element, [1, "new", q_width]),
+        proto.value_info("key", element, [1, "new", kv_width]),
+        proto.value_info("value", element, [1, "new", kv_width]),
+        proto.value_info("past_key", element, cache),
+        proto.value_info("past_value", element, cache),
+        proto.value_info("seqlens_k", proto.INT32, [1]),
+        proto.value_info("total_sequence_length", proto.INT32, []),
     ]
-    graph = helper.make_graph([node], "kvfuzz_gqa", graph_inputs, graph_outputs)
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+    names = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length"]
+    if rope:
+        inputs += [
+            proto.value_info("cos_cache", element, ["positions", "half"]),
+            proto.value_info("sin_cache", element, ["positions", "half"]),
+        ]
+        names += ["cos_cache", "sin_cache"]
+    outputs = [
+        proto.value_info("output", element, [1, "new", q_width]),
+        proto.value_info("present_key", element, present),
+        proto.value_info("present_value", element, present),
+    ]
+    node = proto.node(
+        "GroupQueryAttention",
+        names,
+        ["output", "present_key", "present_value"],
+        "com.microsoft",
+        attributes,
     )
-    model.ir_version = 10
+    model = proto.model(node, inputs, outputs, {"": 21, "com.microsoft": 1})
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1  # kvfuzz runs cases side by side; results do not depend on it
     options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 class OrtGqaEngine:
@@ -183,7 +178,7 @@ class OrtGqaEngine:
             self._check_seq(seq)
         if len(set(seqs)) != len(seqs):
             raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
-        if self.config.dtype != self.dtype:
+        if self.config.dtype != self.dtype and self.dtype != "f32":  # f32 holds every dtype's values
             raise ValueError(
                 f"layout.dtype {self.config.dtype}: this engine runs ORT's {self.dtype} kernel "
                 f"(supports.dtypes [{self.dtype}])"
