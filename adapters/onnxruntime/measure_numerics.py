@@ -37,12 +37,17 @@ def rotate(x, position, theta):
     return np.concatenate([a * c - b * s, a * s + b * c], axis=-1)
 
 
-def reference(config, qs, ks, vs):
-    """Rows of every token of one request, float64: qs[t][h][d], ks[t][kv][d], vs[t][kv][e]."""
+def reference(config, qs, ks, vs, round_rotated_to=None):
+    """Rows of every token of one request, float64: qs[t][h][d], ks[t][kv][d], vs[t][kv][e].
+    round_rotated_to: the rotated q and k rounded to that numpy dtype first, as a kernel
+    in that dtype receives them from the adapter (--rope adapter)."""
     tokens, group = len(qs), config.q_heads // config.kv_heads
     if config.rope_theta is not None:
         qs = np.stack([rotate(qs[t], t, config.rope_theta) for t in range(tokens)])
         ks = np.stack([rotate(ks[t], t, config.rope_theta) for t in range(tokens)])
+        if round_rotated_to is not None:
+            qs = qs.astype(round_rotated_to).astype(np.float64)
+            ks = ks.astype(round_rotated_to).astype(np.float64)
     rows = np.zeros((tokens, config.q_heads, config.value_dim))
     for p in range(tokens):
         start = max(0, p - config.window + 1) if config.window else 0
@@ -121,6 +126,11 @@ def main():
         noise = np.abs(vs).max() * 2.0**-24
         kind["excess"].append(((np.abs(got - want) - 0.5 * ulp(args.dtype, want)) / noise).ravel())
         kind["equal"] += int(np.sum(got == want.astype(t).astype(np.float64)))
+        if config.rope_theta is not None and rope == "adapter":
+            # What the kernel itself is given: the rotated q and k rounded to its dtype.
+            given = reference(config, qs, ks, vs, round_rotated_to=t)
+            kind["given_equal"] = kind.get("given_equal", 0) + int(np.sum(got == given.astype(t)))
+            kind.setdefault("given_ulps", []).append((np.abs(got - given) / ulp(args.dtype, given)).ravel())
         rows += got.shape[0] * got.shape[1]
     print(f"onnxruntime {ort.__version__}, {args.dtype} kernel, rope by {rope}, {rows} rows")
     for name, kind in sorted(by_kind.items()):
@@ -132,6 +142,12 @@ def main():
         print(f"  |got - reference| in {args.dtype} ulps of the reference: {quantiles}")
         print(f"  values more than half an ulp off: {int(np.sum(ulps > 0.5))}; beyond that, "
               f"worst {excess.max():.3g} x 2^-24 max|v|")  # fmt: skip
+        if "given_ulps" in kind:
+            given = np.concatenate(kind["given_ulps"])
+            quantiles = ", ".join(f"p{q} {np.percentile(given, q):.3g}" for q in (50, 90, 99, 99.9, 100))
+            print(f"  against float64 attention on the rotated q and k rounded to {args.dtype} (what "
+                  f"the kernel is given): equal to its rounding {100.0 * kind['given_equal'] / given.size:.3f}%, "
+                  f"{quantiles}")  # fmt: skip
 
 
 if __name__ == "__main__":
