@@ -1,33 +1,61 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kvfuzz needs, only those that are missing. Idempotent and
-# quiet when everything is present. Run as root (or through sudo) on Debian 12.
+# Installs the Debian packages kvfuzz needs, only those that are missing, then the
+# project's Python environment: .venv at the repository root (Debian's python3-venv; the
+# system Python's packages are never changed) holding the pinned PyPI packages of
+# scripts/python-requirements.txt. Idempotent and quiet when everything is present. Run
+# as root (or through sudo) on Debian 12.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev librapidcheck-dev python3
-          nlohmann-json3-dev libcli11-dev clang-format)
+          python3-venv nlohmann-json3-dev libcli11-dev clang-format)
 
-missing=()
-for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$p")
-done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+install_debian_packages() {
+  local missing=() status p log SUDO=
+  for p in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ "$status" == "install ok installed" ]] || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
 
-echo "kvfuzz setup: installing ${missing[*]}" >&2
-if [[ $(id -u) -ne 0 ]]; then
-  if command -v sudo >/dev/null; then SUDO=sudo; else
-    echo "kvfuzz setup: missing packages (${missing[*]}) and not root; run as root" >&2; exit 2
+  echo "kvfuzz setup: installing ${missing[*]}" >&2
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null; then SUDO=sudo; else
+      echo "kvfuzz setup: missing packages (${missing[*]}) and not root; run as root" >&2; exit 2
+    fi
   fi
-else
-  SUDO=
-fi
-export DEBIAN_FRONTEND=noninteractive
-log=$(mktemp)
-if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
-  cat "$log" >&2
-  echo "kvfuzz setup: apt-get failed (see above)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  log=$(mktemp)
+  if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "kvfuzz setup: apt-get failed (see above)" >&2
+    rm -f "$log"
+    exit 1
+  fi
   rm -f "$log"
-  exit 1
-fi
-rm -f "$log"
-echo "kvfuzz setup: done" >&2
+  echo "kvfuzz setup: done" >&2
+}
+
+# The virtual environment, made with Debian's interpreter (not a pyenv shim's), and its
+# packages when one is missing or at another version than pinned.
+install_python_environment() {
+  local requirements=scripts/python-requirements.txt log
+  if ! .venv/bin/python -c '' 2>/dev/null; then
+    echo "kvfuzz setup: creating .venv" >&2
+    rm -rf .venv
+    /usr/bin/python3 -m venv .venv
+  fi
+  .venv/bin/python scripts/venv-satisfied.py "$requirements" && return 0
+  echo "kvfuzz setup: installing into .venv: $(grep -v '^#' "$requirements" | paste -sd ' ')" >&2
+  log=$(mktemp)
+  if ! .venv/bin/python -m pip install --disable-pip-version-check -q -r "$requirements" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "kvfuzz setup: pip install into .venv failed (see above)" >&2
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
+}
+
+install_debian_packages
+install_python_environment

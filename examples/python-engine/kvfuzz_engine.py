@@ -13,6 +13,8 @@ error handling; you write the engine:
         def reset(self, seq): ...
         def truncate(self, seq, keep): ...     # optional: announced when defined
         def fork(self, src, dst): ...          # optional: announced when defined
+        numerics = {...}                       # optional: hello's "numerics" and "supports"
+        supports = {...}
 
     if __name__ == "__main__":
         serve(MyEngine)
