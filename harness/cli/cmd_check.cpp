@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 
@@ -40,7 +42,10 @@ struct CheckOptions {
 
 struct EngineTally {
   std::shared_ptr<const EngineInfo> engine;
+  EngineDeclarations declared;  // probe_declarations
   int cases = 0;
+  int skipped = 0;  // cases outside the engine's supports (only when engines' supports differ)
+  std::string skipped_why;  // the first such case's reason
   long rows = 0;
   long unjudged = 0;  // rows that passed only because their tolerance reaches max |v|
   double seconds = 0;
@@ -82,6 +87,11 @@ void print_table(const std::vector<EngineTally>& tallies) {
   }
   const bool any_unjudged = std::any_of(tallies.begin(), tallies.end(),
                                         [](const EngineTally& t) { return t.unjudged > 0; });
+  for (const EngineTally& t : tallies) {
+    if (t.skipped == 0) continue;
+    std::printf("%s: %d cases lie outside what it supports (first: %s) and were not run on it\n",
+                t.engine->name.c_str(), t.skipped, t.skipped_why.c_str());
+  }
   if (any_unjudged) {
     std::printf(
         "unjudged: rows within their bound whose bound is at least the largest |v| they see "
@@ -103,21 +113,48 @@ void print_events(const EventCounts& events, int cases) {
   if (!never.empty()) std::printf("never hit: %s\n", never.c_str());
 }
 
-// One scenario per case serves every engine, so it uses only the optional operations that
-// all of them announce.
-GeneratorOptions generator_options(const CheckOptions& options,
-                                   const std::vector<EngineTally>& tallies) {
-  GeneratorOptions generator;
+// What every engine supports. When the engines share no storage dtype (flash-bf16 beside
+// flash-f16), the union of their dtypes instead: each engine then skips the cases outside
+// its own supports.
+EngineSupports common_supports(const std::vector<EngineTally>& tallies) {
+  EngineSupports common;
+  std::vector<DType> any;
+  const auto tighter = [](int a, int b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); };
   for (const EngineTally& t : tallies) {
-    EngineCapabilities can;
+    const EngineSupports& s = t.declared.supports;
+    std::erase_if(common.dtypes, [&](DType d) {
+      return std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end();
+    });
+    for (DType d : s.dtypes) {
+      if (std::find(any.begin(), any.end(), d) == any.end()) any.push_back(d);
+    }
+    common.head_dim_multiple = std::lcm(common.head_dim_multiple, std::max(1, s.head_dim_multiple));
+    common.max_head_dim = tighter(common.max_head_dim, s.max_head_dim);
+    common.max_q_heads = tighter(common.max_q_heads, s.max_q_heads);
+    common.max_context = tighter(common.max_context, s.max_context);
+    common.value_dim_is_head_dim = common.value_dim_is_head_dim || s.value_dim_is_head_dim;
+  }
+  if (common.dtypes.empty()) common.dtypes = any;
+  return common;
+}
+
+// One scenario per case serves every engine, so it uses only the optional operations that
+// all of them announce, within what all of them support.
+GeneratorOptions generator_options(const CheckOptions& options, std::vector<EngineTally>& tallies) {
+  GeneratorOptions generator;
+  for (EngineTally& t : tallies) {
     try {
-      can = probe_capabilities(*t.engine);
+      t.declared = probe_declarations(*t.engine);
     } catch (const EngineError& e) {
       throw UsageError(std::string("--engine: ") + e.what());
     }
-    generator.truncate = generator.truncate && can.truncate;
-    generator.fork = generator.fork && can.fork;
+    if (t.declared.supports.dtypes.empty()) {
+      throw UsageError("--engine: " + t.engine->name + " supports no storage dtype");
+    }
+    generator.truncate = generator.truncate && t.declared.capabilities.truncate;
+    generator.fork = generator.fork && t.declared.capabilities.fork;
   }
+  generator.supports = common_supports(tallies);
   const auto cap = [](int limit, int& most, int& typical) {
     if (limit <= 0) return;
     most = std::min(most, limit);
@@ -132,6 +169,14 @@ GeneratorOptions generator_options(const CheckOptions& options,
   }
   cap(options.max_head_dim, generator.max_head_dim, generator.typical_head_dim);
   cap(options.max_q_heads, generator.max_q_heads, generator.typical_q_heads);
+  const EngineSupports& can = generator.supports;
+  const int most_dim = std::min(can.max_head_dim > 0 ? can.max_head_dim : 128,
+                                generator.long_context ? 16 : generator.max_head_dim);
+  if (can.head_dim_multiple > most_dim) {
+    throw UsageError("--engine: head_dim must be a multiple of " +
+                     std::to_string(can.head_dim_multiple) + " for the engines, but at most " +
+                     std::to_string(most_dim) + " here (--max-head-dim, long contexts: 16)");
+  }
   if (options.model) generator.model = ModelOptions{};
   return generator;
 }
@@ -156,9 +201,21 @@ int run_check(const CheckOptions& options) {
     PrngChoiceSource choices(seed);
     const Scenario scenario = generate_scenario(choices, generator);
     events += count_events(scenario, generator.edges);
-    const Prepared prepared = prepare(scenario);
+    // One Prepared per distinct declared numerics (the reference's bounds depend on them).
+    std::deque<Prepared> prepared_for;  // (a deque: references stay valid as it grows)
+    const auto prepared_of = [&](const EngineNumerics& numerics) -> const Prepared& {
+      for (const Prepared& p : prepared_for) {
+        if (p.numerics == numerics) return p;
+      }
+      return prepared_for.emplace_back(prepare(scenario, numerics));
+    };
     for (EngineTally& tally : tallies) {
       if (!tally.failure.empty()) continue;  // one failure per engine is enough
+      if (const auto outside = unsupported_layout(scenario, tally.declared.supports)) {
+        if (tally.skipped++ == 0) tally.skipped_why = *outside;
+        continue;
+      }
+      const Prepared& prepared = prepared_of(tally.declared.numerics);
       if (scenario.model) {
         // Model level: judged on the logits, located to a layer (judge_property).
         const auto started = Clock::now();

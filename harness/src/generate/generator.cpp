@@ -69,7 +69,9 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.sequences = std::clamp(o.max_sequences, 1, 8);
   b.steps = std::clamp(o.max_ops, 1, 256);
   const EngineSupports& can = o.supports;
-  const auto within = [](int value, int limit) { return limit > 0 ? std::min(value, limit) : value; };
+  const auto within = [](int value, int limit) {
+    return limit > 0 ? std::min(value, limit) : value;
+  };
   b.supports = can;
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);
   const int max_epoch = within(std::clamp(o.max_epoch_tokens, 1, 1024), can.max_context);
@@ -272,9 +274,8 @@ Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   pick_heads(c, b, l);
   l.rope_theta = pick_rope(c, b.head_dim);
   const int multiple = b.supports.head_dim_multiple;
-  l.head_dim =
-      fit_dim(pick_head_dim(c, b.head_dim, l.rope_theta.has_value()), b.head_dim, multiple,
-              l.rope_theta.has_value());
+  l.head_dim = fit_dim(pick_head_dim(c, b.head_dim, l.rope_theta.has_value()), b.head_dim, multiple,
+                       l.rope_theta.has_value());
   const bool same_value_dim = c.pick(0, 3) < 3 || b.supports.value_dim_is_head_dim;
   const int value_dim = fit_dim(pick_head_dim(c, b.head_dim, false), b.head_dim, multiple, false);
   l.value_dim = same_value_dim ? l.head_dim : value_dim;
