@@ -49,7 +49,7 @@ std::vector<EngineInfo> build_registry() {
        "f16 before P.V, f32 sums, rows rounded to f16 (f16 scenarios only).",
        false, make_with<cpu::FlashEngine>("f16")},
       {"contiguous-f16acc",
-       "Contiguous engine summing P.V in f16 over runs of 16 keys, merged in f32, rows rounded "
+       "Contiguous engine summing P.V in f16 over runs of 4 keys, merged in f32, rows rounded "
        "to f16, as half-precision decode kernels do (f16 scenarios only).",
        false, make_with<cpu::ContiguousEngine>("f16acc")},
       {"mask-origin",

@@ -49,7 +49,8 @@ TEST(Properties, CasesCoverTheseHonestEngines) {
   for (const EngineInfo& engine : engine_registry()) {
     if (!engine.mutant) honest.push_back(engine.name);
   }
-  EXPECT_EQ(honest, (std::vector<std::string>{"contiguous", "paged", "flash"}));
+  EXPECT_EQ(honest, (std::vector<std::string>{"contiguous", "paged", "flash", "flash-bf16",
+                                              "flash-f16", "contiguous-f16acc"}));
 }
 
 }  // namespace

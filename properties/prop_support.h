@@ -43,7 +43,9 @@ inline std::string failing_fixture(Scenario scenario, Property property, std::st
 inline void holds(Property property, std::string_view engine_name) {
   const EngineInfo* engine = find_engine(engine_name);
   RC_ASSERT(engine != nullptr);
-  const Scenario scenario = *gen_scenario(suite_options());
+  GeneratorOptions options = suite_options();
+  options.supports = probe_declarations(*engine).supports;  // only what the engine takes
+  const Scenario scenario = *gen_scenario(options);
   const PropertyOutcome outcome = judge_property(property, scenario, *engine);
   if (!outcome.pass) {
     RC_FAIL(outcome.report +

@@ -35,7 +35,7 @@ What maps to what (README.md in this folder has the reasoning and the measuremen
     rounded up to 16, and the cos/sin of the padded pairs are 1 and 0.
 
 --bug window|scale|rope breaks one mapping on purpose (negative controls for the tests):
-window W + 1, ORT's default scale, interleaved (GPT-J) RoPE pairs.
+window W + 1, ORT's default scale, interleaved (GPT-J) RoPE pairs, no numerics declared.
 """
 
 import argparse
@@ -59,7 +59,7 @@ HEAD_SIZE_MULTIPLE = 8
 ROTARY_MULTIPLE = 16
 NUMPY_DTYPES = {"f16": np.float16, "f32": np.float32}
 ONNX_DTYPES = {"f16": proto.FLOAT16, "f32": proto.FLOAT}
-BUGS = ("window", "scale", "rope")
+BUGS = ("window", "scale", "rope", "numerics")
 ROPE_MODES = ("ort", "adapter")
 DEFAULT_ROPE = {"f32": "ort", "f16": "adapter"}
 
@@ -157,13 +157,17 @@ class OrtGqaEngine:
             "score_accumulation": "f32",
             "value_accumulation": "f32",
             "rotated_keys_in_storage": True,
+            # The kernel is handed q rotated and rounded to its dtype as well (--rope
+            # adapter), or rotates it itself in f32 (--rope ort).
+            "rotated_queries_in_storage": self.adapter_rotary,
         }
+        if bug == "numerics":  # declares nothing: judged as an f32 kernel, which it is not
+            self.numerics = {}
+        # No limit on head_dim, q heads or context turned up (tried up to 512 / 64 / 8192).
         self.supports = {
             "dtypes": [dtype],
             "head_dim_multiple": ROTARY_MULTIPLE,  # one for every layout, RoPE or not
-            "max_head_dim": 0,
-            "max_q_heads": 0,
-            "max_context": 0,
+            "value_dim_is_head_dim": True,  # ORT takes one head size for q, k and v
         }
         self.lanes = Lanes(config, ort_rotary=rope_mode == "ort")
         self.head_size = self.lanes.head_size

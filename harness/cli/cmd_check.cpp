@@ -89,14 +89,14 @@ void print_table(const std::vector<EngineTally>& tallies) {
                                         [](const EngineTally& t) { return t.unjudged > 0; });
   for (const EngineTally& t : tallies) {
     if (t.skipped == 0) continue;
-    std::printf("%s: %d cases lie outside what it supports (first: %s) and were not run on it\n",
-                t.engine->name.c_str(), t.skipped, t.skipped_why.c_str());
+    std::printf("%s: %d cases were not run on it (the first %s)\n", t.engine->name.c_str(),
+                t.skipped, t.skipped_why.c_str());
   }
   if (any_unjudged) {
     std::printf(
         "unjudged: rows within their bound whose bound is at least the largest |v| they see "
-        "(large scores: f32 accumulation allows any value in range there), so they were only "
-        "checked to be finite; a bug confined to them passes\n");
+        "(large scores with spread-out values: the engine's arithmetic allows any value in "
+        "range there), so they were only checked to be finite; a bug confined to them passes\n");
   }
 }
 
@@ -211,7 +211,7 @@ int run_check(const CheckOptions& options) {
     };
     for (EngineTally& tally : tallies) {
       if (!tally.failure.empty()) continue;  // one failure per engine is enough
-      if (const auto outside = unsupported_layout(scenario, tally.declared.supports)) {
+      if (const auto outside = unjudgeable(scenario, tally.declared)) {
         if (tally.skipped++ == 0) tally.skipped_why = *outside;
         continue;
       }

@@ -55,13 +55,12 @@ int run_explain(const ExplainOptions& options) {
   for (const std::shared_ptr<const EngineInfo>& engine : engines) {
     std::optional<std::string> missing;
     try {
-      missing = unsupported_operation(scenario, probe_capabilities(*engine));
+      missing = unjudgeable(scenario, probe_declarations(*engine));
     } catch (const EngineError& e) {
       throw UsageError(std::string("--engine: ") + e.what());
     }
     if (missing) {
-      std::printf("\nengine %s: skipped: the program uses %s, which it does not announce\n",
-                  engine->name.c_str(), missing->c_str());
+      std::printf("\nengine %s: skipped: the fixture %s\n", engine->name.c_str(), missing->c_str());
       continue;
     }
     if (scenario.model) {

@@ -36,7 +36,7 @@ void print_indented(const std::string& text) {
 }
 
 // What each engine announces, asked once per run (an exec engine starts a process).
-using Capabilities = std::map<const EngineInfo*, EngineCapabilities>;
+using Capabilities = std::map<const EngineInfo*, EngineDeclarations>;
 
 FixtureResult replay_one(const std::filesystem::path& file,
                          const std::vector<std::shared_ptr<const EngineInfo>>& engines,
@@ -64,9 +64,10 @@ FixtureResult replay_one(const std::filesystem::path& file,
   int unjudged = 0;
   size_t ran = 0;
   for (const std::shared_ptr<const EngineInfo>& engine : engines) {
-    // A program with an operation the engine does not announce says nothing about it.
-    if (const auto missing = unsupported_operation(scenario, capabilities.at(engine.get()))) {
-      skipped += (skipped.empty() ? "" : "; ") + engine->name + " does not announce " + *missing;
+    // A program the engine cannot be given (an operation it does not announce, a layout
+    // outside its supports) says nothing about it.
+    if (const auto why = unjudgeable(scenario, capabilities.at(engine.get()))) {
+      skipped += (skipped.empty() ? "" : "; ") + engine->name + ": the fixture " + *why;
       continue;
     }
     ++ran;
@@ -116,7 +117,7 @@ int run_replay(const ReplayOptions& options) {
   Capabilities capabilities;
   for (const auto& engine : engines) {
     try {
-      capabilities[engine.get()] = probe_capabilities(*engine);
+      capabilities[engine.get()] = probe_declarations(*engine);
     } catch (const EngineError& e) {
       throw UsageError(std::string("--engine: ") + e.what());
     }

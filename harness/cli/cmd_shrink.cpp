@@ -77,9 +77,9 @@ int run_shrink(const ShrinkCommandOptions& options) {
   // An operation the engine does not announce is refused by the runner: that refusal is
   // not a bug of the engine, and shrinking it would file a false finding.
   try {
-    if (const auto missing = unsupported_operation(input, probe_capabilities(*engine))) {
-      throw UsageError(options.path + ": the program uses " + *missing + ", which " + engine->name +
-                       " does not announce; expected a fixture it can run");
+    if (const auto why = unjudgeable(input, probe_declarations(*engine))) {
+      throw UsageError(options.path + ": for " + engine->name + ", the fixture " + *why +
+                       "; expected a fixture it can run");
     }
   } catch (const EngineError& e) {
     throw UsageError(std::string("--engine: ") + e.what());

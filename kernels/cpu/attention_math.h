@@ -48,9 +48,10 @@ struct KvArrays {
 // (EngineNumerics::p and value_accumulation): P rounded to a dtype before it multiplies the
 // values (the normaliser sums the unrounded P, as FlashAttention-2 does), and P.V summed in
 // f16 within runs of kF16RunKeys keys, each run then added to the f32 sum (as a decode
-// kernel whose warps accumulate in half precision and merge in f32: a longer f16 sum
-// stagnates once its terms fall below half an ulp of the sum).
-inline constexpr size_t kF16RunKeys = 16;
+// kernel whose lanes accumulate in half precision and merge in f32). Why runs: a long f16
+// sum stagnates once its terms fall below half an ulp of the sum, and overflows: four
+// terms of P <= 1 times the generator's largest |v| (8188) stay below f16's 65504.
+inline constexpr size_t kF16RunKeys = 4;
 
 struct Arithmetic {
   std::optional<DType> p;

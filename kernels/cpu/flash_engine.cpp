@@ -54,9 +54,8 @@ void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, in
         const float term = round_to_dtype(w * tile_v_[i * vd + d], DType::f16);
         tile_run_[d] = round_to_dtype(tile_run_[d] + term, DType::f16);
       }
-    }
-    if (arith.f16_values) {  // the tile's f16 run into the f32 accumulator
-      for (size_t d = 0; d < vd; ++d) {
+      if ((i + 1) % kF16RunKeys != 0 && i + 1 != n) continue;
+      for (size_t d = 0; d < vd; ++d) {  // the f16 run into the f32 accumulator
         acc[d] += tile_run_[d];
         tile_run_[d] = 0;
       }

@@ -20,7 +20,7 @@ const std::vector<NumericsProfile>& numerics_profiles() {
        {.output = DType::f16, .p = DType::f16, .rotated_keys_in_storage = true},
        {.dtypes = {DType::f16}}},
       {"f16acc",
-       "f16 K/V, P.V summed in f16 over runs of 16 keys and merged in f32, rows rounded to "
+       "f16 K/V, P.V summed in f16 over runs of 4 keys and merged in f32, rows rounded to "
        "f16 (a decode kernel accumulating in half precision)",
        {.output = DType::f16, .value_accumulation = DType::f16, .rotated_keys_in_storage = true},
        {.dtypes = {DType::f16}}},

@@ -274,6 +274,9 @@ void declare(const kvfuzz::EngineInfo& info, kvfuzz_engine_api& api) {
   api.max_head_dim = supports.max_head_dim;
   api.max_q_heads = supports.max_q_heads;
   api.max_context = supports.max_context;
+  api.rotated_queries_in_storage =
+      numerics.rotated_queries_in_storage ? (*numerics.rotated_queries_in_storage ? 1 : 0) : -1;
+  api.value_dim_is_head_dim = supports.value_dim_is_head_dim ? 1 : 0;
 }
 
 kvfuzz_engine_api entry(size_t index) {

@@ -28,3 +28,7 @@ kvfuzz_ort_test(ort_gqa_f16 0 --dtype f16)
 kvfuzz_ort_test(ort_gqa_bug_window 1 --dtype f32 --bug window)
 kvfuzz_ort_test(ort_gqa_bug_scale 1 --dtype f32 --bug scale)
 kvfuzz_ort_test(ort_gqa_bug_rope 1 --dtype f32 --bug rope)
+# The f16 kernel judged under its declared numerics still catches a wrong mapping, and the
+# same kernel declaring nothing fails by its output rounding (half an f16 ulp).
+kvfuzz_ort_test(ort_gqa_f16_bug_window 1 --dtype f16 --bug window)
+kvfuzz_ort_test(ort_gqa_f16_undeclared 1 --dtype f16 --bug numerics)

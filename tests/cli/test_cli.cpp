@@ -154,8 +154,9 @@ TEST(Cli, MaxTokensAboveTheDefaultsChecksLongContexts) {
 // The unjudged column is explained under the table when a row was unjudged, not otherwise.
 TEST(Cli, CheckExplainsUnjudgedRowsWhenThereAreSome) {
   const fs::path out = fs::temp_directory_path() / ("kvfuzz-cli-unj-" + std::to_string(::getpid()));
+  // Rare since the row's own spread bounds the softmax term: 33 of 64,833 rows here.
   const Result some =
-      kvfuzz("check --engine contiguous --cases 200 --seed 1 --quiet --out " + out.string());
+      kvfuzz("check --engine flash-bf16 --cases 1000 --seed 11 --quiet --out " + out.string());
   EXPECT_EQ(some.status, 0) << some.err;
   EXPECT_NE(some.out.find("\nunjudged: rows within their bound"), std::string::npos) << some.out;
   // mask-origin fails at its first case, before any row could be unjudged.

@@ -253,12 +253,14 @@ TEST(ExecEngine, NumericsAndSupportsInHelloAreReadBackExactly) {
                                           .p = DType::bf16,
                                           .score_accumulation = DType::f16,
                                           .value_accumulation = DType::f16,
-                                          .rotated_keys_in_storage = true}));
+                                          .rotated_keys_in_storage = true,
+                                          .rotated_queries_in_storage = true}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::bf16, DType::f16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
                                           .max_q_heads = 64,
-                                          .max_context = 4096}));
+                                          .max_context = 4096,
+                                          .value_dim_is_head_dim = true}));
 
   const EngineDeclarations some = probe_declarations(*exec_engine(misbehaving("declares-some")));
   EXPECT_EQ(some.numerics, (EngineNumerics{.rotated_keys_in_storage = false}));
@@ -762,7 +764,7 @@ TEST(ExecResolve, MalformedDeclarationsFailWithOneLineNamingTheField) {
        {"$.numerics.rotated_keys_in_storage: expected true or false, got null"}},
       {misbehaving("numerics-misspelt"),
        {"$.numerics.ouptut: unknown field; expected one of output, p, score_accumulation, "
-        "value_accumulation, rotated_keys_in_storage"}},
+        "value_accumulation, rotated_keys_in_storage, rotated_queries_in_storage"}},
       {misbehaving("supports-empty-dtypes"),
        {R"($.supports.dtypes: expected a non-empty array of storage dtypes such as ["f16", )"
         R"("bf16"], got an array of 0)"}},

@@ -209,12 +209,14 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .p = DType::bf16,
                                           .score_accumulation = DType::f16,
                                           .value_accumulation = DType::f16,
-                                          .rotated_keys_in_storage = true}));
+                                          .rotated_keys_in_storage = true,
+                                          .rotated_queries_in_storage = true}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::f16, DType::bf16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
                                           .max_q_heads = 32,
-                                          .max_context = 8192}));
+                                          .max_context = 8192,
+                                          .value_dim_is_head_dim = true}));
 
   const EngineDeclarations some = probe_declarations(*declaring("declares-some"));
   EXPECT_EQ(some.bitwise, BitwiseClaims{});

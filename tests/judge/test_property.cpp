@@ -495,6 +495,7 @@ TEST(ModelProperties, HonestEnginesPassAllSixAndMutantsFail) {
     const Scenario s = load_fixture(entry.path());
     ASSERT_TRUE(s.model.has_value()) << entry.path();
     for (const EngineInfo* honest : honest_engines()) {
+      if (unjudgeable(s, probe_declarations(*honest))) continue;  // low-precision numerics
       for (Property p : kAllProperties) {
         const PropertyOutcome outcome = judge_property(p, s, *honest);
         EXPECT_TRUE(outcome.pass) << entry.path() << " " << property_name(p) << "\n"

@@ -12,6 +12,9 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
   const std::vector<std::string> names{"contiguous",
                                        "paged",
                                        "flash",
+                                       "flash-bf16",
+                                       "flash-f16",
+                                       "contiguous-f16acc",
                                        "mask-origin",
                                        "stale-position",
                                        "stale-kv",
@@ -24,7 +27,7 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     EXPECT_EQ(registry[i].name, names[i]);
-    EXPECT_EQ(registry[i].mutant, i >= 3) << names[i];
+    EXPECT_EQ(registry[i].mutant, i >= 6) << names[i];
     EXPECT_FALSE(registry[i].description.empty());
     EXPECT_TRUE(registry[i].make);
     EXPECT_EQ(find_engine(names[i]), &registry[i]);

@@ -70,7 +70,9 @@ Scenario generated(uint64_t seed) {
 std::vector<const EngineInfo*> registry(bool mutant) {
   std::vector<const EngineInfo*> out;
   for (const EngineInfo& e : engine_registry()) {
-    if (e.mutant == mutant) out.push_back(&e);
+    // The model level judges only engines with the default numerics (unjudgeable()).
+    const bool f32 = computes_in_f32(probe_declarations(e).numerics);
+    if (e.mutant == mutant && f32) out.push_back(&e);
   }
   return out;
 }

@@ -24,11 +24,10 @@ void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixtu
   } catch (const FixtureError& e) {
     FAIL() << e.what();
   }
-  const std::optional<EngineCapabilities> capabilities = announced_capabilities(engine);
-  if (!capabilities) return;
-  if (const auto missing = unsupported_operation(scenario, *capabilities)) {
-    GTEST_SKIP() << fixture.string() << " uses " << *missing << ", which " << engine.name
-                 << " does not announce (EngineCapabilities::" << *missing << ")";
+  const std::optional<EngineDeclarations> declared = announced_declarations(engine);
+  if (!declared) return;
+  if (const auto why = unjudgeable(scenario, *declared)) {
+    GTEST_SKIP() << "for " << engine.name << ", " << fixture.string() << " " << *why;
   }
   if (const auto problem = judge_expect(scenario, prepare(scenario))) {
     FAIL() << fixture.string()

@@ -24,7 +24,7 @@ void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixtu
                     const EngineTestOptions& options);
 
 // What the engine announces; a GoogleTest failure (and nothing) when it cannot be made.
-std::optional<EngineCapabilities> announced_capabilities(const EngineInfo& engine);
+std::optional<EngineDeclarations> announced_declarations(const EngineInfo& engine);
 
 // A scenario that fails `property` on the engine, and where it came from.
 struct FailingCase {

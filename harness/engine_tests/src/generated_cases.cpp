@@ -12,9 +12,9 @@
 
 namespace kvfuzz::engine_tests {
 
-std::optional<EngineCapabilities> announced_capabilities(const EngineInfo& engine) {
+std::optional<EngineDeclarations> announced_declarations(const EngineInfo& engine) {
   try {
-    return probe_capabilities(engine);
+    return probe_declarations(engine);
   } catch (const std::exception& e) {
     ADD_FAILURE() << e.what();
     return std::nullopt;
@@ -23,11 +23,12 @@ std::optional<EngineCapabilities> announced_capabilities(const EngineInfo& engin
 
 void check_generated_cases(const EngineInfo& engine, Property property,
                            const EngineTestOptions& options) {
-  const std::optional<EngineCapabilities> capabilities = announced_capabilities(engine);
-  if (!capabilities) return;
+  const std::optional<EngineDeclarations> declared = announced_declarations(engine);
+  if (!declared) return;
   GeneratorOptions generator = options.generator;
-  generator.truncate = capabilities->truncate;
-  generator.fork = capabilities->fork;
+  generator.truncate = declared->capabilities.truncate;
+  generator.fork = declared->capabilities.fork;
+  generator.supports = declared->supports;
   for (int i = 0; i < options.cases; ++i) {
     const uint64_t seed = case_seed(options.seed, i);
     PrngChoiceSource choices(seed);

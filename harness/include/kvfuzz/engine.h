@@ -93,6 +93,10 @@ struct EngineNumerics {
   bool operator==(const EngineNumerics&) const = default;
 };
 
+// Whether the engine computes as the defaults say: f32 rows, f32 sums, P not rounded (how
+// it caches rotated keys aside). The model level judges only such engines.
+bool computes_in_f32(const EngineNumerics& numerics);
+
 // What an engine can be given: the generator makes only such scenarios, so that an adapter
 // never pads, splits or upcasts to fit, and replay skips a fixture outside them.
 // 0 means no limit beyond kvfuzz's own (scenario/limits.h).
@@ -177,6 +181,14 @@ struct EngineDeclarations {
   BitwiseClaims bitwise;
 };
 EngineDeclarations probe_declarations(const EngineInfo& engine);
+
+// Why `scenario` says nothing about an engine with these declarations, as a phrase to
+// follow the engine's name: "uses truncate, which it does not announce", "lies outside
+// its supports: storage dtype f32 (...)", or "is a model scenario, and the model level
+// judges only engines with the default numerics". Nothing when it can be judged. Replay,
+// explain, shrink and the corpus tests skip (or refuse) such a scenario.
+std::optional<std::string> unjudgeable(const Scenario& scenario,
+                                       const EngineDeclarations& declared);
 
 // Why `scenario` lies outside what `supports` allows ("storage dtype bf16 (supports f16)"),
 // or nothing when the engine can be given it.

@@ -170,7 +170,10 @@ typedef struct kvfuzz_engine_api {
   int32_t head_dim_multiple;       /* head_dim and value_dim are multiples of it; 0 or 1: any */
   int32_t max_head_dim;            /* the limits: 0 is none beyond kvfuzz's own */
   int32_t max_q_heads;
-  int32_t max_context; /* tokens of one sequence between resets */
+  int32_t max_context;                /* tokens of one sequence between resets */
+  int32_t rotated_queries_in_storage; /* with RoPE: 1 rotated queries rounded to the storage
+                                         dtype before q.k; 0 or -1: kept in f32 */
+  uint32_t value_dim_is_head_dim;     /* 1: only layouts with value_dim == head_dim */
 } kvfuzz_engine_api;
 
 /* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */
@@ -195,6 +198,7 @@ static inline kvfuzz_engine_api kvfuzz_engine_api_defaults(void) {
   api.score_accumulation = KVFUZZ_DTYPE_F32;
   api.value_accumulation = KVFUZZ_DTYPE_F32;
   api.rotated_keys_in_storage = -1;
+  api.rotated_queries_in_storage = -1;
   return api;
 }
 

@@ -169,8 +169,9 @@ EngineNumerics read_numerics(const JsonNode& reply) {
   const JsonNode node = reply.field("numerics");
   if (!node.present()) return numerics;
   if (!node.json().is_object()) node.expected(R"(an object such as {"output": "bf16"})");
-  const JsonObject object = node.to_object(
-      {"output", "p", "score_accumulation", "value_accumulation", "rotated_keys_in_storage"});
+  const JsonObject object =
+      node.to_object({"output", "p", "score_accumulation", "value_accumulation",
+                      "rotated_keys_in_storage", "rotated_queries_in_storage"});
   if (const auto output = object.get("output")) {
     numerics.output = read_dtype(*output, {"f32", "f16", "bf16"});
   }
@@ -187,6 +188,9 @@ EngineNumerics read_numerics(const JsonNode& reply) {
   if (const auto rotated = object.get("rotated_keys_in_storage")) {
     numerics.rotated_keys_in_storage = rotated->to_bool();
   }
+  if (const auto rotated = object.get("rotated_queries_in_storage")) {
+    numerics.rotated_queries_in_storage = rotated->to_bool();
+  }
   return numerics;
 }
 
@@ -196,8 +200,11 @@ EngineSupports read_supports(const JsonNode& reply) {
   const JsonNode node = reply.field("supports");
   if (!node.present()) return supports;
   if (!node.json().is_object()) node.expected(R"(an object such as {"dtypes": ["f16"]})");
-  const JsonObject object =
-      node.to_object({"dtypes", "head_dim_multiple", "max_head_dim", "max_q_heads", "max_context"});
+  const JsonObject object = node.to_object({"dtypes", "head_dim_multiple", "max_head_dim",
+                                            "max_q_heads", "max_context", "value_dim_is_head_dim"});
+  if (const auto same = object.get("value_dim_is_head_dim")) {
+    supports.value_dim_is_head_dim = same->to_bool();
+  }
   if (const auto dtypes = object.get("dtypes")) {
     const char* what = R"(a non-empty array of storage dtypes such as ["f16", "bf16"])";
     if (!dtypes->json().is_array() || dtypes->json().empty()) dtypes->expected(what);

@@ -148,9 +148,16 @@ std::string take_declarations(const kvfuzz_engine_api& api, const std::string& n
       return bad(field, std::to_string(code), "KVFUZZ_DTYPE_F32 or _F16 (0 or 1)");
     }
   }
-  if (api.rotated_keys_in_storage < -1 || api.rotated_keys_in_storage > 1) {
-    return bad("rotated_keys_in_storage", std::to_string(api.rotated_keys_in_storage),
-               "1 (yes), 0 (no) or -1 (not declared)");
+  const std::pair<const char*, int32_t> rotated[] = {
+      {"rotated_keys_in_storage", api.rotated_keys_in_storage},
+      {"rotated_queries_in_storage", api.rotated_queries_in_storage}};
+  for (const auto& [field, code] : rotated) {
+    if (code < -1 || code > 1) {
+      return bad(field, std::to_string(code), "1 (yes), 0 (no) or -1 (not declared)");
+    }
+  }
+  if (api.value_dim_is_head_dim > 1) {
+    return bad("value_dim_is_head_dim", std::to_string(api.value_dim_is_head_dim), "0 or 1");
   }
   entry.numerics = {
       .output = *output,
@@ -159,7 +166,10 @@ std::string take_declarations(const kvfuzz_engine_api& api, const std::string& n
       .value_accumulation = *dtype_of(api.value_accumulation),
       .rotated_keys_in_storage = api.rotated_keys_in_storage < 0
                                      ? std::nullopt
-                                     : std::optional(api.rotated_keys_in_storage == 1)};
+                                     : std::optional(api.rotated_keys_in_storage == 1),
+      .rotated_queries_in_storage = api.rotated_queries_in_storage < 0
+                                        ? std::nullopt
+                                        : std::optional(api.rotated_queries_in_storage == 1)};
   if ((api.dtypes & ~kDtypeBits) != 0) {
     return bad("dtypes", hex(api.dtypes),
                "bits 1u << KVFUZZ_DTYPE_* (of 0x7), or 0 for every storage dtype");
@@ -182,6 +192,7 @@ std::string take_declarations(const kvfuzz_engine_api& api, const std::string& n
   supports.max_head_dim = api.max_head_dim;
   supports.max_q_heads = api.max_q_heads;
   supports.max_context = api.max_context;
+  supports.value_dim_is_head_dim = api.value_dim_is_head_dim == 1;
   return "";
 }
 

@@ -146,7 +146,9 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
 
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));
-  std::vector<double> q(hd), logits, deviation(vd);
+  const bool round_rotated_q =
+      rope && numerics.rotated_queries_in_storage.value_or(false) && layout.dtype != DType::f32;
+  std::vector<double> q(hd), q_error(hd), logits, deviation(vd), magnitude(vd);
   std::vector<std::pair<float, double>> cells;
   for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
     const int lo = layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
@@ -165,6 +167,13 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
       std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
                   head_dim, q.begin());
       if (rope) rope_rotate(q.data(), hd, *layout.rope_theta, p);
+      // Rotated queries rounded to the storage dtype: as the keys (store_rotated), their
+      // boundary elements' error reaches every logit through ||k|| (Cauchy-Schwarz).
+      double q_error_norm = 0;
+      if (round_rotated_q && store_rotated(q.data(), q_all.data() + static_cast<size_t>(h) * hd, hd,
+                                           p, layout.dtype, q_error.data())) {
+        q_error_norm = norm(q_error.data(), head_dim);
+      }
       const double q_norm = norm(q.data(), head_dim);
 
       // Scores, their max, and the tolerance inputs S and M over the visible keys.
@@ -195,6 +204,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
         }
       }
       const double max_terms = std::fabs(scale) * q_norm * max_key_norm;
+      ambiguity += std::fabs(scale) * q_error_norm * max_key_norm;
 
       // Softmax with the max subtracted, then the weighted mean of the values.
       double total = 0;
@@ -210,12 +220,17 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
         add_scaled(out, v, w, value_dim);
       }
       // The values' mean absolute deviation around the row, per dim (tolerance.cpp, step 4).
+      // And their mean magnitude, for f16 value sums (step 7).
       std::fill(deviation.begin(), deviation.end(), 0.0);
+      std::fill(magnitude.begin(), magnitude.end(), 0.0);
       for (int j = lo; j <= p; ++j) {
         const double w = lp[j - lo] / total;
         const double* v =
             values.data() + static_cast<size_t>(j) * v_stride + static_cast<size_t>(g) * vd;
-        for (size_t d = 0; d < vd; ++d) deviation[d] += w * std::fabs(v[d] - out[d]);
+        for (size_t d = 0; d < vd; ++d) {
+          deviation[d] += w * std::fabs(v[d] - out[d]);
+          magnitude[d] += w * std::fabs(v[d]);
+        }
       }
       const PWeights pw =
           numerics.p ? p_weights(logits, visible, total, *numerics.p, cells) : PWeights{};
@@ -229,6 +244,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
           .max_abs_value = max_value,
           .max_score_terms = max_terms,
           .value_deviation = *std::max_element(deviation.begin(), deviation.end()),
+          .value_magnitude = *std::max_element(magnitude.begin(), magnitude.end()),
           .rope = rope,
           .position = p,
           .rotated_key_ambiguity = ambiguity,

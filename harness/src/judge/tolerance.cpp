@@ -70,7 +70,11 @@
 //    reference's value: off by at most 2e + spacing. The reference adds, per key,
 //    scale * sum over such elements of |q_d| (2e + spacing) to that key's logit error and
 //    passes the largest (rotated_key_ambiguity). Declared false (keys cached unrotated or
-//    in f32): no rounding and no u_s term. f32 storage: nothing to round.
+//    in f32): no rounding and no u_s term. f32 storage: nothing to round. Rotated queries
+//    rounded to the storage dtype (rotated_queries_in_storage, as a kernel handed
+//    pre-rotated f16 q and k computes) are modelled the same way; a boundary element's
+//    error reaches every logit through at most ||err_q|| max_j ||k_j|| (Cauchy-Schwarz),
+//    added to rotated_key_ambiguity.
 //
 // 6. Score accumulation in f16 (score_accumulation = f16): the q.k products and sums round
 //    to u16 = 2^-11. The worst case gamma_{d+2}(u16) S is ~d u16 S, as large as a bug for
@@ -84,23 +88,26 @@
 //
 // 7. Value accumulation in f16 (value_accumulation = f16): each key's contribution to the
 //    running sum costs at most three f16 roundings (the product, the sum, a rescale), each
-//    at most u16 M relative to the normalised row (a running sum of P v, divided by a
-//    normaliser at least as large as its own partial sum). Probabilistic as in 6: the sum
-//    term of step 3 becomes lambda sqrt(3n) u16 M + 4 u16 M. (Long f16 sums that stagnate,
-//    adding terms below half an ulp of the sum, err systematically and fail: that is a
-//    real precision bug of such a kernel.)
+//    at most u16 A relative to the normalised row, A = sum_j w_j |v_j| <= M (a partial sum
+//    of P v, divided by the final normaliser, is at most that). Probabilistic as in 6: the
+//    sum term of step 3 becomes lambda sqrt(3n) u16 A + 4 u16 M. The three roundings per key
+//    already count what the safety factor 2 stands for elsewhere, so it is not applied to
+//    this term, nor to step 8's (whose lambda is its margin). (Long f16 sums that
+//    stagnate, adding terms below half an ulp of the sum, err systematically and fail:
+//    that is a real precision bug of such a kernel.)
 //
 // 8. P rounded to a dtype before P.V (numerics.p, as FlashAttention-2 rounds P to the
 //    input dtype; its normaliser sums the unrounded P). Each weight gets a relative error
-//    r_j, |r_j| <= u_p, so the row moves by sum_j w_j r_j v_j (or by sum_j w_j r_j
-//    (v_j - out) when the normaliser sums the rounded P; both are bounded below). A key
+//    r_j, |r_j| <= u_p, so the row moves by sum_j w_j r_j v_j, or by sum_j w_j r_j
+//    (v_j - out) (to first order) when the normaliser sums the rounded P; |v_j| <= M and
+//    |v_j - out| <= 2M, so 2M covers both conventions below. A key
 //    whose logit is the maximum has P = exp(0) = 1 exactly in every tile (its own tile's
 //    running max is its logit), so it contributes nothing; the others contribute at most
-//    u_p M times their weight: worst case u_p M p_weight_mass. That is M/256 for bf16,
+//    2 u_p M times their weight: worst case 2 u_p M p_weight_mass. That is M/128 for bf16,
 //    larger than a bug that moves one key's weight in a long context. Keys whose P lands
 //    in different cells of the P dtype round independently; keys in one cell alike. So,
-//    by Hoeffding's inequality over cells (coefficients u_p M W_c, W_c the cell's weight):
-//    |error| <= lambda u_p M sqrt(sum_c W_c^2) with probability >= 1 - 2 exp(-lambda^2 / 2),
+//    by Hoeffding's inequality over cells (coefficients 2 u_p M W_c, W_c the cell's weight):
+//    |error| <= 2 lambda u_p M sqrt(sum_c W_c^2) with probability >= 1 - 2 exp(-lambda^2 / 2),
 //    lambda = 8 again. The term is the smaller of the two. A P below the dtype's smallest
 //    normal is off by at most half the subnormal spacing in absolute terms, against a
 //    normaliser >= 1: lambda sqrt(count) spacing / 2 M more. (A tile engine rounds P
@@ -119,7 +126,7 @@
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
 // S = 0 gives bound 3.8e-5), while a mutant is wrong by a fraction of M: a mask that
 // restarts at the chunk gives 2 instead of 7.5 (error 5.5, ratio ~2e5). For declared
-// numerics the bound grows to the noise of that arithmetic (bf16 P: up to M/256; bf16
+// numerics the bound grows to the noise of that arithmetic (bf16 P: up to M/128; bf16
 // output: half a bf16 ulp more), still far below a fraction of M.
 #include "judge/tolerance.h"
 
@@ -163,8 +170,8 @@ double p_rounding_term(const ToleranceInputs& in, double m, double n) {
   if (!in.numerics.p) return 0;
   const DType p = *in.numerics.p;
   const double u_p = unit_roundoff(p);
-  const double worst = u_p * m * in.p_weight_mass;
-  const double likely = kLambda * u_p * m * in.p_weight_spread;
+  const double worst = 2 * u_p * m * in.p_weight_mass;
+  const double likely = 2 * kLambda * u_p * m * in.p_weight_spread;
   const double subnormal =
       kLambda * std::sqrt(static_cast<double>(in.p_subnormal_keys)) * dtype_spacing(p, 0) / 2 * m;
   return std::min(worst, likely) + std::min(subnormal, n * dtype_spacing(p, 0) / 2 * m);
@@ -191,10 +198,13 @@ double tolerance(const ToleranceInputs& in) {
   const double growth = std::expm1(2 * delta);
   const double softmax_term =
       n == 1 ? 0 : (growth < HUGE_VAL ? std::min(growth * spread, 2 * m) : 2 * m);
-  const double sum_term = in.numerics.value_accumulation == DType::f16
-                              ? (kLambda * std::sqrt(3 * n) + 4) * kU16 * m
-                              : (2 * n + 4) * kU * m + n * 0x1p-149;
-  return kSafety * (softmax_term + sum_term + p_rounding_term(in, m, n));
+  if (in.numerics.value_accumulation == DType::f16) {
+    const double a = in.value_magnitude >= 0 ? std::min(in.value_magnitude, m) : m;
+    const double f16_sums = kLambda * std::sqrt(3 * n) * kU16 * a + 4 * kU16 * m;
+    return kSafety * softmax_term + f16_sums + p_rounding_term(in, m, n);
+  }
+  const double sum_term = (2 * n + 4) * kU * m + n * 0x1p-149;
+  return kSafety * (softmax_term + sum_term) + p_rounding_term(in, m, n);
 }
 
 double accepted_error(double bound, double expected, DType output) {

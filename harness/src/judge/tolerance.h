@@ -19,6 +19,9 @@ struct ToleranceInputs {
   // D: max over the value dims of sum_j w_j |v_jd - out_d|, the weights' mean absolute
   // deviation of the values around the row. Negative: unknown, M is used.
   double value_deviation = -1;
+  // A: max over the value dims of sum_j w_j |v_jd|, the weights' mean magnitude of the
+  // values (<= M). Negative: unknown, M is used.
+  double value_magnitude = -1;
   bool rope = false;
   int64_t position = 0;  // absolute position of the query (RoPE angle error grows with it)
   // With rotated keys cached in the storage dtype and modelled by the reference: the

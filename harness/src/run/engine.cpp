@@ -88,6 +88,26 @@ EngineCapabilities probe_capabilities(const EngineInfo& engine) {
   return probe_declarations(engine).capabilities;
 }
 
+bool computes_in_f32(const EngineNumerics& numerics) {
+  return numerics.output == DType::f32 && !numerics.p &&
+         numerics.score_accumulation == DType::f32 && numerics.value_accumulation == DType::f32;
+}
+
+std::optional<std::string> unjudgeable(const Scenario& scenario,
+                                       const EngineDeclarations& declared) {
+  if (const auto missing = unsupported_operation(scenario, declared.capabilities)) {
+    return "uses " + *missing + ", which it does not announce";
+  }
+  if (const auto outside = unsupported_layout(scenario, declared.supports)) {
+    return "lies outside its supports: " + *outside;
+  }
+  if (scenario.model && !computes_in_f32(declared.numerics)) {
+    return "is a model scenario, and the model level judges only engines with the default "
+           "numerics (f32 rows and sums, P not rounded)";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> unsupported_layout(const Scenario& scenario,
                                               const EngineSupports& supports) {
   const Layout& l = scenario.layout;

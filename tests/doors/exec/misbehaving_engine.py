@@ -60,6 +60,7 @@ DECLARED_NUMERICS = {
     "score_accumulation": "f16",
     "value_accumulation": "f16",
     "rotated_keys_in_storage": True,
+    "rotated_queries_in_storage": True,
 }
 DECLARED_SUPPORTS = {
     "dtypes": ["bf16", "f16"],
@@ -67,6 +68,7 @@ DECLARED_SUPPORTS = {
     "max_head_dim": 256,
     "max_q_heads": 64,
     "max_context": 4096,
+    "value_dim_is_head_dim": True,
 }
 DECLARATIONS = {
     "declares-all": {"numerics": DECLARED_NUMERICS, "supports": DECLARED_SUPPORTS},
