@@ -76,10 +76,13 @@ int run_explain(const ExplainOptions& options) {
       if (!verdict.pass) status = kExitMismatch;
       continue;
     }
-    const CheckOutcome outcome = judge_engine(scenario, prepared, *engine);
+    // The rows and bounds for the engine's declared numerics.
+    const EngineNumerics numerics = probe_declarations(*engine).numerics;
+    const Prepared own = numerics == prepared.numerics ? prepared : prepare(scenario, numerics);
+    const CheckOutcome outcome = judge_engine(scenario, own, *engine);
     std::printf("\nengine %s (%s): %s\n", engine->name.c_str(),
                 engine->mutant ? "mutant" : "honest", outcome.verdict.pass ? "pass" : "FAIL");
-    std::printf("%s", explain_rows(scenario, prepared, outcome).c_str());
+    std::printf("%s", explain_rows(scenario, own, outcome).c_str());
     if (!outcome.verdict.pass) {
       std::printf("%s\n", describe_divergence(*outcome.verdict.first).c_str());
       status = kExitMismatch;

@@ -132,6 +132,19 @@ TEST(Cli, ExplainShowsTheWorkedExample) {
   EXPECT_NE(r.out.find("7.5"), std::string::npos);
   EXPECT_NE(r.out.find("12.4"), std::string::npos);
   EXPECT_NE(r.out.find("FAIL"), std::string::npos);
+  // Each row's bound and its parts, largest first: row 3 (n = 4, M = 16, zero scores).
+  EXPECT_NE(r.out.find("expected 7.5  got 7.5  bound 2.71797e-05: sums 2.28882e-05, softmax "
+                       "4.29154e-06 (logit error 2.38419e-07)  ok"),
+            std::string::npos)
+      << r.out;
+}
+
+// An engine declaring its output dtype is explained with its own bounds, plus the rounding.
+TEST(Cli, ExplainShowsADeclaredEnginesBoundAndItsOutputRounding) {
+  const std::string fixture = std::string(KVFUZZ_SOURCE_DIR) + "/tests/cli/bf16-rope-window.json";
+  const Result r = kvfuzz("explain " + fixture + " --engine flash-bf16");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("+ half a bf16 ulp  ok"), std::string::npos) << r.out;
 }
 
 // --max-tokens above the default sizes' 160 switches to long contexts (test_long_context

@@ -529,11 +529,14 @@ TEST(Report, ExplainRows) {
   outcome.run.rows[4].key.pos = 6;
   outcome.verdict = compare_run(s, p, outcome.run);
   const std::string text = explain_rows(s, p, outcome);
-  for (const char* part : {"seq 0 epoch 0 pos 0  keys 0..0  expected 2  got 2  ok\n",
-                           "seq 0 epoch 0 pos 2  keys 0..2  expected 4.66667  got 4.66667  ok\n",
-                           "seq 0 epoch 0 pos 3  keys 0..3  expected 7.5  got 2  FAIL\n",
-                           "seq 0 epoch 0 pos 4  keys 0..4  expected 12.4  reported at seq 0 "
-                           "epoch 0 pos 6  got 12.4  FAIL\n"}) {
+  for (const char* part :
+       {"seq 0 epoch 0 pos 0  keys 0..0  expected 2  got 2  bound 1.43051e-06: sums 1.43051e-06  "
+        "ok\n",
+        "seq 0 epoch 0 pos 2  keys 0..2  expected 4.66667  got 4.66667  bound 1.1656e-05",
+        "seq 0 epoch 0 pos 3  keys 0..3  expected 7.5  got 2  bound 2.71797e-05: sums 2.28882e-05, "
+        "softmax 4.29154e-06 (logit error 2.38419e-07)  FAIL\n",
+        "seq 0 epoch 0 pos 4  keys 0..4  expected 12.4  reported at seq 0 epoch 0 pos 6  got 12.4  "
+        "bound 6.22559e-05"}) {
     EXPECT_TRUE(contains(text, part)) << part << " in:\n" << text;
   }
 }

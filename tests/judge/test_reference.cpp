@@ -420,3 +420,42 @@ TEST(Tolerance, Shape) {
 
 }  // namespace
 }  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// The parts explain prints add up to the bound, and each declared numerics adds its own.
+TEST(Tolerance, PartsAddUpAndDeclaredNumericsAddTheirTerms) {
+  ToleranceInputs in{.visible_keys = 16,
+                     .head_dim = 8,
+                     .max_abs_value = 4,
+                     .max_score_terms = 2,
+                     .value_deviation = 1,
+                     .value_magnitude = 2,
+                     .p_weight_spread = 0.3,
+                     .p_weight_mass = 0.9};
+  const auto total = [](const BoundParts& p) { return p.softmax + p.sums + p.p_rounding; };
+  EXPECT_DOUBLE_EQ(total(tolerance_parts(in)), tolerance(in));
+  EXPECT_EQ(tolerance_parts(in).p_rounding, 0);  // P not rounded: the weights play no part
+  in.numerics.p = DType::bf16;
+  // The smaller of the worst case 2 u_p M mass and 2 lambda u_p M spread: 2 * 2^-8 * 4 * 0.9.
+  EXPECT_DOUBLE_EQ(tolerance_parts(in).p_rounding, 2 * 0x1p-8 * 4 * 0.9);
+  EXPECT_DOUBLE_EQ(total(tolerance_parts(in)), tolerance(in));
+  const double f32_sums = tolerance_parts(in).sums;
+  in.numerics.value_accumulation = DType::f16;
+  EXPECT_DOUBLE_EQ(tolerance_parts(in).sums, 8 * std::sqrt(48.0) * 0x1p-11 * 2 + 4 * 0x1p-11 * 4);
+  EXPECT_GT(tolerance_parts(in).sums, 100 * f32_sums);
+}
+
+// A row rounded to bf16 is accepted up to the bound plus half a bf16 ulp at the largest
+// magnitude the unrounded value may have; f32 rows only up to the bound.
+TEST(Tolerance, AcceptedErrorAddsHalfTheOutputSpacing) {
+  EXPECT_EQ(accepted_error(0.25, 1.5, DType::f32), 0.25);
+  EXPECT_EQ(accepted_error(0, 1.5, DType::bf16), 0x1p-8);            // spacing 2^-7 in [1, 2)
+  EXPECT_EQ(accepted_error(0.75, 1.5, DType::bf16), 0.75 + 0x1p-7);  // |x| up to 2.25
+  EXPECT_EQ(accepted_error(0, 1.5, DType::f16), 0x1p-11);
+  EXPECT_EQ(accepted_error(0, 0, DType::f16), 0x1p-25);  // the subnormal spacing's half
+}
+
+}  // namespace
+}  // namespace kvfuzz

@@ -35,13 +35,24 @@ struct EngineRow {
   std::vector<float> values;
 };
 
+// One q head's bound in its parts (harness/src/judge/tolerance.cpp's steps), for explain:
+// the bound is softmax + sums + p_rounding; logit_error is the delta the softmax term grows
+// from.
+struct BoundParts {
+  double logit_error = 0;
+  double softmax = 0;     // the weights moved by the logit error (steps 1, 2, 4)
+  double sums = 0;        // the weighted sum and its normaliser (steps 3, 7)
+  double p_rounding = 0;  // P rounded before P.V (step 8)
+};
+
 // A row of the reference, with what the comparator needs to judge it.
 struct ReferenceRow {
   RowKey key;
-  int64_t key_lo = 0, key_hi = 0;   // the keys this row sees: positions [key_lo, key_hi]
-  std::vector<double> values;       // [q_head * value_dim + d]
-  std::vector<double> bound;        // tolerance per q head
-  std::vector<double> value_scale;  // per q head: the largest |v| the row sees (M)
+  int64_t key_lo = 0, key_hi = 0;       // the keys this row sees: positions [key_lo, key_hi]
+  std::vector<double> values;           // [q_head * value_dim + d]
+  std::vector<double> bound;            // tolerance per q head
+  std::vector<double> value_scale;      // per q head: the largest |v| the row sees (M)
+  std::vector<BoundParts> bound_parts;  // per q head: what its bound is made of
 };
 
 // A row the program implies: its key (from the runner's own logical bookkeeping, never

@@ -160,6 +160,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
     row.values.assign(static_cast<size_t>(q_heads) * vd, 0.0);
     row.bound.assign(static_cast<size_t>(q_heads), 0.0);
     row.value_scale.assign(static_cast<size_t>(q_heads), 0.0);
+    row.bound_parts.assign(static_cast<size_t>(q_heads), BoundParts{});
     const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
     for (int h = 0; h < q_heads; ++h) {
       const int g = h / group;
@@ -236,7 +237,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
           numerics.p ? p_weights(logits, visible, total, *numerics.p, cells) : PWeights{};
 
       row.value_scale[static_cast<size_t>(h)] = max_value;
-      row.bound[static_cast<size_t>(h)] = tolerance(ToleranceInputs{
+      const BoundParts parts = tolerance_parts(ToleranceInputs{
           .dtype = layout.dtype,
           .numerics = numerics,
           .visible_keys = visible,
@@ -252,6 +253,8 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
           .p_weight_mass = pw.mass,
           .p_subnormal_keys = pw.subnormal,
       });
+      row.bound_parts[static_cast<size_t>(h)] = parts;
+      row.bound[static_cast<size_t>(h)] = parts.softmax + parts.sums + parts.p_rounding;
     }
     rows.push_back(std::move(row));
   }

@@ -34,13 +34,6 @@ std::string keys_text(int64_t lo, int64_t hi) {
          std::to_string(count) + (count == 1 ? " key)" : " keys)");
 }
 
-// The spacing of `dtype`'s values at |x| (its ulp there): 2u times the power of two below
-// |x|, and f16's subnormal spacing 2^-24 below its normal range.
-double ulp_at(double x, DType dtype) {
-  const double spacing = 2 * unit_roundoff(dtype) * std::ldexp(1.0, std::ilogb(x));
-  return dtype == DType::f16 ? std::max(spacing, std::ldexp(1.0, -24)) : spacing;
-}
-
 // A mismatch whose error is a few bf16 ulps at the expected value is what a kernel that
 // rounds its output (or P) to a 16-bit dtype gives: that rounding alone is up to half an
 // ulp, far above an f32 bound. The line gives the error in f16 and bf16 ulps; nothing for
@@ -52,12 +45,12 @@ std::string precision_hint(const Divergence& d) {
       !std::isfinite(d.error)) {
     return {};
   }
-  const double bf16_ulps = d.error / ulp_at(d.expected, DType::bf16);
+  const double bf16_ulps = d.error / dtype_spacing(DType::bf16, d.expected);
   if (bf16_ulps > kFewUlps) return {};
   char text[160];
   std::snprintf(text, sizeof text,
                 "  precision: the error is %.2g f16 ulps, %.2g bf16 ulps of the expected value: ",
-                d.error / ulp_at(d.expected, DType::f16), bf16_ulps);
+                d.error / dtype_spacing(DType::f16, d.expected), bf16_ulps);
   return text +
          std::string(
              "an engine that rounds its output or P to f16 or bf16 differs by about that much, "
@@ -115,6 +108,31 @@ std::string values_text(int q_heads, int value_dim, Get get) {
   return text;
 }
 
+// The bound of the row's loosest q head and what it is made of, largest part first
+// ("bound 3.82e-05: sums 3.81e-05, softmax 9.54e-08 (logit error 2.38e-07)"), plus half an
+// output ulp for an engine that rounds its rows.
+std::string bound_text(const ReferenceRow& ref, DType output) {
+  if (ref.bound.empty() || ref.bound_parts.size() != ref.bound.size()) return "";
+  const auto loosest =
+      static_cast<size_t>(std::max_element(ref.bound.begin(), ref.bound.end()) - ref.bound.begin());
+  const BoundParts& p = ref.bound_parts[loosest];
+  std::vector<std::pair<double, const char*>> parts = {
+      {p.softmax, "softmax"}, {p.sums, "sums"}, {p.p_rounding, "P rounding"}};
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text = "  bound " + brief(ref.bound[loosest]);
+  if (ref.bound.size() > 1) text += " (q head " + std::to_string(loosest) + ")";
+  std::string listed;
+  for (const auto& [value, name] : parts) {
+    if (value > 0)
+      listed += (listed.empty() ? ": " : ", ") + std::string(name) + " " + brief(value);
+  }
+  text += listed;
+  if (p.softmax > 0) text += " (logit error " + brief(p.logit_error) + ")";
+  if (output != DType::f32) text += " + half a " + std::string(dtype_name(output)) + " ulp";
+  return text;
+}
+
 }  // namespace
 
 std::string explain_rows(const Scenario& scenario, const Prepared& prepared,
@@ -153,6 +171,7 @@ std::string explain_rows(const Scenario& scenario, const Prepared& prepared,
     } else {
       text += "  no row";
     }
+    text += bound_text(ref, prepared.numerics.output);
     switch (status) {
       case RowStatus::ok:
         text += "  ok\n";

@@ -179,9 +179,10 @@ double p_rounding_term(const ToleranceInputs& in, double m, double n) {
 
 }  // namespace
 
-double tolerance(const ToleranceInputs& in) {
+BoundParts tolerance_parts(const ToleranceInputs& in) {
   const double m = std::fabs(in.max_abs_value);
-  if (!(m > 0)) return 0;  // also catches NaN: no row with a NaN value can pass
+  BoundParts parts;
+  if (!(m > 0)) return parts;  // also catches NaN: no row with a NaN value can pass
   const double n = std::max(1, in.visible_keys);
   const double d = std::max(1, in.head_dim);
   const double s = std::fabs(in.max_score_terms);
@@ -201,10 +202,19 @@ double tolerance(const ToleranceInputs& in) {
   if (in.numerics.value_accumulation == DType::f16) {
     const double a = in.value_magnitude >= 0 ? std::min(in.value_magnitude, m) : m;
     const double f16_sums = kLambda * std::sqrt(3 * n) * kU16 * a + 4 * kU16 * m;
-    return kSafety * softmax_term + f16_sums + p_rounding_term(in, m, n);
+    parts.sums = f16_sums;
+  } else {
+    parts.sums = kSafety * ((2 * n + 4) * kU * m + n * 0x1p-149);
   }
-  const double sum_term = (2 * n + 4) * kU * m + n * 0x1p-149;
-  return kSafety * (softmax_term + sum_term) + p_rounding_term(in, m, n);
+  parts.logit_error = delta;
+  parts.softmax = kSafety * softmax_term;
+  parts.p_rounding = p_rounding_term(in, m, n);
+  return parts;
+}
+
+double tolerance(const ToleranceInputs& in) {
+  const BoundParts parts = tolerance_parts(in);
+  return parts.softmax + parts.sums + parts.p_rounding;
 }
 
 double accepted_error(double bound, double expected, DType output) {

@@ -5,6 +5,7 @@
 
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/engine.h"
+#include "kvfuzz/rows.h"
 
 namespace kvfuzz {
 
@@ -42,6 +43,8 @@ struct ToleranceInputs {
 // value of the row before its output is rounded. Never negative; zero when every visible
 // value is zero.
 double tolerance(const ToleranceInputs& in);
+// The same bound in its parts (their sum is tolerance(in)).
+BoundParts tolerance_parts(const ToleranceInputs& in);
 
 // The largest |got - expected| accepted for one value: the bound, plus, for an engine that
 // rounds its rows to a narrower dtype, half that dtype's spacing at the largest magnitude
