@@ -160,6 +160,8 @@ class OrtGqaEngine:
             # The kernel is handed q rotated and rounded to its dtype as well (--rope
             # adapter), or rotates it itself in f32 (--rope ort).
             "rotated_queries_in_storage": self.adapter_rotary,
+            # Angles (and cos/sin, for --rope ort) are computed here in float64.
+            "rope_angles_exact": True,
         }
         if bug == "numerics":  # declares nothing: judged as an f32 kernel, which it is not
             self.numerics = {}

@@ -45,6 +45,7 @@ void CpuEngine::declare(const EngineNumerics& numerics, const EngineSupports& su
           "the CPU engines cache rotated keys in the storage dtype");
   numerics_ = numerics;
   numerics_.rotated_keys_in_storage = true;
+  numerics_.rope_angles_exact = true;  // rope_angles() computes them in double
   supports_ = supports;
   arithmetic_ = Arithmetic{numerics.p, numerics.value_accumulation == DType::f16};
 }

@@ -22,7 +22,8 @@ class CpuEngine : public Engine {
   explicit CpuEngine(const EngineConfig& config);
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) final;
 
-  // Every CPU engine caches its keys rotated and rounded to the storage dtype, and by
+  // Every CPU engine caches its keys rotated and rounded to the storage dtype, computes its
+  // RoPE angles in double, and by
   // default computes in f32 throughout. declare() gives it other numerics (the rounding of
   // P, f16 value sums, rows rounded to a dtype: numerics_profiles.h) and the supports that
   // go with them, before its first step.
@@ -75,7 +76,7 @@ class CpuEngine : public Engine {
   std::vector<uint64_t> seen_;  // per sequence: the step that last fed it (distinctness)
   uint64_t step_count_ = 0;
   std::vector<float> q_rot_, k_rot_, cos_, sin_;  // per-token scratch
-  EngineNumerics numerics_{.rotated_keys_in_storage = true};
+  EngineNumerics numerics_{.rotated_keys_in_storage = true, .rope_angles_exact = true};
   EngineSupports supports_;
   Arithmetic arithmetic_;
 };

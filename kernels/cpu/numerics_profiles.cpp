@@ -12,17 +12,26 @@ const std::vector<NumericsProfile>& numerics_profiles() {
       {"bf16",
        "bf16 K/V, P rounded to bf16 before P.V, f32 sums, rows rounded to bf16 "
        "(FlashAttention-2 with bf16 inputs)",
-       {.output = DType::bf16, .p = DType::bf16, .rotated_keys_in_storage = true},
+       {.output = DType::bf16,
+        .p = DType::bf16,
+        .rotated_keys_in_storage = true,
+        .rope_angles_exact = true},
        {.dtypes = {DType::bf16}}},
       {"f16",
        "f16 K/V, P rounded to f16 before P.V, f32 sums, rows rounded to f16 "
        "(FlashAttention-2 with f16 inputs)",
-       {.output = DType::f16, .p = DType::f16, .rotated_keys_in_storage = true},
+       {.output = DType::f16,
+        .p = DType::f16,
+        .rotated_keys_in_storage = true,
+        .rope_angles_exact = true},
        {.dtypes = {DType::f16}}},
       {"f16acc",
        "f16 K/V, P.V summed in f16 over runs of 4 keys and merged in f32, rows rounded to "
        "f16 (a decode kernel accumulating in half precision)",
-       {.output = DType::f16, .value_accumulation = DType::f16, .rotated_keys_in_storage = true},
+       {.output = DType::f16,
+        .value_accumulation = DType::f16,
+        .rotated_keys_in_storage = true,
+        .rope_angles_exact = true},
        {.dtypes = {DType::f16}}},
   };
   return profiles;

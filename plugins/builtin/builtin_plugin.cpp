@@ -277,6 +277,7 @@ void declare(const kvfuzz::EngineInfo& info, kvfuzz_engine_api& api) {
   api.rotated_queries_in_storage =
       numerics.rotated_queries_in_storage ? (*numerics.rotated_queries_in_storage ? 1 : 0) : -1;
   api.value_dim_is_head_dim = supports.value_dim_is_head_dim ? 1 : 0;
+  api.rope_angles_exact = numerics.rope_angles_exact ? (*numerics.rope_angles_exact ? 1 : 0) : -1;
 }
 
 kvfuzz_engine_api entry(size_t index) {

@@ -254,7 +254,8 @@ TEST(ExecEngine, NumericsAndSupportsInHelloAreReadBackExactly) {
                                           .score_accumulation = DType::f16,
                                           .value_accumulation = DType::f16,
                                           .rotated_keys_in_storage = true,
-                                          .rotated_queries_in_storage = true}));
+                                          .rotated_queries_in_storage = true,
+                                          .rope_angles_exact = true}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::bf16, DType::f16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
@@ -764,7 +765,8 @@ TEST(ExecResolve, MalformedDeclarationsFailWithOneLineNamingTheField) {
        {"$.numerics.rotated_keys_in_storage: expected true or false, got null"}},
       {misbehaving("numerics-misspelt"),
        {"$.numerics.ouptut: unknown field; expected one of output, p, score_accumulation, "
-        "value_accumulation, rotated_keys_in_storage, rotated_queries_in_storage"}},
+        "value_accumulation, rotated_keys_in_storage, rotated_queries_in_storage, "
+        "rope_angles_exact"}},
       {misbehaving("supports-empty-dtypes"),
        {R"($.supports.dtypes: expected a non-empty array of storage dtypes such as ["f16", )"
         R"("bf16"], got an array of 0)"}},

@@ -210,7 +210,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .score_accumulation = DType::f16,
                                           .value_accumulation = DType::f16,
                                           .rotated_keys_in_storage = true,
-                                          .rotated_queries_in_storage = true}));
+                                          .rotated_queries_in_storage = true,
+                                          .rope_angles_exact = true}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::f16, DType::bf16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
@@ -629,6 +630,26 @@ TEST(PluginCommand, ABrokenPluginExitsTwoWithOneLineNamingIt) {
                                  " --engine plugin:" + kMisbehaving);
   EXPECT_EQ(replay.status, 2) << replay.out << replay.err;
   EXPECT_TRUE(contains(replay.err, "add :NAME")) << replay.err;
+}
+
+// The same flash engine through ABI 1 (no declarations: RoPE angles perhaps f32, rotated
+// keys perhaps unrounded) and built in (angles in double, rotated keys cached in the storage
+// dtype, both declared): at 2048-token RoPE contexts the undeclared one leaves rows unjudged,
+// and check explains the column under its table; the declared one leaves none.
+TEST(Plugin, CheckExplainsUnjudgedRowsOfAnEngineThatDeclaresNothing) {
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("kvfuzz-plugin-unj-" + std::to_string(::getpid())))
+          .string();
+  const std::string args = " --cases 3 --seed 5 --max-tokens 2048 --quiet --out " + out;
+  const auto undeclared =
+      run_kvfuzz("check --engine plugin:" + std::string(KVFUZZ_PLUGIN_ABI_V1) + ":flash" + args);
+  EXPECT_EQ(undeclared.status, 0) << undeclared.out << undeclared.err;
+  EXPECT_NE(undeclared.out.find("\nunjudged: rows within their bound"), std::string::npos)
+      << undeclared.out;
+  const auto declared = run_kvfuzz("check --engine flash" + args);
+  EXPECT_EQ(declared.status, 0) << declared.out << declared.err;
+  EXPECT_EQ(declared.out.find("\nunjudged:"), std::string::npos) << declared.out;
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace

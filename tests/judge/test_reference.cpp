@@ -459,3 +459,26 @@ TEST(Tolerance, AcceptedErrorAddsHalfTheOutputSpacing) {
 
 }  // namespace
 }  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// Declared exact RoPE angles drop the angle term, which otherwise grows with the position
+// and leaves long-context rows unjudged (bound >= M): here 40 p u S at p = 8000, S = 8.
+TEST(Tolerance, ExactRopeAnglesDropTheAngleTerm) {
+  ToleranceInputs in{.visible_keys = 8000,
+                     .head_dim = 16,
+                     .max_abs_value = 1,
+                     .max_score_terms = 8,
+                     .value_deviation = 0.5,
+                     .rope = true,
+                     .position = 8000};
+  const double f32_angles = tolerance_parts(in).logit_error;
+  in.numerics.rope_angles_exact = true;
+  const double exact = tolerance_parts(in).logit_error;
+  EXPECT_NEAR(f32_angles - exact, 40 * 8000 * 0x1p-24 * 8, 1e-12);
+  EXPECT_LT(tolerance(in), 0.05);  // judged: far below M = 1
+}
+
+}  // namespace
+}  // namespace kvfuzz

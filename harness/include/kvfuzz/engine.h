@@ -90,6 +90,11 @@ struct EngineNumerics {
   // With RoPE: whether the rotated queries are rounded to the storage dtype before q.k (as
   // a kernel handed pre-rotated f16 q and k sees them). Nothing or false: kept in f32.
   std::optional<bool> rotated_queries_in_storage = std::nullopt;
+  // With RoPE: whether the angles p * theta^(-2i/d) are computed in double (true; only cos
+  // and sin are rounded to f32) or may be in f32 (false or not said: an angle error that
+  // grows with the position is tolerated, up to 20 p u radians, which dominates the bound
+  // of long contexts).
+  std::optional<bool> rope_angles_exact = std::nullopt;
   bool operator==(const EngineNumerics&) const = default;
 };
 

@@ -174,6 +174,9 @@ typedef struct kvfuzz_engine_api {
   int32_t rotated_queries_in_storage; /* with RoPE: 1 rotated queries rounded to the storage
                                          dtype before q.k; 0 or -1: kept in f32 */
   uint32_t value_dim_is_head_dim;     /* 1: only layouts with value_dim == head_dim */
+  int32_t rope_angles_exact;          /* with RoPE: 1 angles computed in double; 0 or -1: may be
+                                         in f32 (an angle error growing with the position is
+                                         tolerated) */
 } kvfuzz_engine_api;
 
 /* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */
@@ -199,6 +202,7 @@ static inline kvfuzz_engine_api kvfuzz_engine_api_defaults(void) {
   api.value_accumulation = KVFUZZ_DTYPE_F32;
   api.rotated_keys_in_storage = -1;
   api.rotated_queries_in_storage = -1;
+  api.rope_angles_exact = -1;
   return api;
 }
 

@@ -169,9 +169,9 @@ EngineNumerics read_numerics(const JsonNode& reply) {
   const JsonNode node = reply.field("numerics");
   if (!node.present()) return numerics;
   if (!node.json().is_object()) node.expected(R"(an object such as {"output": "bf16"})");
-  const JsonObject object =
-      node.to_object({"output", "p", "score_accumulation", "value_accumulation",
-                      "rotated_keys_in_storage", "rotated_queries_in_storage"});
+  const JsonObject object = node.to_object({"output", "p", "score_accumulation",
+                                            "value_accumulation", "rotated_keys_in_storage",
+                                            "rotated_queries_in_storage", "rope_angles_exact"});
   if (const auto output = object.get("output")) {
     numerics.output = read_dtype(*output, {"f32", "f16", "bf16"});
   }
@@ -190,6 +190,9 @@ EngineNumerics read_numerics(const JsonNode& reply) {
   }
   if (const auto rotated = object.get("rotated_queries_in_storage")) {
     numerics.rotated_queries_in_storage = rotated->to_bool();
+  }
+  if (const auto exact = object.get("rope_angles_exact")) {
+    numerics.rope_angles_exact = exact->to_bool();
   }
   return numerics;
 }

@@ -150,7 +150,8 @@ std::string take_declarations(const kvfuzz_engine_api& api, const std::string& n
   }
   const std::pair<const char*, int32_t> rotated[] = {
       {"rotated_keys_in_storage", api.rotated_keys_in_storage},
-      {"rotated_queries_in_storage", api.rotated_queries_in_storage}};
+      {"rotated_queries_in_storage", api.rotated_queries_in_storage},
+      {"rope_angles_exact", api.rope_angles_exact}};
   for (const auto& [field, code] : rotated) {
     if (code < -1 || code > 1) {
       return bad(field, std::to_string(code), "1 (yes), 0 (no) or -1 (not declared)");
@@ -169,7 +170,9 @@ std::string take_declarations(const kvfuzz_engine_api& api, const std::string& n
                                      : std::optional(api.rotated_keys_in_storage == 1),
       .rotated_queries_in_storage = api.rotated_queries_in_storage < 0
                                         ? std::nullopt
-                                        : std::optional(api.rotated_queries_in_storage == 1)};
+                                        : std::optional(api.rotated_queries_in_storage == 1),
+      .rope_angles_exact =
+          api.rope_angles_exact < 0 ? std::nullopt : std::optional(api.rope_angles_exact == 1)};
   if ((api.dtypes & ~kDtypeBits) != 0) {
     return bad("dtypes", hex(api.dtypes),
                "bits 1u << KVFUZZ_DTYPE_* (of 0x7), or 0 for every storage dtype");

@@ -36,11 +36,13 @@ void add_scaled(double* __restrict out, const double* __restrict v, double w, in
 // Rotated keys cached in the storage dtype (tolerance.cpp, step 5): round the rotated head
 // as the engine stores it, and record in `error` each element the engine's f32 rotation
 // may round to the neighbour (2e + spacing; 0 for the others). `raw` is the unrotated head
-// at position `pos`. Returns whether any element is such.
+// at position `pos`; `exact_angles`: the engine computes its angles in double
+// (EngineNumerics::rope_angles_exact). Returns whether any element is such.
 bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos, DType dtype,
-                   double* error) {
+                   bool exact_angles, double* error) {
   const size_t half = head_dim / 2;
-  const double reach = (4 + 20 * static_cast<double>(pos)) * 0x1p-24;
+  const double angle = exact_angles ? 0 : 20 * static_cast<double>(pos);
+  const double reach = (4 + angle) * 0x1p-24;
   bool any = false;
   for (size_t d = 0; d < head_dim; ++d) {
     const size_t i = d % half;
@@ -112,6 +114,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   std::vector<double> values(static_cast<size_t>(n) * v_stride);
   // Rotated keys cached in the storage dtype: per element, the error the engine's f32
   // rotation may add at a rounding boundary, and per (key, kv head) whether there is any.
+  const bool exact_angles = numerics.rope_angles_exact.value_or(false);
   const bool round_rotated =
       rope && numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32;
   std::vector<double> key_error(round_rotated ? keys.size() : 0);
@@ -130,7 +133,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
       if (round_rotated) {
         const size_t at = static_cast<size_t>(j) * k_stride + static_cast<size_t>(g) * hd;
         key_ambiguous[at / hd] = store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j,
-                                               layout.dtype, key_error.data() + at);
+                                               layout.dtype, exact_angles, key_error.data() + at);
       }
       key_norm[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
           norm(head, head_dim);
@@ -172,7 +175,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
       // boundary elements' error reaches every logit through ||k|| (Cauchy-Schwarz).
       double q_error_norm = 0;
       if (round_rotated_q && store_rotated(q.data(), q_all.data() + static_cast<size_t>(h) * hd, hd,
-                                           p, layout.dtype, q_error.data())) {
+                                           p, layout.dtype, exact_angles, q_error.data())) {
         q_error_norm = norm(q_error.data(), head_dim);
       }
       const double q_norm = norm(q.data(), head_dim);

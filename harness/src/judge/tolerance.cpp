@@ -31,7 +31,7 @@
 //      rounded when d is not a power of two), the product adds u, so the angle is off by
 //      <= (4 + ln theta) p u radians; with theta <= 1e7 (ln theta < 16.2) that is <= 20 p u.
 //      A pair turned by a wrong angle a moves by <= |a| ||pair||; q is at p and k at
-//      j <= p: 2 * 20 p u S.
+//      j <= p: 2 * 20 p u S. (Not for an engine that declares rope_angles_exact.)
 //    delta = S (gamma_{d+2} + 2u + [rope: 9u + u_s + 40 p u]) + 4u.
 //
 // 2. From logits to outputs. If every logit moves by at most delta, every softmax weight
@@ -160,7 +160,9 @@ double per_score_error(const ToleranceInputs& in, double d) {
     const double p = static_cast<double>(std::max<int64_t>(0, in.position));
     // Step 5: a declared caching is modelled by the reference (or absent), not tolerated.
     const double stored = num.rotated_keys_in_storage.has_value() ? 0 : unit_roundoff(in.dtype);
-    per_score += 9 * kU + stored + 40 * p * kU;
+    // An engine that declares its angles computed in double has no angle error to speak of.
+    const double angles = num.rope_angles_exact.value_or(false) ? 0 : 40 * p * kU;
+    per_score += 9 * kU + stored + angles;
   }
   return per_score;
 }

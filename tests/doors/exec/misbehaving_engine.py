@@ -61,6 +61,7 @@ DECLARED_NUMERICS = {
     "value_accumulation": "f16",
     "rotated_keys_in_storage": True,
     "rotated_queries_in_storage": True,
+    "rope_angles_exact": True,
 }
 DECLARED_SUPPORTS = {
     "dtypes": ["bf16", "f16"],

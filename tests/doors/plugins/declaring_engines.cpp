@@ -89,6 +89,7 @@ struct Table {
     all.max_context = 8192;
     all.rotated_queries_in_storage = 1;
     all.value_dim_is_head_dim = 1;
+    all.rope_angles_exact = 1;
 
     kvfuzz_engine_api& some = engines[1];
     some.rotated_keys_in_storage = 0;
