@@ -53,8 +53,9 @@ std::string precision_hint(const Divergence& d) {
                 d.error / dtype_spacing(DType::f16, d.expected), bf16_ulps);
   return text +
          std::string(
-             "an engine that rounds its output or P to f16 or bf16 differs by about that much, "
-             "and kvfuzz's bound assumes f32 output and P\n");
+             "an engine that rounds its output or P to f16 or bf16 differs by about that much; "
+             "does the engine declare its numerics (output dtype, P dtype: "
+             "docs/writing-an-engine.md, \"Numerics\")?\n");
 }
 
 }  // namespace
