@@ -1,5 +1,7 @@
 // Every built-in engine, honest ones first, then the mutants, in a fixed order.
+#include <algorithm>
 #include <memory>
+#include <string_view>
 
 #include "cpu/contiguous_engine.h"
 #include "cpu/flash_engine.h"
@@ -98,6 +100,36 @@ const EngineInfo* find_engine(std::string_view name) {
     if (info.name == name) return &info;
   }
   return nullptr;
+}
+
+namespace {
+
+// Levenshtein distance: insertions, deletions and substitutions.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string did_you_mean(std::string_view name) {
+  const EngineInfo* best = nullptr;
+  size_t best_distance = 3;  // at most two edits
+  for (const EngineInfo& e : engine_registry()) {
+    const size_t distance = edit_distance(name, e.name);
+    if (distance < best_distance) best = &e, best_distance = distance;
+  }
+  return best ? " (did you mean '" + best->name + "'?)" : "";
 }
 
 std::string engine_names() {

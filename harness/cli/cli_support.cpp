@@ -41,8 +41,8 @@ std::vector<std::shared_ptr<const EngineInfo>> select_engines(std::string_view s
     }
     if (find_engine(name) == nullptr) {
       throw UsageError(
-          "--engine: unknown engine '" + std::string(name) + "'; expected one of " +
-          engine_names() +
+          "--engine: unknown engine '" + std::string(name) + "'" + did_you_mean(name) +
+          "; expected one of " + engine_names() +
           ", all, mutants, every, plugin:PATH[:NAME] or exec:COMMAND (see kvfuzz list)");
     }
     selected.push_back(select_engine(name));

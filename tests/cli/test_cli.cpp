@@ -80,6 +80,15 @@ TEST(Cli, BadFlagsAndUnknownEnginesExitTwoWithOneLine) {
   }
 }
 
+// A misspelt engine in a list is bad input whose one line names the likely engine.
+TEST(Cli, AMisspeltEngineIsNamed) {
+  const Result r = kvfuzz("check --engine paged,flsh --cases 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("unknown engine 'flsh' (did you mean 'flash'?)"), std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, AnUnknownCommandIsNamed) {
   const Result r = kvfuzz("frobnicate");
   EXPECT_EQ(r.status, 2);

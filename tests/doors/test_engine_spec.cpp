@@ -39,6 +39,14 @@ TEST(EngineSpec, BadSpecsSayWhatWasExpected) {
   EXPECT_NE(unknown.find("unknown engine 'no-such-engine'"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("contiguous"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("plugin:PATH[:NAME] or exec:COMMAND"), std::string::npos) << unknown;
+  // A typo within two edits of a name is named; a name far from every one is not.
+  EXPECT_EQ(unknown.find("did you mean"), std::string::npos) << unknown;
+  EXPECT_NE(spec_error("flsh").find("unknown engine 'flsh' (did you mean 'flash'?); expected"),
+            std::string::npos);
+  EXPECT_NE(spec_error("pagd").find("(did you mean 'paged'?)"), std::string::npos);
+  EXPECT_EQ(did_you_mean("contiguous-f16acc"), " (did you mean 'contiguous-f16acc'?)");
+  EXPECT_EQ(did_you_mean("stale_kv"), " (did you mean 'stale-kv'?)");
+  EXPECT_EQ(did_you_mean("quantum"), "");
   EXPECT_NE(spec_error("plugin:").find("expected plugin:PATH[:NAME]"), std::string::npos);
   EXPECT_NE(spec_error("exec:   ").find("expected exec:COMMAND"), std::string::npos);
   EXPECT_NE(spec_error("plugin:/no/such/lib.so:x").find("/no/such/lib.so"), std::string::npos);

@@ -172,6 +172,9 @@ const std::vector<EngineInfo>& engine_registry();
 const EngineInfo* find_engine(std::string_view name);
 // Every registry name, comma-separated: what an "unknown engine" error offers instead.
 std::string engine_names();
+// " (did you mean 'flash'?)" when one registry name is within two edits of `name` (a typo),
+// "" otherwise: what an "unknown engine" error adds.
+std::string did_you_mean(std::string_view name);
 
 // What an engine announces, asked of one made for the smallest layout (one head of one
 // dimension, four sequences, four pages). Capabilities must not depend on the layout.

@@ -52,8 +52,9 @@ std::shared_ptr<const EngineInfo> resolve_engine(std::string_view spec_view) {
     return doors::exec_engine(spec, command);
   }
   if (const EngineInfo* info = find_engine(spec)) return builtin(*info);
-  throw EngineSpecError("--engine: unknown engine '" + spec + "'; expected one of " +
-                        engine_names() + ", plugin:PATH[:NAME] or exec:COMMAND (see kvfuzz list)");
+  throw EngineSpecError("--engine: unknown engine '" + spec + "'" + did_you_mean(spec) +
+                        "; expected one of " + engine_names() +
+                        ", plugin:PATH[:NAME] or exec:COMMAND (see kvfuzz list)");
 }
 
 }  // namespace kvfuzz
