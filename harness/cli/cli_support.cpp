@@ -1,6 +1,5 @@
 #include "cli_support.h"
 
-#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <system_error>
@@ -20,35 +19,11 @@ std::shared_ptr<const EngineInfo> select_engine(std::string_view spec) {
 }
 
 std::vector<std::shared_ptr<const EngineInfo>> select_engines(std::string_view spec) {
-  std::vector<std::shared_ptr<const EngineInfo>> selected;
-  const bool honest = spec == "all" || spec == "every";
-  const bool mutants = spec == "mutants" || spec == "every";
-  if (honest || mutants) {
-    for (const EngineInfo& info : engine_registry()) {
-      if (info.mutant ? mutants : honest) selected.push_back(select_engine(info.name));
-    }
-    return selected;
+  try {
+    return resolve_engines(spec);
+  } catch (const EngineSpecError& e) {
+    throw UsageError(e.what());
   }
-  if (spec.starts_with("plugin:") || spec.starts_with("exec:")) return {select_engine(spec)};
-  size_t start = 0;
-  while (start <= spec.size()) {
-    const size_t comma = std::min(spec.find(',', start), spec.size());
-    const std::string_view name = spec.substr(start, comma - start);
-    if (name.starts_with("plugin:") || name.starts_with("exec:")) {
-      throw UsageError("--engine: '" + std::string(name) +
-                       "' in a list; expected plugin:PATH[:NAME] or exec:COMMAND alone, as the "
-                       "whole --engine value");
-    }
-    if (find_engine(name) == nullptr) {
-      throw UsageError(
-          "--engine: unknown engine '" + std::string(name) + "'" + did_you_mean(name) +
-          "; expected one of " + engine_names() +
-          ", all, mutants, every, plugin:PATH[:NAME] or exec:COMMAND (see kvfuzz list)");
-    }
-    selected.push_back(select_engine(name));
-    start = comma + 1;
-  }
-  return selected;
 }
 
 std::vector<std::filesystem::path> find_fixtures(const std::filesystem::path& path) {

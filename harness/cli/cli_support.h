@@ -20,10 +20,16 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "all" (every honest engine), "mutants", "every" (both), a comma-separated list of
-// engine names, or one plugin:PATH[:NAME] or exec:COMMAND (kvfuzz/engine_spec.h; no comma
-// splitting, paths and commands may hold commas). Throws UsageError naming the choices.
+// "all" (every honest engine), "mutants", "every" (both), an engine name, plugin:PATH[:NAME],
+// exec:COMMAND, or a comma-separated list of these (kvfuzz/engine_spec.h says where a list
+// is cut, since paths and commands may hold commas). Throws UsageError naming the choices.
 std::vector<std::shared_ptr<const EngineInfo>> select_engines(std::string_view spec);
+
+// The --engine help of the commands that take several engines.
+inline constexpr const char* kEnginesHelp =
+    "Engines: a name (see kvfuzz list), 'all' (honest), 'mutants', 'every', plugin:PATH[:NAME], "
+    "exec:COMMAND, or a comma-separated list of these (plugin:a.so,plugin:b.so,paged); a comma "
+    "inside a plugin path or exec command stays in it unless plugin:, exec: or a name follows";
 
 // One engine by its spec (a name, plugin:..., exec:...). Throws UsageError.
 std::shared_ptr<const EngineInfo> select_engine(std::string_view spec);

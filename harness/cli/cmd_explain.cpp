@@ -99,10 +99,7 @@ void add_explain_command(CLI::App& app, int& exit_status) {
       "explain",
       "Print every row of a fixture: sequence, epoch, position, visible keys, expected and got.");
   cmd->add_option("fixture", options->path, "Fixture file")->required();
-  cmd->add_option("--engine", options->engines,
-                  "Engine name, comma-separated names, 'all', 'mutants', 'every', "
-                  "plugin:PATH[:NAME] or exec:COMMAND")
-      ->default_val("all");
+  cmd->add_option("--engine", options->engines, kEnginesHelp)->default_val("all");
   cmd->callback([options, &exit_status] { exit_status = run_explain(*options); });
 }
 

@@ -1,11 +1,19 @@
-// kvfuzz replay FIXTURE|DIR: every fixture against the chosen engines, one line each, then
-// a summary line per directory.
+// kvfuzz replay FIXTURE|DIR...: every fixture against the chosen engines, one line each,
+// then a summary line per directory.
+//
+// Exit status 1 (a mismatch) is a well-formed fixture that fails: an engine's rows differ
+// from the reference, or the reference differs from the fixture's hand-written `expect`
+// values. Exit status 2 (bad input) is a fixture that does not parse or validate, `expect`
+// rows included (a key the program does not produce, the wrong number of heads or values):
+// such a file states nothing that could be judged.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cli_support.h"
 #include "commands.h"
@@ -20,7 +28,7 @@ namespace kvfuzz::cli {
 namespace {
 
 struct ReplayOptions {
-  std::string path;
+  std::vector<std::string> paths;
   std::string engines = "all";
 };
 
@@ -122,8 +130,16 @@ int run_replay(const ReplayOptions& options) {
       throw UsageError(std::string("--engine: ") + e.what());
     }
   }
-  const auto files = find_fixtures(options.path);
-  if (files.empty()) throw UsageError(options.path + ": no *.json fixtures found");
+  // Every fixture of every path, in the order given, each file once.
+  std::vector<std::filesystem::path> files;
+  std::set<std::filesystem::path> seen;
+  for (const std::string& path : options.paths) {
+    const auto found = find_fixtures(path);
+    if (found.empty()) throw UsageError(path + ": no *.json fixtures found");
+    for (const auto& file : found) {
+      if (seen.insert(std::filesystem::weakly_canonical(file)).second) files.push_back(file);
+    }
+  }
 
   struct Tally {
     int total = 0, passed = 0, failed = 0, bad = 0, skipped = 0;
@@ -167,13 +183,14 @@ void add_replay_command(CLI::App& app, int& exit_status) {
   auto options = std::make_shared<ReplayOptions>();
   CLI::App* cmd = app.add_subcommand(
       "replay",
-      "Replay a fixture, or every *.json fixture under a directory, against engines.\n"
-      "Exit status: 0 all pass, 1 a mismatch, 2 bad input.");
-  cmd->add_option("fixture", options->path, "Fixture file or directory")->required();
-  cmd->add_option("--engine", options->engines,
-                  "Engine name, comma-separated names, 'all' (honest engines), 'mutants', "
-                  "'every', plugin:PATH[:NAME] or exec:COMMAND")
-      ->default_val("all");
+      "Replay fixtures (files, and every *.json under directories) against engines.\n"
+      "Exit status: 0 all pass; 1 a mismatch: an engine's row differs from the reference, or\n"
+      "the reference differs from a value of the fixture's hand-written expect rows; 2 bad\n"
+      "input: a flag, an engine, or a malformed fixture (one that does not parse or validate,\n"
+      "such as an expect row at a key its program does not produce or of the wrong shape).");
+  cmd->add_option("fixtures", options->paths, "Fixture files or directories, one or more")
+      ->required();
+  cmd->add_option("--engine", options->engines, kEnginesHelp)->default_val("all");
   cmd->callback([options, &exit_status] { exit_status = run_replay(*options); });
 }
 

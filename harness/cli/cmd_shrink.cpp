@@ -56,6 +56,20 @@ std::string size_text(Size size) {
          std::to_string(size.tokens) + (size.tokens == 1 ? " token" : " tokens");
 }
 
+// What the shrink did to the fixture's size, as a phrase after "fails SIGNATURE: ". A size
+// "from X to X" would read as a shrink that did nothing visible, so those cases say so.
+std::string outcome_text(Size before, Size after, const ShrinkResult& result) {
+  if (result.accepted == 0) {
+    return (result.timed_out ? "no smaller fixture found before the time budget ran out ("
+                             : "already minimal for the moves: no candidate fails the same way (") +
+           size_text(before) + ")";
+  }
+  if (before.ops == after.ops && before.tokens == after.tokens) {
+    return "simplified at " + size_text(after) + " (layout or values; no op or token dropped)";
+  }
+  return "shrunk from " + size_text(before) + " to " + size_text(after);
+}
+
 // The per-move table: the moves that had a candidate reach judgement, in the order the
 // search tries them, and the totals.
 void print_move_counts(const ShrinkResult& result) {
@@ -134,16 +148,19 @@ int run_shrink(const ShrinkCommandOptions& options) {
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
                 result->candidates(), seconds,
                 result->timed_out ? ", stopped at the time budget" : "");
-  shrunk.note = "Shrunk by kvfuzz shrink from " + size_text(before) + " to " + size_text(after) +
-                " (" + timing + "). Fails " + to_string(result->signature) + " on " + engine->name +
-                ": " + failure;
+  const std::string what_shrank = outcome_text(before, after, *result);
+  const bool smaller = before.ops != after.ops || before.tokens != after.tokens;
+  shrunk.note =
+      (smaller ? "Shrunk by kvfuzz shrink from " + size_text(before) + " to " + size_text(after)
+               : "By kvfuzz shrink: " + what_shrank) +
+      " (" + timing + "). Fails " + to_string(result->signature) + " on " + engine->name + ": " +
+      failure;
   stamp_failure(shrunk, "shrink", engine->name, property, failure);
   const std::filesystem::path path = out / (shrunk.name + ".json");
   save_fixture(shrunk, path);
 
-  std::printf("%s fails %s: shrunk from %s to %s (%s)\n", engine->name.c_str(),
-              to_string(result->signature).c_str(), size_text(before).c_str(),
-              size_text(after).c_str(), timing);
+  std::printf("%s fails %s: %s (%s)\n", engine->name.c_str(), to_string(result->signature).c_str(),
+              what_shrank.c_str(), timing);
   std::printf("saved to %s (raw fixture: %s)\n", path.string().c_str(), raw_path.string().c_str());
   std::printf("%s", result->outcome.report.c_str());
   if (!result->outcome.report.empty() && result->outcome.report.back() != '\n') std::printf("\n");

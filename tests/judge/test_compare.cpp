@@ -272,6 +272,7 @@ TEST(Report, DescribeOtherKinds) {
        {"engine-error at op 1, chunk 0, token 0", "seq 0 epoch 0 pos 3", "engine threw: boom"}) {
     EXPECT_TRUE(contains(error, part)) << part << " in:\n" << error;
   }
+  EXPECT_FALSE(contains(error, "should see keys")) << "an error has no key range:\n" << error;
 
   run = exact_run(p);
   run.rows[1].values[0] = std::numeric_limits<float>::quiet_NaN();

@@ -80,7 +80,9 @@ std::string describe_divergence(const Divergence& d) {
       text += "\n";
       break;
   }
-  if (has_row) {
+  // An engine error is a call that failed, not a row with wrong values: the keys a row
+  // would have seen say nothing about it.
+  if (has_row && d.kind != FailureKind::engine_error) {
     text += "  this row should see keys at " + keys_text(d.key_lo, d.key_hi) + "\n";
   }
   if (!d.detail.empty()) text += "  " + d.detail + "\n";
