@@ -60,9 +60,10 @@ std::string size_text(Size size) {
 // "from X to X" would read as a shrink that did nothing visible, so those cases say so.
 std::string outcome_text(Size before, Size after, const ShrinkResult& result) {
   if (result.accepted == 0) {
-    return (result.timed_out ? "no smaller fixture found before the time budget ran out ("
-                             : "already minimal for the moves: no candidate fails the same way (") +
-           size_text(before) + ")";
+    return result.timed_out ? "no smaller fixture than " + size_text(before) +
+                                  " found before the time budget ran out"
+                            : "already minimal for the moves at " + size_text(before) +
+                                  ": no candidate fails the same way";
   }
   if (before.ops == after.ops && before.tokens == after.tokens) {
     return "simplified at " + size_text(after) + " (layout or values; no op or token dropped)";

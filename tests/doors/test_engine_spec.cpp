@@ -4,11 +4,13 @@
 // programs. The plugin and exec doors themselves: test_plugin, test_exec.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "corpus/fixture_names.h"
 #include "kvfuzz/engine.h"
@@ -53,6 +55,53 @@ TEST(EngineSpec, BadSpecsSayWhatWasExpected) {
   EXPECT_EQ(spec_error("").empty(), false);
   for (const std::string spec : {"no-such-engine", "plugin:", "exec:", "plugin:/no/such.so"}) {
     EXPECT_EQ(spec_error(spec).find('\n'), std::string::npos) << "one line: " << spec;
+  }
+}
+
+// Where a list is cut (kvfuzz/engine_spec.h): names at every comma; a plugin: or exec:
+// spec only at a comma that starts another spec, so its own commas stay in it.
+TEST(EngineSpec, ListsAreCutWhereAnotherSpecStarts) {
+  using List = std::vector<std::string>;
+  EXPECT_EQ(split_engine_list("paged"), (List{"paged"}));
+  EXPECT_EQ(split_engine_list("paged,flsh,,x"), (List{"paged", "flsh", "", "x"}));
+  EXPECT_EQ(split_engine_list("plugin:a.so,plugin:b.so:eng"),
+            (List{"plugin:a.so", "plugin:b.so:eng"}));
+  EXPECT_EQ(split_engine_list("plugin:a,b.so,exec:./e --dims 1,2,paged,all"),
+            (List{"plugin:a,b.so", "exec:./e --dims 1,2", "paged", "all"}));
+  EXPECT_EQ(split_engine_list("exec:./e --to paged2,x"), (List{"exec:./e --to paged2,x"}));
+  EXPECT_EQ(split_engine_list("exec:./e a,paged-ish"), (List{"exec:./e a,paged-ish"}));
+  EXPECT_EQ(split_engine_list("mask-origin,exec:./e,mutants"),
+            (List{"mask-origin", "exec:./e", "mutants"}));
+  EXPECT_EQ(split_engine_list(""), (List{""}));
+}
+
+TEST(EngineSpec, ListsResolveEachEngineOnceInOrder) {
+  std::vector<std::string> names;
+  for (const auto& engine : resolve_engines("flash,all,mask-origin,paged")) {
+    names.push_back(engine->name);
+  }
+  ASSERT_GE(names.size(), 4u);
+  EXPECT_EQ(names[0], "flash");
+  EXPECT_EQ(names[1], "contiguous");
+  EXPECT_EQ(names.back(), "mask-origin");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "paged"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "flash"), 1);
+  size_t every = 0, mutants = 0;
+  for (const EngineInfo& info : engine_registry()) {
+    ++every;
+    mutants += info.mutant ? 1 : 0;
+  }
+  EXPECT_EQ(resolve_engines("every").size(), every);
+  EXPECT_EQ(resolve_engines("mutants,mask-origin").size(), mutants);
+  for (const char* bad : {"paged,flsh", "paged,", ",paged", "paged,plugin:"}) {
+    EXPECT_THROW(resolve_engines(bad), EngineSpecError) << bad;
+  }
+  try {
+    resolve_engines("paged,flsh");
+  } catch (const EngineSpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown engine 'flsh' (did you mean 'flash'?)"),
+              std::string::npos)
+        << e.what();
   }
 }
 
