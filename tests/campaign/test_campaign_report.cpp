@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "campaign/campaign.h"
 #include "generate/events.h"
@@ -361,6 +363,120 @@ TEST(CampaignReport, HtmlEscapesNames) {
   EXPECT_FALSE(contains(html, kHostileTarget));
   EXPECT_FALSE(contains(html, "<script"));
   EXPECT_TRUE(contains(html, "a&lt;b&amp;&quot;c"));
+}
+
+// Every finding with a fixture is a link, relative to the report when the fixture lies in
+// the campaign's own folders (so an archived OUT keeps its links), with the commands that
+// reproduce it, quoted for the shell.
+TEST(CampaignReport, EveryFindingLinksItsFixtureAndHowToReproduceIt) {
+  CampaignRecord record = reported_record();
+  record.engine = "exec:python3 my engine.py";
+  record.findings[0].fixture = "kvfuzz-out/night/shrunk/paged-prefix-mismatch-1.json";
+  record.findings[1].fixture = "/abs/out/findings/raw/it's.json";
+  record.findings[2].fixture = "corpus/regressions/crash-fork.json";
+  CampaignFinding unfixed = finding("oom in fuzz_fork", "", "");
+  unfixed.fixture = "";
+  record.findings.push_back(unfixed);
+  const std::string html = campaign_html(record);
+  for (
+      const char* part :
+      {"<a href=\"shrunk/paged-prefix-mismatch-1.json\">kvfuzz-out/night/shrunk/"
+       "paged-prefix-mismatch-1.json</a>",
+       "<a href=\"findings/raw/it&#39;s.json\">", "<a href=\"corpus/regressions/crash-fork.json\">",
+       "<code>kvfuzz replay kvfuzz-out/night/shrunk/paged-prefix-mismatch-1.json --engine "
+       "&#39;exec:python3 my engine.py&#39;</code>",
+       "<code>kvfuzz explain kvfuzz-out/night/shrunk/paged-prefix-mismatch-1.json --engine ",
+       "<code>kvfuzz replay &#39;/abs/out/findings/raw/it&#39;\\&#39;&#39;s.json&#39; --engine "}) {
+    EXPECT_TRUE(contains(html, part)) << part << "\nin:\n" << html;
+  }
+  size_t links = 0;
+  for (size_t at = html.find("<a href="); at != std::string::npos;
+       at = html.find("<a href=", at + 1)) {
+    ++links;
+  }
+  EXPECT_EQ(links, 3u);  // one per finding with a fixture; the out-of-memory one has none
+  const std::string markdown = campaign_markdown(record);
+  EXPECT_TRUE(contains(markdown, "(shrunk/paged-prefix-mismatch-1.json)")) << markdown;
+  EXPECT_TRUE(contains(markdown,
+                       "`kvfuzz explain corpus/regressions/crash-fork.json --engine "
+                       "'exec:python3 my engine.py'`"))
+      << markdown;
+}
+
+// The tick labels of one chart (the SVG after `title`), in order.
+std::vector<std::string> tick_labels(const std::string& html, const std::string& title) {
+  const size_t start = html.find(title);
+  const size_t end = html.find("</svg>", start);
+  std::vector<std::string> labels;
+  const std::string open = "class=\"tick\">";
+  for (size_t at = html.find(open, start); at < end; at = html.find(open, at + 1)) {
+    const size_t from = at + open.size();
+    labels.push_back(html.substr(from, html.find('<', from) - from));
+  }
+  return labels;
+}
+
+// Each axis has labelled ticks at round values: elapsed time in steps of 5 minutes over a
+// 29-minute run, counts (features up to about 5,600) in steps of 2,000.
+TEST(CampaignReport, AxesHaveTicksAtRoundValues) {
+  const std::string html = campaign_html(reported_record());
+  const std::vector<std::string> coverage = tick_labels(html, "Coverage and features");
+  for (const char* label :
+       {"0", "2,000", "4,000", "6,000", "0 s", "5m 00s", "10m 00s", "25m 00s"}) {
+    EXPECT_NE(std::find(coverage.begin(), coverage.end(), label), coverage.end())
+        << label << " among " << testing::PrintToString(coverage);
+  }
+  EXPECT_GE(coverage.size(), 6u);
+  const std::vector<std::string> reached = tick_labels(html, "Cache-state events reached");
+  EXPECT_NE(std::find(reached.begin(), reached.end(), "100"), reached.end());
+  EXPECT_NE(std::find(reached.begin(), reached.end(), "20"), reached.end())
+      << testing::PrintToString(reached);
+}
+
+// The y of every point of the polyline after `label`'s legend colour in the exec/s chart.
+std::vector<double> series_heights(const std::string& html, const std::string& colour) {
+  const size_t chart = html.find("Executions per second");
+  const size_t line = html.find("stroke=\"" + colour + "\" points=\"", chart);
+  std::vector<double> heights;
+  if (line == std::string::npos) return heights;
+  std::istringstream points(html.substr(html.find("points=\"", line) + 8));
+  std::string point;
+  while (points >> point && point.find(',') != std::string::npos) {
+    heights.push_back(std::stod(point.substr(point.find(',') + 1)));
+    if (point.back() == '"' || point.find('"') != std::string::npos) break;
+  }
+  return heights;
+}
+
+// Targets whose speeds differ a thousandfold both stay visible: exec/s is on a log scale,
+// so the slow one is not flat on the zero line.
+TEST(CampaignReport, ExecutionsPerSecondOfEveryTargetAreVisible) {
+  CampaignRecord record;
+  record.targets = {"fuzz_model", "fuzz_fixture"};
+  for (int i = 0; i < 10; ++i) {
+    CampaignSample slow = sample_at(i * 20.0, "fuzz_model", 0);
+    slow.executions_per_second = 20;
+    CampaignSample fast = sample_at(i * 20.0 + 10, "fuzz_fixture", 0);
+    fast.executions_per_second = 20000;
+    record.samples.push_back(slow);
+    record.samples.push_back(fast);
+  }
+  const std::string html = campaign_html(record);
+  EXPECT_TRUE(contains(html, "exec/s (log scale; 0 at the bottom)")) << html;
+  const std::vector<double> slow = series_heights(html, "#1f77b4");
+  const std::vector<double> fast = series_heights(html, "#d62728");
+  ASSERT_FALSE(slow.empty());
+  ASSERT_FALSE(fast.empty());
+  constexpr double kBottom = 250;  // the plot's bottom edge in SVG units (top 30, height 220)
+  // On a linear axis 20 of 20,000 would be 0.2 units above the bottom; on decades 10 to
+  // 100,000 it is 0.3 of a decade (of four) up.
+  EXPECT_LT(slow.front(), kBottom - 15) << "the slow target lies on the zero line";
+  EXPECT_LT(fast.front(), slow.front() - 80) << "a thousandfold apart, clearly apart";
+  const std::vector<std::string> ticks = tick_labels(html, "Executions per second");
+  for (const char* decade : {"10", "100", "1,000", "10,000", "100,000"}) {
+    EXPECT_NE(std::find(ticks.begin(), ticks.end(), decade), ticks.end())
+        << decade << " among " << testing::PrintToString(ticks);
+  }
 }
 
 TEST(CampaignReport, OneSampleIsStillPlotted) {

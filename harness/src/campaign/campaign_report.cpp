@@ -2,9 +2,11 @@
 // self-contained HTML page. The page adds inline SVG line charts of the samples; it has no
 // scripts and loads nothing, so it can be archived or mailed as a single file.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -209,6 +211,55 @@ Table findings_table(const CampaignRecord& record) {
   return table;
 }
 
+// --- Reproducing a finding ----------------------------------------------------------------
+
+// A word the shell reads back unchanged: as it is when it holds only characters no shell
+// treats specially, else in single quotes (a quote inside as '\'').
+std::string shell_word(std::string_view word) {
+  const auto plain = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           std::string_view("_-./:,=+@%").find(c) != std::string_view::npos;
+  };
+  if (!word.empty() && std::all_of(word.begin(), word.end(), plain)) return std::string(word);
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The folders a campaign writes its fixtures into, under its --out directory, beside the
+// report (campaign_loop.h, CampaignPaths).
+constexpr std::string_view kFixtureFolders[] = {"findings", "shrunk", "artifacts"};
+constexpr int kFixtureFolderDepth = 3;  // findings/raw/NAME.json, artifacts/TARGET/NAME
+
+// Where the report links a fixture: relative to the report (OUT/report.html) when the
+// fixture lies in one of OUT's folders, so that the links survive moving or archiving OUT;
+// any other path as it was recorded.
+std::string fixture_href(const std::string& fixture) {
+  const std::vector<std::string> parts = [&fixture] {
+    std::vector<std::string> out;
+    for (const auto& part : std::filesystem::path(fixture)) out.push_back(part.string());
+    return out;
+  }();
+  const size_t from = parts.size() > kFixtureFolderDepth ? parts.size() - kFixtureFolderDepth : 0;
+  for (size_t i = parts.size(); i-- > from;) {
+    if (i + 1 == parts.size()) continue;  // the file itself
+    const bool folder = std::find(std::begin(kFixtureFolders), std::end(kFixtureFolders),
+                                  parts[i]) != std::end(kFixtureFolders);
+    if (!folder) continue;
+    std::string href;
+    for (size_t j = i; j < parts.size(); ++j) href += (j > i ? "/" : "") + parts[j];
+    return href;
+  }
+  return fixture;
+}
+
+// The command that replays (or explains) the fixture on the campaign's engine.
+std::string reproduce_command(std::string_view command, const CampaignRecord& record,
+                              const CampaignFinding& finding) {
+  return "kvfuzz " + std::string(command) + " " + shell_word(finding.fixture) + " --engine " +
+         shell_word(record.engine);
+}
+
 Table events_table(const CampaignRecord& record) {
   Table table{{"Event", "Hits", "Reached"}, {}};
   for (int e = 0; e < kEventCount; ++e) {
@@ -346,6 +397,8 @@ struct Chart {
   std::string y_title;
   std::optional<double> y_max;  // a fixed top, e.g. 100 for percentages
   std::vector<Series> series;
+  // A logarithmic y axis: for rates that differ by orders of magnitude between series.
+  bool log_y = false;
 };
 
 // Chart geometry in SVG user units.
@@ -378,27 +431,107 @@ std::vector<Point> thinned(const std::vector<Point>& points) {
   return out;
 }
 
-// The data ranges the axes span; never empty, so the scaling below never divides by zero.
+// One labelled tick on an axis, at a data value (on a log axis, the value's log10).
+struct Tick {
+  double at = 0;
+  std::string label;
+};
+
+// The data ranges the axes span, in plotted units (log10 of the value on a log axis), and
+// their ticks. Never empty, so the scaling below never divides by zero.
 struct Bounds {
   double x_min = 0, x_max = 1, y_min = 0, y_max = 1;
+  std::vector<Tick> x_ticks, y_ticks;
+  // Log axis: where values <= 0 are drawn (the bottom), in plotted units.
+  std::optional<double> y_floor;
 };
+
+constexpr int kTargetTicks = 5;  // about this many intervals per axis
+
+// 1, 2 or 5 times a power of ten, so that `span` holds about kTargetTicks of it.
+double nice_step(double span) {
+  const double raw = span / kTargetTicks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double normalised = raw / magnitude;
+  const double factor = normalised <= 1 ? 1 : normalised <= 2 ? 2 : normalised <= 5 ? 5 : 10;
+  return factor * magnitude;
+}
+
+// A tick value with as many decimals as the step needs ("0.25", "1,000").
+std::string tick_label(double value, double step) {
+  if (step >= 1 && std::abs(value) < 1e15) return grouped(std::llround(value));
+  const int digits = std::clamp(static_cast<int>(-std::floor(std::log10(step))), 0, 12);
+  return fixed(value, digits);
+}
+
+std::vector<Tick> linear_ticks(double lo, double hi, double step,
+                               const std::function<std::string(double)>& label) {
+  std::vector<Tick> ticks;
+  const double first = std::ceil(lo / step - 1e-9) * step;
+  for (int i = 0; i <= 4 * kTargetTicks; ++i) {
+    const double at = first + i * step;
+    if (at > hi + step * 1e-9) break;
+    ticks.push_back({at, label(at)});
+  }
+  return ticks;
+}
+
+// Steps of elapsed time a reader counts in: seconds, minutes, hours, days.
+double time_step(double span) {
+  constexpr double kSteps[] = {1,     2,     5,      10,     15,     30,      60,      120,
+                               300,   600,   900,    1800,   3600,   7200,    10800,   21600,
+                               43200, 86400, 172800, 432000, 864000, 2592000, 8640000, 31536000};
+  if (span < kTargetTicks) return nice_step(span);
+  for (const double step : kSteps) {
+    if (span / step <= kTargetTicks + 1) return step;
+  }
+  return nice_step(span);
+}
+
+std::string time_label(double seconds, double step) {
+  if (step < 1) return fixed(seconds, static_cast<int>(std::ceil(-std::log10(step)))) + " s";
+  if (seconds < 60) return fixed(seconds, 0) + " s";
+  return duration_text(seconds);
+}
 
 Bounds chart_bounds(const Chart& chart) {
   bool any = false;
   Bounds b;
   double y_top = 0;
+  double smallest_positive = 0;
   for (const Series& series : chart.series) {
     for (const Point& p : series.points) {
       b.x_min = any ? std::min(b.x_min, p.x) : p.x;
       b.x_max = any ? std::max(b.x_max, p.x) : p.x;
       b.y_min = std::min(b.y_min, p.y);  // counts start at 0, the axis too
       y_top = std::max(y_top, p.y);
+      if (p.y > 0 && (smallest_positive == 0 || p.y < smallest_positive)) smallest_positive = p.y;
       any = true;
     }
   }
-  b.y_max = chart.y_max.value_or(y_top);
   if (b.x_max <= b.x_min) b.x_max = b.x_min + 1;
+  const double x_step = time_step(b.x_max - b.x_min);
+  b.x_ticks = linear_ticks(b.x_min, b.x_max, x_step,
+                           [x_step](double at) { return time_label(at, x_step); });
+  if (chart.log_y && smallest_positive > 0) {
+    // Whole decades from below the smallest positive value to above the largest.
+    b.y_min = std::floor(std::log10(smallest_positive));
+    b.y_max = std::max(std::ceil(std::log10(y_top)), b.y_min + 1);
+    b.y_floor = b.y_min;
+    const double decades = b.y_max - b.y_min;
+    const double every = std::ceil(decades / (2 * kTargetTicks));  // at most ~10 labels
+    b.y_ticks = linear_ticks(b.y_min, b.y_max, every, [](double at) {
+      return tick_label(std::pow(10.0, at), std::min(1.0, std::pow(10.0, at)));
+    });
+    return b;
+  }
+  b.y_max = chart.y_max.value_or(y_top);
   if (b.y_max <= b.y_min) b.y_max = b.y_min + 1;
+  const double y_step = nice_step(b.y_max - b.y_min);
+  // A free top rises to the next tick, so that the highest line is below a labelled value.
+  if (!chart.y_max) b.y_max = std::ceil(b.y_max / y_step - 1e-9) * y_step;
+  b.y_ticks = linear_ticks(b.y_min, b.y_max, y_step,
+                           [y_step](double at) { return tick_label(at, y_step); });
   return b;
 }
 
@@ -406,15 +539,10 @@ double to_svg_x(const Bounds& b, double x) {
   return kPlotLeft + (x - b.x_min) / (b.x_max - b.x_min) * kPlotWidth;
 }
 
+// A data value's height; on a log axis its log10, values <= 0 at the floor.
 double to_svg_y(const Bounds& b, double y) {
+  if (b.y_floor) y = y > 0 ? std::max(std::log10(y), *b.y_floor) : *b.y_floor;
   return kPlotTop + kPlotHeight - (y - b.y_min) / (b.y_max - b.y_min) * kPlotHeight;
-}
-
-std::string axis_number(double value) {
-  if (std::abs(value) < 1e15 && value == std::floor(value)) {
-    return grouped(static_cast<int64_t>(value));
-  }
-  return fixed(value, 1);
 }
 
 std::string svg_text(double x, double y, std::string_view anchor, std::string_view text,
@@ -428,19 +556,35 @@ std::string svg_line(double x1, double y1, double x2, double y2, std::string_vie
          "\" y2=\"" + fixed(y2, 1) + "\" " + std::string(attributes) + "/>\n";
 }
 
-// Axes with their min and max tick labels and titles.
+// Plotted y of a tick (to_svg_y takes data values; a log tick is already a log10).
+double tick_svg_y(const Bounds& b, double at) {
+  return kPlotTop + kPlotHeight - (at - b.y_min) / (b.y_max - b.y_min) * kPlotHeight;
+}
+
+// Axes with a labelled tick and a faint grid line at every tick, and their titles.
 std::string svg_axes(const Chart& chart, const Bounds& b) {
   const double bottom = kPlotTop + kPlotHeight;
   const double right = kPlotLeft + kPlotWidth;
-  std::string out = svg_line(kPlotLeft, bottom, right, bottom, "class=\"axis\"");
+  std::string out;
+  for (const Tick& tick : b.y_ticks) {
+    const double y = tick_svg_y(b, tick.at);
+    out += svg_line(kPlotLeft, y, right, y, "class=\"grid\"");
+    out += svg_line(kPlotLeft - 4, y, kPlotLeft, y, "class=\"axis\"");
+    out += svg_text(kPlotLeft - 6, y + 4, "end", tick.label, " class=\"tick\"");
+  }
+  for (const Tick& tick : b.x_ticks) {
+    const double x = to_svg_x(b, tick.at);
+    out += svg_line(x, kPlotTop, x, bottom, "class=\"grid\"");
+    out += svg_line(x, bottom, x, bottom + 4, "class=\"axis\"");
+    out += svg_text(x, bottom + 16, "middle", tick.label, " class=\"tick\"");
+  }
+  out += svg_line(kPlotLeft, bottom, right, bottom, "class=\"axis\"");
   out += svg_line(kPlotLeft, kPlotTop, kPlotLeft, bottom, "class=\"axis\"");
-  out += svg_text(kPlotLeft - 6, bottom, "end", axis_number(b.y_min));
-  out += svg_text(kPlotLeft - 6, kPlotTop + 4, "end", axis_number(b.y_max));
-  out += svg_text(kPlotLeft, bottom + 16, "start", duration_text(b.x_min));
-  out += svg_text(right, bottom + 16, "end", duration_text(b.x_max));
   out += svg_text(kPlotLeft + kPlotWidth / 2, bottom + 36, "middle", "elapsed time");
   const double y_middle = kPlotTop + kPlotHeight / 2;
-  out += svg_text(16, y_middle, "middle", chart.y_title,
+  const std::string y_title =
+      b.y_floor ? chart.y_title + " (log scale; 0 at the bottom)" : chart.y_title;
+  out += svg_text(16, y_middle, "middle", y_title,
                   " transform=\"rotate(-90 16 " + fixed(y_middle, 1) + ")\"");
   return out;
 }
@@ -568,7 +712,10 @@ Chart reached_chart(const CampaignRecord& record) {
 }
 
 Chart speed_chart(const CampaignRecord& record) {
-  Chart chart{"Executions per second", "exec/s", std::nullopt, {}};
+  // Log scale: targets differ by orders of magnitude (a model target runs at tens per
+  // second, the parser at tens of thousands), and on a linear axis the slow ones lie flat
+  // on zero.
+  Chart chart{"Executions per second", "exec/s", std::nullopt, {}, true};
   chart.series = per_target_series(record, "", false,
                                    [](const CampaignSample& s) { return s.executions_per_second; });
   return chart;
@@ -590,6 +737,8 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertic
 th { background: #f3f3f3; }
 svg { display: block; margin: 0.5em 0 1.5em; font-size: 12px; }
 svg .axis { stroke: #444; }
+svg .grid { stroke: #e4e4e4; }
+svg .tick { fill: #444; }
 svg .series { fill: none; stroke-width: 1.5; }
 svg .chart-title { font-weight: bold; font-size: 14px; }
 )";
@@ -598,10 +747,32 @@ std::string title_text(const CampaignRecord& record) {
   return "kvfuzz campaign: " + record.engine;
 }
 
+// Code in Markdown: one line, fenced by more backticks than it holds in a row.
+std::string markdown_code(std::string_view text) {
+  std::string line;
+  for (char c : text) line += c == '\n' || c == '\r' ? ' ' : c;
+  const std::string fence = line.find('`') == std::string::npos ? "`" : "`` ";
+  return fence + line + (fence == "`" ? "`" : " ``");
+}
+
+// Every artifact with a fixture: where it is, and the commands that reproduce it.
+std::string markdown_reproduce(const CampaignRecord& record) {
+  std::string out;
+  for (const CampaignFinding& finding : record.findings) {
+    if (finding.fixture.empty()) continue;
+    out += "* " + markdown_text(finding.signature) + " (" + markdown_text(finding.artifact) +
+           "): [" + markdown_text(finding.fixture) + "](" +
+           markdown_text(fixture_href(finding.fixture)) + ")\n  " +
+           markdown_code(reproduce_command("replay", record, finding)) + "\n  " +
+           markdown_code(reproduce_command("explain", record, finding)) + "\n";
+  }
+  return out.empty() ? "" : "### Reproduce\n\n" + out + "\n";
+}
+
 std::string markdown_findings(const CampaignRecord& record) {
   std::string out = "## Findings\n\n" + findings_sentence(record) + "\n\n";
   if (!record.findings.empty()) out += markdown_table(findings_table(record));
-  return out;
+  return out + markdown_reproduce(record);
 }
 
 std::string markdown_events(const CampaignRecord& record) {
@@ -622,10 +793,27 @@ std::string markdown_progress(const CampaignRecord& record) {
          markdown_table(progress_table(record));
 }
 
+// Every artifact with a fixture: a link to it, and the commands that reproduce it.
+std::string html_reproduce(const CampaignRecord& record) {
+  std::string rows;
+  for (const CampaignFinding& finding : record.findings) {
+    if (finding.fixture.empty()) continue;
+    rows += "<tr><td>" + html_text(finding.signature) + "</td><td>" + html_text(finding.artifact) +
+            "</td><td><a href=\"" + html_text(fixture_href(finding.fixture)) + "\">" +
+            html_text(finding.fixture) + "</a></td><td><code>" +
+            html_text(reproduce_command("replay", record, finding)) + "</code><br><code>" +
+            html_text(reproduce_command("explain", record, finding)) + "</code></td></tr>\n";
+  }
+  if (rows.empty()) return "";
+  return "<h3>Reproduce</h3>\n<table>\n<tr><th>Signature</th><th>Artifact</th><th>Fixture</th>"
+         "<th>Replay and explain</th></tr>\n" +
+         rows + "</table>\n";
+}
+
 std::string html_findings(const CampaignRecord& record) {
   std::string out = "<h2>Findings</h2>\n" + html_paragraph(findings_sentence(record));
   if (!record.findings.empty()) out += html_table(findings_table(record));
-  return out;
+  return out + html_reproduce(record);
 }
 
 std::string html_events(const CampaignRecord& record) {
