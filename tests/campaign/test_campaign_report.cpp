@@ -377,16 +377,23 @@ TEST(CampaignReport, EveryFindingLinksItsFixtureAndHowToReproduceIt) {
   CampaignFinding unfixed = finding("oom in fuzz_fork", "", "");
   unfixed.fixture = "";
   record.findings.push_back(unfixed);
+  CampaignFinding parser = finding("crash in fuzz_fixture", "", "");
+  parser.target = "fuzz_fixture";
+  parser.fixture = "kvfuzz-out/night/artifacts/fuzz_fixture/crash-9";
+  record.findings.push_back(parser);
   const std::string html = campaign_html(record);
-  for (
-      const char* part :
-      {"<a href=\"shrunk/paged-prefix-mismatch-1.json\">kvfuzz-out/night/shrunk/"
-       "paged-prefix-mismatch-1.json</a>",
-       "<a href=\"findings/raw/it&#39;s.json\">", "<a href=\"corpus/regressions/crash-fork.json\">",
-       "<code>kvfuzz replay kvfuzz-out/night/shrunk/paged-prefix-mismatch-1.json --engine "
-       "&#39;exec:python3 my engine.py&#39;</code>",
-       "<code>kvfuzz explain kvfuzz-out/night/shrunk/paged-prefix-mismatch-1.json --engine ",
-       "<code>kvfuzz replay &#39;/abs/out/findings/raw/it&#39;\\&#39;&#39;s.json&#39; --engine "}) {
+  for (const char* part :
+       {"<a href=\"shrunk/paged-prefix-mismatch-1.json\">kvfuzz-out/night/shrunk/"
+        "paged-prefix-mismatch-1.json</a>",
+        "<a href=\"findings/raw/it&#39;s.json\">",
+        "<a href=\"corpus/regressions/crash-fork.json\">",
+        "<code>kvfuzz replay kvfuzz-out/night/shrunk/paged-prefix-mismatch-1.json --engine "
+        "&#39;exec:python3 my engine.py&#39;</code>",
+        "<code>kvfuzz explain kvfuzz-out/night/shrunk/paged-prefix-mismatch-1.json --engine ",
+        "<code>kvfuzz replay &#39;/abs/out/findings/raw/it&#39;\\&#39;&#39;s.json&#39; --engine ",
+        // A parser input needs no engine: it fails while being read.
+        "<a href=\"artifacts/fuzz_fixture/crash-9\">",
+        "<code>kvfuzz replay kvfuzz-out/night/artifacts/fuzz_fixture/crash-9</code></td>"}) {
     EXPECT_TRUE(contains(html, part)) << part << "\nin:\n" << html;
   }
   size_t links = 0;
@@ -394,7 +401,7 @@ TEST(CampaignReport, EveryFindingLinksItsFixtureAndHowToReproduceIt) {
        at = html.find("<a href=", at + 1)) {
     ++links;
   }
-  EXPECT_EQ(links, 3u);  // one per finding with a fixture; the out-of-memory one has none
+  EXPECT_EQ(links, 4u);  // one per finding with a fixture; the out-of-memory one has none
   const std::string markdown = campaign_markdown(record);
   EXPECT_TRUE(contains(markdown, "(shrunk/paged-prefix-mismatch-1.json)")) << markdown;
   EXPECT_TRUE(contains(markdown,

@@ -253,11 +253,15 @@ std::string fixture_href(const std::string& fixture) {
   return fixture;
 }
 
-// The command that replays (or explains) the fixture on the campaign's engine.
-std::string reproduce_command(std::string_view command, const CampaignRecord& record,
-                              const CampaignFinding& finding) {
-  return "kvfuzz " + std::string(command) + " " + shell_word(finding.fixture) + " --engine " +
-         shell_word(record.engine);
+// The commands that reproduce a finding: replay and explain its fixture on the campaign's
+// engine. A parser input (fuzz_fixture) fails before any engine is made, so replay alone,
+// without one, reproduces it.
+std::vector<std::string> reproduce_commands(const CampaignRecord& record,
+                                            const CampaignFinding& finding) {
+  const std::string fixture = shell_word(finding.fixture);
+  if (finding.target == "fuzz_fixture") return {"kvfuzz replay " + fixture};
+  const std::string engine = " --engine " + shell_word(record.engine);
+  return {"kvfuzz replay " + fixture + engine, "kvfuzz explain " + fixture + engine};
 }
 
 Table events_table(const CampaignRecord& record) {
@@ -762,9 +766,10 @@ std::string markdown_reproduce(const CampaignRecord& record) {
     if (finding.fixture.empty()) continue;
     out += "* " + markdown_text(finding.signature) + " (" + markdown_text(finding.artifact) +
            "): [" + markdown_text(finding.fixture) + "](" +
-           markdown_text(fixture_href(finding.fixture)) + ")\n  " +
-           markdown_code(reproduce_command("replay", record, finding)) + "\n  " +
-           markdown_code(reproduce_command("explain", record, finding)) + "\n";
+           markdown_text(fixture_href(finding.fixture)) + ")\n";
+    for (const std::string& command : reproduce_commands(record, finding)) {
+      out += "  " + markdown_code(command) + "\n";
+    }
   }
   return out.empty() ? "" : "### Reproduce\n\n" + out + "\n";
 }
@@ -800,9 +805,12 @@ std::string html_reproduce(const CampaignRecord& record) {
     if (finding.fixture.empty()) continue;
     rows += "<tr><td>" + html_text(finding.signature) + "</td><td>" + html_text(finding.artifact) +
             "</td><td><a href=\"" + html_text(fixture_href(finding.fixture)) + "\">" +
-            html_text(finding.fixture) + "</a></td><td><code>" +
-            html_text(reproduce_command("replay", record, finding)) + "</code><br><code>" +
-            html_text(reproduce_command("explain", record, finding)) + "</code></td></tr>\n";
+            html_text(finding.fixture) + "</a></td><td>";
+    std::vector<std::string> commands;
+    for (const std::string& command : reproduce_commands(record, finding)) {
+      commands.push_back("<code>" + html_text(command) + "</code>");
+    }
+    rows += joined(commands, "<br>") + "</td></tr>\n";
   }
   if (rows.empty()) return "";
   return "<h3>Reproduce</h3>\n<table>\n<tr><th>Signature</th><th>Artifact</th><th>Fixture</th>"
