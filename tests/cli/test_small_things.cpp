@@ -194,6 +194,13 @@ TEST(SmallThings, AFailedExpectIsAMismatchAMalformedExpectIsBadInput) {
   }
   // Both in one run: bad input outranks the mismatch.
   EXPECT_EQ(kvfuzz("replay " + dir.path.string()).status, 2);
+  // replay --help says which is which.
+  const Result help = kvfuzz("replay --help");
+  EXPECT_TRUE(
+      has(help.out, "the reference differs from a value of the fixture's hand-written expect"))
+      << help.out;
+  EXPECT_TRUE(has(help.out, "such as an expect row at a key its program does not produce"))
+      << help.out;
 }
 
 // Shrinking a fixture that no move can reduce says so instead of "shrunk from X to X".
