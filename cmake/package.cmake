@@ -12,9 +12,10 @@
 # level, shrink, corpus, doors), the engines and the tiny transformer, engine_tests, the
 # public headers of harness/include/kvfuzz and harness/engine_tests/include/kvfuzz (a
 # stage's own headers stay in the source tree), the kvfuzz command, the built-in engines'
-# plugin when it is built, kvfuzz's corpus, and the CMake files: kvfuzzConfig.cmake, its
-# version file, kvfuzzTargets.cmake (namespace kvfuzz::), KvfuzzEngineTests.cmake and
-# KvfuzzEnginePlugin.cmake.
+# plugin when it is built, kvfuzz's corpus and fixture dictionary, the fuzz targets when
+# the build has them (libexec/kvfuzz, for `kvfuzz campaign`), and the CMake files:
+# kvfuzzConfig.cmake, its version file, kvfuzzTargets.cmake (namespace kvfuzz::),
+# KvfuzzEngineTests.cmake and KvfuzzEnginePlugin.cmake.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -56,6 +57,10 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/include/kvfuzz
         FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/corpus/ DESTINATION ${KVFUZZ_INSTALL_CORPUSDIR}
         FILES_MATCHING PATTERN "*.json")
+# The campaign's defaults next to an installed kvfuzz (campaign/campaign_defaults.h): the
+# corpus as seeds and the fixture dictionary; the fuzz targets, in a build that has them,
+# go to libexec/kvfuzz (fuzzers/CMakeLists.txt).
+install(FILES ${PROJECT_SOURCE_DIR}/fuzzers/fixture.dict DESTINATION ${CMAKE_INSTALL_DATADIR}/kvfuzz)
 
 install(EXPORT kvfuzzTargets NAMESPACE kvfuzz:: DESTINATION ${KVFUZZ_INSTALL_CMAKEDIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvfuzzConfig.cmake.in
