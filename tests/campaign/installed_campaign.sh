@@ -12,7 +12,7 @@
 set -euo pipefail
 build=$1
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvfuzz-installed-campaign.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap '[[ -n ${KVFUZZ_KEEP:-} ]] || rm -rf "$work"' EXIT
 prefix=$work/prefix
 fail() {
   echo "installed-campaign: FAIL: $*" >&2

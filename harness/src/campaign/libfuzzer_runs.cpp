@@ -142,9 +142,14 @@ std::string waiting_reason(SlicePhase phase, const LibFuzzerStatus& latest, int6
     case SlicePhase::reporting:
       break;
   }
+  // A fork-mode job ends at its first crash, timeout or out-of-memory, so an engine that
+  // fails on most inputs runs few of them a second; one that fails on none is just slow.
   if (latest.executions_per_second == 0) {
-    return "under 1 input/s: a slow engine, or inputs that run until --input-timeout";
+    return latest.crashes + latest.timeouts + latest.ooms > 0
+               ? "under 1 input/s: each job ends at its first failure, and most inputs fail"
+               : "under 1 input/s: a slow engine, or inputs that run until --input-timeout";
   }
+  if (latest.coverage == 0) return "no coverage reported yet";
   return "";
 }
 
