@@ -82,6 +82,13 @@ if grep -B30 "regression test of BuggyEngine already" "$log" | grep -q "copy it 
 fi
 grep -q "regression test of BuggyEngine already, in its corpus: $source/examples/cpp-engine/corpus/" \
   "$log" || fail "the corpus fixture's failure does not say where in the corpus it is"
+# Both ways: the corpus's minimal fixture cannot shrink, the window one does.
+grep -A1 "fails prefix on fixture .*/decode-after-one-cached-token.json" "$log" |
+  grep -q "^Already minimal for the shrinker's moves: 2 ops, 2 tokens" ||
+  fail "the already minimal corpus fixture's failure does not say it was minimal"
+grep -A1 "fails prefix on fixture .*/window-chunk-after-cache.json" "$log" |
+  grep -q "^Shrunk from 2 ops, 5 tokens to 2 ops, 2 tokens" ||
+  fail "the window fixture's failure does not say what it shrank from and to"
 honest_plugin=$example/libmy_engine_plugin.so
 buggy_plugin=$example/libbuggy_engine_plugin.so
 [[ -f $honest_plugin && -f $buggy_plugin ]] || fail "the plugins were not built: $(ls "$example")"
