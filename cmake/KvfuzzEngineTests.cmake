@@ -12,15 +12,20 @@
 #     [CASES n]                  generated scenarios per property (default 100)
 #     [SEED s]                   the run's seed (default 1)
 #     [NAME name]                the engine's name in reports and file names (default ENGINE)
+#     [PLUGIN target]            the engine's plugin (kvfuzz_add_engine_plugin): failure
+#                                messages name it in their replay and explain commands.
+#                                Default: the plugin made earlier for the same ENGINE class
 #     [LABELS label...])         ctest labels of every test
 #
 # The tests are Properties.<property> for the six properties (prefix, schedule, layout,
 # poison, reset, batch), each over CASES generated scenarios, and the corpus tests, all
 # prefixed with "NAME:" in ctest. A failure leaves a shrunk fixture in kvfuzz-failures/
-# under the test's working directory (KVFUZZ_FAILURES_DIR elsewhere); KVFUZZ_CASES and
-# KVFUZZ_SEED change the run without a rebuild.
+# under the test's working directory (KVFUZZ_FAILURES_DIR elsewhere) and prints the
+# kvfuzz commands that replay and explain it on the engine (through PLUGIN); KVFUZZ_CASES
+# and KVFUZZ_SEED change the run without a rebuild.
 include_guard(GLOBAL)
 include(GoogleTest)
+include(${CMAKE_CURRENT_LIST_DIR}/KvfuzzEnginePlugin.cmake)
 
 # The generated main. @VARIABLES@ are filled in per target.
 set(_KVFUZZ_ENGINE_TESTS_MAIN [=[
@@ -47,6 +52,7 @@ int main(int argc, char** argv) {
   options.cases = @KVFUZZ_CASES@;
   options.seed = @KVFUZZ_SEED@ull;
   options.kvfuzz_command = KVFUZZ_COMMAND;
+  options.engine_spec = KVFUZZ_ENGINE_SPEC;
   options.corpus = {@KVFUZZ_CORPUS_FILES@};
   options.kvfuzz_corpus = {@KVFUZZ_OWN_CORPUS_FILES@};
   try {
@@ -84,7 +90,7 @@ function(_kvfuzz_fixture_literals out)
 endfunction()
 
 function(kvfuzz_add_engine_tests)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "KVFUZZ_CORPUS" "TARGET;ENGINE;HEADER;NAME;CASES;SEED"
+  cmake_parse_arguments(PARSE_ARGV 0 arg "KVFUZZ_CORPUS" "TARGET;ENGINE;HEADER;NAME;CASES;SEED;PLUGIN"
                         "CORPUS;LIBRARIES;LABELS")
   foreach(required TARGET ENGINE HEADER)
     if(NOT arg_${required})
@@ -112,15 +118,7 @@ function(kvfuzz_add_engine_tests)
   endif()
   set(KVFUZZ_CASES ${arg_CASES})
   set(KVFUZZ_SEED ${arg_SEED})
-  # <lib/engine.h> is included as written, through the include directories of LIBRARIES;
-  # a header next to this CMakeLists.txt by its absolute path.
-  if(arg_HEADER MATCHES "^<.*>$")
-    set(KVFUZZ_INCLUDE ${arg_HEADER})
-  elseif(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${arg_HEADER})
-    set(KVFUZZ_INCLUDE "\"${CMAKE_CURRENT_SOURCE_DIR}/${arg_HEADER}\"")
-  else()
-    set(KVFUZZ_INCLUDE "\"${arg_HEADER}\"")
-  endif()
+  _kvfuzz_include_line(KVFUZZ_INCLUDE ${arg_HEADER})
   _kvfuzz_fixture_literals(KVFUZZ_CORPUS_FILES ${arg_CORPUS})
   set(KVFUZZ_OWN_CORPUS_FILES "")
   if(arg_KVFUZZ_CORPUS)
@@ -144,6 +142,21 @@ function(kvfuzz_add_engine_tests)
     set(command "kvfuzz")
   endif()
   target_compile_definitions(${arg_TARGET} PRIVATE "KVFUZZ_COMMAND=\"${command}\"")
+  # The engine as `kvfuzz --engine` takes it, for the commands of failure messages: its
+  # plugin when there is one ("" otherwise: the messages say how to make one).
+  if(NOT arg_PLUGIN)
+    get_property(arg_PLUGIN GLOBAL PROPERTY KVFUZZ_PLUGIN_OF_${arg_ENGINE})
+  endif()
+  if(arg_PLUGIN)
+    if(NOT TARGET ${arg_PLUGIN})
+      message(FATAL_ERROR "kvfuzz_add_engine_tests: PLUGIN ${arg_PLUGIN} is no target")
+    endif()
+    set(spec "plugin:$<TARGET_FILE:${arg_PLUGIN}>")
+    add_dependencies(${arg_TARGET} ${arg_PLUGIN})  # the commands work once the tests build
+  else()
+    set(spec "")
+  endif()
+  target_compile_definitions(${arg_TARGET} PRIVATE "KVFUZZ_ENGINE_SPEC=\"${spec}\"")
 
   gtest_discover_tests(${arg_TARGET} TEST_PREFIX "${arg_NAME}:" TEST_LIST ${arg_TARGET}_KVFUZZ_TESTS
                        DISCOVERY_TIMEOUT 60)

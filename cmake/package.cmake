@@ -2,16 +2,20 @@
 #   cmake --install build/default --prefix PREFIX
 # a project with PREFIX in CMAKE_PREFIX_PATH writes
 #   find_package(kvfuzz CONFIG REQUIRED)
+#   kvfuzz_add_engine_plugin(TARGET ... ENGINE MyEngine HEADER my_engine.h ...)
 #   kvfuzz_add_engine_tests(TARGET ... ENGINE MyEngine HEADER my_engine.h ...)
-# and gets GoogleTest tests for its engine (cmake/KvfuzzEngineTests.cmake), or links
+# and gets its engine as a plugin for the kvfuzz command (cmake/KvfuzzEnginePlugin.cmake)
+# and GoogleTest tests for it (cmake/KvfuzzEngineTests.cmake), or links
 # kvfuzz::harness to drive the library itself.
 #
 # Installed: the stage libraries (support, scenario, run, generate, judge with the model
 # level, shrink, corpus, doors), the engines and the tiny transformer, engine_tests, the
 # public headers of harness/include/kvfuzz and harness/engine_tests/include/kvfuzz (a
 # stage's own headers stay in the source tree), the kvfuzz command, the built-in engines'
-# plugin when it is built, kvfuzz's corpus, and the CMake files: kvfuzzConfig.cmake, its
-# version file, kvfuzzTargets.cmake (namespace kvfuzz::) and KvfuzzEngineTests.cmake.
+# plugin when it is built, kvfuzz's corpus and fixture dictionary, the fuzz targets when
+# the build has them (libexec/kvfuzz, for `kvfuzz campaign`), and the CMake files:
+# kvfuzzConfig.cmake, its version file, kvfuzzTargets.cmake (namespace kvfuzz::),
+# KvfuzzEngineTests.cmake and KvfuzzEnginePlugin.cmake.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -53,6 +57,10 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/harness/include/kvfuzz
         FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/corpus/ DESTINATION ${KVFUZZ_INSTALL_CORPUSDIR}
         FILES_MATCHING PATTERN "*.json")
+# The campaign's defaults next to an installed kvfuzz (campaign/campaign_defaults.h): the
+# corpus as seeds and the fixture dictionary; the fuzz targets, in a build that has them,
+# go to libexec/kvfuzz (fuzzers/CMakeLists.txt).
+install(FILES ${PROJECT_SOURCE_DIR}/fuzzers/fixture.dict DESTINATION ${CMAKE_INSTALL_DATADIR}/kvfuzz)
 
 install(EXPORT kvfuzzTargets NAMESPACE kvfuzz:: DESTINATION ${KVFUZZ_INSTALL_CMAKEDIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvfuzzConfig.cmake.in
@@ -65,4 +73,5 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/kvfuzzConfigVersion
 install(FILES ${PROJECT_BINARY_DIR}/cmake/kvfuzzConfig.cmake
               ${PROJECT_BINARY_DIR}/cmake/kvfuzzConfigVersion.cmake
               ${PROJECT_SOURCE_DIR}/cmake/KvfuzzEngineTests.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/KvfuzzEnginePlugin.cmake
         DESTINATION ${KVFUZZ_INSTALL_CMAKEDIR})

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "campaign/campaign_defaults.h"
 #include "campaign/campaign_loop.h"
 #include "campaign/libfuzzer_status.h"
 #include "cli_support.h"
@@ -40,15 +41,17 @@ void print_note(const std::string& line) {
   std::fprintf(stderr, "campaign: %s\n", line.c_str());
 }
 
-void print_tick(const CampaignSample& sample, const CampaignRecord& record) {
+void print_tick(const CampaignSample& sample, const CampaignRecord& record,
+                const std::string& waiting) {
   std::fprintf(
       stderr,
       "campaign: %s / %s  %-14s  %6lld exec/s  cov %lld  ft %lld  events %d/%d  "
-      "states %d/%d  failures %d\n",
+      "states %d/%d  failures %d%s%s\n",
       clock_text(sample.elapsed_seconds).c_str(), clock_text(record.budget_seconds).c_str(),
       sample.target.c_str(), static_cast<long long>(sample.executions_per_second),
       static_cast<long long>(sample.coverage), static_cast<long long>(sample.features),
-      sample.events_reached, kEventCount, sample.cache_states, kCacheStateCount, sample.failures);
+      sample.events_reached, kEventCount, sample.cache_states, kCacheStateCount, sample.failures,
+      waiting.empty() ? "" : "  (", waiting.empty() ? "" : (waiting + ")").c_str());
 }
 
 int run_campaign_command(CampaignFlags& flags) {
@@ -93,13 +96,14 @@ int run_campaign_command(CampaignFlags& flags) {
 void add_campaign_command(CLI::App& app, int& exit_status) {
   auto flags = std::make_shared<CampaignFlags>();
   campaign::CampaignOptions* options = &flags->options;
-  options->fuzzers = KVFUZZ_DEFAULT_FUZZERS_DIR;
+  const campaign::CampaignDefaults defaults = campaign::campaign_defaults();
+  const std::string from = defaults.installed ? " (installed)" : " (build tree)";
   CLI::App* cmd = app.add_subcommand(
       "campaign",
       "Fuzz an engine for a long time with the libFuzzer targets (docs/campaigns.md): targets\n"
-      "take turns in fork mode with N jobs, seeded from corpus/; crashes, timeouts and\n"
-      "out-of-memory become findings; each new failure signature is shrunk and filed under\n"
-      "the regressions folder; corpora are merged at the end; DIR/report.md and\n"
+      "take turns in fork mode with N jobs, seeded from kvfuzz's corpus; crashes, timeouts\n"
+      "and out-of-memory become findings; each new failure signature is shrunk and filed\n"
+      "under DIR/regressions; corpora are merged at the end; DIR/report.md and\n"
       "DIR/report.html summarise it. Progress on stderr every few seconds. Ctrl-C stops it;\n"
       "the same command resumes it. Exit status: 0 no findings, 1 findings, 2 bad input.");
   cmd->add_option("--engine", options->engine,
@@ -115,12 +119,13 @@ void add_campaign_command(CLI::App& app, int& exit_status) {
                   "properties (the six), all (and the fixture parser), or a list such as "
                   "prefix,reset")
       ->default_val("properties");
-  cmd->add_option("--fuzzers", options->fuzzers, "Directory of the built fuzz targets")
-      ->default_val(KVFUZZ_DEFAULT_FUZZERS_DIR);
-  cmd->add_option("--seeds", options->seeds, "Seed fixtures (every target reads fixtures)")
-      ->default_val("corpus");
-  cmd->add_option("--regressions", options->regressions, "Where new failure signatures are filed")
-      ->default_val("corpus/regressions");
+  cmd->add_option("--fuzzers", options->fuzzers, "Directory of the built fuzz targets" + from)
+      ->default_val(defaults.fuzzers);
+  cmd->add_option("--seeds", options->seeds, "Seed fixtures (every target reads fixtures)" + from)
+      ->default_val(defaults.seeds);
+  cmd->add_option("--regressions", options->regressions,
+                  "Where new failure signatures are filed (default DIR/regressions; "
+                  "corpus/regressions files them into a checkout's corpus)");
   cmd->add_option("--slice", flags->slice, "Longest turn of one target before the next")
       ->default_val("10m");
   cmd->add_option("--shrink-time", options->shrink_seconds,
@@ -139,8 +144,9 @@ void add_campaign_command(CLI::App& app, int& exit_status) {
       ->check(CLI::Range(0.2, 3600.0));
   cmd->add_flag("--no-event-counters", flags->no_event_counters,
                 "Do not feed cache-state events to libFuzzer as coverage");
-  cmd->add_option("--dict", options->dict, "libFuzzer dictionary (skipped when missing)")
-      ->default_val("fuzzers/fixture.dict");
+  cmd->add_option("--dict", options->dict,
+                  "libFuzzer dictionary (skipped, with a warning, when missing)" + from)
+      ->default_val(defaults.dict);
   cmd->callback([flags, options, &exit_status] {
     options->command = "kvfuzz campaign --engine " + options->engine + " --time " + flags->time +
                        " --jobs " + std::to_string(options->jobs) + " --out " + options->out;

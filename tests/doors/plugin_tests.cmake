@@ -1,8 +1,8 @@
 # The C ABI plugin door (kvfuzz/engine_abi.h): the built-in engines through it, and small
 # deliberately broken plugins that kvfuzz must refuse with one line or turn into engine
-# errors. Included from tests/doors/CMakeLists.txt; kvfuzz_add_engine_plugin comes from
+# errors. Included from tests/doors/CMakeLists.txt; kvfuzz_add_plugin_library comes from
 # plugins/builtin/plugin.cmake.
-if(NOT COMMAND kvfuzz_add_engine_plugin)
+if(NOT COMMAND kvfuzz_add_plugin_library)
   return()
 endif()
 
@@ -19,21 +19,21 @@ foreach(defect abi_version_3 null_table struct_size_too_small no_engines missing
                rotated_keys_two dtypes_unknown_bit head_dim_multiple_negative
                max_head_dim_negative max_q_heads_negative max_context_negative)
   set(target kvfuzz_test_plugin_${defect})
-  kvfuzz_add_engine_plugin(${target} plugins/bad_table.cpp)
+  kvfuzz_add_plugin_library(${target} plugins/bad_table.cpp)
   target_compile_definitions(${target} PRIVATE TABLE_DEFECT=${defect})
   string(TOUPPER ${defect} upper)
   list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES "KVFUZZ_PLUGIN_${upper}=\"$<TARGET_FILE:${target}>\"")
   list(APPEND KVFUZZ_TEST_PLUGINS ${target})
 endforeach()
 
-kvfuzz_add_engine_plugin(kvfuzz_test_plugin_misbehaving plugins/misbehaving_engines.cpp)
+kvfuzz_add_plugin_library(kvfuzz_test_plugin_misbehaving plugins/misbehaving_engines.cpp)
 list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_MISBEHAVING=\"$<TARGET_FILE:kvfuzz_test_plugin_misbehaving>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_misbehaving)
 
 # A plugin built against ABI 1 (tests/doors/plugins/abi_v1_table.cpp): the built-in engines,
 # forwarded to the builtin plugin, in a table of ABI 1 entries.
-kvfuzz_add_engine_plugin(kvfuzz_test_plugin_abi_v1 plugins/abi_v1_table.cpp)
+kvfuzz_add_plugin_library(kvfuzz_test_plugin_abi_v1 plugins/abi_v1_table.cpp)
 target_compile_definitions(kvfuzz_test_plugin_abi_v1 PRIVATE
                            "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
 target_link_libraries(kvfuzz_test_plugin_abi_v1 PRIVATE ${CMAKE_DL_LIBS})
@@ -43,13 +43,13 @@ list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v1)
 
 # A plugin whose entries make declarations of ABI 2 (tests/doors/plugins/declaring_engines.cpp).
-kvfuzz_add_engine_plugin(kvfuzz_test_plugin_declaring plugins/declaring_engines.cpp)
+kvfuzz_add_plugin_library(kvfuzz_test_plugin_declaring plugins/declaring_engines.cpp)
 list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_DECLARING=\"$<TARGET_FILE:kvfuzz_test_plugin_declaring>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_declaring)
 
 # A plugin that changes its table after kvfuzz has read it (tests/doors/plugins/shifting_table.cpp).
-kvfuzz_add_engine_plugin(kvfuzz_test_plugin_shifting plugins/shifting_table.cpp)
+kvfuzz_add_plugin_library(kvfuzz_test_plugin_shifting plugins/shifting_table.cpp)
 list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_SHIFTING=\"$<TARGET_FILE:kvfuzz_test_plugin_shifting>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_shifting)

@@ -43,7 +43,8 @@ void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixtu
     PropertyOutcome outcome = judge_property(property, scenario, engine);
     if (outcome.pass) continue;
     const std::string where = "fixture " + fixture.string();
-    FAIL() << keep_failure(FailingCase{scenario, property, outcome, where, false}, engine, options);
+    FAIL() << keep_failure(FailingCase{scenario, property, outcome, where, fixture}, engine,
+                           options);
   }
 }
 

@@ -32,12 +32,15 @@ struct FailingCase {
   Property property = Property::prefix;
   PropertyOutcome outcome;  // of `scenario`
   std::string where;        // "case 3 of 100 (seed 123)", "fixture /path/x.json"
-  bool generated = true;    // no file holds it yet: the raw scenario is saved first
+  // The corpus file it came from; empty for a generated case, which no file holds yet (its
+  // raw scenario is saved first).
+  std::filesystem::path corpus_fixture;
 };
 
 // Shrinks the failing case, saves the raw (generated cases only) and the shrunk fixture
 // under options.failures_dir, and returns the message the test fails with: the report, the
-// paths and the commands to replay it.
+// paths and the commands to replay and explain it (on the engine's plugin when
+// options.engine_spec names one).
 std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
                          const EngineTestOptions& options);
 

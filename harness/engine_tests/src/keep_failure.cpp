@@ -28,6 +28,40 @@ FailureKind kind_of(const PropertyOutcome& outcome) {
   return outcome.signature ? outcome.signature->kind : FailureKind::mismatch;
 }
 
+// "Shrunk from 9 ops, 120 tokens to 2 ops, 2 tokens (...)", or, when no candidate was
+// accepted, that the case was minimal already for the shrinker's moves.
+std::string shrink_summary(const Scenario& before, const Scenario& after,
+                           const ShrinkResult& result, const std::string& timing) {
+  if (result.accepted == 0) {
+    return "Already minimal for the shrinker's moves: " + size_text(before) + " (" + timing + ").";
+  }
+  if (size_text(before) == size_text(after)) {
+    return "Shrunk at the same size, " + size_text(after) +
+           ", to smaller values or a smaller layout (" + timing + ").";
+  }
+  return "Shrunk from " + size_text(before) + " to " + size_text(after) + " (" + timing + ").";
+}
+
+// The commands that run the fixture at `path` from the command line: on the engine itself
+// when it has a plugin (options.engine_spec), and on kvfuzz's own contiguous engine.
+std::string commands(const EngineInfo& engine, const EngineTestOptions& options,
+                     const std::filesystem::path& path) {
+  const std::string& kvfuzz = options.kvfuzz_command;
+  std::ostringstream out;
+  if (!options.engine_spec.empty()) {
+    out << "replay it on " << engine.name << " with\n  " << kvfuzz << " replay " << path.string()
+        << " --engine " << options.engine_spec << "\nand see every row with\n  " << kvfuzz
+        << " explain " << path.string() << " --engine " << options.engine_spec << "\n";
+  } else {
+    out << "to replay it on " << engine.name
+        << " from the command line, build the engine as a plugin too "
+           "(kvfuzz_add_engine_plugin, docs/writing-an-engine.md): these messages then name it\n";
+  }
+  out << "kvfuzz's own engines pass it:\n  " << kvfuzz << " replay " << path.string()
+      << " --engine contiguous\n";
+  return out.str();
+}
+
 }  // namespace
 
 std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
@@ -39,7 +73,8 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
           << ".\n";
 
   std::filesystem::path raw_path;
-  if (failing.generated) {
+  const bool generated = failing.corpus_fixture.empty();
+  if (generated) {
     Scenario raw = failing.scenario;
     raw.name = failure_fixture_stem(engine.name, failing.property, kind_of(outcome), raw);
     stamp_failure(raw, "check", engine.name, failing.property, failure_line(outcome));
@@ -67,23 +102,27 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
                 result->candidates(), seconds,
                 result->timed_out ? ", stopped at the time budget" : "");
-  shrunk.note = "Shrunk by the kvfuzz engine tests from " + size_text(failing.scenario) + " to " +
-                size_text(shrunk) + " (" + timing + "). Fails " + to_string(result->signature) +
-                " on " + engine.name + ": " + failure_line(result->outcome);
+  const std::string summary = shrink_summary(failing.scenario, shrunk, *result, timing);
+  shrunk.note = "By the kvfuzz engine tests. " + summary + " Fails " +
+                to_string(result->signature) + " on " + engine.name + ": " +
+                failure_line(result->outcome);
   stamp_failure(shrunk, "shrink", engine.name, failing.property, failure_line(result->outcome));
   const std::filesystem::path path = dir / (shrunk.name + ".json");
   save_fixture(shrunk, path);
 
-  message << "Shrunk from " << size_text(failing.scenario) << " to " << size_text(shrunk) << " ("
-          << timing << "). The shrunk case:\n"
-          << result->outcome.report;
+  message << summary << " The shrunk case:\n" << result->outcome.report;
   if (!result->outcome.report.empty() && result->outcome.report.back() != '\n') message << '\n';
   message << "shrunk fixture: " << path.string() << "\n";
   if (!raw_path.empty()) message << "raw fixture: " << raw_path.string() << "\n";
-  message << "kvfuzz's own engines pass it; replay it there with\n  " << options.kvfuzz_command
-          << " replay " << path.string() << " --engine contiguous\n"
-          << "and keep it as a regression test of " << engine.name
-          << ": copy it into the engine's corpus directory.";
+  message << commands(engine, options, path);
+  if (generated) {
+    message << "Keep it as a regression test of " << engine.name
+            << ": copy it into the engine's corpus directory.";
+  } else {
+    // A corpus fixture is a regression test already: the one that caught this.
+    message << "The failing fixture is a regression test of " << engine.name
+            << " already, in its corpus: " << failing.corpus_fixture.string();
+  }
   return message.str();
 }
 

@@ -144,8 +144,24 @@ void check_setup(const CampaignOptions& options, const std::vector<std::string>&
     if (access(binary.c_str(), X_OK) != 0) {
       throw CampaignSetupError(
           "--fuzzers: no fuzz target " + binary.string() +
-          "; build them with scripts/build.sh sanitize (clang) or pass --fuzzers DIR");
+          "; a build with KVFUZZ_FUZZERS (scripts/build.sh sanitize, clang) makes them and "
+          "its cmake --install installs them, or pass --fuzzers DIR");
     }
+  }
+}
+
+// Seeds and a dictionary are optional to libFuzzer, but a campaign without them starts
+// from nothing: said on the terminal, not only in a log.
+void warn_about_missing_inputs(const CampaignOptions& options, const CampaignProgress& progress) {
+  std::error_code error;
+  if (!fs::is_directory(options.seeds, error)) {
+    progress.note("warning: --seeds " + options.seeds +
+                  ": no such directory; the targets start from their own corpora (" + options.out +
+                  "/corpus/TARGET) only");
+  }
+  if (!fs::is_regular_file(options.dict, error)) {
+    progress.note("warning: --dict " + options.dict +
+                  ": no such file; fuzzing without the fixture dictionary");
   }
 }
 
@@ -162,14 +178,16 @@ CampaignRecord run_campaign(const CampaignOptions& options, const CampaignProgre
   g_campaign_stop = false;  // a stop belongs to the campaign it interrupted
   CampaignRecord record = start_or_resume(options, paths, progress);
   check_setup(options, record.targets);
-  FindingContext context{paths,
-                         options.fuzzers,
-                         options.regressions,
-                         fs::read_symlink("/proc/self/exe"),
-                         options.shrink_seconds,
-                         options.input_timeout,
-                         options.rss_limit_mb,
-                         progress.note};
+  warn_about_missing_inputs(options, progress);
+  FindingContext context{
+      paths,
+      options.fuzzers,
+      options.regressions.empty() ? paths.regressions() : fs::path(options.regressions),
+      fs::read_symlink("/proc/self/exe"),
+      options.shrink_seconds,
+      options.input_timeout,
+      options.rss_limit_mb,
+      progress.note};
 
   struct sigaction action {};
   action.sa_handler = request_stop;

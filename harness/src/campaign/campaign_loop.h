@@ -27,12 +27,12 @@ struct CampaignOptions {
   // For a new campaign: "properties" (the six), "all" (and the fixture parser), or a list
   // such as "prefix,reset". A resumed one keeps its record's targets.
   std::string targets = "properties";
-  std::string fuzzers;                             // directory of the built fuzz targets
-  std::string seeds = "corpus";                    // seed fixtures
-  std::string regressions = "corpus/regressions";  // where new signatures are filed
-  std::string dict = "fuzzers/fixture.dict";       // skipped when missing
-  double shrink_seconds = 60;                      // per new signature
-  int input_timeout = 10;                          // seconds before an input is a hang
+  std::string fuzzers;         // directory of the built fuzz targets
+  std::string seeds;           // seed fixtures (the CLI's default: campaign_defaults.h)
+  std::string regressions;     // where new signatures are filed; "" for OUT/regressions
+  std::string dict;            // libFuzzer dictionary, skipped (with a warning) when missing
+  double shrink_seconds = 60;  // per new signature
+  int input_timeout = 10;      // seconds before an input is a hang
   int rss_limit_mb = 2048;
   double progress_seconds = 5;
   bool event_counters = true;  // cache-state events fed to libFuzzer as coverage
@@ -53,6 +53,9 @@ struct CampaignPaths {
   std::filesystem::path logs() const { return out / "logs"; }
   std::filesystem::path report_md() const { return out / "report.md"; }
   std::filesystem::path report_html() const { return out / "report.html"; }
+  // Where new signatures are filed unless --regressions says otherwise: nothing of a
+  // campaign lands outside OUT unasked.
+  std::filesystem::path regressions() const { return out / "regressions"; }
 };
 
 // A campaign that cannot start (a record of another engine, an unknown target, a path
@@ -66,8 +69,13 @@ struct CampaignSetupError : std::runtime_error {
 struct CampaignProgress {
   // A line: resuming, stopping, merging, a new finding, a target's odd exit status.
   std::function<void(const std::string& line)> note;
-  // A progress tick, after `sample` was added to `record` and the record saved.
-  std::function<void(const CampaignSample& sample, const CampaignRecord& record)> tick;
+  // A progress tick, after `sample` was added to `record` and the record saved. `waiting`
+  // says why its numbers are still zero or stale ("" when they are live): libFuzzer is
+  // loading the seeds, its first job has not reported yet, or inputs run slower than one
+  // a second.
+  std::function<void(const CampaignSample& sample, const CampaignRecord& record,
+                     const std::string& waiting)>
+      tick;
 };
 
 // Runs the campaign (or resumes it from options.out) until its budget is spent or a

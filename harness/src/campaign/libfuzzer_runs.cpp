@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -117,6 +119,40 @@ std::map<std::string, std::string> target_env(const CampaignRecord& record,
           {"UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1"}};
 }
 
+// Where a target's turn is: libFuzzer's fork mode runs every seed before it starts its
+// first job, and reports only when a job ends, so the first numbers can take a while.
+enum class SlicePhase { loading_seeds, first_job, reporting };
+
+// "INFO: -fork=1: 96 seed inputs, starting to fuzz in /tmp/...": the count, when the line
+// is that one.
+std::optional<int64_t> fork_seed_count(const std::string& line) {
+  static const std::regex pattern(R"(^INFO: -fork=\d+: (\d+) seed inputs, starting to fuzz)");
+  std::smatch match;
+  if (!std::regex_search(line, match, pattern)) return std::nullopt;
+  return std::stoll(match[1].str());
+}
+
+// Why a progress line's numbers are zero or stale, or "".
+std::string waiting_reason(SlicePhase phase, const LibFuzzerStatus& latest, int64_t seed_files) {
+  switch (phase) {
+    case SlicePhase::loading_seeds:
+      return "loading " + std::to_string(seed_files) + " seed inputs (each runs once first)";
+    case SlicePhase::first_job:
+      return "first fuzzing job running (libFuzzer reports when a job ends)";
+    case SlicePhase::reporting:
+      break;
+  }
+  // A fork-mode job ends at its first crash, timeout or out-of-memory, so an engine that
+  // fails on most inputs runs few of them a second; one that fails on none is just slow.
+  if (latest.executions_per_second == 0) {
+    return latest.crashes + latest.timeouts + latest.ooms > 0
+               ? "under 1 input/s: each job ends at its first failure, and most inputs fail"
+               : "under 1 input/s: a slow engine, or inputs that run until --input-timeout";
+  }
+  if (latest.coverage == 0) return "no coverage reported yet";
+  return "";
+}
+
 }  // namespace
 
 void run_slice(CampaignRecord& record, const CampaignOptions& options, const CampaignPaths& paths,
@@ -148,6 +184,9 @@ void run_slice(CampaignRecord& record, const CampaignOptions& options, const Cam
   LibFuzzerStatus latest;
   auto next_tick = start + std::chrono::duration<double>(options.progress_seconds);
   bool stopping = false;
+  SlicePhase phase = SlicePhase::loading_seeds;
+  const int64_t seed_files = count_files(paths.corpus(target)) +
+                             (fs::is_directory(options.seeds) ? count_files(options.seeds) : 0);
   auto tick = [&] {
     const double ran = std::chrono::duration<double>(Clock::now() - start).count();
     const EventTotals events = event_totals(record, paths);
@@ -165,7 +204,7 @@ void run_slice(CampaignRecord& record, const CampaignOptions& options, const Cam
     record.elapsed_seconds = sample.elapsed_seconds;
     record.executions = sample.executions;
     save_campaign(record, paths.record());
-    progress.tick(sample, record);
+    progress.tick(sample, record, waiting_reason(phase, latest, seed_files));
   };
   bool saw_status = false;
   std::string last_line;
@@ -178,6 +217,15 @@ void run_slice(CampaignRecord& record, const CampaignOptions& options, const Cam
     if (const auto status = parse_libfuzzer_status(line)) {
       latest = *status;
       saw_status = true;
+      phase = SlicePhase::reporting;
+    } else if (const auto seeds = fork_seed_count(line)) {
+      if (phase == SlicePhase::loading_seeds) phase = SlicePhase::first_job;
+      if (*seeds == 0) {
+        progress.note("warning: " + target + " found no seed inputs (" +
+                      paths.corpus(target).string() + " is empty and --seeds " + options.seeds +
+                      (fs::is_directory(options.seeds) ? " has none it keeps" : " is missing") +
+                      "): it fuzzes from scratch");
+      }
     }
   })) {
     if (!stopping && Clock::now() > start + std::chrono::duration<double>(seconds + grace)) {

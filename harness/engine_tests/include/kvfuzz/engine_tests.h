@@ -14,8 +14,8 @@
 //
 // A failing test shrinks its scenario (kvfuzz/shrink.h), writes the shrunk fixture into
 // `failures_dir` (the raw failing scenario into failures_dir/raw first) and fails with the
-// report, the fixture's path and the `kvfuzz replay` command. Call it after
-// testing::InitGoogleTest() and before RUN_ALL_TESTS().
+// report, the fixture's path and the `kvfuzz replay` and `explain` commands on the engine. Call it
+// after testing::InitGoogleTest() and before RUN_ALL_TESTS().
 #pragma once
 
 #include <cstdint>
@@ -41,6 +41,10 @@ struct EngineTestOptions {
   double shrink_seconds = 30;
   // The kvfuzz command that failure messages tell a person to run.
   std::string kvfuzz_command = "kvfuzz";
+  // The engine under test as that command's --engine takes it ("plugin:/path/libx.so",
+  // from kvfuzz_add_engine_plugin), for the replay and explain commands of failure
+  // messages; "" when the engine is not reachable from the command line.
+  std::string engine_spec;
   // Sizes of the generated scenarios and the engine edges they aim at (`edges`: the
   // defaults are kvfuzz's flash engine's; an engine with other tiles sets its own);
   // `truncate` and `fork` are replaced by what the engine announces.

@@ -1,0 +1,32 @@
+#include "campaign/campaign_defaults.h"
+
+#include <system_error>
+
+namespace kvfuzz::campaign {
+
+namespace fs = std::filesystem;
+
+CampaignLayout built_layout() {
+  return {KVFUZZ_INSTALLED_FUZZERS_DIR, KVFUZZ_INSTALLED_DATA_DIR, KVFUZZ_BUILD_FUZZERS_DIR,
+          KVFUZZ_SOURCE_DIR};
+}
+
+CampaignDefaults campaign_defaults(const fs::path& self, const CampaignLayout& layout) {
+  const fs::path bin = self.parent_path();
+  const fs::path data = (bin / layout.installed_data).lexically_normal();
+  std::error_code error;
+  if (fs::is_directory(data / "corpus", error)) {
+    return {(bin / layout.installed_fuzzers).lexically_normal().string(),
+            (data / "corpus").string(), (data / "fixture.dict").string(), true};
+  }
+  return {layout.build_fuzzers.string(), (layout.source / "corpus").string(),
+          (layout.source / "fuzzers" / "fixture.dict").string(), false};
+}
+
+CampaignDefaults campaign_defaults() {
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  return campaign_defaults(error ? fs::path() : self, built_layout());
+}
+
+}  // namespace kvfuzz::campaign

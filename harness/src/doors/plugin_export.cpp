@@ -1,0 +1,330 @@
+// The plugin ABI's entry points over C++ engines (kvfuzz/engine_plugin.h): the other side
+// of the plugin door from doors/plugin_adapter.cpp, which drives a plugin's entries as a
+// kvfuzz::Engine. The engines are C++; the ABI is C: every entry point catches every
+// exception and turns it into a status and a message.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvfuzz/engine.h"
+#include "kvfuzz/engine_abi.h"
+#include "kvfuzz/engine_plugin.h"
+
+// The plugin's engine state behind the ABI's opaque handle.
+struct kvfuzz_engine {
+  std::unique_ptr<kvfuzz::Engine> engine;
+  kvfuzz::Layout layout;
+  std::string error;  // the last failure's message, valid until the next call
+  // Reused across steps.
+  std::vector<kvfuzz::ChunkIn> ins;
+  std::vector<kvfuzz::ChunkOut> outs;
+};
+
+namespace {
+
+using kvfuzz::EngineError;
+
+// The exported engines, owned by the one table of this library (export_engines). The
+// create functions of the ABI name no engine; each finds its own here by index.
+const std::vector<kvfuzz::EngineInfo>* g_engines = nullptr;
+
+// Stores the message and points *error at it; allocation may fail, reporting must not.
+int fail(std::string& slot, const char* message, const char** error) noexcept {
+  const char* text = "out of memory while reporting an error";
+  try {
+    slot = message;
+    text = slot.c_str();
+  } catch (...) {
+    // `text` keeps the static fallback.
+  }
+  if (error != nullptr) *error = text;
+  return 1;
+}
+
+// Runs `body`; any exception becomes status 1 and a message in `slot`.
+template <class Body>
+int guarded(std::string& slot, const char** error, Body&& body) noexcept {
+  try {
+    std::forward<Body>(body)();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(slot, e.what(), error);
+  } catch (...) {
+    return fail(slot, "a non-standard C++ exception", error);
+  }
+}
+
+kvfuzz::DType dtype_of(int32_t code) {
+  switch (code) {
+    case KVFUZZ_DTYPE_F32:
+      return kvfuzz::DType::f32;
+    case KVFUZZ_DTYPE_F16:
+      return kvfuzz::DType::f16;
+    case KVFUZZ_DTYPE_BF16:
+      return kvfuzz::DType::bf16;
+    default:
+      throw EngineError("unknown dtype code " + std::to_string(code));
+  }
+}
+
+kvfuzz::Poison poison_of(int32_t code) {
+  switch (code) {
+    case KVFUZZ_POISON_NAN:
+      return kvfuzz::Poison::nan;
+    case KVFUZZ_POISON_POS_INF:
+      return kvfuzz::Poison::pos_inf;
+    case KVFUZZ_POISON_NEG_INF:
+      return kvfuzz::Poison::neg_inf;
+    case KVFUZZ_POISON_HUGE:
+      return kvfuzz::Poison::huge;
+    default:
+      throw EngineError("unknown poison code " + std::to_string(code));
+  }
+}
+
+// The ABI's config as the C++ engines take it. The engines check the layout themselves
+// (head counts, divisibility, page order a permutation); this checks what C adds.
+kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
+  if (c == nullptr) throw EngineError("no config (NULL)");
+  if (c->struct_size < sizeof(kvfuzz_engine_config)) {
+    throw EngineError("config struct_size " + std::to_string(c->struct_size) + ", expected " +
+                      std::to_string(sizeof(kvfuzz_engine_config)));
+  }
+  if (c->pool_pages < 0 || (c->pool_pages > 0 && c->page_order == nullptr)) {
+    throw EngineError("config has " + std::to_string(c->pool_pages) +
+                      " pool pages and page_order " + (c->page_order ? "set" : "NULL"));
+  }
+  kvfuzz::EngineConfig config;
+  kvfuzz::Layout& layout = config.layout;
+  layout.q_heads = c->q_heads;
+  layout.kv_heads = c->kv_heads;
+  layout.head_dim = c->head_dim;
+  layout.value_dim = c->value_dim;
+  layout.page_size = c->page_size;
+  layout.dtype = dtype_of(c->dtype);
+  // kvfuzz always sends the scale it means; passing it on explicitly gives the engines the
+  // same double they would compute themselves.
+  layout.scale = c->scale;
+  if (c->rope_theta != 0) layout.rope_theta = c->rope_theta;
+  if (c->window != 0) layout.window = c->window;
+  config.sequences = c->sequences;
+  config.poison = poison_of(c->poison);
+  config.page_order.assign(c->page_order, c->page_order + c->pool_pages);
+  return config;
+}
+
+// The create error outlives the call until the next create; thread_local keeps two hosts'
+// threads from overwriting each other's message.
+thread_local std::string create_error;
+
+kvfuzz_engine* create_engine(size_t index, const kvfuzz_engine_config* config,
+                             const char** error) noexcept {
+  try {
+    const kvfuzz::EngineConfig cpp_config = engine_config(config);
+    auto handle = std::make_unique<kvfuzz_engine>();
+    handle->engine = g_engines->at(index).make(cpp_config);
+    if (!handle->engine) throw EngineError("the engine's factory returned no engine");
+    handle->layout = cpp_config.layout;
+    return handle.release();
+  } catch (const std::exception& e) {
+    fail(create_error, e.what(), error);
+  } catch (...) {
+    fail(create_error, "a non-standard C++ exception", error);
+  }
+  return nullptr;
+}
+
+void destroy_engine(kvfuzz_engine* engine) {
+  delete engine;  // the engines' destructors do not throw
+}
+
+size_t count_of(int64_t tokens, int a, int b) {
+  return static_cast<size_t>(tokens) * static_cast<size_t>(a) * static_cast<size_t>(b);
+}
+
+// The ABI's chunks as the C++ engine takes them, its rows copied back. The engine's own
+// output shape is passed on as `rows` for kvfuzz to judge, after checking it fits.
+int step_engine(kvfuzz_engine* e, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs,
+                int32_t count, const char** error) {
+  return guarded(e->error, error, [&] {
+    if (count < 0 || (count > 0 && (chunks == nullptr || outs == nullptr))) {
+      throw EngineError("step: " + std::to_string(count) + " chunks with missing arrays");
+    }
+    const kvfuzz::Layout& l = e->layout;
+    const auto n = static_cast<size_t>(count);
+    e->ins.resize(n);
+    e->outs.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const kvfuzz_chunk_in& c = chunks[i];
+      if (c.tokens < 0) throw EngineError("step: negative token count " + std::to_string(c.tokens));
+      if (c.tokens > 0 && (c.q == nullptr || c.k == nullptr || c.v == nullptr)) {
+        throw EngineError("step: chunk " + std::to_string(i) + " has tokens but no q/k/v");
+      }
+      kvfuzz::ChunkIn& in = e->ins[i];
+      in.seq = c.seq;
+      in.tokens = c.tokens;
+      in.q = std::span<const float>(c.q, count_of(c.tokens, l.q_heads, l.head_dim));
+      in.k = std::span<const float>(c.k, count_of(c.tokens, l.kv_heads, l.head_dim));
+      in.v = std::span<const float>(c.v, count_of(c.tokens, l.kv_heads, l.value_dim));
+      e->outs[i].out.clear();
+      e->outs[i].positions.clear();
+    }
+    e->engine->step(e->ins, e->outs);
+    const size_t row_size = count_of(1, l.q_heads, l.value_dim);
+    for (size_t i = 0; i < n; ++i) {
+      const kvfuzz::ChunkOut& got = e->outs[i];
+      kvfuzz_chunk_out& out = outs[i];
+      const size_t rows = got.positions.size();
+      if (got.out.size() != rows * row_size) {
+        throw EngineError("step: the engine returned " + std::to_string(got.out.size()) +
+                          " values for " + std::to_string(rows) + " positions");
+      }
+      if (got.out.size() > static_cast<size_t>(out.out_capacity) ||
+          rows > static_cast<size_t>(out.positions_capacity)) {
+        throw EngineError("step: the engine returned " + std::to_string(rows) +
+                          " rows, more than chunk " + std::to_string(i) + " has room for");
+      }
+      std::copy(got.out.begin(), got.out.end(), out.out);
+      std::copy(got.positions.begin(), got.positions.end(), out.positions);
+      out.rows = static_cast<int64_t>(rows);
+    }
+  });
+}
+
+int reset_engine(kvfuzz_engine* e, int32_t seq, const char** error) {
+  return guarded(e->error, error, [&] { e->engine->reset(seq); });
+}
+
+int truncate_engine(kvfuzz_engine* e, int32_t seq, int64_t keep, const char** error) {
+  return guarded(e->error, error, [&] { e->engine->truncate(seq, keep); });
+}
+
+int fork_engine(kvfuzz_engine* e, int32_t src, int32_t dst, const char** error) {
+  return guarded(e->error, error, [&] { e->engine->fork(src, dst); });
+}
+
+// The ABI's create names no engine, so each table entry needs a create function of its
+// own: one instantiation per registry index, up to kCreateSlots. More engines than slots:
+// no table (export_engines).
+using CreateFn = kvfuzz_engine* (*)(const kvfuzz_engine_config*, const char**);
+constexpr size_t kCreateSlots = kvfuzz::kPluginEngineSlots;
+
+template <size_t Index>
+kvfuzz_engine* create_at(const kvfuzz_engine_config* config, const char** error) {
+  return create_engine(Index, config, error);
+}
+
+template <size_t... Index>
+constexpr std::array<CreateFn, sizeof...(Index)> create_functions(std::index_sequence<Index...>) {
+  return {&create_at<Index>...};
+}
+
+constexpr std::array<CreateFn, kCreateSlots> kCreate =
+    create_functions(std::make_index_sequence<kCreateSlots>{});
+
+int32_t dtype_code(kvfuzz::DType dtype) {
+  switch (dtype) {
+    case kvfuzz::DType::f16:
+      return KVFUZZ_DTYPE_F16;
+    case kvfuzz::DType::bf16:
+      return KVFUZZ_DTYPE_BF16;
+    case kvfuzz::DType::f32:
+      break;
+  }
+  return KVFUZZ_DTYPE_F32;
+}
+
+// What the engine declares, asked as kvfuzz asks a linked-in engine (probe_declarations),
+// written into its entry.
+void declare(const kvfuzz::EngineInfo& info, kvfuzz_engine_api& api) {
+  kvfuzz::EngineDeclarations declared;
+  try {
+    declared = kvfuzz::probe_declarations(info);
+  } catch (const EngineError&) {
+    return;  // it cannot be made at all; its create will say why
+  }
+  const kvfuzz::EngineCapabilities& can = declared.capabilities;
+  api.capabilities = (can.truncate ? KVFUZZ_CAN_TRUNCATE : 0u) | (can.fork ? KVFUZZ_CAN_FORK : 0u);
+  const kvfuzz::BitwiseClaims& claims = declared.bitwise;
+  api.bitwise = (claims.batch ? KVFUZZ_BITWISE_BATCH : 0u) |
+                (claims.schedule ? KVFUZZ_BITWISE_SCHEDULE : 0u) |
+                (claims.layout ? KVFUZZ_BITWISE_LAYOUT : 0u) |
+                (claims.poison ? KVFUZZ_BITWISE_POISON : 0u);
+  const kvfuzz::EngineNumerics& numerics = declared.numerics;
+  api.output_dtype = dtype_code(numerics.output);
+  api.p_dtype = numerics.p ? dtype_code(*numerics.p) : KVFUZZ_DTYPE_NONE;
+  api.score_accumulation = dtype_code(numerics.score_accumulation);
+  api.value_accumulation = dtype_code(numerics.value_accumulation);
+  api.rotated_keys_in_storage =
+      numerics.rotated_keys_in_storage ? (*numerics.rotated_keys_in_storage ? 1 : 0) : -1;
+  const kvfuzz::EngineSupports& supports = declared.supports;
+  api.dtypes = 0;
+  for (const kvfuzz::DType dtype : supports.dtypes) {
+    api.dtypes |= 1u << static_cast<uint32_t>(dtype_code(dtype));
+  }
+  api.head_dim_multiple = supports.head_dim_multiple;
+  api.max_head_dim = supports.max_head_dim;
+  api.max_q_heads = supports.max_q_heads;
+  api.max_context = supports.max_context;
+  api.rotated_queries_in_storage =
+      numerics.rotated_queries_in_storage ? (*numerics.rotated_queries_in_storage ? 1 : 0) : -1;
+  api.value_dim_is_head_dim = supports.value_dim_is_head_dim ? 1 : 0;
+  api.rope_angles_exact = numerics.rope_angles_exact ? (*numerics.rope_angles_exact ? 1 : 0) : -1;
+}
+
+kvfuzz_engine_api entry(size_t index) {
+  const kvfuzz::EngineInfo& info = g_engines->at(index);
+  kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
+  api.name = info.name.c_str();  // the table's engines live as long as the library
+  api.description = info.description.c_str();
+  declare(info, api);
+  api.mutant = info.mutant ? 1 : 0;
+  api.create = kCreate[index];
+  api.destroy = destroy_engine;
+  api.step = step_engine;
+  api.reset = reset_engine;
+  api.truncate = (api.capabilities & KVFUZZ_CAN_TRUNCATE) != 0 ? truncate_engine : nullptr;
+  api.fork = (api.capabilities & KVFUZZ_CAN_FORK) != 0 ? fork_engine : nullptr;
+  return api;
+}
+
+// Built in place, once: the table points into `engines`, which never moves afterwards.
+struct ExportedTable {
+  std::vector<kvfuzz::EngineInfo> infos;
+  std::vector<kvfuzz_engine_api> engines;
+  kvfuzz_engine_plugin_table table{};
+
+  explicit ExportedTable(std::vector<kvfuzz::EngineInfo> exported) : infos(std::move(exported)) {
+    if (infos.size() > kCreateSlots) {
+      throw EngineError("more engines than create slots (kvfuzz::kPluginEngineSlots)");
+    }
+    g_engines = &infos;
+    for (size_t i = 0; i < infos.size(); ++i) engines.push_back(entry(i));
+    table.abi_version = KVFUZZ_ENGINE_ABI_VERSION;
+    table.engine_count = static_cast<uint32_t>(engines.size());
+    table.engines = engines.data();
+  }
+  ExportedTable(const ExportedTable&) = delete;
+  ExportedTable& operator=(const ExportedTable&) = delete;
+};
+
+}  // namespace
+
+namespace kvfuzz {
+
+const kvfuzz_engine_plugin_table* export_engines(std::vector<EngineInfo> (*engines)()) noexcept {
+  try {
+    static const ExportedTable exported(engines());  // thread-safe static initialisation
+    return &exported.table;
+  } catch (...) {
+    return nullptr;  // kvfuzz reports a plugin without a table
+  }
+}
+
+}  // namespace kvfuzz

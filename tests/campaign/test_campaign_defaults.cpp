@@ -1,0 +1,60 @@
+// Where `kvfuzz campaign` finds its fuzz targets, seeds and dictionary unless told
+// (campaign/campaign_defaults.h): next to an installed kvfuzz the installed ones, from the
+// build tree the build's and the checkout's, never relative to the working directory.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "campaign/campaign_defaults.h"
+
+namespace kvfuzz::campaign {
+namespace {
+
+namespace fs = std::filesystem;
+
+const CampaignLayout kLayout{"../libexec/kvfuzz", "../share/kvfuzz", "/build/sanitize/fuzzers",
+                             "/checkout"};
+
+fs::path fresh_prefix(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("kvfuzz-campaign-defaults-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir / "bin");
+  return dir;
+}
+
+TEST(CampaignDefaults, AnInstalledKvfuzzTakesTheInstalledTargetsCorpusAndDictionary) {
+  const fs::path prefix = fresh_prefix("installed");
+  fs::create_directories(prefix / "share" / "kvfuzz" / "corpus");
+  const CampaignDefaults d = campaign_defaults(prefix / "bin" / "kvfuzz", kLayout);
+  EXPECT_TRUE(d.installed);
+  EXPECT_EQ(d.fuzzers, (prefix / "libexec" / "kvfuzz").string());
+  EXPECT_EQ(d.seeds, (prefix / "share" / "kvfuzz" / "corpus").string());
+  EXPECT_EQ(d.dict, (prefix / "share" / "kvfuzz" / "fixture.dict").string());
+  fs::remove_all(prefix);
+}
+
+TEST(CampaignDefaults, TheBuildTreesKvfuzzTakesTheBuildsTargetsAndTheCheckoutsFiles) {
+  const fs::path prefix = fresh_prefix("build");  // no share/kvfuzz/corpus beside it
+  const CampaignDefaults d = campaign_defaults(prefix / "bin" / "kvfuzz", kLayout);
+  EXPECT_FALSE(d.installed);
+  EXPECT_EQ(d.fuzzers, "/build/sanitize/fuzzers");
+  EXPECT_EQ(d.seeds, "/checkout/corpus");
+  EXPECT_EQ(d.dict, "/checkout/fuzzers/fixture.dict");
+  fs::remove_all(prefix);
+}
+
+TEST(CampaignDefaults, ThisBuildsLayoutIsAbsoluteWhereItIsNotRelativeToTheExecutable) {
+  const CampaignLayout layout = built_layout();
+  EXPECT_TRUE(layout.build_fuzzers.is_absolute());
+  EXPECT_TRUE(layout.source.is_absolute());
+  EXPECT_TRUE(layout.installed_data.is_relative());
+  EXPECT_TRUE(layout.installed_fuzzers.is_relative());
+  const CampaignDefaults d = campaign_defaults();  // the test binary is in no install
+  EXPECT_FALSE(d.installed);
+  EXPECT_TRUE(fs::is_directory(d.seeds)) << d.seeds;
+  EXPECT_TRUE(fs::is_regular_file(d.dict)) << d.dict;
+}
+
+}  // namespace
+}  // namespace kvfuzz::campaign
