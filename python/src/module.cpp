@@ -8,6 +8,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include <filesystem>
@@ -190,6 +191,7 @@ NB_MODULE(_kvfuzz, m) {
           "save", [](const Scenario& s, const std::string& path) { save_fixture(s, path); },
           nb::arg("path"))
       .def("to_json", &write_fixture)
+      .def("copy", [](const Scenario& s) { return s; })
       .def_rw("name", &Scenario::name)
       .def_rw("note", &Scenario::note)
       .def_ro("sequences", &Scenario::sequences)
