@@ -30,7 +30,7 @@ from kvfuzz._check import CheckResult, Finding, check
 from kvfuzz._corpus import corpus_path, fixtures, load_fixture, save_fixture
 from kvfuzz._engines import builtin_engine, builtin_engines, engine, load_factory
 from kvfuzz._generate import generate
-from kvfuzz._judge import CLAIMS, PROPERTIES, ReferenceRow, judge, reference
+from kvfuzz._judge import CLAIMS, PROPERTIES, ReferenceRow, explain, judge, reference
 from kvfuzz._replay import FixtureResult, ReplayResult, replay
 from kvfuzz._shrink import ShrinkResult, shrink
 
@@ -55,6 +55,7 @@ __all__ = [
     "check",
     "corpus_path",
     "engine",
+    "explain",
     "fixtures",
     "generate",
     "judge",

@@ -51,3 +51,8 @@ def check_properties(properties) -> List[str]:
     if not properties:
         raise ValueError("properties: expected at least one property")
     return list(properties)
+
+
+def explain(scenario: _kvfuzz.Scenario, engine_factory: EngineLike) -> str:
+    """One line per row of the scenario: its key, the keys it sees, expected and got."""
+    return _kvfuzz.explain(scenario, engine(engine_factory))
