@@ -42,10 +42,7 @@ struct EngineHandle {
   std::shared_ptr<const EngineInfo> info;
   std::optional<EngineDeclarations> declared;
 
-  const EngineDeclarations& declarations() {
-    if (!declared) declared = probe_declarations(*info);
-    return *declared;
-  }
+  const EngineDeclarations& declarations();
 };
 
 // After the harness unwound from an engine call that saw Ctrl-C: raise it in Python.
@@ -54,6 +51,22 @@ void raise_if_interrupted() {
   clear_interrupted();
   PyErr_SetNone(PyExc_KeyboardInterrupt);
   throw nb::python_error();
+}
+
+// Runs `f`, which may call into engines; when one of them saw Ctrl-C, raises it afterwards,
+// however `f` ended.
+template <typename F>
+auto interruptible(F&& f) -> decltype(f()) {
+  try {
+    auto result = f();
+    raise_if_interrupted();
+    return result;
+  } catch (const nb::python_error&) {
+    throw;
+  } catch (...) {
+    raise_if_interrupted();
+    throw;
+  }
 }
 
 Property property_named(const std::string& name) {
@@ -72,6 +85,11 @@ struct Outcome {
   std::string failure;                   // the report's first line
   std::string report;
 };
+
+const EngineDeclarations& EngineHandle::declarations() {
+  if (!declared) declared = interruptible([&] { return probe_declarations(*info); });
+  return *declared;
+}
 
 Outcome outcome_of(const PropertyOutcome& o) {
   Outcome out;
@@ -302,18 +320,16 @@ NB_MODULE(_kvfuzz, m) {
   m.def(
       "judge",
       [](const std::string& property, const Scenario& s, EngineHandle& engine) {
-        const PropertyOutcome o = judge_property(property_named(property), s, *engine.info);
-        raise_if_interrupted();
-        return outcome_of(o);
+        const Property p = property_named(property);
+        return outcome_of(interruptible([&] { return judge_property(p, s, *engine.info); }));
       },
       nb::arg("property"), nb::arg("scenario"), nb::arg("engine"));
   m.def(
       "explain",
       [](const Scenario& s, EngineHandle& engine) {
         const Prepared prepared = prepare(s);
-        std::string text = explain_rows(s, prepared, judge_engine(s, prepared, *engine.info));
-        raise_if_interrupted();
-        return text;
+        return interruptible(
+            [&] { return explain_rows(s, prepared, judge_engine(s, prepared, *engine.info)); });
       },
       nb::arg("scenario"), nb::arg("engine"));
 
@@ -331,8 +347,8 @@ NB_MODULE(_kvfuzz, m) {
         ShrinkOptions options;
         options.property = property_named(property);
         options.time_budget_seconds = seconds;
-        std::optional<ShrinkResult> r = shrink(s, *engine.info, options);
-        raise_if_interrupted();
+        std::optional<ShrinkResult> r =
+            interruptible([&] { return shrink(s, *engine.info, options); });
         if (!r) return std::nullopt;
         return Shrunk{r->scenario, outcome_of(r->outcome), r->accepted,
                       r->tried,    r->skipped_seen,        r->timed_out};

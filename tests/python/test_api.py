@@ -182,3 +182,12 @@ def test_inputs_are_float32_numpy_arrays_the_engine_may_keep():
     assert chunk.q.shape == (chunk.tokens, 1, 1) and chunk.v.shape == (chunk.tokens, 1, 1)
     assert chunk.q.flags.owndata or chunk.q.base is not None
     assert list(np.concatenate([c.v for c in seen]).ravel()) == [2, 4, 8, 16, 32]
+
+
+def test_keyboard_interrupt_in_the_factory_is_raised_and_cleared():
+    def factory(config):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        kvfuzz.check(factory, cases=1)
+    assert kvfuzz.judge(kvfuzz.load_fixture(WORKED), NumpyEngine, "prefix").passed
