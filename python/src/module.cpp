@@ -179,6 +179,16 @@ GeneratorOptions generator_options(EngineHandle* engine, int max_tokens, int max
   }
   cap(max_head_dim, options.max_head_dim, options.typical_head_dim);
   cap(max_q_heads, options.max_q_heads, options.typical_q_heads);
+  // As `kvfuzz check` refuses it (harness/cli/cmd_check.cpp): no head_dim can be drawn.
+  const EngineSupports& can = options.supports;
+  const int most_dim = std::min(can.max_head_dim > 0 ? can.max_head_dim : 128,
+                                options.long_context ? 16 : options.max_head_dim);
+  if (can.head_dim_multiple > most_dim) {
+    throw nb::value_error(("the engine's head_dim must be a multiple of " +
+                           std::to_string(can.head_dim_multiple) + ", but is at most " +
+                           std::to_string(most_dim) + " here (max_head_dim; long contexts: 16)")
+                              .c_str());
+  }
   if (max_sequences > 0) options.max_sequences = std::min(options.max_sequences, max_sequences);
   if (max_ops > 0) options.max_ops = std::min(options.max_ops, max_ops);
   return options;

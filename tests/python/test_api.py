@@ -191,3 +191,12 @@ def test_keyboard_interrupt_in_the_factory_is_raised_and_cleared():
     with pytest.raises(KeyboardInterrupt):
         kvfuzz.check(factory, cases=1)
     assert kvfuzz.judge(kvfuzz.load_fixture(WORKED), NumpyEngine, "prefix").passed
+
+
+def test_supports_that_no_head_dim_can_meet_are_refused():
+    class Wide(NumpyEngine):
+        supports = {"head_dim_multiple": 64}
+
+    assert kvfuzz.generate(3, Wide).head_dim % 64 == 0
+    with pytest.raises(ValueError, match="multiple of 64, but is at most 16"):
+        kvfuzz.generate(3, Wide, max_head_dim=16)
