@@ -144,7 +144,13 @@ std::string format_python_error(const nb::python_error& error) {
           nb::cast<std::string>(join.attr("join")(traceback.attr("format_tb")(error.traceback())));
     }
     while (!text.empty() && text.back() == '\n') text.pop_back();
-    return text;
+    // Indented below the first line, so that a report's detail reads as one block.
+    std::string indented;
+    for (const char c : text) {
+      indented += c;
+      if (c == '\n') indented += "    ";
+    }
+    return indented;
   } catch (const std::exception&) {
     return error.what();
   }

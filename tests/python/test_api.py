@@ -200,3 +200,13 @@ def test_supports_that_no_head_dim_can_meet_are_refused():
     assert kvfuzz.generate(3, Wide).head_dim % 64 == 0
     with pytest.raises(ValueError, match="multiple of 64, but is at most 16"):
         kvfuzz.generate(3, Wide, max_head_dim=16)
+
+
+def test_the_stubs_name_every_public_name_of_the_extension():
+    import kvfuzz._kvfuzz as module
+
+    stub = open(os.path.join(os.path.dirname(module.__file__), "_kvfuzz.pyi")).read()
+    named = set(re.findall(r"^(?:def|class) (\w+)", stub, re.M))
+    public = {n for n in dir(module) if not n.startswith("_")}
+    assert public == named, (public - named, named - public)
+    assert os.path.isfile(os.path.join(os.path.dirname(module.__file__), "py.typed"))
