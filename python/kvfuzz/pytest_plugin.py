@@ -8,7 +8,8 @@ path and the one-line command that replays it.
         kvfuzz_check(MyEngine)
 
 Options: --kvfuzz-cases N (default 50), --kvfuzz-seed S (default 1), --kvfuzz-out DIR
-(default kvfuzz-out under pytest's rootdir), --kvfuzz-shrink-seconds S (default 30).
+(default kvfuzz-out under pytest's rootdir), --kvfuzz-shrink-seconds S (default 30),
+--kvfuzz-max-tokens N (default 0: the generator's sizes).
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ def pytest_addoption(parser):
     group.addoption(
         "--kvfuzz-shrink-seconds", type=float, default=30.0, help="time to shrink each failure (30)"
     )
+    group.addoption(
+        "--kvfuzz-max-tokens",
+        type=int,
+        default=0,
+        help="at most this many tokens per sequence and request (default: up to 160; above "
+        "160, long contexts)",
+    )
 
 
 @pytest.fixture
@@ -45,6 +53,7 @@ def kvfuzz_check(request):
         options.setdefault("seed", config.getoption("kvfuzz_seed"))
         options.setdefault("out", out)
         options.setdefault("shrink_seconds", config.getoption("kvfuzz_shrink_seconds"))
+        options.setdefault("max_tokens", config.getoption("kvfuzz_max_tokens"))
         result = kvfuzz.check(engine_factory, properties=properties, **options)
         if not result.passed:
             pytest.fail(result.summary(), pytrace=False)

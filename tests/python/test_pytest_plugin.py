@@ -85,14 +85,33 @@ def test_engine_exception_shows_its_traceback(run_pytest, tmp_path):
     assert "in divide_by_zero" in done.stdout and "return 1 / 0" in done.stdout
 
 
+COUNT_TEST = """\
+from numpy_engine import NumpyEngine
+
+
+class Counting(NumpyEngine):
+    longest = 0  # the most tokens a sequence held
+
+    def step(self, chunks):
+        rows = super().step(chunks)
+        held = [len(self.sequences[c.seq].keys) for c in chunks]
+        Counting.longest = max([Counting.longest] + held)
+        return rows
+
+
+def test_count(kvfuzz_check):
+    result = kvfuzz_check(Counting, properties=["prefix"])
+    assert (result.cases, result.seed) == (7, 5), (result.cases, result.seed)
+    assert 0 < Counting.longest <= 4, Counting.longest
+"""
+
+
 def test_options_reach_the_check(run_pytest, tmp_path):
-    (tmp_path / "test_count.py").write_text(
-        "from numpy_engine import NumpyEngine\n"
-        "def test_count(kvfuzz_check):\n"
-        "    result = kvfuzz_check(NumpyEngine, properties=['prefix'])\n"
-        "    assert (result.cases, result.seed) == (7, 5), (result.cases, result.seed)\n"
-    )
-    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5")
+    (tmp_path / "test_count.py").write_text(COUNT_TEST)
+    options = ["--kvfuzz-seed", "5", "--kvfuzz-max-tokens", "4"]
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", *options)
     assert done.returncode == 0, done.stdout + done.stderr
-    done = run_pytest("test_count.py", "--kvfuzz-cases", "8", "--kvfuzz-seed", "5")
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "8", *options)
+    assert done.returncode == 1 and "(8, 5)" in done.stdout, done.stdout + done.stderr
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5")
+    assert done.returncode == 1 and "assert 0 < " in done.stdout, done.stdout + done.stderr
