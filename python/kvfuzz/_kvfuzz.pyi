@@ -1,0 +1,100 @@
+# Type stubs of the extension module (python/src/module.cpp); the package's own modules
+# carry their hints inline. Use the kvfuzz package, not this module.
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy
+
+__version__: str
+
+class FixtureError(ValueError): ...
+class EngineError(RuntimeError): ...
+
+class EngineConfig:
+    q_heads: int
+    kv_heads: int
+    group: int
+    head_dim: int
+    value_dim: int
+    page_size: int
+    dtype: str
+    scale: float
+    rope_theta: Optional[float]
+    window: Optional[int]
+    sequences: int
+    page_order: List[int]
+    poison: str
+
+class Chunk:
+    seq: int
+    tokens: int
+    q: numpy.ndarray
+    k: numpy.ndarray
+    v: numpy.ndarray
+
+class Scenario:
+    name: str
+    note: str
+    sequences: int
+    ops: int
+    tokens: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    value_dim: int
+    dtype: str
+    is_model: bool
+    hash: str
+    seed: Optional[int]
+    recorded_property: str
+    @staticmethod
+    def from_json(text: str, origin: str = "<string>") -> Scenario: ...
+    @staticmethod
+    def load(path: str) -> Scenario: ...
+    def save(self, path: str) -> None: ...
+    def to_json(self) -> str: ...
+    def copy(self) -> Scenario: ...
+
+class Engine:
+    name: str
+    mutant: bool
+    def declarations(self) -> dict: ...
+    def unjudgeable(self, scenario: Scenario) -> Optional[str]: ...
+
+class Outcome:
+    passed: bool
+    signature: Optional[str]
+    kind: Optional[str]
+    failure: str
+    report: str
+
+class Shrunk:
+    scenario: Scenario
+    outcome: Outcome
+    accepted: int
+    tried: int
+    skipped_seen: int
+    timed_out: bool
+
+def python_engine(factory: Callable[[EngineConfig], Any], name: str) -> Engine: ...
+def builtin_engine(name: str) -> Engine: ...
+def builtin_engines() -> List[str]: ...
+def properties() -> List[Tuple[str, str]]: ...
+def case_seed(run_seed: int, index: int) -> int: ...
+def generate(
+    seed: int,
+    engine: Optional[Engine] = None,
+    max_tokens: int = 0,
+    max_head_dim: int = 0,
+    max_q_heads: int = 0,
+    max_sequences: int = 0,
+    max_ops: int = 0,
+) -> Scenario: ...
+def reference(scenario: Scenario) -> List[tuple]: ...
+def judge_expect(scenario: Scenario) -> Optional[str]: ...
+def judge(property: str, scenario: Scenario, engine: Engine) -> Outcome: ...
+def explain(scenario: Scenario, engine: Engine) -> str: ...
+def shrink(scenario: Scenario, engine: Engine, property: str, seconds: float) -> Optional[Shrunk]: ...
+def stamp_failure(scenario: Scenario, source: str, engine: str, property: str, failure: str) -> None: ...
+def check_fixture_stem(engine: str, seed: int) -> str: ...
+def failure_fixture_stem(engine: str, property: str, kind: str, scenario: Scenario) -> str: ...
+def fixtures_below(dir: str) -> List[str]: ...

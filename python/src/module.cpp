@@ -1,0 +1,398 @@
+// kvfuzz._kvfuzz: the harness in-process for Python (docs/python.md). The package's Python
+// modules (python/kvfuzz/) build check, replay, shrink and the pytest plugin on these; this
+// file only binds, one definition of every step staying in the harness.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "corpus/fixture_files.h"
+#include "corpus/fixture_names.h"
+#include "corpus/provenance.h"
+#include "judge/report.h"
+#include "kvfuzz/engine.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/generator.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/property.h"
+#include "kvfuzz/shrink.h"
+#include "py_engine.h"
+#include "python_types.h"
+
+namespace nb = nanobind;
+
+namespace kvfuzz::python {
+
+namespace {
+
+// An engine as Python holds it: the EngineInfo every harness function takes, and its
+// declarations, asked once (probe_declarations makes one engine for the smallest layout).
+struct EngineHandle {
+  std::shared_ptr<const EngineInfo> info;
+  std::optional<EngineDeclarations> declared;
+
+  const EngineDeclarations& declarations();
+};
+
+// After the harness unwound from an engine call that saw Ctrl-C: raise it in Python.
+void raise_if_interrupted() {
+  if (!interrupted()) return;
+  clear_interrupted();
+  PyErr_SetNone(PyExc_KeyboardInterrupt);
+  throw nb::python_error();
+}
+
+// Runs `f`, which may call into engines; when one of them saw Ctrl-C, raises it afterwards,
+// however `f` ended.
+template <typename F>
+auto interruptible(F&& f) -> decltype(f()) {
+  try {
+    auto result = f();
+    raise_if_interrupted();
+    return result;
+  } catch (const nb::python_error&) {
+    throw;
+  } catch (...) {
+    raise_if_interrupted();
+    throw;
+  }
+}
+
+Property property_named(const std::string& name) {
+  if (const auto p = parse_property(name)) return *p;
+  std::string names;
+  for (const PropertyInfo& info : kProperties) {
+    names += (names.empty() ? "" : ", ") + std::string(info.name);
+  }
+  throw nb::value_error(("property: expected one of " + names + ", got '" + name + "'").c_str());
+}
+
+struct Outcome {
+  bool passed = true;
+  std::optional<std::string> signature;  // "prefix/mismatch"
+  std::optional<std::string> kind;       // "mismatch"
+  std::string failure;                   // the report's first line
+  std::string report;
+};
+
+const EngineDeclarations& EngineHandle::declarations() {
+  if (!declared) declared = interruptible([&] { return probe_declarations(*info); });
+  return *declared;
+}
+
+Outcome outcome_of(const PropertyOutcome& o) {
+  Outcome out;
+  out.passed = o.pass;
+  if (o.signature) {
+    out.signature = to_string(*o.signature);
+    out.kind = std::string(failure_kind_name(o.signature->kind));
+  }
+  if (!o.pass) out.failure = failure_line(o);
+  out.report = o.report;
+  return out;
+}
+
+struct Shrunk {
+  Scenario scenario;
+  Outcome outcome;
+  int accepted = 0, tried = 0, skipped_seen = 0;
+  bool timed_out = false;
+};
+
+// A reference row: its key, the keys it sees, its values [q_head, value_dim] and bounds.
+nb::tuple reference_row(const ReferenceRow& row, const Layout& layout) {
+  const auto heads = static_cast<size_t>(layout.q_heads);
+  const auto dim = static_cast<size_t>(layout.value_dim);
+  auto* values = new double[row.values.size()];
+  std::copy(row.values.begin(), row.values.end(), values);
+  nb::capsule owner(values, [](void* p) noexcept { delete[] static_cast<double*>(p); });
+  auto* bound = new double[row.bound.size()];
+  std::copy(row.bound.begin(), row.bound.end(), bound);
+  nb::capsule bound_owner(bound, [](void* p) noexcept { delete[] static_cast<double*>(p); });
+  return nb::make_tuple(row.key.seq, row.key.epoch, row.key.pos, row.key_lo, row.key_hi,
+                        nb::ndarray<nb::numpy, double, nb::ndim<2>>(values, {heads, dim}, owner),
+                        nb::ndarray<nb::numpy, double, nb::ndim<1>>(bound, {heads}, bound_owner));
+}
+
+nb::dict declarations_dict(const EngineDeclarations& d) {
+  nb::dict out;
+  nb::dict can;
+  can["truncate"] = d.capabilities.truncate;
+  can["fork"] = d.capabilities.fork;
+  out["capabilities"] = can;
+  nb::dict bitwise;
+  bitwise["batch"] = d.bitwise.batch;
+  bitwise["schedule"] = d.bitwise.schedule;
+  bitwise["layout"] = d.bitwise.layout;
+  bitwise["poison"] = d.bitwise.poison;
+  out["bitwise"] = bitwise;
+  nb::dict numerics;
+  numerics["output"] = std::string(dtype_name(d.numerics.output));
+  numerics["p"] = d.numerics.p ? std::string(dtype_name(*d.numerics.p)) : std::string("none");
+  numerics["score_accumulation"] = std::string(dtype_name(d.numerics.score_accumulation));
+  numerics["value_accumulation"] = std::string(dtype_name(d.numerics.value_accumulation));
+  out["numerics"] = numerics;
+  nb::dict supports;
+  nb::list dtypes;
+  for (DType t : d.supports.dtypes) dtypes.append(std::string(dtype_name(t)));
+  supports["dtypes"] = dtypes;
+  supports["head_dim_multiple"] = d.supports.head_dim_multiple;
+  supports["max_head_dim"] = d.supports.max_head_dim;
+  supports["max_q_heads"] = d.supports.max_q_heads;
+  supports["max_context"] = d.supports.max_context;
+  supports["value_dim_is_head_dim"] = d.supports.value_dim_is_head_dim;
+  out["supports"] = supports;
+  return out;
+}
+
+// The generator's options for one engine: its optional operations and supports, and the
+// caps a caller sets (0: the generator's own), as `kvfuzz check` makes them.
+GeneratorOptions generator_options(EngineHandle* engine, int max_tokens, int max_head_dim,
+                                   int max_q_heads, int max_sequences, int max_ops) {
+  GeneratorOptions options;
+  if (engine != nullptr) {
+    const EngineDeclarations& d = engine->declarations();
+    options.truncate = d.capabilities.truncate;
+    options.fork = d.capabilities.fork;
+    options.supports = d.supports;
+  }
+  const auto cap = [](int limit, int& most, int& typical) {
+    if (limit <= 0) return;
+    most = std::min(most, limit);
+    typical = std::min(typical, limit);
+  };
+  if (max_tokens > options.max_epoch_tokens) {
+    options.long_context = LongContextOptions{max_tokens};
+  } else {
+    cap(max_tokens, options.max_epoch_tokens, options.typical_epoch_tokens);
+  }
+  cap(max_head_dim, options.max_head_dim, options.typical_head_dim);
+  cap(max_q_heads, options.max_q_heads, options.typical_q_heads);
+  // As `kvfuzz check` refuses it (harness/cli/cmd_check.cpp): no head_dim can be drawn.
+  const EngineSupports& can = options.supports;
+  const int most_dim = std::min(can.max_head_dim > 0 ? can.max_head_dim : 128,
+                                options.long_context ? 16 : options.max_head_dim);
+  if (can.head_dim_multiple > most_dim) {
+    throw nb::value_error(("the engine's head_dim must be a multiple of " +
+                           std::to_string(can.head_dim_multiple) + ", but is at most " +
+                           std::to_string(most_dim) + " here (max_head_dim; long contexts: 16)")
+                              .c_str());
+  }
+  if (max_sequences > 0) options.max_sequences = std::min(options.max_sequences, max_sequences);
+  if (max_ops > 0) options.max_ops = std::min(options.max_ops, max_ops);
+  return options;
+}
+
+}  // namespace
+
+}  // namespace kvfuzz::python
+
+NB_MODULE(_kvfuzz, m) {
+  using namespace kvfuzz;
+  using namespace kvfuzz::python;
+  m.doc() = "kvfuzz's harness in-process (docs/python.md); use the kvfuzz package, not this";
+  m.attr("__version__") = KVFUZZ_VERSION;
+  // A Python engine's factory is held by C++ (its EngineInfo) and may hold, through its
+  // module, the handle that holds it: a cycle the GC cannot see, freed at exit anyway.
+  nb::set_leak_warnings(false);
+
+  nb::exception<FixtureError>(m, "FixtureError", PyExc_ValueError);
+  nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
+  bind_engine_types(m);
+
+  nb::class_<Scenario>(m, "Scenario", "One complete, deterministic test case (a fixture's content)")
+      .def_static("from_json", &parse_fixture, nb::arg("text"), nb::arg("origin") = "<string>")
+      .def_static(
+          "load", [](const std::string& path) { return load_fixture(path); }, nb::arg("path"))
+      .def(
+          "save", [](const Scenario& s, const std::string& path) { save_fixture(s, path); },
+          nb::arg("path"))
+      .def("to_json", &write_fixture)
+      .def("copy", [](const Scenario& s) { return s; })
+      .def_rw("name", &Scenario::name)
+      .def_rw("note", &Scenario::note)
+      .def_ro("sequences", &Scenario::sequences)
+      .def_prop_ro("ops", [](const Scenario& s) { return s.program.size(); })
+      .def_prop_ro("tokens", [](const Scenario& s) { return program_tokens(s); })
+      .def_prop_ro("q_heads", [](const Scenario& s) { return s.layout.q_heads; })
+      .def_prop_ro("kv_heads", [](const Scenario& s) { return s.layout.kv_heads; })
+      .def_prop_ro("head_dim", [](const Scenario& s) { return s.layout.head_dim; })
+      .def_prop_ro("value_dim", [](const Scenario& s) { return s.layout.value_dim; })
+      .def_prop_ro("dtype",
+                   [](const Scenario& s) { return std::string(dtype_name(s.layout.dtype)); })
+      .def_prop_ro("is_model", [](const Scenario& s) { return s.model.has_value(); })
+      .def_prop_ro("hash", [](const Scenario& s) { return scenario_hash(s); })
+      .def_prop_ro(
+          "seed", [](const Scenario& s) { return s.provenance.seed; },
+          "the case seed it was generated from, when it records one")
+      .def_prop_ro(
+          "recorded_property",
+          [](const Scenario& s) { return std::string(property_name(recorded_property(s))); })
+      .def("__eq__", [](const Scenario& a, const Scenario& b) { return a == b; })
+      .def("__repr__", [](const Scenario& s) {
+        return "<kvfuzz.Scenario " + (s.name.empty() ? std::string("(unnamed)") : s.name) + ": " +
+               std::to_string(s.program.size()) + " ops, " + std::to_string(program_tokens(s)) +
+               " tokens, " + std::to_string(s.sequences) + " sequences>";
+      });
+
+  nb::class_<EngineHandle>(m, "Engine", "An engine the harness can judge (kvfuzz.engine())")
+      .def_prop_ro("name", [](const EngineHandle& e) { return e.info->name; })
+      .def_prop_ro("mutant", [](const EngineHandle& e) { return e.info->mutant; })
+      .def(
+          "declarations", [](EngineHandle& e) { return declarations_dict(e.declarations()); },
+          "What it declares (capabilities, bitwise claims, numerics, supports), asked of one "
+          "engine made for the smallest layout")
+      .def(
+          "unjudgeable",
+          [](EngineHandle& e, const Scenario& s) { return unjudgeable(s, e.declarations()); },
+          "Why the scenario says nothing about this engine, or None")
+      .def("__repr__",
+           [](const EngineHandle& e) { return "<kvfuzz.Engine " + e.info->name + ">"; });
+
+  m.def(
+      "python_engine",
+      [](nb::object factory, std::string name) {
+        return EngineHandle{python_engine_info(std::move(factory), std::move(name)), {}};
+      },
+      nb::arg("factory"), nb::arg("name"));
+  m.def(
+      "builtin_engine",
+      [](const std::string& name) {
+        const EngineInfo* info = find_engine(name);
+        if (info == nullptr) {
+          throw nb::value_error(("unknown engine '" + name + "'" + did_you_mean(name) +
+                                 "; expected one of " + engine_names())
+                                    .c_str());
+        }
+        return EngineHandle{std::shared_ptr<const EngineInfo>(info, [](const EngineInfo*) {}), {}};
+      },
+      nb::arg("name"));
+  m.def("builtin_engines", [] {
+    std::vector<std::string> names;
+    for (const EngineInfo& info : engine_registry()) names.push_back(info.name);
+    return names;
+  });
+
+  m.def("properties", [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const PropertyInfo& p : kProperties) out.emplace_back(p.name, p.claim);
+    return out;
+  });
+
+  m.def("case_seed", &case_seed, nb::arg("run_seed"), nb::arg("index"));
+  m.def(
+      "generate",
+      [](uint64_t seed, EngineHandle* engine, int max_tokens, int max_head_dim, int max_q_heads,
+         int max_sequences, int max_ops) {
+        const GeneratorOptions options = generator_options(engine, max_tokens, max_head_dim,
+                                                           max_q_heads, max_sequences, max_ops);
+        PrngChoiceSource choices(seed);
+        Scenario s = generate_scenario(choices, options);
+        s.provenance.seed = seed;
+        return s;
+      },
+      nb::arg("seed"), nb::arg("engine").none() = nb::none(), nb::arg("max_tokens") = 0,
+      nb::arg("max_head_dim") = 0, nb::arg("max_q_heads") = 0, nb::arg("max_sequences") = 0,
+      nb::arg("max_ops") = 0);
+
+  m.def(
+      "reference",
+      [](const Scenario& s) {
+        const Prepared prepared = prepare(s);
+        nb::list rows;
+        for (const ExpectedSlot& slot : prepared.slots) {
+          rows.append(reference_row(prepared.reference.at(slot.key), s.layout));
+        }
+        return rows;
+      },
+      nb::arg("scenario"));
+  m.def(
+      "judge_expect", [](const Scenario& s) { return judge_expect(s, prepare(s)); },
+      nb::arg("scenario"));
+
+  nb::class_<Outcome>(m, "Outcome")
+      .def_ro("passed", &Outcome::passed)
+      .def_ro("signature", &Outcome::signature)
+      .def_ro("kind", &Outcome::kind)
+      .def_ro("failure", &Outcome::failure)
+      .def_ro("report", &Outcome::report);
+  m.def(
+      "judge",
+      [](const std::string& property, const Scenario& s, EngineHandle& engine) {
+        const Property p = property_named(property);
+        return outcome_of(interruptible([&] { return judge_property(p, s, *engine.info); }));
+      },
+      nb::arg("property"), nb::arg("scenario"), nb::arg("engine"));
+  m.def(
+      "explain",
+      [](const Scenario& s, EngineHandle& engine) {
+        const Prepared prepared = prepare(s);
+        return interruptible(
+            [&] { return explain_rows(s, prepared, judge_engine(s, prepared, *engine.info)); });
+      },
+      nb::arg("scenario"), nb::arg("engine"));
+
+  nb::class_<Shrunk>(m, "Shrunk")
+      .def_ro("scenario", &Shrunk::scenario)
+      .def_ro("outcome", &Shrunk::outcome)
+      .def_ro("accepted", &Shrunk::accepted)
+      .def_ro("tried", &Shrunk::tried)
+      .def_ro("skipped_seen", &Shrunk::skipped_seen)
+      .def_ro("timed_out", &Shrunk::timed_out);
+  m.def(
+      "shrink",
+      [](const Scenario& s, EngineHandle& engine, const std::string& property,
+         double seconds) -> std::optional<Shrunk> {
+        ShrinkOptions options;
+        options.property = property_named(property);
+        options.time_budget_seconds = seconds;
+        std::optional<ShrinkResult> r =
+            interruptible([&] { return shrink(s, *engine.info, options); });
+        if (!r) return std::nullopt;
+        return Shrunk{r->scenario, outcome_of(r->outcome), r->accepted,
+                      r->tried,    r->skipped_seen,        r->timed_out};
+      },
+      nb::arg("scenario"), nb::arg("engine"), nb::arg("property"), nb::arg("seconds"));
+
+  // Fixture names and provenance, as every other tool that writes a fixture stamps them.
+  m.def(
+      "stamp_failure",
+      [](Scenario& s, const std::string& source, const std::string& engine,
+         const std::string& property, const std::string& failure) {
+        stamp_failure(s, source, engine, property_named(property), failure);
+      },
+      nb::arg("scenario"), nb::arg("source"), nb::arg("engine"), nb::arg("property"),
+      nb::arg("failure"));
+  m.def("check_fixture_stem", &check_fixture_stem, nb::arg("engine"), nb::arg("seed"));
+  m.def(
+      "failure_fixture_stem",
+      [](const std::string& engine, const std::string& property, const std::string& kind,
+         const Scenario& s) {
+        FailureKind k = FailureKind::mismatch;
+        for (FailureKind each : {FailureKind::engine_error, FailureKind::wrong_position,
+                                 FailureKind::not_finite, FailureKind::mismatch}) {
+          if (failure_kind_name(each) == kind) k = each;
+        }
+        return failure_fixture_stem(engine, property_named(property), k, s);
+      },
+      nb::arg("engine"), nb::arg("property"), nb::arg("kind"), nb::arg("scenario"));
+  m.def(
+      "fixtures_below",
+      [](const std::string& dir) {
+        std::vector<std::string> out;
+        for (const auto& p : fixtures_below(dir)) out.push_back(p.string());
+        return out;
+      },
+      nb::arg("dir"));
+}

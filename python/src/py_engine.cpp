@@ -1,0 +1,184 @@
+#include "py_engine.h"
+
+#include <nanobind/stl/string.h>
+
+#include <utility>
+#include <vector>
+
+#include "arrays.h"
+#include "doors/exec_protocol.h"
+#include "python_types.h"
+
+namespace nb = nanobind;
+
+namespace kvfuzz::python {
+
+namespace {
+
+bool g_interrupted = false;
+
+// Calls `f`; a Python exception becomes an EngineError carrying its traceback.
+template <typename F>
+auto calling_python(std::string_view what, F&& f) -> decltype(f()) {
+  // After Ctrl-C, every further call fails at once, so that the harness unwinds quickly.
+  if (g_interrupted) throw EngineError("interrupted (KeyboardInterrupt)");
+  try {
+    return f();
+  } catch (nb::python_error& e) {
+    if (e.matches(PyExc_KeyboardInterrupt)) g_interrupted = true;
+    throw EngineError(std::string(what) + " raised " + format_python_error(e));
+  }
+}
+
+// The declarations an engine object carries, read by the exec protocol's own strict
+// reader of hello's reply (one definition of what a declaration may say): the attributes
+// are written as that reply, and its complaints name the attribute ("$.numerics.output").
+doors::HelloReply read_declarations(nb::handle engine) {
+  nb::dict reply;
+  reply["ok"] = true;
+  reply["protocol"] = doors::kProtocolVersion;
+  reply["name"] = "python";
+  if (nb::hasattr(engine, "capabilities")) {
+    reply["capabilities"] = engine.attr("capabilities");
+  } else {
+    nb::dict can;
+    can["truncate"] = nb::hasattr(engine, "truncate");
+    can["fork"] = nb::hasattr(engine, "fork");
+    reply["capabilities"] = can;
+  }
+  for (const char* field : {"bitwise", "numerics", "supports"}) {
+    if (nb::hasattr(engine, field)) reply[field] = engine.attr(field);
+  }
+  const std::string line = calling_python("writing the engine's declarations as JSON", [&] {
+    return nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(reply));
+  });
+  try {
+    return doors::read_hello_reply(line);
+  } catch (const EngineError& e) {
+    // "the engine's answer to hello does not follow protocol 1: $.numerics...": here the
+    // answer is the engine's attributes.
+    std::string message = e.what();
+    const std::string::size_type path = message.find("$.");
+    if (path != std::string::npos) message = message.substr(path + 2);
+    throw EngineError("the engine's declarations: " + message);
+  }
+}
+
+class PythonEngine final : public Engine {
+ public:
+  PythonEngine(nb::object engine, const EngineConfig& config)
+      : engine_(std::move(engine)), layout_(config.layout), declared_(read_declarations(engine_)) {}
+
+  ~PythonEngine() override {
+    nb::gil_scoped_acquire gil;
+    engine_.reset();
+  }
+
+  EngineCapabilities capabilities() const override { return declared_.capabilities; }
+  BitwiseClaims bitwise_claims() const override { return declared_.bitwise; }
+  EngineNumerics numerics() const override { return declared_.numerics; }
+  EngineSupports supports() const override { return declared_.supports; }
+
+  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
+    const Layout& l = layout_;
+    nb::list list;
+    for (const ChunkIn& c : chunks) {
+      const auto tokens = static_cast<size_t>(c.tokens);
+      list.append(Chunk{
+          c.seq, c.tokens,
+          input_array(c.q, tokens, static_cast<size_t>(l.q_heads), static_cast<size_t>(l.head_dim)),
+          input_array(c.k, tokens, static_cast<size_t>(l.kv_heads),
+                      static_cast<size_t>(l.head_dim)),
+          input_array(c.v, tokens, static_cast<size_t>(l.kv_heads),
+                      static_cast<size_t>(l.value_dim))});
+    }
+    const nb::object results = calling_python("step", [&] { return engine_.attr("step")(list); });
+    const size_t count = calling_python("step", [&] { return nb::len(results); });
+    if (count != chunks.size()) {
+      throw EngineError("step returned " + std::to_string(count) + " results for " +
+                        std::to_string(chunks.size()) +
+                        " chunks; expected one (positions, out) pair per chunk");
+    }
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const std::string what = "step's result " + std::to_string(i);
+      const nb::object pair = results[i];
+      if (calling_python(what, [&] { return nb::len(pair); }) != 2) {
+        throw EngineError(what + " is not a (positions, out) pair");
+      }
+      const auto tokens = static_cast<size_t>(chunks[i].tokens);
+      read_positions(pair[0], tokens, what + "'s positions", outs[i].positions);
+      read_output(pair[1],
+                  {tokens, static_cast<size_t>(l.q_heads), static_cast<size_t>(l.value_dim)},
+                  what + "'s out", outs[i].out);
+    }
+  }
+
+  void reset(int seq) override {
+    calling_python("reset", [&] { engine_.attr("reset")(seq); });
+  }
+  void truncate(int seq, int64_t keep) override {
+    calling_python("truncate", [&] { engine_.attr("truncate")(seq, keep); });
+  }
+  void fork(int src, int dst) override {
+    calling_python("fork", [&] { engine_.attr("fork")(src, dst); });
+  }
+
+ private:
+  nb::object engine_;
+  Layout layout_;
+  doors::HelloReply declared_;
+};
+
+}  // namespace
+
+std::string format_python_error(const nb::python_error& error) {
+  // "ValueError: boom" first (what a one-line summary keeps), then the traceback.
+  try {
+    const nb::module_ traceback = nb::module_::import_("traceback");
+    const nb::str join("");
+    std::string text = nb::cast<std::string>(
+        join.attr("join")(traceback.attr("format_exception_only")(error.type(), error.value())));
+    if (error.traceback().is_valid() && !error.traceback().is_none()) {
+      text +=
+          "Traceback (most recent call last):\n" +
+          nb::cast<std::string>(join.attr("join")(traceback.attr("format_tb")(error.traceback())));
+    }
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    // Indented below the first line, so that a report's detail reads as one block.
+    std::string indented;
+    for (const char c : text) {
+      indented += c;
+      if (c == '\n') indented += "    ";
+    }
+    return indented;
+  } catch (const std::exception&) {
+    return error.what();
+  }
+}
+
+bool interrupted() {
+  return g_interrupted;
+}
+void clear_interrupted() {
+  g_interrupted = false;
+}
+
+std::shared_ptr<const EngineInfo> python_engine_info(nb::object factory, std::string name) {
+  auto info = std::make_shared<EngineInfo>();
+  info->name = std::move(name);
+  info->description = "a Python engine, in-process";
+  // The factory object lives as long as the EngineInfo (shared, so copies of `make` share it).
+  auto held = std::shared_ptr<nb::object>(new nb::object(std::move(factory)), [](nb::object* p) {
+    nb::gil_scoped_acquire gil;
+    delete p;
+  });
+  info->make = [held](const EngineConfig& config) -> std::unique_ptr<Engine> {
+    nb::object engine =
+        calling_python("the engine factory", [&] { return (*held)(nb::cast(config)); });
+    if (engine.is_none()) throw EngineError("the engine factory returned None");
+    return std::make_unique<PythonEngine>(std::move(engine), config);
+  };
+  return info;
+}
+
+}  // namespace kvfuzz::python

@@ -1,0 +1,212 @@
+"""The package's in-process API, each piece tried both ways: an honest engine passes, a
+wrong one fails."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import kvfuzz
+from buggy_numpy_engine import BuggyNumpyEngine
+from conftest import ROOT
+from numpy_engine import NumpyEngine
+
+WORKED = os.path.join(ROOT, "corpus", "seeds", "worked-example.json")
+
+
+class NoHistory(NumpyEngine):
+    """The numpy engine announcing neither truncate nor fork."""
+
+    capabilities = {"truncate": False, "fork": False}
+
+
+def test_generator_is_deterministic_and_follows_the_engine():
+    assert kvfuzz.generate(7).to_json() == kvfuzz.generate(7).to_json()
+    assert kvfuzz.generate(7).to_json() != kvfuzz.generate(8).to_json()
+    ops = "".join(kvfuzz.generate(kvfuzz.case_seed(1, i)).to_json() for i in range(200))
+    assert '"truncate"' in ops and '"fork"' in ops
+    ops = "".join(kvfuzz.generate(kvfuzz.case_seed(1, i), NoHistory).to_json() for i in range(200))
+    assert '"truncate"' not in ops and '"fork"' not in ops
+    small = [kvfuzz.generate(kvfuzz.case_seed(2, i), max_head_dim=4, max_q_heads=2) for i in range(50)]
+    assert max(s.head_dim for s in small) <= 4 and max(s.q_heads for s in small) <= 2
+
+
+def test_reference_of_the_worked_example():
+    rows = kvfuzz.reference(kvfuzz.load_fixture(WORKED))
+    assert [(r.seq, r.epoch, r.pos) for r in rows] == [(0, 0, p) for p in range(5)]
+    assert [r.values[0, 0] for r in rows[3:]] == pytest.approx([7.5, 12.4])
+    assert all(r.bound[0] > 0 for r in rows)
+
+
+def test_judge_one_property():
+    scenario = kvfuzz.load_fixture(os.path.join(ROOT, "corpus", "seeds", "reset-two-requests.json"))
+    assert kvfuzz.judge(scenario, NumpyEngine, "reset").passed
+    outcome = kvfuzz.judge(scenario, BuggyNumpyEngine, "reset")
+    assert not outcome.passed and outcome.signature == "reset/wrong-position"
+    with pytest.raises(ValueError, match="property: expected one of prefix"):
+        kvfuzz.judge(scenario, NumpyEngine, "prefx")
+
+
+def test_replay_of_the_installed_corpus_and_of_seeds():
+    corpus = kvfuzz.corpus_path()
+    assert os.path.isfile(os.path.join(corpus, "seeds", "worked-example.json"))
+    result = kvfuzz.replay(corpus, NumpyEngine)
+    assert result.passed and result.count("pass") == len(kvfuzz.fixtures(corpus)) >= 20
+    assert kvfuzz.replay(corpus, kvfuzz.builtin_engine("paged")).passed
+    seeds = os.path.join(ROOT, "corpus", "seeds")
+    assert not kvfuzz.replay(seeds, BuggyNumpyEngine).passed
+    assert not kvfuzz.replay(seeds, kvfuzz.builtin_engine("mask-origin")).passed
+
+
+def test_replay_of_a_malformed_fixture_is_bad_input(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": 1}')
+    result = kvfuzz.replay(str(bad), NumpyEngine)
+    assert not result.passed and result.count("bad") == 1
+    assert str(bad) in result.fixtures[0].report
+    with pytest.raises(kvfuzz.FixtureError, match="bad.json"):
+        kvfuzz.load_fixture(bad)
+
+
+def test_check_saves_before_shrinking_and_the_case_seed_makes_the_case_again(tmp_path):
+    assert kvfuzz.check(NumpyEngine, cases=30, out=str(tmp_path / "honest")).passed
+    assert not (tmp_path / "honest").exists()
+    result = kvfuzz.check(BuggyNumpyEngine, cases=30, properties=["prefix"], out=str(tmp_path))
+    (finding,) = result.findings
+    assert finding.signature == "prefix/wrong-position" and finding.property == "prefix"
+    raw = kvfuzz.load_fixture(finding.raw_fixture)
+    assert raw.seed == finding.case_seed
+    assert raw.hash == kvfuzz.generate(finding.case_seed, BuggyNumpyEngine).hash
+    shrunk = kvfuzz.load_fixture(finding.fixture)
+    assert os.path.dirname(finding.fixture) == str(tmp_path)
+    assert (shrunk.ops, shrunk.tokens) == (3, 2)
+    assert not kvfuzz.replay(finding.fixture, BuggyNumpyEngine).passed
+    assert kvfuzz.replay(finding.fixture, NumpyEngine).passed
+
+
+def test_check_finds_builtin_mutants_too(tmp_path):
+    result = kvfuzz.check(kvfuzz.builtin_engine("mask-origin"), cases=20, out=str(tmp_path))
+    assert "prefix/mismatch" in [f.signature for f in result.findings]
+    assert kvfuzz.check(kvfuzz.builtin_engine("flash"), cases=20, out=str(tmp_path)).passed
+
+
+def test_shrink_a_fixture(tmp_path):
+    seeds = os.path.join(ROOT, "corpus", "seeds", "reset-two-requests.json")
+    assert kvfuzz.shrink(seeds, NumpyEngine) is None  # passes: nothing to shrink
+    result = kvfuzz.shrink(seeds, BuggyNumpyEngine, "prefix", out=str(tmp_path))
+    assert result.signature == "prefix/wrong-position"
+    assert os.path.isfile(result.fixture) and result.scenario.tokens <= 2
+
+
+class Declaring(NumpyEngine):
+    numerics = {"output": "f32"}
+    supports = {"dtypes": ["f16"], "max_head_dim": 8}
+
+
+class MisDeclaring(NumpyEngine):
+    numerics = {"output": "fp8"}
+
+
+def test_declarations_are_read_and_followed():
+    declared = kvfuzz.engine(Declaring).declarations()
+    assert declared["supports"]["dtypes"] == ["f16"] and declared["supports"]["max_head_dim"] == 8
+    cases = [kvfuzz.generate(kvfuzz.case_seed(3, i), Declaring) for i in range(40)]
+    assert {s.dtype for s in cases} == {"f16"} and max(s.head_dim for s in cases) <= 8
+    assert kvfuzz.check(Declaring, cases=20, properties=["prefix"]).passed
+    with pytest.raises(kvfuzz.EngineError, match=r"numerics\.output: expected one of"):
+        kvfuzz.check(MisDeclaring, cases=1)
+
+
+def _one_token_engine(make_out):
+    """An honest engine whose step returns its rows as make_out(rows as float64) makes them."""
+
+    class Shaped(NumpyEngine):
+        def step(self, chunks):
+            return [(p, make_out(out)) for p, out in super().step(chunks)]
+
+    return Shaped
+
+
+@pytest.mark.parametrize(
+    "make_out",
+    [
+        lambda out: out.astype(np.float32),
+        lambda out: np.ascontiguousarray(out.transpose(1, 0, 2)).transpose(1, 0, 2),
+        lambda out: out.tolist(),
+        lambda out: memoryview(np.ascontiguousarray(out, dtype=np.float32)),
+    ],
+    ids=["float32", "strided", "lists", "buffer"],
+)
+def test_outputs_of_any_array_kind(make_out):
+    outcome = kvfuzz.judge(kvfuzz.load_fixture(WORKED), _one_token_engine(make_out), "prefix")
+    assert outcome.passed, outcome.report
+
+
+def test_float16_rows_pass_only_when_declared():
+    half = _one_token_engine(lambda out: out.astype(np.float16))
+    worked = kvfuzz.load_fixture(WORKED)  # row 2 is 14/3: f16 rounds it by 0.0026
+    outcome = kvfuzz.judge(worked, half, "prefix")
+    assert not outcome.passed and outcome.kind == "mismatch"
+    half.numerics = {"output": "f16"}
+    assert kvfuzz.judge(worked, half, "prefix").passed
+
+
+def test_a_wrongly_shaped_output_is_an_engine_error_naming_the_shape():
+    outcome = kvfuzz.judge(kvfuzz.load_fixture(WORKED), _one_token_engine(lambda o: o[:, :, :0]), "prefix")
+    assert outcome.signature == "prefix/engine-error"
+    assert re.search(r"out has shape \(\d+, 1, 0\); expected \(\d+, 1, 1\)", outcome.report)
+
+
+def test_keyboard_interrupt_in_the_engine_stops_the_check(tmp_path):
+    class Interrupted(NumpyEngine):
+        def step(self, chunks):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        kvfuzz.check(Interrupted, cases=5, out=str(tmp_path))
+    assert kvfuzz.check(NumpyEngine, cases=3, out=str(tmp_path)).passed  # the flag is cleared
+
+
+def test_inputs_are_float32_numpy_arrays_the_engine_may_keep():
+    seen = []
+
+    class Keeping(NumpyEngine):
+        def step(self, chunks):
+            seen.extend(chunks)
+            return super().step(chunks)
+
+    assert kvfuzz.judge(kvfuzz.load_fixture(WORKED), Keeping, "prefix").passed
+    chunk = seen[0]
+    assert isinstance(chunk.q, np.ndarray) and chunk.q.dtype == np.float32
+    assert chunk.q.shape == (chunk.tokens, 1, 1) and chunk.v.shape == (chunk.tokens, 1, 1)
+    assert chunk.q.flags.owndata or chunk.q.base is not None
+    assert list(np.concatenate([c.v for c in seen]).ravel()) == [2, 4, 8, 16, 32]
+
+
+def test_keyboard_interrupt_in_the_factory_is_raised_and_cleared():
+    def factory(config):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        kvfuzz.check(factory, cases=1)
+    assert kvfuzz.judge(kvfuzz.load_fixture(WORKED), NumpyEngine, "prefix").passed
+
+
+def test_supports_that_no_head_dim_can_meet_are_refused():
+    class Wide(NumpyEngine):
+        supports = {"head_dim_multiple": 64}
+
+    assert kvfuzz.generate(3, Wide).head_dim % 64 == 0
+    with pytest.raises(ValueError, match="multiple of 64, but is at most 16"):
+        kvfuzz.generate(3, Wide, max_head_dim=16)
+
+
+def test_the_stubs_name_every_public_name_of_the_extension():
+    import kvfuzz._kvfuzz as module
+
+    stub = open(os.path.join(os.path.dirname(module.__file__), "_kvfuzz.pyi")).read()
+    named = set(re.findall(r"^(?:def|class) (\w+)", stub, re.M))
+    public = {n for n in dir(module) if not n.startswith("_")}
+    assert public == named, (public - named, named - public)
+    assert os.path.isfile(os.path.join(os.path.dirname(module.__file__), "py.typed"))

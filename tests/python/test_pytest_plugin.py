@@ -1,0 +1,117 @@
+"""The pytest plugin end to end: the example's pytest file passes on the honest numpy
+engine, the same file on the buggy engine fails with a shrunk fixture and a replay command
+that works, and an engine's exception shows its Python traceback."""
+
+import os
+import re
+import subprocess
+import sys
+
+import kvfuzz
+from conftest import EXAMPLES
+
+BUGGY_TEST = """\
+import pytest
+import kvfuzz
+from buggy_numpy_engine import BuggyNumpyEngine
+
+
+@pytest.mark.parametrize("prop", kvfuzz.PROPERTIES)
+def test_buggy(kvfuzz_check, prop):
+    kvfuzz_check(BuggyNumpyEngine, properties=[prop])
+"""
+
+RAISING_TEST = """\
+from numpy_engine import NumpyEngine
+
+
+def divide_by_zero():
+    return 1 / 0
+
+
+class Raising(NumpyEngine):
+    def reset(self, seq):
+        divide_by_zero()
+
+
+def test_raising(kvfuzz_check):
+    kvfuzz_check(Raising, properties=["prefix"])
+"""
+
+
+def test_example_file_is_short_and_passes_on_the_honest_engine(run_pytest, tmp_path):
+    example = os.path.join(EXAMPLES, "test_numpy_engine.py")
+    assert len(open(example).read().splitlines()) <= 15
+    done = run_pytest(example, "--kvfuzz-cases", "40", "--kvfuzz-out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "6 passed" in done.stdout
+    assert not (tmp_path / "out").exists()  # nothing failed, nothing saved
+
+
+def test_buggy_engine_fails_with_a_shrunk_fixture_and_its_replay_command(run_pytest, tmp_path):
+    (tmp_path / "test_buggy.py").write_text(BUGGY_TEST)
+    out = tmp_path / "out"
+    done = run_pytest("test_buggy.py", "--kvfuzz-cases", "40", "--kvfuzz-out", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    # prefix, reset and batch see the stale position; the others compare the engine with
+    # itself on variants that keep the bug alike.
+    assert re.search(r"\b3 failed, 3 passed\b", done.stdout), done.stdout
+    paths = re.findall(r"shrunk fixture: (\S+\.json)", done.stdout)
+    commands = re.findall(r"replay: +(.+ -m kvfuzz replay .+)", done.stdout)
+    assert len(paths) == 3 and len(commands) == 3, done.stdout
+    for path in paths:
+        shrunk = kvfuzz.load_fixture(path)
+        # One token, a reset, one token (batch: with a neighbour in another sequence).
+        assert shrunk.ops <= 4 and shrunk.tokens <= 3, path
+        assert "wrong-position" in path
+    # The printed command replays the failure (exit 1), run where pytest ran.
+    argv = commands[0].split()
+    replayed = subprocess.run(
+        [sys.executable] + argv[1:], cwd=tmp_path, capture_output=True, text=True,
+        env=dict(os.environ, PYTHONPATH=EXAMPLES),
+    )
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "1 failed" in replayed.stdout
+    assert "the engine reported this token at position 1" in replayed.stdout
+
+
+def test_engine_exception_shows_its_traceback(run_pytest, tmp_path):
+    (tmp_path / "test_raising.py").write_text(RAISING_TEST)
+    done = run_pytest("test_raising.py", "--kvfuzz-cases", "40", "--kvfuzz-out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "prefix/engine-error" in done.stdout
+    assert "ZeroDivisionError: division by zero" in done.stdout
+    assert "Traceback (most recent call last)" in done.stdout
+    assert "in divide_by_zero" in done.stdout and "return 1 / 0" in done.stdout
+
+
+COUNT_TEST = """\
+from numpy_engine import NumpyEngine
+
+
+class Counting(NumpyEngine):
+    longest = 0  # the most tokens a sequence held
+
+    def step(self, chunks):
+        rows = super().step(chunks)
+        held = [len(self.sequences[c.seq].keys) for c in chunks]
+        Counting.longest = max([Counting.longest] + held)
+        return rows
+
+
+def test_count(kvfuzz_check):
+    result = kvfuzz_check(Counting, properties=["prefix"])
+    assert (result.cases, result.seed) == (7, 5), (result.cases, result.seed)
+    assert 0 < Counting.longest <= 4, Counting.longest
+"""
+
+
+def test_options_reach_the_check(run_pytest, tmp_path):
+    (tmp_path / "test_count.py").write_text(COUNT_TEST)
+    options = ["--kvfuzz-seed", "5", "--kvfuzz-max-tokens", "4"]
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", *options)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "8", *options)
+    assert done.returncode == 1 and "(8, 5)" in done.stdout, done.stdout + done.stderr
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5")
+    assert done.returncode == 1 and "assert 0 < " in done.stdout, done.stdout + done.stderr
