@@ -74,7 +74,15 @@ GuardedProcess start_engine(const std::string& command) {
 }  // namespace
 
 LineProcess::LineProcess(const std::string& command, std::chrono::milliseconds timeout)
-    : timeout_(timeout), process_(start_engine(command)) {}
+    : timeout_(timeout), process_(start_engine(command)), owner_(getpid()) {}
+
+bool LineProcess::usable() {
+  // In a forked child has_exited() would say so too (the engine is no child of its, so
+  // waitid() finds none), but that is an accident of waitid(); the owner says it plainly.
+  if (failure_ || process_.ended() || getpid() != owner_) return false;
+  pump(std::chrono::milliseconds(0));
+  return reply_.empty() && process_.stdout_fd() >= 0 && !process_.has_exited();
+}
 
 LineProcess::~LineProcess() {
   close();
