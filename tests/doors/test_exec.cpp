@@ -965,9 +965,10 @@ TEST(ExecPersistent, AWrongAnswerToNewCaseIsOneLineAndTheProcessIsNotReused) {
   const std::vector<std::pair<std::string, std::string>> modes = {
       {"refuse-new-case", "the engine refused new_case: cannot start another case"},
       {"new-case-changes-numerics",
-       "the engine's answer to new_case changes its numerics from its answer to hello; "
-       "declarations must not depend on the case"},
-      {"new-case-changes-capabilities", "the engine's answer to new_case changes its capabilities"},
+       "the engine's answer to new_case declares $.numerics.output otherwise than its answer "
+       "to hello; declarations must not depend on the case"},
+      {"new-case-changes-capabilities",
+       "the engine's answer to new_case declares $.capabilities.fork otherwise"},
       {"new-case-no-name",
        "the engine's answer to new_case does not follow protocol 2: $.name: expected the "
        "engine's name, a non-empty string"},

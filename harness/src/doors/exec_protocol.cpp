@@ -367,18 +367,47 @@ void read_declarations(const JsonNode& reply, HelloReply& hello) {
   hello.supports = read_supports(reply);
 }
 
-// What `again` declares otherwise than `first`, as a phrase ("its numerics"), or nothing.
+// The first field `again` declares otherwise than `first`, as its JSON path
+// ("$.numerics.output"), or nothing.
 std::optional<std::string> changed_declaration(const HelloReply& first, const HelloReply& again) {
-  if (again.name != first.name) {
-    return "its name (" + quote_excerpt(first.name) + ", now " + quote_excerpt(again.name) + ")";
+  const auto& a = first;
+  const auto& b = again;
+  const std::pair<const char*, bool> fields[] = {
+      {"$.name", a.name == b.name},
+      {"$.capabilities.truncate", a.capabilities.truncate == b.capabilities.truncate},
+      {"$.capabilities.fork", a.capabilities.fork == b.capabilities.fork},
+      {"$.bitwise.batch", a.bitwise.batch == b.bitwise.batch},
+      {"$.bitwise.schedule", a.bitwise.schedule == b.bitwise.schedule},
+      {"$.bitwise.layout", a.bitwise.layout == b.bitwise.layout},
+      {"$.bitwise.poison", a.bitwise.poison == b.bitwise.poison},
+      {"$.numerics.output", a.numerics.output == b.numerics.output},
+      {"$.numerics.p", a.numerics.p == b.numerics.p},
+      {"$.numerics.score_accumulation",
+       a.numerics.score_accumulation == b.numerics.score_accumulation},
+      {"$.numerics.value_accumulation",
+       a.numerics.value_accumulation == b.numerics.value_accumulation},
+      {"$.numerics.rotated_keys_in_storage",
+       a.numerics.rotated_keys_in_storage == b.numerics.rotated_keys_in_storage},
+      {"$.numerics.rotated_queries_in_storage",
+       a.numerics.rotated_queries_in_storage == b.numerics.rotated_queries_in_storage},
+      {"$.numerics.rope_angles_exact",
+       a.numerics.rope_angles_exact == b.numerics.rope_angles_exact},
+      {"$.supports.dtypes", a.supports.dtypes == b.supports.dtypes},
+      {"$.supports.head_dim_multiple",
+       a.supports.head_dim_multiple == b.supports.head_dim_multiple},
+      {"$.supports.max_head_dim", a.supports.max_head_dim == b.supports.max_head_dim},
+      {"$.supports.max_q_heads", a.supports.max_q_heads == b.supports.max_q_heads},
+      {"$.supports.max_context", a.supports.max_context == b.supports.max_context},
+      {"$.supports.value_dim_is_head_dim",
+       a.supports.value_dim_is_head_dim == b.supports.value_dim_is_head_dim},
+  };
+  for (const auto& [path, same] : fields) {
+    if (!same) return std::string(path);
   }
-  if (again.capabilities.truncate != first.capabilities.truncate ||
-      again.capabilities.fork != first.capabilities.fork) {
-    return std::string("its capabilities");
-  }
-  if (again.bitwise != first.bitwise) return std::string("its bitwise claims");
-  if (again.numerics != first.numerics) return std::string("its numerics");
-  if (again.supports != first.supports) return std::string("its supports");
+  // A field added to a declaration but not above still counts.
+  if (a.numerics != b.numerics) return std::string("$.numerics");
+  if (a.supports != b.supports) return std::string("$.supports");
+  if (a.bitwise != b.bitwise) return std::string("$.bitwise");
   return std::nullopt;
 }
 
@@ -414,9 +443,9 @@ HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello) {
   again.protocol = kPersistentProtocol;
   read_declarations(reply, again);
   if (const auto changed = changed_declaration(hello, again)) {
-    throw EngineError("the engine's answer to new_case changes " + *changed +
-                      " from its answer to hello; declarations must not depend on the case "
-                      "(docs/engine-protocol.md)");
+    throw EngineError("the engine's answer to new_case declares " + *changed +
+                      " otherwise than its answer to hello; declarations must not depend on "
+                      "the case (docs/engine-protocol.md)");
   }
   return again;
 }
