@@ -1069,6 +1069,28 @@ TEST(ExecCli, CheckPassesTheHonestPythonEngine) {
   fs::remove_all(out);
 }
 
+// kvfuzz check starts a version-2 engine once for all its cases (the resolve's process
+// serves them), and once per engine made when forced to version 1.
+TEST(ExecCli, CheckStartsAVersion2EngineOnce) {
+  const fs::path out = fresh_dir("persistent");
+  const std::string command = "check " + engine_flag(misbehaving("v2-honest")) + " --cases 20" +
+                              kSmall + " --out " + quoted(out);
+  {
+    const PidLog log;
+    const auto r = run_kvfuzz(command);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_EQ(log.pids().size(), 1u);
+  }
+  {
+    const PidLog log;
+    const ScopedEnv protocol("KVFUZZ_EXEC_PROTOCOL", "1");
+    const auto r = run_kvfuzz(command);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_GT(log.pids().size(), 20u);  // one per case, and the probes
+  }
+  fs::remove_all(out);
+}
+
 TEST(ExecCli, CheckRejectsTheBuggyEngineAndShrinkGivesASmallFixtureThatReplays) {
   const fs::path out = fresh_dir("buggy");
   const auto r = run_kvfuzz("check " + engine_flag(buggy_command()) + " --cases 40" + kSmall +
