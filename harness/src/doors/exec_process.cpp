@@ -91,6 +91,12 @@ LineProcess::~LineProcess() {
 std::string LineProcess::exchange(std::string_view request, std::string_view what,
                                   size_t max_reply_bytes) {
   if (failure_) throw EngineError(*failure_);
+  if (getpid() != owner_) {
+    // Its pipes are shared with the parent, which may be talking to it: a line written
+    // here would corrupt both conversations. Refused, and the process left alone.
+    throw EngineError("the engine's process belongs to kvfuzz process " + std::to_string(owner_) +
+                      ", not to this one forked from it; make the engine after fork()");
+  }
   const std::string name(what);
   pump(std::chrono::milliseconds(0));  // whatever it wrote since its last answer
   if (!reply_.empty()) {

@@ -28,7 +28,8 @@
 // child that holds a copy of the object (a worker forked with an engine pool) may destroy
 // it, which only closes the child's copies of the pipes: the engine is not a child of the
 // child's, so GuardedProcess neither signals nor waits for it, and the parent keeps using
-// it. usable() is false there, so the child never writes to the parent's engine.
+// it. usable() is false there and exchange() refuses, so the child never writes to the
+// parent's engine.
 #pragma once
 
 #include <sys/types.h>
