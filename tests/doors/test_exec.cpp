@@ -879,10 +879,11 @@ Scenario one_step() {
 }
 
 // Cases, and every property's variants, on the version 2 engine all run in the process its
-// resolve started; forced to version 1 the same loop starts one process per engine.
+// resolve started; forced to version 1 the same loop starts one process per engine, and
+// so does an engine that speaks only version 1.
 TEST(ExecPersistent, OneProcessServesEveryCaseAndVariantOfAVersion2Engine) {
-  const auto run = [](int& engines_made) {
-    auto engine = exec_engine(misbehaving("v2-honest"));
+  const auto run = [](int& engines_made, const std::string& mode = "v2-honest") {
+    auto engine = exec_engine(misbehaving(mode));
     EngineInfo counting = *engine;
     counting.make = [&engines_made, make = engine->make](const EngineConfig& config) {
       ++engines_made;
@@ -913,6 +914,13 @@ TEST(ExecPersistent, OneProcessServesEveryCaseAndVariantOfAVersion2Engine) {
     const std::string description = run(made);
     EXPECT_NE(description.find("version 1:"), std::string::npos) << description;
     EXPECT_EQ(log.pids().size(), static_cast<size_t>(made) + 1);  // and the resolve's
+  }
+  {
+    const PidLog log;
+    int made = 0;
+    const std::string description = run(made, "honest");
+    EXPECT_NE(description.find("version 1:"), std::string::npos) << description;
+    EXPECT_EQ(log.pids().size(), static_cast<size_t>(made) + 1);
   }
   EXPECT_TRUE(no_children_left());
 }
