@@ -128,12 +128,14 @@ class Session:
             self.protocol = max(common)
             self.engine = self.make_engine(config_from_hello(request))
             return declarations(self.engine, self.protocol)
-        if self.engine is None:
+        if self.protocol is None:
             raise RuntimeError(f"'{op}' before hello")
         if op == "new_case" and self.protocol >= 2:
             self.engine = None  # the last case's engine is gone even if the next one fails
             self.engine = self.make_engine(config_from_hello(request))
             return declarations(self.engine, self.protocol)
+        if self.engine is None:
+            raise RuntimeError(f"'{op}' without a case: making its engine failed")
         if op == "step":
             chunks = [Chunk(c["seq"], c["q"], c["k"], c["v"]) for c in request["chunks"]]
             results = self.engine.step(chunks)
