@@ -1,5 +1,7 @@
-// What the exec: door costs (docs/engine-protocol.md): per engine, the start of its process
-// with hello, its close, one decode step (1 token after a 64-token prefill) and one 64-token
+// What the exec: door costs (docs/engine-protocol.md): per engine, making it (the start of
+// its process with hello; for an engine of protocol version 2, whose processes are reused,
+// a new_case in the process the last engine gave back: KVFUZZ_EXEC_PROTOCOL=1 measures the
+// start instead), its end, one decode step (1 token after a 64-token prefill) and one 64-token
 // chunk, at a typical layout (8 q heads over 2 kv heads, head_dim 32, f32). Medians over
 // repeats. Compared engines: a Python engine that answers zeros (bench/exec_zero_engine.py:
 // the protocol alone), the honest Python example, and the built-in contiguous engine.
@@ -163,7 +165,8 @@ int main(int argc, char** argv) {
   }
   const Medians& base = results.back().second;  // the last engine: the built-in one
   std::printf(
-      "| engine | start + hello | close | decode step | 64-token chunk (dyadic) | 64-token chunk "
+      "| engine | make (start + hello, or new_case) | end | decode step | 64-token chunk (dyadic) "
+      "| 64-token chunk "
       "(full-precision floats) | decode / %s | chunk / %s |\n",
       results.back().first.c_str(), results.back().first.c_str());
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -158,8 +158,9 @@ class OrtGqaEngine:
             "value_accumulation": "f32",
             "rotated_keys_in_storage": True,
             # The kernel is handed q rotated and rounded to its dtype as well (--rope
-            # adapter), or rotates it itself in f32 (--rope ort).
-            "rotated_queries_in_storage": self.adapter_rotary,
+            # adapter), or rotates it itself in f32 (--rope ort). Said of every layout (it
+            # matters only with RoPE): declarations must not depend on the case.
+            "rotated_queries_in_storage": rope_mode == "adapter",
             # Angles (and cos/sin, for --rope ort) are computed here in float64.
             "rope_angles_exact": True,
         }

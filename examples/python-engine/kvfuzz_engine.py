@@ -1,4 +1,4 @@
-"""The kvfuzz engine protocol, version 1, as a loop to import (docs/engine-protocol.md).
+"""The kvfuzz engine protocol, versions 1 and 2, as a loop to import (docs/engine-protocol.md).
 
 kvfuzz starts your program, writes one JSON request per line to its stdin and reads one
 JSON reply per line from its stdout. This module does the reading, the writing and the
@@ -21,6 +21,13 @@ error handling; you write the engine:
 
 and run `kvfuzz check --engine "exec:python3 my_engine.py"`.
 
+The loop speaks version 2 when kvfuzz offers it: one process serves many cases, and each
+new case (hello, then every new_case) gets an engine object of its own, made by
+make_engine(config), so nothing of one case can leak into the next through the engine.
+State outside it (a model loaded at import, a compiled kernel) is kept, which is the
+point: it is paid for once per process, not once per case. With a kvfuzz that offers only
+version 1 (KVFUZZ_EXEC_PROTOCOL=1), every case is a process of its own.
+
 An exception raised by the engine becomes {"ok": false, "error": "Type: message"}, which
 kvfuzz reports as an engine error of the case at hand (and saves as a fixture). print()
 goes to stderr while serve() runs: stdout belongs to the protocol. Standard library only.
@@ -32,7 +39,7 @@ import json
 import sys
 from dataclasses import dataclass
 
-PROTOCOL = 1
+PROTOCOLS = (1, 2)  # the versions this loop speaks; 2 adds new_case
 
 
 @dataclass
@@ -70,7 +77,7 @@ class Chunk:
 
 
 def config_from_hello(request):
-    """The Config a hello request describes."""
+    """The Config a hello (or new_case) request describes."""
     layout = request["layout"]
     return Config(
         q_heads=layout["q_heads"],
@@ -88,51 +95,72 @@ def config_from_hello(request):
     )
 
 
-def answer(engine, make_engine, request):
-    """(engine, reply) for one parsed request; hello makes the engine. Raises on failure."""
-    op = request.get("op")
-    if op == "hello":
-        wanted = request.get("protocol")
-        if wanted != PROTOCOL:
-            raise ValueError(f"this engine speaks protocol {PROTOCOL}, not {wanted}")
-        engine = make_engine(config_from_hello(request))
-        capabilities = {"truncate": hasattr(engine, "truncate"), "fork": hasattr(engine, "fork")}
-        name = getattr(engine, "name", type(engine).__name__)
-        reply = {"ok": True, "protocol": PROTOCOL, "name": name, "capabilities": capabilities}
-        # Optional declarations, dicts on the class (docs/engine-protocol.md, hello).
-        for field in ("bitwise", "numerics", "supports"):
-            if hasattr(engine, field):
-                reply[field] = getattr(engine, field)
-        return engine, reply
-    if engine is None:
-        raise RuntimeError(f"'{op}' before hello")
-    if op == "step":
-        chunks = [Chunk(c["seq"], c["q"], c["k"], c["v"]) for c in request["chunks"]]
-        results = engine.step(chunks)
-        return engine, {
-            "ok": True,
-            "chunks": [{"positions": list(p), "out": out} for p, out in results],
-        }
-    if op == "reset":
-        engine.reset(request["seq"])
-    elif op == "truncate":
-        engine.truncate(request["seq"], request["keep"])
-    elif op == "fork":
-        engine.fork(request["src"], request["dst"])
-    else:
-        raise ValueError(f"unknown op {op!r}")
-    return engine, {"ok": True}
+def declarations(engine, protocol):
+    """The reply to hello and to new_case: the version, the name and what the engine declares."""
+    capabilities = {"truncate": hasattr(engine, "truncate"), "fork": hasattr(engine, "fork")}
+    name = getattr(engine, "name", type(engine).__name__)
+    reply = {"ok": True, "protocol": protocol, "name": name, "capabilities": capabilities}
+    # Optional declarations, dicts on the class (docs/engine-protocol.md, hello).
+    for field in ("bitwise", "numerics", "supports"):
+        if hasattr(engine, field):
+            reply[field] = getattr(engine, field)
+    return reply
 
 
-def serve(make_engine, requests=None, replies=None):
-    """Answers requests until end of input. make_engine(config) is called at hello."""
+class Session:
+    """One engine process's side of the protocol: answer(request) -> reply, raising on failure."""
+
+    def __init__(self, make_engine, protocols=PROTOCOLS):
+        self.make_engine = make_engine
+        self.protocols = protocols  # what this side speaks
+        self.protocol = None  # the version hello chose
+        self.engine = None
+
+    def answer(self, request):
+        op = request.get("op")
+        if op == "hello":
+            # kvfuzz lists what it speaks in "protocols"; one of version 1 sends only "protocol".
+            offered = request.get("protocols", [request.get("protocol")])
+            common = [v for v in offered if v in self.protocols]
+            if not common:
+                ours = " or ".join(str(v) for v in self.protocols)
+                raise ValueError(f"this engine speaks protocol {ours}; kvfuzz offered {offered}")
+            self.protocol = max(common)
+            self.engine = self.make_engine(config_from_hello(request))
+            return declarations(self.engine, self.protocol)
+        if self.protocol is None:
+            raise RuntimeError(f"'{op}' before hello")
+        if op == "new_case" and self.protocol >= 2:
+            self.engine = None  # the last case's engine is gone even if the next one fails
+            self.engine = self.make_engine(config_from_hello(request))
+            return declarations(self.engine, self.protocol)
+        if self.engine is None:
+            raise RuntimeError(f"'{op}' without a case: making its engine failed")
+        if op == "step":
+            chunks = [Chunk(c["seq"], c["q"], c["k"], c["v"]) for c in request["chunks"]]
+            results = self.engine.step(chunks)
+            return {"ok": True, "chunks": [{"positions": list(p), "out": out} for p, out in results]}
+        if op == "reset":
+            self.engine.reset(request["seq"])
+        elif op == "truncate":
+            self.engine.truncate(request["seq"], request["keep"])
+        elif op == "fork":
+            self.engine.fork(request["src"], request["dst"])
+        else:
+            raise ValueError(f"unknown op {op!r} (protocol {self.protocol})")
+        return {"ok": True}
+
+
+def serve(make_engine, requests=None, replies=None, protocols=PROTOCOLS):
+    """Answers requests until end of input. make_engine(config) is called at hello and at
+    every new_case."""
     requests = requests or sys.stdin
     replies = replies or sys.stdout
     sys.stdout = sys.stderr  # a stray print() must not corrupt the protocol
-    engine = None
+    session = Session(make_engine, protocols)
     for line in requests:
         try:
-            engine, reply = answer(engine, make_engine, json.loads(line))
+            reply = session.answer(json.loads(line))
             text = json.dumps(reply, separators=(",", ":"))  # fails on numpy values: .tolist()
         except Exception as error:  # every failure is the engine's answer, not a crash
             text = json.dumps({"ok": False, "error": f"{type(error).__name__}: {error}"})

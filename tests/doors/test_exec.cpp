@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "command.h"
+#include "doors/exec_protocol.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
@@ -93,26 +94,33 @@ bool valid_utf8(const std::string& text) {
   }
 }
 
-// KVFUZZ_ENGINE_TIMEOUT for the scope of one test (each test is its own process under
+// An environment variable for the scope of one test (each test is its own process under
 // ctest; this keeps a test binary run as a whole correct too).
-class ScopedTimeout {
+class ScopedEnv {
  public:
-  explicit ScopedTimeout(const char* seconds) {
-    if (const char* old = std::getenv("KVFUZZ_ENGINE_TIMEOUT")) old_ = old;
-    setenv("KVFUZZ_ENGINE_TIMEOUT", seconds, 1);
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
   }
-  ~ScopedTimeout() {
+  ~ScopedEnv() {
     if (old_) {
-      setenv("KVFUZZ_ENGINE_TIMEOUT", old_->c_str(), 1);
+      setenv(name_, old_->c_str(), 1);
     } else {
-      unsetenv("KVFUZZ_ENGINE_TIMEOUT");
+      unsetenv(name_);
     }
   }
-  ScopedTimeout(const ScopedTimeout&) = delete;
-  ScopedTimeout& operator=(const ScopedTimeout&) = delete;
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
+  const char* name_;
   std::optional<std::string> old_;
+};
+
+// KVFUZZ_ENGINE_TIMEOUT in seconds.
+class ScopedTimeout : public ScopedEnv {
+ public:
+  explicit ScopedTimeout(const char* seconds) : ScopedEnv("KVFUZZ_ENGINE_TIMEOUT", seconds) {}
 };
 
 std::shared_ptr<const EngineInfo> exec_engine(const std::string& command) {
@@ -194,13 +202,20 @@ void step_one_token(Engine& engine, int seq) {
 // The honest and the buggy example engines
 
 TEST(ExecEngine, HelloGivesTheDescriptionAndCapabilities) {
-  const auto engine = exec_engine(honest_command());
-  EXPECT_EQ(engine->name, "exec:" + honest_command());
-  EXPECT_NE(engine->description.find("'honest-python'"), std::string::npos) << engine->description;
-  EXPECT_FALSE(engine->mutant);
-  const EngineCapabilities can = probe_capabilities(*engine);
-  EXPECT_TRUE(can.truncate);
-  EXPECT_TRUE(can.fork);
+  {
+    const auto engine = exec_engine(honest_command());
+    EXPECT_EQ(engine->name, "exec:" + honest_command());
+    EXPECT_NE(engine->description.find("'honest-python'"), std::string::npos)
+        << engine->description;
+    EXPECT_NE(engine->description.find("version 2 (one process serves many cases)"),
+              std::string::npos)
+        << engine->description;
+    EXPECT_FALSE(engine->mutant);
+    const EngineCapabilities can = probe_capabilities(*engine);
+    EXPECT_TRUE(can.truncate);
+    EXPECT_TRUE(can.fork);
+  }
+  // The idle process of version 2 ends with the last owner of its EngineInfo.
   EXPECT_TRUE(no_children_left());
 }
 
@@ -282,7 +297,7 @@ TEST(ExecEngine, NumericsAndSupportsInHelloAreReadBackExactly) {
 }
 
 TEST(ExecEngine, HonestPythonEnginePassesGeneratedScenariosAndAgreesWithContiguous) {
-  const auto python = exec_engine(honest_command());
+  auto python = exec_engine(honest_command());
   const EngineInfo& contiguous = *find_engine("contiguous");
   GeneratorOptions options;
   options.max_sequences = 3;
@@ -332,6 +347,7 @@ TEST(ExecEngine, HonestPythonEnginePassesGeneratedScenariosAndAgreesWithContiguo
        {"reset", "truncate", "fork", "batched step", "rope", "window", "gqa", "half dtype"}) {
     EXPECT_GT(seen[what], 0) << "no scenario had a " << what;
   }
+  python.reset();
   EXPECT_TRUE(no_children_left());
 }
 
@@ -717,7 +733,7 @@ TEST(ExecResolve, CommandsThatAreNoEngineFailWithOneLine) {
         "nothing (the field is missing)"}},
       {"echo hello", {"'hello'"}},  // "is not JSON", or "answered before reading it all"
       {"sleep 30", {"did not answer hello within 3 s"}, kHangTimeout},
-      {misbehaving("protocol2"), {"the engine speaks protocol 2; this kvfuzz speaks 1"}},
+      {misbehaving("protocol3"), {"the engine speaks protocol 3; this kvfuzz speaks 1 and 2"}},
       {misbehaving("no-name"), {"$.name: expected the engine's name, a non-empty string"}},
       {misbehaving("refuse-hello"), {"the engine refused hello: no GPU found"}},
       {misbehaving("capabilities-list"),
@@ -814,6 +830,228 @@ TEST(ExecResolve, TheTimeoutMustBeAPositiveNumberOfSeconds) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Protocol version 2: one process serves many cases
+
+// The pids the engines of this scope logged at start-up (misbehaving_engine.py appends to
+// KVFUZZ_TEST_PID_LOG), one per process started.
+class PidLog {
+ public:
+  PidLog()
+      : path_(fs::temp_directory_path() / ("kvfuzz-exec-pids-" + std::to_string(getpid()))),
+        env_("KVFUZZ_TEST_PID_LOG", path_.string()) {
+    fs::remove(path_);
+  }
+  ~PidLog() { fs::remove(path_); }
+  PidLog(const PidLog&) = delete;
+  PidLog& operator=(const PidLog&) = delete;
+
+  std::vector<std::string> pids() const {
+    std::vector<std::string> lines;
+    std::ifstream in(path_);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
+ private:
+  fs::path path_;
+  ScopedEnv env_;
+};
+
+GeneratorOptions small_options() {
+  GeneratorOptions options;
+  options.max_sequences = 2;
+  options.max_ops = 6;
+  options.max_epoch_tokens = 12;
+  options.typical_epoch_tokens = 8;
+  options.max_head_dim = 4;
+  options.typical_head_dim = 4;
+  options.max_q_heads = 4;
+  options.typical_q_heads = 2;
+  return options;
+}
+
+// One append of five tokens: a case of a single step.
+Scenario one_step() {
+  Scenario s = test::worked_example();
+  s.name = "one-step";
+  s.program = {Op::append(0, {0, 1, 2, 3, 4})};
+  return s;
+}
+
+// Cases, and every property's variants, on the version 2 engine all run in the process its
+// resolve started; forced to version 1 the same loop starts one process per engine, and
+// so does an engine that speaks only version 1.
+TEST(ExecPersistent, OneProcessServesEveryCaseAndVariantOfAVersion2Engine) {
+  const auto run = [](int& engines_made, const std::string& mode = "v2-honest") {
+    auto engine = exec_engine(misbehaving(mode));
+    EngineInfo counting = *engine;
+    counting.make = [&engines_made, make = engine->make](const EngineConfig& config) {
+      ++engines_made;
+      return make(config);
+    };
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      PrngChoiceSource choices(9100 + seed);
+      const Scenario s = generate_scenario(choices, small_options());
+      EXPECT_TRUE(check(s, counting).verdict.pass) << 9100 + seed;
+      for (Property p : {Property::schedule, Property::layout, Property::reset}) {
+        EXPECT_TRUE(judge_property(p, s, counting).pass) << 9100 + seed;
+      }
+    }
+    return engine->description;
+  };
+  {
+    const PidLog log;
+    int made = 0;
+    const std::string description = run(made);
+    EXPECT_NE(description.find("version 2"), std::string::npos) << description;
+    EXPECT_GT(made, 12);
+    EXPECT_EQ(log.pids().size(), 1u) << made << " engines";
+  }
+  {
+    const PidLog log;
+    const ScopedEnv protocol("KVFUZZ_EXEC_PROTOCOL", "1");
+    int made = 0;
+    const std::string description = run(made);
+    EXPECT_NE(description.find("version 1:"), std::string::npos) << description;
+    EXPECT_EQ(log.pids().size(), static_cast<size_t>(made) + 1);  // and the resolve's
+  }
+  {
+    const PidLog log;
+    int made = 0;
+    const std::string description = run(made, "honest");
+    EXPECT_NE(description.find("version 1:"), std::string::npos) << description;
+    EXPECT_EQ(log.pids().size(), static_cast<size_t>(made) + 1);
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
+// The example loop (kvfuzz_engine.serve) speaks both: version 2 when offered, version 1 to
+// a kvfuzz that offers only 1 (its hello then is exactly version 1's).
+TEST(ExecPersistent, ThePythonLoopSpeaksBothVersions) {
+  EXPECT_EQ(doors::hello_request(EngineConfig{}, 1).find("protocols"), std::string::npos);
+  EXPECT_NE(doors::hello_request(EngineConfig{}, 2).find(R"("protocol":1,"protocols":[1,2],)"),
+            std::string::npos);
+  for (const char* version : {"1", "2"}) {
+    const ScopedEnv protocol("KVFUZZ_EXEC_PROTOCOL", version);
+    const auto engine = exec_engine(honest_command());
+    EXPECT_NE(engine->description.find("version " + std::string(version)), std::string::npos)
+        << engine->description;
+    EXPECT_TRUE(check(reset_between_requests(), *engine).verdict.pass) << version;
+    EXPECT_FALSE(check(reset_between_requests(), *exec_engine(buggy_command())).verdict.pass);
+  }
+}
+
+// A process whose case went wrong in any way is ended, never handed to the next case: each
+// case of an engine whose steps fail starts a process of its own.
+TEST(ExecPersistent, AProcessWithAnEngineErrorIsNotReused) {
+  const PidLog log;
+  const auto engine = exec_engine(misbehaving("v2-error"));
+  for (int i = 0; i < 3; ++i) {
+    const CheckOutcome outcome = check(test::worked_example(), *engine);
+    ASSERT_TRUE(outcome.run.error);
+    EXPECT_NE(outcome.run.error->find("out of KV blocks"), std::string::npos) << *outcome.run.error;
+  }
+  EXPECT_EQ(log.pids().size(), 3u);  // the resolve's process served the first case
+}
+
+// An engine that dies between cases (here just after each case's only step) is not handed
+// out dead: the next case starts a new process and passes.
+TEST(ExecPersistent, AProcessThatDiedBetweenCasesIsReplaced) {
+  const PidLog log;
+  const auto engine = exec_engine(misbehaving("v2-exit-after-step"));
+  for (int i = 0; i < 3; ++i) {
+    const CheckOutcome outcome = check(one_step(), *engine);
+    EXPECT_TRUE(outcome.verdict.pass) << (outcome.run.error ? *outcome.run.error : "");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it exits meanwhile
+  }
+  EXPECT_EQ(log.pids().size(), 3u);
+}
+
+// A wrong answer to new_case is an engine error of that case in one line, and the process
+// is ended: the next case gets a new process (whose hello is fine) and passes.
+TEST(ExecPersistent, AWrongAnswerToNewCaseIsOneLineAndTheProcessIsNotReused) {
+  const std::vector<std::pair<std::string, std::string>> modes = {
+      {"refuse-new-case", "the engine refused new_case: cannot start another case"},
+      {"new-case-changes-numerics",
+       "the engine's answer to new_case declares $.numerics.output otherwise than its answer "
+       "to hello; declarations must not depend on the case"},
+      {"new-case-changes-capabilities",
+       "the engine's answer to new_case declares $.capabilities.fork otherwise"},
+      {"new-case-no-name",
+       "the engine's answer to new_case does not follow protocol 2: $.name: expected the "
+       "engine's name, a non-empty string"},
+      {"new-case-protocol-1", "$.protocol: expected the integer 2, the version its hello chose"},
+      {"exit-on-new-case",
+       "the engine exited (status 5) before answering new_case; its stderr ended: engine: only "
+       "one case per process"},
+  };
+  for (const auto& [mode, expected] : modes) {
+    const PidLog log;
+    const auto engine = exec_engine(misbehaving("v2-" + mode));
+    const CheckOutcome failed = check(test::worked_example(), *engine);
+    ASSERT_TRUE(failed.run.error) << mode;
+    EXPECT_NE(failed.run.error->find(expected), std::string::npos) << *failed.run.error;
+    EXPECT_EQ(failed.run.error->find('\n'), std::string::npos) << *failed.run.error;
+    EXPECT_FALSE(failed.verdict.pass);
+    const CheckOutcome next = check(test::worked_example(), *engine);
+    EXPECT_TRUE(next.verdict.pass) << mode << ": " << (next.run.error ? *next.run.error : "");
+    EXPECT_EQ(log.pids().size(), 2u) << mode;
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
+// A pool inherited across fork() (check's workers) is the parent's: the child starts its
+// own process and drops its copies of the parent's without ending them, and the parent's
+// idle process serves the parent's next case. An engine made before fork() is refused in
+// the child (its pipes are the parent's too) and keeps working in the parent.
+TEST(ExecPersistent, AForkedChildNeitherUsesNorEndsTheParentsProcesses) {
+  const PidLog log;
+  const auto engine = exec_engine(misbehaving("v2-honest"));
+  EngineConfig config;
+  config.page_order = {0};
+  const std::unique_ptr<Engine> live = engine->make(config);  // the resolve's process, in use
+  ASSERT_TRUE(check(reset_between_requests(), *engine).verdict.pass);
+  ASSERT_EQ(log.pids().size(), 2u);  // the check's, idle now
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // An engine made before fork() is refused in the child; one made after works.
+    bool refused = false;
+    try {
+      live->reset(0);
+    } catch (const EngineError& e) {
+      refused = std::string(e.what()).find("make the engine after fork()") != std::string::npos;
+    }
+    const bool pass = check(reset_between_requests(), *engine).verdict.pass;
+    _exit(refused && pass ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(log.pids().size(), 3u);  // the child's own
+  live->reset(0);                    // the parent's engines still work
+  EXPECT_TRUE(check(reset_between_requests(), *engine).verdict.pass);
+  EXPECT_EQ(log.pids().size(), 3u);  // on the parent's idle process
+}
+
+TEST(ExecResolve, TheProtocolVersionMustBe1Or2) {
+  for (const char* bad : {"0", "3", "two", " 2"}) {
+    const ScopedEnv protocol("KVFUZZ_EXEC_PROTOCOL", bad);
+    const std::string message = spec_error("exec:" + honest_command());
+    EXPECT_NE(message.find("KVFUZZ_EXEC_PROTOCOL: expected 1 or 2, got '" + std::string(bad) + "'"),
+              std::string::npos)
+        << message;
+  }
+  // Forced to 1, an engine that answers 2 anyway is refused.
+  const ScopedEnv protocol("KVFUZZ_EXEC_PROTOCOL", "1");
+  const std::string message = spec_error("exec:" + misbehaving("protocol2"));
+  EXPECT_NE(
+      message.find("the engine speaks protocol 2; this kvfuzz speaks 1 (KVFUZZ_EXEC_PROTOCOL)"),
+      std::string::npos)
+      << message;
+}
+
+// ---------------------------------------------------------------------------------------
 // The kvfuzz command with Python engines
 
 using test::run_kvfuzz;
@@ -848,6 +1086,29 @@ TEST(ExecCli, CheckPassesTheHonestPythonEngine) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("pass"), std::string::npos) << r.out;
   EXPECT_TRUE(json_files(out).empty());
+  fs::remove_all(out);
+}
+
+// kvfuzz check starts a version-2 engine once for all its cases (the resolve's process
+// serves them; where check runs its cases in a forked worker, once more there), and once
+// per engine made when forced to version 1.
+TEST(ExecCli, CheckStartsAVersion2EngineOnce) {
+  const fs::path out = fresh_dir("persistent");
+  const std::string command = "check " + engine_flag(misbehaving("v2-honest")) + " --cases 20" +
+                              kSmall + " --out " + quoted(out);
+  {
+    const PidLog log;
+    const auto r = run_kvfuzz(command);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_LE(log.pids().size(), 2u);
+  }
+  {
+    const PidLog log;
+    const ScopedEnv protocol("KVFUZZ_EXEC_PROTOCOL", "1");
+    const auto r = run_kvfuzz(command);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_GT(log.pids().size(), 20u);  // one per case, and the probes
+  }
   fs::remove_all(out);
 }
 

@@ -74,7 +74,15 @@ GuardedProcess start_engine(const std::string& command) {
 }  // namespace
 
 LineProcess::LineProcess(const std::string& command, std::chrono::milliseconds timeout)
-    : timeout_(timeout), process_(start_engine(command)) {}
+    : timeout_(timeout), process_(start_engine(command)), owner_(getpid()) {}
+
+bool LineProcess::usable() {
+  // In a forked child has_exited() would say so too (the engine is no child of its, so
+  // waitid() finds none), but that is an accident of waitid(); the owner says it plainly.
+  if (failure_ || process_.ended() || getpid() != owner_) return false;
+  pump(std::chrono::milliseconds(0));
+  return reply_.empty() && process_.stdout_fd() >= 0 && !process_.has_exited();
+}
 
 LineProcess::~LineProcess() {
   close();
@@ -83,6 +91,12 @@ LineProcess::~LineProcess() {
 std::string LineProcess::exchange(std::string_view request, std::string_view what,
                                   size_t max_reply_bytes) {
   if (failure_) throw EngineError(*failure_);
+  if (getpid() != owner_) {
+    // Its pipes are shared with the parent, which may be talking to it: a line written
+    // here would corrupt both conversations. Refused, and the process left alone.
+    throw EngineError("the engine's process belongs to kvfuzz process " + std::to_string(owner_) +
+                      ", not to this one forked from it; make the engine after fork()");
+  }
   const std::string name(what);
   pump(std::chrono::milliseconds(0));  // whatever it wrote since its last answer
   if (!reply_.empty()) {

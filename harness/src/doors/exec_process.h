@@ -23,7 +23,16 @@
 // Failures throw EngineError with one line naming the request and what happened (the exit
 // status or signal, and the last stderr lines). After a failure the process is gone and
 // every later exchange throws the same message.
+//
+// Across fork(): the process belongs to the kvfuzz process that started it. A forked
+// child that holds a copy of the object (a worker forked with an engine pool) may destroy
+// it, which only closes the child's copies of the pipes: the engine is not a child of the
+// child's, so GuardedProcess neither signals nor waits for it, and the parent keeps using
+// it. usable() is false there and exchange() refuses, so the child never writes to the
+// parent's engine.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <optional>
@@ -57,6 +66,12 @@ class LineProcess {
   // outlives GuardedProcess::kReapGrace after SIGKILL is reported on stderr.
   void close();
 
+  // True while the process can take another exchange: no exchange has failed, it has not
+  // exited (looking at it now, and reading what it wrote meanwhile) and it belongs to this
+  // kvfuzz process (not one inherited across fork()). Output nobody asked for makes it
+  // unusable too: its next exchange would fail.
+  bool usable();
+
   static constexpr std::chrono::milliseconds kExitGrace{1000};
 
  private:
@@ -77,6 +92,7 @@ class LineProcess {
   size_t scanned_ = 0;      // reply_'s first bytes known to hold no newline
   StderrTail stderr_;
   std::optional<std::string> failure_;
+  pid_t owner_;  // the kvfuzz process that started it
 };
 
 }  // namespace kvfuzz::doors

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "doors/exec_json.h"
 #include "kvfuzz/dtype.h"
@@ -25,12 +26,12 @@ using Ordered = nlohmann::ordered_json;
 // and what the engine sent described in words ("the string 'x'", "an array of 3").
 class ReplyReport final : public JsonReport {
  public:
-  explicit ReplyReport(std::string_view what) : what_(what) {}
+  ReplyReport(std::string_view what, int protocol) : what_(what), protocol_(protocol) {}
 
   std::exception_ptr error(const std::string& path, std::string_view message) const override {
     return std::make_exception_ptr(
         EngineError("the engine's answer to " + std::string(what_) + " does not follow protocol " +
-                    std::to_string(kProtocolVersion) + ": " + path + ": " + std::string(message)));
+                    std::to_string(protocol_) + ": " + path + ": " + std::string(message)));
   }
 
   std::string got(const Json* value, std::string_view) const override {
@@ -53,6 +54,7 @@ class ReplyReport final : public JsonReport {
 
  private:
   std::string_view what_;
+  int protocol_;
 };
 
 // The engine's own text (its error, its name), kept to one line of valid UTF-8 and
@@ -234,7 +236,11 @@ EngineSupports read_supports(const JsonNode& reply) {
 
 }  // namespace
 
-std::string hello_request(const EngineConfig& config) {
+namespace {
+
+// What hello and new_case say of a case, after `request`'s own fields: its layout,
+// sequences and placement.
+std::string case_request(Ordered request, const EngineConfig& config) {
   const Layout& l = config.layout;
   Ordered layout = {{"q_heads", l.q_heads},       {"kv_heads", l.kv_heads},
                     {"head_dim", l.head_dim},     {"value_dim", l.value_dim},
@@ -243,13 +249,27 @@ std::string hello_request(const EngineConfig& config) {
                     {"window", nullptr}};
   if (l.rope_theta) layout["rope_theta"] = *l.rope_theta;
   if (l.window) layout["window"] = *l.window;
-  const Ordered hello = {{"op", "hello"},
-                         {"protocol", kProtocolVersion},
-                         {"layout", layout},
-                         {"sequences", config.sequences},
-                         {"page_order", config.page_order},
-                         {"poison", std::string(poison_name(config.poison))}};
-  return hello.dump();
+  request["layout"] = layout;
+  request["sequences"] = config.sequences;
+  request["page_order"] = config.page_order;
+  request["poison"] = std::string(poison_name(config.poison));
+  return request.dump();
+}
+
+}  // namespace
+
+std::string hello_request(const EngineConfig& config, int newest) {
+  Ordered hello = {{"op", "hello"}, {"protocol", kOldestProtocol}};
+  if (newest > kOldestProtocol) {
+    std::vector<int> offered;
+    for (int v = kOldestProtocol; v <= newest; ++v) offered.push_back(v);
+    hello["protocols"] = offered;
+  }
+  return case_request(std::move(hello), config);
+}
+
+std::string new_case_request(const EngineConfig& config) {
+  return case_request(Ordered{{"op", "new_case"}}, config);
 }
 
 std::string step_request(std::span<const ChunkIn> chunks, const Layout& layout) {
@@ -288,21 +308,37 @@ std::string fork_request(int src, int dst) {
   return Ordered{{"op", "fork"}, {"src", src}, {"dst", dst}}.dump();
 }
 
-HelloReply read_hello_reply(std::string_view line) {
-  const Json json = parse_reply_line(line, "hello");
-  const ReplyReport report("hello");
-  const JsonNode reply(&json, "$", report);
-  require_ok(reply, "the engine refused hello: ");
+namespace {
+
+// Versions kOldestProtocol .. newest, in words: "1", "1 and 2".
+std::string versions_text(int newest) {
+  std::string text = std::to_string(kOldestProtocol);
+  for (int v = kOldestProtocol + 1; v <= newest; ++v) {
+    text += (v == newest ? " and " : ", ") + std::to_string(v);
+  }
+  return text;
+}
+
+// The reply's "protocol": an integer, one of the versions offered.
+int read_protocol(const JsonNode& reply, int newest) {
   const JsonNode protocol = reply.field("protocol");
   if (!protocol.present() || !protocol.json().is_number_integer()) {
-    protocol.expected("the integer " + std::to_string(kProtocolVersion));
+    protocol.expected(newest == kOldestProtocol ? "the integer " + std::to_string(kOldestProtocol)
+                                                : "the integer of a version this kvfuzz speaks (" +
+                                                      versions_text(newest) + ")");
   }
-  if (protocol.json().get<int64_t>() != kProtocolVersion) {
+  const auto version = protocol.json().get<int64_t>();
+  if (version < kOldestProtocol || version > newest) {
     throw EngineError("the engine speaks protocol " + protocol.json().dump() +
-                      "; this kvfuzz speaks " + std::to_string(kProtocolVersion) +
+                      "; this kvfuzz speaks " + versions_text(newest) +
+                      (newest < kNewestProtocol ? " (KVFUZZ_EXEC_PROTOCOL)" : "") +
                       " (docs/engine-protocol.md)");
   }
-  HelloReply hello;
+  return static_cast<int>(version);
+}
+
+// Everything a hello reply (and a new_case reply) declares after "ok" and "protocol".
+void read_declarations(const JsonNode& reply, HelloReply& hello) {
   const JsonNode name = reply.field("name");
   if (!name.present() || !name.json().is_string() ||
       name.json().get_ref<const std::string&>().empty()) {
@@ -329,13 +365,95 @@ HelloReply read_hello_reply(std::string_view line) {
          {"poison", &hello.bitwise.poison}});
   hello.numerics = read_numerics(reply);
   hello.supports = read_supports(reply);
+}
+
+// The first field `again` declares otherwise than `first`, as its JSON path
+// ("$.numerics.output"), or nothing.
+std::optional<std::string> changed_declaration(const HelloReply& first, const HelloReply& again) {
+  const auto& a = first;
+  const auto& b = again;
+  const std::pair<const char*, bool> fields[] = {
+      {"$.name", a.name == b.name},
+      {"$.capabilities.truncate", a.capabilities.truncate == b.capabilities.truncate},
+      {"$.capabilities.fork", a.capabilities.fork == b.capabilities.fork},
+      {"$.bitwise.batch", a.bitwise.batch == b.bitwise.batch},
+      {"$.bitwise.schedule", a.bitwise.schedule == b.bitwise.schedule},
+      {"$.bitwise.layout", a.bitwise.layout == b.bitwise.layout},
+      {"$.bitwise.poison", a.bitwise.poison == b.bitwise.poison},
+      {"$.numerics.output", a.numerics.output == b.numerics.output},
+      {"$.numerics.p", a.numerics.p == b.numerics.p},
+      {"$.numerics.score_accumulation",
+       a.numerics.score_accumulation == b.numerics.score_accumulation},
+      {"$.numerics.value_accumulation",
+       a.numerics.value_accumulation == b.numerics.value_accumulation},
+      {"$.numerics.rotated_keys_in_storage",
+       a.numerics.rotated_keys_in_storage == b.numerics.rotated_keys_in_storage},
+      {"$.numerics.rotated_queries_in_storage",
+       a.numerics.rotated_queries_in_storage == b.numerics.rotated_queries_in_storage},
+      {"$.numerics.rope_angles_exact",
+       a.numerics.rope_angles_exact == b.numerics.rope_angles_exact},
+      {"$.supports.dtypes", a.supports.dtypes == b.supports.dtypes},
+      {"$.supports.head_dim_multiple",
+       a.supports.head_dim_multiple == b.supports.head_dim_multiple},
+      {"$.supports.max_head_dim", a.supports.max_head_dim == b.supports.max_head_dim},
+      {"$.supports.max_q_heads", a.supports.max_q_heads == b.supports.max_q_heads},
+      {"$.supports.max_context", a.supports.max_context == b.supports.max_context},
+      {"$.supports.value_dim_is_head_dim",
+       a.supports.value_dim_is_head_dim == b.supports.value_dim_is_head_dim},
+  };
+  for (const auto& [path, same] : fields) {
+    if (!same) return std::string(path);
+  }
+  // A field added to a declaration but not above still counts.
+  if (a.numerics != b.numerics) return std::string("$.numerics");
+  if (a.supports != b.supports) return std::string("$.supports");
+  if (a.bitwise != b.bitwise) return std::string("$.bitwise");
+  return std::nullopt;
+}
+
+}  // namespace
+
+HelloReply read_hello_reply(std::string_view line, int newest) {
+  const Json json = parse_reply_line(line, "hello");
+  HelloReply hello;
+  {
+    // Until the engine has said its version, messages name the oldest.
+    const ReplyReport report("hello", kOldestProtocol);
+    const JsonNode reply(&json, "$", report);
+    require_ok(reply, "the engine refused hello: ");
+    hello.protocol = read_protocol(reply, newest);
+  }
+  const ReplyReport report("hello", hello.protocol);
+  read_declarations(JsonNode(&json, "$", report), hello);
   return hello;
 }
 
+HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello) {
+  const Json json = parse_reply_line(line, "new_case");
+  const ReplyReport report("new_case", kPersistentProtocol);
+  const JsonNode reply(&json, "$", report);
+  require_ok(reply, "the engine refused new_case: ");
+  const JsonNode protocol = reply.field("protocol");
+  if (!protocol.present() || !protocol.json().is_number_integer() ||
+      protocol.json().get<int64_t>() != kPersistentProtocol) {
+    protocol.expected("the integer " + std::to_string(kPersistentProtocol) +
+                      ", the version its hello chose");
+  }
+  HelloReply again;
+  again.protocol = kPersistentProtocol;
+  read_declarations(reply, again);
+  if (const auto changed = changed_declaration(hello, again)) {
+    throw EngineError("the engine's answer to new_case declares " + *changed +
+                      " otherwise than its answer to hello; declarations must not depend on "
+                      "the case (docs/engine-protocol.md)");
+  }
+  return again;
+}
+
 void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, const Layout& layout,
-                     std::span<ChunkOut> outs) {
+                     std::span<ChunkOut> outs, int protocol) {
   const Json json = parse_reply_line(line, "step");
-  const ReplyReport report("step");
+  const ReplyReport report("step", protocol);
   const JsonNode reply(&json, "$", report);
   require_ok(reply, "");
   const JsonNode results = reply.field("chunks");
@@ -351,9 +469,9 @@ void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, con
   }
 }
 
-void read_done_reply(std::string_view line, std::string_view what) {
+void read_done_reply(std::string_view line, std::string_view what, int protocol) {
   const Json json = parse_reply_line(line, what);
-  const ReplyReport report(what);
+  const ReplyReport report(what, protocol);
   require_ok(JsonNode(&json, "$", report), "");
 }
 

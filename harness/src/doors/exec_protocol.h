@@ -1,8 +1,14 @@
-// The messages of the engine protocol, version 1 (docs/engine-protocol.md): the request
-// lines kvfuzz writes and the checks of the reply lines it reads. One JSON object per line
-// each way; every reply carries "ok". Shapes are checked to the last value, and every
-// violation is an EngineError naming the request, the JSON path and what was expected, so
-// that a user fixing an engine reads what to change, not a parser's complaint.
+// The messages of the engine protocol (docs/engine-protocol.md): the request lines kvfuzz
+// writes and the checks of the reply lines it reads. One JSON object per line each way;
+// every reply carries "ok". Shapes are checked to the last value, and every violation is
+// an EngineError naming the request, the JSON path and what was expected, so that a user
+// fixing an engine reads what to change, not a parser's complaint.
+//
+// Versions: 1, one process per engine (hello, the case's operations, end of file); 2 adds
+// new_case, which starts another case in the same process, so that one process serves
+// every case of a run. hello offers every version kvfuzz speaks and the engine answers the
+// one it chose; an engine of version 1, which reads only "protocol", sees what it always
+// saw.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +20,14 @@
 
 namespace kvfuzz::doors {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kOldestProtocol = 1;
+inline constexpr int kNewestProtocol = 2;
+// The first version with new_case.
+inline constexpr int kPersistentProtocol = 2;
 
 // Every optional object hello's reply may leave out reads as the C++ interface's defaults.
 struct HelloReply {
+  int protocol = kOldestProtocol;  // the version the engine chose
   std::string name;
   EngineCapabilities capabilities;
   BitwiseClaims bitwise;
@@ -25,7 +35,13 @@ struct HelloReply {
   EngineSupports supports;
 };
 
-std::string hello_request(const EngineConfig& config);
+// hello for `config`, offering versions kOldestProtocol .. `newest`: "protocol" is always
+// 1 (what an engine of version 1 checks), "protocols" lists them all (absent when only 1
+// is offered: then hello is exactly version 1's).
+std::string hello_request(const EngineConfig& config, int newest);
+// Version 2: the next case, in the process that served the last one; the same fields as
+// hello but "protocol" and "protocols".
+std::string new_case_request(const EngineConfig& config);
 // Throws EngineError, before reading any value, when a chunk's q, k or v does not hold
 // exactly its tokens' values for `layout`.
 std::string step_request(std::span<const ChunkIn> chunks, const Layout& layout);
@@ -34,12 +50,19 @@ std::string truncate_request(int seq, int64_t keep);
 std::string fork_request(int src, int dst);
 
 // Each throws EngineError: for {"ok": false, "error": ...} the engine's own message, for
-// anything else what the reply should have been.
-HelloReply read_hello_reply(std::string_view line);
+// anything else what the reply should have been. `protocol` is the version in use, named
+// in messages.
+//
+// hello's reply, whose "protocol" must be one of kOldestProtocol .. `newest`.
+HelloReply read_hello_reply(std::string_view line, int newest);
+// new_case's reply: a hello reply of version 2, whose declarations must be those of the
+// process's hello (`hello`): kvfuzz plans and judges every case by what the engine
+// declared once, so a change is refused, naming what changed.
+HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello);
 void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, const Layout& layout,
-                     std::span<ChunkOut> outs);
+                     std::span<ChunkOut> outs, int protocol);
 // reset, truncate and fork: {"ok": true}.
-void read_done_reply(std::string_view line, std::string_view what);
+void read_done_reply(std::string_view line, std::string_view what, int protocol);
 
 // The longest reply line a correct engine can need for these chunks (every value printed
 // at its longest, with room to spare); a longer one is refused before it is parsed.

@@ -6,6 +6,11 @@ tests/doors/test_exec.cpp:
 
 It answers like the honest example engine except where MODE says otherwise. Its own loop,
 not kvfuzz_engine.serve(), so that it can fail below the protocol (exit, hang, crash).
+
+It speaks protocol version 1 only (one process per engine). "v2-MODE" is MODE speaking
+versions 1 and 2 (one process serves many cases, with new_case between them); the modes
+"...-new-case" misbehave on new_case. With KVFUZZ_TEST_PID_LOG set, each process appends
+its pid to that file when it starts, so that a test can count the processes it started.
 """
 
 import json
@@ -21,10 +26,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-engine"))
 
 from honest_engine import HonestEngine  # noqa: E402
-from kvfuzz_engine import answer  # noqa: E402
+from kvfuzz_engine import Session  # noqa: E402
 
 MODE = sys.argv[1]
 ARG = sys.argv[2] if len(sys.argv) > 2 else None
+PROTOCOLS = (1,)
+if MODE.startswith("v2-"):
+    MODE, PROTOCOLS = MODE[len("v2-"):], (1, 2)
 
 
 def write(text):
@@ -112,13 +120,33 @@ def misbehave_on_hello(reply):
         return dict(reply, bitwise={"batch": True, "schedule": True, "layout": True, "poison": True})
     if MODE == "bitwise-string":
         return dict(reply, bitwise={"batch": "yes"})
-    if MODE == "protocol2":
+    if MODE == "protocol2":  # whatever kvfuzz offered
         return dict(reply, protocol=2)
+    if MODE == "protocol3":
+        return dict(reply, protocol=3)
     if MODE == "no-name":
         return {key: value for key, value in reply.items() if key != "name"}
     if MODE == "refuse-hello":
         return {"ok": False, "error": "no GPU found"}
     return None
+
+
+def misbehave_on_new_case(reply):
+    """Does what a v2 MODE says on a new_case; returns the reply to send."""
+    if MODE == "refuse-new-case":
+        return {"ok": False, "error": "cannot start another case"}
+    if MODE == "new-case-changes-numerics":
+        return dict(reply, numerics={"output": "bf16"})
+    if MODE == "new-case-changes-capabilities":
+        return dict(reply, capabilities={"truncate": True, "fork": False})
+    if MODE == "new-case-no-name":
+        return {key: value for key, value in reply.items() if key != "name"}
+    if MODE == "new-case-protocol-1":
+        return dict(reply, protocol=1)
+    if MODE == "exit-on-new-case":
+        sys.stderr.write("engine: only one case per process\n")
+        sys.exit(5)
+    return reply
 
 
 def misbehave_on_step(reply):
@@ -206,7 +234,7 @@ def early_answer():
         if not data:
             return
         received += data
-    _, reply = answer(None, HonestEngine, json.loads(received.split(b"\n", 1)[0]))
+    reply = Session(HonestEngine, PROTOCOLS).answer(json.loads(received.split(b"\n", 1)[0]))
     write(json.dumps(reply) + "\n")
     if not os.read(0, 100):
         return
@@ -218,12 +246,17 @@ def main():
     if MODE == "early-answer":
         early_answer()
         return
-    engine = None
+    if os.environ.get("KVFUZZ_TEST_PID_LOG"):
+        with open(os.environ["KVFUZZ_TEST_PID_LOG"], "a") as f:
+            f.write(f"{os.getpid()}\n")
+    engine_class = DeclaringEngine if MODE == "declares-on-class" else HonestEngine
+    session = Session(engine_class, PROTOCOLS)
     for line in sys.stdin:
         request = json.loads(line)
-        engine_class = DeclaringEngine if MODE == "declares-on-class" else HonestEngine
-        engine, reply = answer(engine, engine_class, request)
-        if request["op"] == "hello":
+        reply = session.answer(request)
+        if request["op"] == "new_case":
+            reply = misbehave_on_new_case(reply)
+        elif request["op"] == "hello":
             reply = misbehave_on_hello(reply) or reply
             if MODE == "linger":  # a child, found by ARG on its command line
                 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", ARG])
@@ -239,6 +272,9 @@ def main():
             open(ARG + ".done", "w").close()  # the test waits for this before it sends a step
         if MODE == "exit-after-hello":  # gone before the next request is written
             sys.exit(4)
+        if MODE == "exit-after-step" and request["op"] == "step":  # dies between cases
+            time.sleep(0.05)
+            sys.exit(6)
         if MODE == "stderr-flood":
             sys.stderr.write("more noise " * 50000 + "\n")
     if MODE in ("ignore-eof", "linger"):  # never exits on its own
