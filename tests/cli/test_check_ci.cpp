@@ -149,15 +149,35 @@ TEST(CheckCi, AnAbortingPluginIsAFinding) {
                                     "'block < pool' failed");
 }
 
+TEST(CheckCi, AnEngineExitingAsASanitizerDoesIsAFinding) {
+  expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":exit",
+                                    "exit/1", "exit",
+                                    "ERROR: AddressSanitizer: heap-buffer-overflow");
+}
+
+// An engine error: a finding whose report names no key range (no row was compared).
+TEST(CheckCi, AnEngineErrorReportsNoKeyRange) {
+  const fs::path dir = scratch("engine-error");
+  const std::string engine = exec_engine("misbehaving_engine.py", "error");
+  const Result r = run_kvfuzz("check --engine " + engine + " --cases 1 --quiet" + kSmall +
+                              " --out " + dir.string());
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("prefix/engine-error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out of KV blocks"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("should see keys"), std::string::npos) << r.out;
+}
+
 TEST(CheckCi, AHangingExecEngineIsATimeoutFinding) {
   const fs::path dir = scratch("hang");
   const std::string engine = exec_engine("hang_on_step.py", "1");
+  // Two cases: the second runs on the worker started in place of the one killed.
   const Result r =
-      run_kvfuzz("check --engine " + engine + " --cases 2 --timeout 1 --quiet" + kSmall +
-                 " --out " + dir.string() + " --json " + (dir / "s.json").string());
+      run_kvfuzz("check --engine " + engine + " --cases 2 --timeout 1 --max-failures 2 --quiet" +
+                 kSmall + " --out " + dir.string() + " --json " + (dir / "s.json").string());
   ASSERT_EQ(r.status, 1) << r.out << r.err;
   const Json finding = json_of(dir / "s.json")["findings"][0];
   EXPECT_EQ(finding["signature"], "timeout");
+  EXPECT_EQ(finding["duplicates"], 1);
   EXPECT_TRUE(fs::exists(finding["fixture"].get<std::string>())) << finding;
   EXPECT_NE(r.out.find("longer than 1 s (--timeout)"), std::string::npos) << r.out;
   const std::string command = reproduce_command(r.out);

@@ -28,6 +28,19 @@ const Prepared& CaseCache::prepared(const EngineNumerics& numerics) {
 
 namespace {
 
+// An engine error's report without the keys the row should see: the engine failed, so no
+// row was compared and a key range would only mislead.
+std::string without_key_range(const std::string& report, const Divergence& first) {
+  if (first.kind != FailureKind::engine_error) return report;
+  Divergence no_row = first;
+  no_row.key_lo = 0;
+  no_row.key_hi = -1;
+  const std::string described = describe_divergence(first);
+  const size_t at = report.find(described);
+  if (at == std::string::npos) return report;
+  return report.substr(0, at) + describe_divergence(no_row) + report.substr(at + described.size());
+}
+
 // prefix through judge_engine with the case's shared Prepared (what judge_property does
 // with one of its own), which also counts the rows compared and unjudged.
 PropertyResult judge_prefix(const Scenario& scenario, const Prepared& prepared,
@@ -42,9 +55,10 @@ PropertyResult judge_prefix(const Scenario& scenario, const Prepared& prepared,
   judged.pass = false;
   judged.signature = to_string(FailureSignature{Property::prefix, first.kind});
   judged.line = failure_line(first);
-  judged.report = "prefix: engine '" + engine.name + "' breaks the property that " +
-                  std::string(property_info(Property::prefix).claim) + "\n" +
-                  describe_divergence(first);
+  judged.report = without_key_range(
+      "prefix: engine '" + engine.name + "' breaks the property that " +
+          std::string(property_info(Property::prefix).claim) + "\n" + describe_divergence(first),
+      first);
   return judged;
 }
 
@@ -76,7 +90,8 @@ TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache) {
       if (!outcome.pass) {
         judged.signature = outcome.signature ? to_string(*outcome.signature) : "";
         judged.line = failure_line(outcome);
-        judged.report = outcome.report;
+        judged.report =
+            outcome.first ? without_key_range(outcome.report, *outcome.first) : outcome.report;
       }
       result.properties.push_back(judged);
     }

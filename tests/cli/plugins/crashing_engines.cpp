@@ -4,6 +4,8 @@
 //
 //   segfault   writes through a null pointer on its first step
 //   abort      says so on stderr and calls abort() on its first step (a failed assert)
+//   exit       writes a sanitizer-like report and exits with status 1 on its first step,
+//              as AddressSanitizer does after its report
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +48,12 @@ int step_abort(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_
   std::abort();
 }
 
+int step_exit(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t, const char**) {
+  std::fputs("==1==ERROR: AddressSanitizer: heap-buffer-overflow (crashing_engines)\n", stderr);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 kvfuzz_engine_api entry(const char* name, const char* description,
                         int (*step)(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*,
                                     int32_t, const char**)) {
@@ -60,14 +68,15 @@ kvfuzz_engine_api entry(const char* name, const char* description,
 }
 
 struct Table {
-  kvfuzz_engine_api engines[2];
+  kvfuzz_engine_api engines[3];
   kvfuzz_engine_plugin_table table;
 
   Table()
       : engines{entry("segfault", "Writes through a null pointer on its first step.",
                       step_segfault),
-                entry("abort", "Calls abort() on its first step.", step_abort)},
-        table{KVFUZZ_ENGINE_ABI_VERSION, 2, engines} {}
+                entry("abort", "Calls abort() on its first step.", step_abort),
+                entry("exit", "Reports like a sanitizer and exits on its first step.", step_exit)},
+        table{KVFUZZ_ENGINE_ABI_VERSION, 3, engines} {}
 };
 
 }  // namespace
