@@ -42,7 +42,10 @@ struct CheckOptions {
   std::string properties = "prefix,schedule,layout,poison,reset,batch";
   int jobs = 1;
   bool no_fork = false;
-  double timeout = 120;        // seconds per case and engine
+  // Seconds per case and engine. Long enough for a long-context case judged by all six
+  // properties on a slow machine (about 70 s at 8192 tokens on two busy cores): only a
+  // real hang should reach it.
+  double timeout = 600;
   std::string case_seed_text;  // empty: --cases cases from --seed
   int max_failures = 1;
   std::vector<std::string> ignore;
@@ -403,7 +406,7 @@ void add_check_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--timeout", options->timeout,
                   "Seconds one case may take on one engine (all properties) before its worker "
                   "is killed and the case is a timeout finding")
-      ->default_val(120);
+      ->default_val(600);
   cmd->add_option("--case-seed", options->case_seed_text,
                   "Run exactly one case, the one of this case seed (what a failure prints and "
                   "its fixture records as provenance.seed); --cases and --seed are then unused");

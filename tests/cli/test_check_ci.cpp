@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -291,6 +292,28 @@ TEST(CheckCi, EventsCountTheCasesRun) {
   EXPECT_NE(r.out.find("cache-state events over " + std::to_string(rejected_at) + " cases"),
             std::string::npos)
       << r.out;
+}
+
+// A fixture that describes its own ops but whose hand-written expect rows the reference
+// disagrees with is a mismatch (exit 1); a malformed fixture is bad input (exit 2).
+TEST(CheckCi, AWrongExpectIsAMismatchAMalformedFixtureIsBadInput) {
+  const fs::path dir = scratch("expect");
+  std::string text = slurp(kSource / "corpus/seeds/empty-cache.json");
+  const std::string right = "\"values\": [[1.5]]";
+  ASSERT_NE(text.find(right), std::string::npos);
+  std::string wrong = text;
+  wrong.replace(wrong.find(right), right.size(), "\"values\": [[1.25]]");
+  std::ofstream(dir / "wrong-expect.json") << wrong;
+  const Result mismatch = run_kvfuzz("replay " + (dir / "wrong-expect.json").string());
+  EXPECT_EQ(mismatch.status, 1) << mismatch.out << mismatch.err;
+  EXPECT_NE(mismatch.out.find("disagrees with the fixture's expect rows"), std::string::npos)
+      << mismatch.out;
+  std::string malformed = text;
+  malformed.replace(malformed.find(right), right.size(), "\"values\": [[\"1.5\"]]");
+  std::ofstream(dir / "malformed.json") << malformed;
+  const Result bad = run_kvfuzz("replay " + (dir / "malformed.json").string());
+  EXPECT_EQ(bad.status, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("$.expect[1]"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ struct CheckPlan {
   std::vector<Property> properties{kAllProperties.begin(), kAllProperties.end()};
   int jobs = 1;      // workers
   bool fork = true;  // false: in this process, no isolation and no timeout (for a debugger)
-  std::chrono::milliseconds timeout{120'000};  // per (case, engine), all properties together
+  std::chrono::milliseconds timeout{600'000};  // per (case, engine), all properties together
   int max_failures = 1;             // distinct findings per engine before it is no longer run
   std::vector<std::string> ignore;  // signatures counted as ignored
   std::filesystem::path out;        // where fixtures are written
