@@ -75,6 +75,9 @@ std::string signal_name(int signal) {
 }
 
 WorkerPool::WorkerPool(const CheckPlan& plan, int workers) : plan_(plan) {
+  // A worker gone since its last task makes the next write fail (EPIPE) instead of killing
+  // kvfuzz; collect() then finds it ended and replaces it.
+  std::signal(SIGPIPE, SIG_IGN);
   for (int i = 0; i < workers; ++i) workers_.push_back(start());
 }
 
@@ -151,8 +154,6 @@ void WorkerPool::dispatch(TaskId task) {
     const TaskMessage message{task.case_index, static_cast<uint32_t>(task.engine)};
     worker.task = task;
     worker.deadline = Clock::now() + plan_.timeout;
-    // A worker gone since its last task is found by collect(), which replaces it.
-    std::signal(SIGPIPE, SIG_IGN);
     write_all(worker.tasks, &message, sizeof message);
     return;
   }
