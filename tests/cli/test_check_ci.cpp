@@ -236,11 +236,12 @@ TEST(CheckCi, ACaseSeedOfAPropertyFailureReproducesIt) {
   EXPECT_NE(again.out.find("rejected at case 1"), std::string::npos) << again.out;
 }
 
+// (Not --quiet: the progress line is checked too.)
 TEST(CheckCi, CtrlCPrintsTheSummarySoFarAndExits130) {
   const fs::path dir = scratch("interrupt");
   const std::string run = std::string(KVFUZZ_BINARY) +
-                          " check --engine all --cases 1000000 --jobs 2 --quiet --out " +
-                          dir.string() + " --json " + (dir / "s.json").string() + " --junit " +
+                          " check --engine all --cases 1000000 --jobs 2 --out " + dir.string() +
+                          " --json " + (dir / "s.json").string() + " --junit " +
                           (dir / "s.xml").string();
   // sh leaves SIGINT ignored for a background job; kvfuzz installs its own handler.
   const Result r = run_shell("(" + run + " > " + (dir / "out.txt").string() +
@@ -254,6 +255,10 @@ TEST(CheckCi, CtrlCPrintsTheSummarySoFarAndExits130) {
   EXPECT_GT(s["cases"].get<int>(), 0);
   EXPECT_LT(s["cases"].get<int>(), 1000000);
   EXPECT_TRUE(fs::exists(dir / "s.xml"));
+  // The progress line: cases done of the total, findings, an ETA and the engines under way.
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("check: [0-9]+/1000000 cases, 0 findings, [0-9]+ "
+                                                  "s, ETA [0-9]+ s; running [a-z]")))
+      << r.err;
 }
 
 TEST(CheckCi, BadFlagsExit2WithOneLine) {
