@@ -9,7 +9,7 @@
 # kvfuzz::harness to drive the library itself.
 #
 # Installed: the stage libraries (support, scenario, run, generate, judge with the model
-# level, shrink, corpus, doors), the engines and the tiny transformer, engine_tests, the
+# level, shrink, corpus, doors, check), the engines and the tiny transformer, engine_tests, the
 # public headers of harness/include/kvfuzz and harness/engine_tests/include/kvfuzz (a
 # stage's own headers stay in the source tree), the kvfuzz command, the built-in engines'
 # plugin when it is built, kvfuzz's corpus and fixture dictionary, the fuzz targets when
@@ -25,7 +25,7 @@ add_subdirectory(${PROJECT_SOURCE_DIR}/harness/engine_tests ${PROJECT_BINARY_DIR
 # generator, the judge and its properties, the shrinker, fixtures, the built-in engines and
 # the doors for external ones).
 set(KVFUZZ_STAGE_LIBRARIES kvfuzz_support kvfuzz_scenario kvfuzz_run kvfuzz_generate kvfuzz_judge
-    kvfuzz_shrink kvfuzz_corpus kvfuzz_doors)
+    kvfuzz_shrink kvfuzz_corpus kvfuzz_doors kvfuzz_check)
 add_library(kvfuzz_harness INTERFACE)
 target_link_libraries(kvfuzz_harness INTERFACE ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer
                                                kvfuzz_engines)

@@ -1,26 +1,27 @@
-// kvfuzz check: random scenarios from the generator against engines. Honest engines
-// must pass every case; mutants must be rejected. A failing case is saved as a fixture
-// before anything else is printed, then reported; the run ends with a table.
+// kvfuzz check: random scenarios from the generator against engines, judged by the
+// chosen properties (kvfuzz/check.h runs them, in forked workers). Honest engines must
+// pass every case; mutants must be rejected. A failing case is saved as a fixture before
+// anything else is printed, then reported with the command that re-runs it; the run ends
+// with a table (docs/check.md).
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
-#include <deque>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "check_reproduce.h"
+#include "check_summary.h"
 #include "cli_support.h"
 #include "commands.h"
-#include "corpus/fixture_names.h"
-#include "corpus/provenance.h"
 #include "generate/events.h"
-#include "judge/report.h"
-#include "kvfuzz/engine_spec.h"
-#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/check.h"
 #include "kvfuzz/generator.h"
-#include "kvfuzz/judge.h"
 #include "kvfuzz/property.h"
+#include "support/atomic_file.h"
 
 namespace kvfuzz::cli {
 
@@ -38,69 +39,30 @@ struct CheckOptions {
   int max_head_dim = 0;
   int max_q_heads = 0;
   bool model = false;  // model level: a tiny transformer around the attention
+  std::string properties = "prefix,schedule,layout,poison,reset,batch";
+  int jobs = 1;
+  bool no_fork = false;
+  // Seconds per case and engine. Long enough for a long-context case judged by all six
+  // properties on a slow machine (about 70 s at 8192 tokens on two busy cores): only a
+  // real hang should reach it.
+  double timeout = 600;
+  std::string case_seed_text;  // empty: --cases cases from --seed
+  int max_failures = 1;
+  std::vector<std::string> ignore;
+  std::string junit, json;
 };
+
+// Ctrl-C: the summary so far, then this status (as a shell reports a command ended by SIGINT).
+constexpr int kExitInterrupted = 130;
 
 struct EngineTally {
   std::shared_ptr<const EngineInfo> engine;
   EngineDeclarations declared;  // probe_declarations
-  int cases = 0;
-  int skipped = 0;  // cases outside the engine's supports (only when engines' supports differ)
-  std::string skipped_why;  // the first such case's reason
-  long rows = 0;
-  long unjudged = 0;  // rows that passed only because their tolerance reaches max |v|
-  double seconds = 0;
-  std::string failure;  // empty while passing
-  std::string saved_to;
 };
 
-std::string save_failure(const CheckOptions& options, Scenario scenario, const EngineInfo& engine,
-                         uint64_t seed, const Divergence& divergence) {
-  scenario.name = check_fixture_stem(engine.name, seed);
-  stamp_failure(scenario, "check", engine.name, std::nullopt, failure_line(divergence));
-  scenario.provenance.seed = seed;
-  const std::filesystem::path path = std::filesystem::path(options.out) / (scenario.name + ".json");
-  save_fixture(scenario, path);
-  return path.string();
-}
-
-bool verdict_ok(const EngineTally& t) {
-  return t.engine->mutant ? !t.failure.empty() : t.failure.empty();
-}
-
-void print_table(const std::vector<EngineTally>& tallies) {
-  std::printf("\n%-24s %-7s %6s %8s %9s %8s  %s\n", "engine", "kind", "cases", "rows", "unjudged",
-              "seconds", "verdict");
-  for (const EngineTally& t : tallies) {
-    std::string verdict;
-    if (t.engine->mutant) {
-      verdict = t.failure.empty()
-                    ? "NOT REJECTED (the suite missed this mutant)"
-                    : "rejected at case " + std::to_string(t.cases) + ": " + t.failure;
-    } else {
-      verdict = t.failure.empty() ? "pass"
-                                  : "FAIL at case " + std::to_string(t.cases) + ": " + t.failure +
-                                        " -> " + t.saved_to;
-    }
-    std::printf("%-24s %-7s %6d %8ld %9ld %8.3f  %s %s\n", t.engine->name.c_str(),
-                t.engine->mutant ? "mutant" : "honest", t.cases, t.rows, t.unjudged, t.seconds,
-                verdict_ok(t) ? "ok  " : "BAD ", verdict.c_str());
-  }
-  const bool any_unjudged = std::any_of(tallies.begin(), tallies.end(),
-                                        [](const EngineTally& t) { return t.unjudged > 0; });
-  for (const EngineTally& t : tallies) {
-    if (t.skipped == 0) continue;
-    std::printf("%s: %d cases were not run on it (the first %s)\n", t.engine->name.c_str(),
-                t.skipped, t.skipped_why.c_str());
-  }
-  if (any_unjudged) {
-    std::printf(
-        "unjudged: rows within their bound whose bound is at least the largest |v| they see "
-        "(large scores with spread-out values: the engine's arithmetic allows any value in "
-        "range there), so they were only checked to be finite; a bug confined to them passes\n");
-  }
-}
-
-// Which cache states the run reached, and how often; the ones never reached by name.
+// Which cache states the run reached, and how often; the ones never reached by name. Only
+// the cases actually judged count (not --cases when stopped early, nor cases that every
+// engine skipped).
 void print_events(const EventCounts& events, int cases) {
   std::printf("\ncache-state events over %d cases:\n", cases);
   std::string never;
@@ -181,89 +143,215 @@ GeneratorOptions generator_options(const CheckOptions& options, std::vector<Engi
   return generator;
 }
 
+// Set by SIGINT: the plan stops dispatching and returns what it has (kvfuzz/check.h).
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) {
+  g_interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends kvfuzz at once
+}
+
+std::vector<Property> chosen_properties(const std::string& list) {
+  std::vector<Property> properties;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const Property property = select_property(list.substr(start, comma - start));
+    if (std::find(properties.begin(), properties.end(), property) == properties.end()) {
+      properties.push_back(property);
+    }
+    start = comma + 1;
+  }
+  return properties;
+}
+
+std::string engine_list(const CheckPlan& plan, const std::vector<size_t>& engines) {
+  std::string names;
+  for (size_t e : engines) names += (names.empty() ? "" : ", ") + plan.engines[e].info->name;
+  return names.empty() ? "-" : names;
+}
+
+void print_progress(const CheckPlan& plan, const CheckProgress& p) {
+  std::string eta = "?";
+  if (p.cases_done > 0) {
+    eta = std::to_string(
+              static_cast<long>(p.seconds / p.cases_done * (p.cases_total - p.cases_done))) +
+          " s";
+  }
+  std::fprintf(stderr, "check: %d/%d cases, %d findings, %.0f s, ETA %s; running %s\n",
+               p.cases_done, p.cases_total, p.findings, p.seconds, eta.c_str(),
+               engine_list(plan, p.engines_busy).c_str());
+}
+
+// The finding as it is first seen: its fixture is already on disk.
+void print_finding(const CheckPlan& plan, const CheckFinding& f, const std::string& command) {
+  const EngineInfo& engine = *plan.engines[f.engine].info;
+  if (engine.mutant && f.property) return;  // a mutant rejected as expected: the table says it
+  std::printf("%s %s, case %d (case seed %llu): %s\n  saved to %s\n  reproduce: %s\n%s\n",
+              engine.mutant ? "FOUND" : "FAIL", engine.name.c_str(), f.case_number,
+              static_cast<unsigned long long>(f.seed), f.signature.c_str(), f.fixture.c_str(),
+              command.c_str(), f.report.c_str());
+  std::fflush(stdout);
+}
+
+std::string verdict_text(const CheckEngine& engine, const CheckEngineResult& t) {
+  const CheckFinding* first = nullptr;
+  int kept = 0, duplicates = 0, ignored = 0;
+  for (const CheckFinding& f : t.findings) {
+    if (f.ignored) {
+      ignored += 1 + f.duplicates;
+      continue;
+    }
+    if (first == nullptr) first = &f;
+    ++kept;
+    duplicates += f.duplicates;
+  }
+  std::string text;
+  if (first == nullptr) {
+    text = engine.info->mutant ? "NOT REJECTED (the suite missed this mutant)" : "pass";
+  } else {
+    text = std::string(engine.info->mutant ? "rejected" : "FAIL") + " at case " +
+           std::to_string(first->case_number) + ": " + first->line;
+    if (!engine.info->mutant) text += " -> " + first->fixture.string();
+    if (kept > 1 || duplicates > 0) {
+      text +=
+          " (" + std::to_string(kept) + " distinct, " + std::to_string(duplicates) + " duplicates)";
+    }
+  }
+  if (ignored > 0) text += " [" + std::to_string(ignored) + " ignored]";
+  return text;
+}
+
+void print_table(const CheckPlan& plan, const CheckResult& result) {
+  // The name column as wide as the longest name (exec: and plugin: specs are long).
+  int width = 6;
+  for (const CheckEngine& e : plan.engines) {
+    width = std::max(width, static_cast<int>(e.info->name.size()));
+  }
+  std::printf("\n%-*s %-7s %6s %8s %9s %8s  %s\n", width, "engine", "kind", "cases", "rows",
+              "unjudged", "seconds", "verdict");
+  for (size_t e = 0; e < plan.engines.size(); ++e) {
+    const CheckEngine& engine = plan.engines[e];
+    const CheckEngineResult& t = result.engines[e];
+    std::printf("%-*s %-7s %6d %8ld %9ld %8.3f  %s %s\n", width, engine.info->name.c_str(),
+                engine.info->mutant ? "mutant" : "honest", t.cases, t.rows, t.unjudged, t.seconds,
+                verdict_ok(engine, t) ? "ok  " : "BAD ", verdict_text(engine, t).c_str());
+  }
+  // Per property, the cases each failed (only when some did).
+  const bool any_failing =
+      std::any_of(result.engines.begin(), result.engines.end(), [](const CheckEngineResult& t) {
+        return t.crashes > 0 ||
+               std::any_of(t.failing.begin(), t.failing.end(), [](int n) { return n > 0; });
+      });
+  if (any_failing) {
+    std::printf("\nfailing cases by property:\n%-*s", width, "engine");
+    for (const Property p : plan.properties) {
+      std::printf(" %8s", std::string(property_name(p)).c_str());
+    }
+    std::printf(" %8s\n", "crashes");
+    for (size_t e = 0; e < plan.engines.size(); ++e) {
+      const CheckEngineResult& t = result.engines[e];
+      std::printf("%-*s", width, plan.engines[e].info->name.c_str());
+      for (const Property p : plan.properties) {
+        std::printf(" %8d", t.failing[static_cast<size_t>(p)]);
+      }
+      std::printf(" %8d\n", t.crashes);
+    }
+  }
+  for (size_t e = 0; e < plan.engines.size(); ++e) {
+    const CheckEngineResult& t = result.engines[e];
+    if (t.skipped == 0) continue;
+    std::printf("%s: %d cases were not run on it (the first %s)\n",
+                plan.engines[e].info->name.c_str(), t.skipped, t.skipped_why.c_str());
+  }
+  const bool any_unjudged = std::any_of(result.engines.begin(), result.engines.end(),
+                                        [](const CheckEngineResult& t) { return t.unjudged > 0; });
+  if (any_unjudged) {
+    std::printf(
+        "unjudged: rows within their bound whose bound is at least the largest |v| they see "
+        "(large scores with spread-out values: the engine's arithmetic allows any value in "
+        "range there), so they were only checked to be finite; a bug confined to them passes\n");
+  }
+}
+
 int run_check(const CheckOptions& options) {
   if (options.cases < 1) throw UsageError("--cases: expected a positive number of cases");
+  if (options.jobs < 1) throw UsageError("--jobs: expected a positive number of workers");
+  if (options.max_failures < 1) {
+    throw UsageError("--max-failures: expected a positive number of findings per engine");
+  }
+  if (!(options.timeout > 0) || options.timeout > 86'400) {
+    throw UsageError("--timeout: expected a number of seconds in (0, 86400]");
+  }
+  CheckPlan plan;
+  plan.properties = chosen_properties(options.properties);
   const uint64_t run_seed = parse_seed(options.seed_text);
   std::vector<EngineTally> tallies;
   for (const std::shared_ptr<const EngineInfo>& engine : select_engines(options.engines)) {
-    EngineTally tally;
-    tally.engine = engine;
-    tallies.push_back(tally);
+    tallies.push_back({engine, {}});
   }
-  const GeneratorOptions generator = generator_options(options, tallies);
+  plan.generator = generator_options(options, tallies);
+  for (const EngineTally& t : tallies) plan.engines.push_back({t.engine, t.declared});
+  if (options.case_seed_text.empty()) {
+    for (int i = 0; i < options.cases; ++i) plan.case_seeds.push_back(case_seed(run_seed, i));
+  } else {
+    try {
+      plan.case_seeds = {parse_seed(options.case_seed_text)};
+    } catch (const UsageError&) {
+      throw UsageError("--case-seed: expected an integer in [0, 18446744073709551615], got '" +
+                       options.case_seed_text + "'");
+    }
+  }
+  plan.jobs = options.jobs;
+  plan.fork = !options.no_fork;
+  plan.timeout = std::chrono::milliseconds(static_cast<long>(options.timeout * 1000));
+  plan.max_failures = options.max_failures;
+  plan.ignore = options.ignore;
+  plan.out = options.out;
 
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto last_progress = start;
+  const std::vector<std::string> argv = own_command_line();
+  const auto command_of = [&](const CheckFinding& f) {
+    return reproduction_command(argv, plan.engines[f.engine].info->name, f.seed);
+  };
   EventCounts events;
-  for (int i = 0; i < options.cases; ++i) {
-    const uint64_t seed = case_seed(run_seed, i);
-    PrngChoiceSource choices(seed);
-    const Scenario scenario = generate_scenario(choices, generator);
-    events += count_events(scenario, generator.edges);
-    // One Prepared per distinct declared numerics (the reference's bounds depend on them).
-    std::deque<Prepared> prepared_for;  // (a deque: references stay valid as it grows)
-    const auto prepared_of = [&](const EngineNumerics& numerics) -> const Prepared& {
-      for (const Prepared& p : prepared_for) {
-        if (p.numerics == numerics) return p;
-      }
-      return prepared_for.emplace_back(prepare(scenario, numerics));
-    };
-    for (EngineTally& tally : tallies) {
-      if (!tally.failure.empty()) continue;  // one failure per engine is enough
-      if (const auto outside = unjudgeable(scenario, tally.declared)) {
-        if (tally.skipped++ == 0) tally.skipped_why = *outside;
-        continue;
-      }
-      const Prepared& prepared = prepared_of(tally.declared.numerics);
-      if (scenario.model) {
-        // Model level: judged on the logits, located to a layer (judge_property).
-        const auto started = Clock::now();
-        const PropertyOutcome model = judge_property(Property::prefix, scenario, *tally.engine);
-        tally.seconds += std::chrono::duration<double>(Clock::now() - started).count();
-        ++tally.cases;
-        tally.rows += static_cast<long>(prepared.slots.size());
-        if (model.pass) continue;
-        tally.saved_to = save_failure(options, scenario, *tally.engine, seed, *model.first);
-        tally.failure = failure_line(*model.first);
-        if (!tally.engine->mutant) {
-          std::printf("FAIL %s, case %d (seed %llu), saved to %s\n%s\n", tally.engine->name.c_str(),
-                      i + 1, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),
-                      model.report.c_str());
-        }
-        continue;
-      }
-      const CheckOutcome outcome = judge_engine(scenario, prepared, *tally.engine);
-      ++tally.cases;
-      tally.rows += outcome.verdict.rows_compared;
-      tally.unjudged += outcome.verdict.rows_unjudged;
-      tally.seconds += outcome.engine_seconds + outcome.compare_seconds;
-      if (outcome.verdict.pass) continue;
-      // Written to disk first: whatever happens next, the failing case is kept.
-      tally.saved_to = save_failure(options, scenario, *tally.engine, seed, *outcome.verdict.first);
-      const std::string report = describe_divergence(*outcome.verdict.first);
-      tally.failure = failure_line(*outcome.verdict.first);
-      if (!tally.engine->mutant) {
-        std::printf("FAIL %s, case %d (seed %llu), saved to %s\n%s\n", tally.engine->name.c_str(),
-                    i + 1, static_cast<unsigned long long>(seed), tally.saved_to.c_str(),
-                    report.c_str());
-      }
-    }
-    const auto now = Clock::now();
-    if (!options.quiet && now - last_progress > std::chrono::seconds(2)) {
-      last_progress = now;
-      std::fprintf(stderr, "check: %d/%d cases, %.1f s\n", i + 1, options.cases,
-                   std::chrono::duration<double>(now - start).count());
-    }
+  CheckCallbacks callbacks;
+  callbacks.on_finding = [&](const CheckFinding& f) { print_finding(plan, f, command_of(f)); };
+  callbacks.on_case = [&](const Scenario& scenario) {
+    events += count_events(scenario, plan.generator.edges);
+  };
+  if (!options.quiet) {
+    callbacks.on_progress = [&](const CheckProgress& p) { print_progress(plan, p); };
   }
-  print_table(tallies);
-  print_events(events, options.cases);
-  for (const EngineTally& t : tallies) {
-    if (!verdict_ok(t)) return kExitMismatch;
+  g_interrupted = 0;
+  callbacks.stop = &g_interrupted;
+  std::signal(SIGINT, on_interrupt);
+  const CheckResult result = run_check_plan(plan, callbacks);
+  std::signal(SIGINT, SIG_DFL);
+
+  print_table(plan, result);
+  print_events(events, result.cases_run);
+  FindingCommands commands;
+  for (const CheckEngineResult& t : result.engines) {
+    commands.emplace_back();
+    for (const CheckFinding& f : t.findings) commands.back().push_back(command_of(f));
+  }
+  if (!options.junit.empty()) {
+    write_file_atomically(options.junit, junit_xml(plan, result, commands));
+  }
+  if (!options.json.empty()) {
+    write_file_atomically(options.json, summary_json(plan, result, commands));
+  }
+  if (result.interrupted) {
+    std::printf("interrupted after %d of %zu cases (Ctrl-C)\n", result.cases_run,
+                plan.case_seeds.size());
+    std::fflush(stdout);
+    return kExitInterrupted;
+  }
+  for (size_t e = 0; e < plan.engines.size(); ++e) {
+    if (!verdict_ok(plan.engines[e], result.engines[e])) return kExitMismatch;
   }
   return kExitPass;
 }
-
 }  // namespace
 
 void add_check_command(CLI::App& app, int& exit_status) {
@@ -272,7 +360,8 @@ void add_check_command(CLI::App& app, int& exit_status) {
       "check",
       "Run random scenarios against engines: honest engines must pass every case, mutants must\n"
       "be rejected. Failing cases are saved as fixtures under --out. Exit status: 0 as expected,\n"
-      "1 an honest engine failed or a mutant was not rejected, 2 bad input.");
+      "1 an honest engine failed or a mutant was not rejected, 2 bad input, 130 interrupted\n"
+      "(Ctrl-C; the table and summaries so far are still written). See docs/check.md.");
   cmd->add_option("--engine", options->engines,
                   "Engine name, comma-separated names, 'all' (honest), 'mutants', 'every', "
                   "plugin:PATH[:NAME] or exec:COMMAND")
@@ -302,6 +391,35 @@ void add_check_command(CLI::App& app, int& exit_status) {
                 "Model level: each scenario runs a tiny transformer (random vocabulary, width, "
                 "layers) whose attention is the engine, judged on the logits and located to a "
                 "layer");
+  cmd->add_option("--property", options->properties,
+                  "Comma-separated properties to judge every case by (default: all six: " +
+                      property_list(" and ") + ")")
+      ->default_val("prefix,schedule,layout,poison,reset,batch");
+  cmd->add_option("--jobs", options->jobs,
+                  "Worker processes judging cases in parallel; the results are the same for "
+                  "every number")
+      ->default_val(1)
+      ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--no-fork", options->no_fork,
+                "Judge in this process, not in a forked worker: no crash isolation and no "
+                "--timeout, but a debugger sees the engine");
+  cmd->add_option("--timeout", options->timeout,
+                  "Seconds one case may take on one engine (all properties) before its worker "
+                  "is killed and the case is a timeout finding")
+      ->default_val(600);
+  cmd->add_option("--case-seed", options->case_seed_text,
+                  "Run exactly one case, the one of this case seed (what a failure prints and "
+                  "its fixture records as provenance.seed); --cases and --seed are then unused");
+  cmd->add_option("--max-failures", options->max_failures,
+                  "Distinct findings (by signature) per engine before it is no longer run; "
+                  "later cases with a known signature are counted as duplicates")
+      ->default_val(1)
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--ignore", options->ignore,
+                  "A finding signature (prefix/mismatch, crash/SIGSEGV, timeout, ...) to count "
+                  "as ignored: it neither fails the run nor ends it (repeatable)");
+  cmd->add_option("--junit", options->junit, "Write a JUnit XML report to this file");
+  cmd->add_option("--json", options->json, "Write a JSON summary to this file");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
   cmd->callback([options, &exit_status] { exit_status = run_check(*options); });
 }

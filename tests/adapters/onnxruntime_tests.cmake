@@ -11,7 +11,9 @@ add_test(NAME ort_venv COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/require_venv.sh ${KVF
 set_tests_properties(ort_venv PROPERTIES FIXTURES_SETUP ort_venv)
 
 set(KVFUZZ_ORT_ENGINE "exec:${KVFUZZ_VENV_PYTHON} ${PROJECT_SOURCE_DIR}/adapters/onnxruntime/ort_gqa_engine.py")
-set(KVFUZZ_ORT_CHECK --cases 60 --seed 1 --quiet --out ${CMAKE_CURRENT_BINARY_DIR}/kvfuzz-out)
+# Two workers: check judges all six properties, several runs of the engine per case (a
+# process each, until the exec door keeps one per worker).
+set(KVFUZZ_ORT_CHECK --cases 60 --seed 1 --jobs 2 --quiet --out ${CMAKE_CURRENT_BINARY_DIR}/kvfuzz-out)
 
 # kvfuzz_ort_test(NAME EXIT ENGINE_FLAGS...): kvfuzz check of the adapter with those flags,
 # expecting exit status EXIT (expect_exit.sh).
@@ -20,7 +22,7 @@ function(kvfuzz_ort_test name exit)
   add_test(NAME ${name}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh ${exit} $<TARGET_FILE:kvfuzz> check
                    --engine "${KVFUZZ_ORT_ENGINE} ${flags}" ${KVFUZZ_ORT_CHECK})
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 300)
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 600)
 endfunction()
 
 kvfuzz_ort_test(ort_gqa_f32 0 --dtype f32)

@@ -1,0 +1,169 @@
+#include "check_summary.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace kvfuzz::cli {
+
+std::string engine_verdict(const CheckEngine& engine, const CheckEngineResult& result) {
+  if (engine.info->mutant) return result.failed() ? "rejected" : "not-rejected";
+  return result.failed() ? "fail" : "pass";
+}
+
+bool verdict_ok(const CheckEngine& engine, const CheckEngineResult& result) {
+  return engine.info->mutant == result.failed();
+}
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default: {
+        const auto u = static_cast<unsigned char>(c);
+        out += u < 0x20 && c != '\t' && c != '\n' && c != '\r' ? '?' : c;
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// What kind of test case a finding belongs to: its property, or the first part of its
+// signature ("crash", "exit", "timeout", "engine-error").
+std::string finding_case(const CheckFinding& finding) {
+  if (finding.property) return std::string(property_name(*finding.property));
+  return finding.signature.substr(0, finding.signature.find('/'));
+}
+
+std::string failure_text(const CheckFinding& finding, const std::string& command) {
+  return "case " + std::to_string(finding.case_number) + " (case seed " +
+         std::to_string(finding.seed) + "), " + std::to_string(finding.duplicates) +
+         " later duplicates\nfixture: " + finding.fixture.string() + "\nreproduce: " + command +
+         "\n\n" + finding.report;
+}
+
+}  // namespace
+
+std::string junit_xml(const CheckPlan& plan, const CheckResult& result,
+                      const FindingCommands& commands) {
+  std::string suites;
+  int tests = 0, failures = 0;
+  for (size_t e = 0; e < plan.engines.size(); ++e) {
+    const CheckEngine& engine = plan.engines[e];
+    const CheckEngineResult& tally = result.engines[e];
+    std::vector<std::string> names;
+    for (const Property p : plan.properties) names.emplace_back(property_name(p));
+    for (const CheckFinding& f : tally.findings) {
+      const std::string name = finding_case(f);
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    if (engine.info->mutant) names.emplace_back("rejected");
+    std::string cases;
+    int suite_failures = 0;
+    for (const std::string& name : names) {
+      std::string body;
+      for (size_t i = 0; i < tally.findings.size(); ++i) {
+        const CheckFinding& f = tally.findings[i];
+        if (finding_case(f) != name) continue;
+        const std::string text = failure_text(f, commands[e][i]);
+        if (f.ignored) {
+          body += "<system-out>" + xml_escape("ignored (--ignore " + f.signature + "): " + text) +
+                  "</system-out>";
+        } else if (!engine.info->mutant) {
+          body += "<failure type=\"" + xml_escape(f.signature) + "\" message=\"" +
+                  xml_escape(f.line) + "\">" + xml_escape(text) + "</failure>";
+          ++suite_failures;
+        } else {
+          body += "<system-out>" + xml_escape("rejected by: " + text) + "</system-out>";
+        }
+      }
+      if (name == "rejected" && !tally.failed()) {
+        body +=
+            "<failure type=\"not-rejected\" message=\"the suite missed this mutant\">" +
+            xml_escape("no chosen property failed in " + std::to_string(tally.cases) + " cases") +
+            "</failure>";
+        ++suite_failures;
+      }
+      cases += "<testcase classname=\"" + xml_escape(engine.info->name) + "\" name=\"" +
+               xml_escape(name) + "\">" + body + "</testcase>\n";
+    }
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.3f", tally.seconds);
+    suites += "<testsuite name=\"" + xml_escape(engine.info->name) + "\" tests=\"" +
+              std::to_string(names.size()) + "\" failures=\"" + std::to_string(suite_failures) +
+              "\" errors=\"0\" time=\"" + seconds + "\">\n" + cases + "</testsuite>\n";
+    tests += static_cast<int>(names.size());
+    failures += suite_failures;
+  }
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kvfuzz check\" tests=\"" +
+         std::to_string(tests) + "\" failures=\"" + std::to_string(failures) +
+         "\" errors=\"0\">\n" + suites + "</testsuites>\n";
+}
+
+std::string summary_json(const CheckPlan& plan, const CheckResult& result,
+                         const FindingCommands& commands) {
+  nlohmann::json engines = nlohmann::json::array();
+  nlohmann::json findings = nlohmann::json::array();
+  for (size_t e = 0; e < plan.engines.size(); ++e) {
+    const CheckEngine& engine = plan.engines[e];
+    const CheckEngineResult& tally = result.engines[e];
+    nlohmann::json failing = nlohmann::json::object();
+    for (const Property p : plan.properties) {
+      failing[std::string(property_name(p))] = tally.failing[static_cast<size_t>(p)];
+    }
+    int ignored = 0;
+    for (size_t i = 0; i < tally.findings.size(); ++i) {
+      const CheckFinding& f = tally.findings[i];
+      if (f.ignored) ignored += 1 + f.duplicates;
+      findings.push_back(
+          {{"engine", engine.info->name},
+           {"signature", f.signature},
+           {"case", f.case_number},
+           {"seed", f.seed},
+           {"fixture", f.ignored ? nlohmann::json() : nlohmann::json(f.fixture.string())},
+           {"command", commands[e][i]},
+           {"message", f.line},
+           {"duplicates", f.duplicates},
+           {"ignored", f.ignored}});
+    }
+    engines.push_back({{"name", engine.info->name},
+                       {"kind", engine.info->mutant ? "mutant" : "honest"},
+                       {"verdict", engine_verdict(engine, tally)},
+                       {"ok", verdict_ok(engine, tally)},
+                       {"cases", tally.cases},
+                       {"skipped", tally.skipped},
+                       {"rows", tally.rows},
+                       {"unjudged", tally.unjudged},
+                       {"failing_cases", failing},
+                       {"crashes", tally.crashes},
+                       {"ignored", ignored}});
+  }
+  nlohmann::json properties = nlohmann::json::array();
+  for (const Property p : plan.properties) properties.push_back(std::string(property_name(p)));
+  const nlohmann::json summary = {{"cases", result.cases_run},
+                                  {"cases_planned", plan.case_seeds.size()},
+                                  {"interrupted", result.interrupted},
+                                  {"properties", properties},
+                                  {"engines", engines},
+                                  {"findings", findings}};
+  return summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace kvfuzz::cli

@@ -1,0 +1,162 @@
+#include "check/task.h"
+
+#include <chrono>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "corpus/provenance.h"
+#include "judge/report.h"
+
+namespace kvfuzz::check {
+
+const Scenario& CaseCache::scenario(const CheckPlan& plan, int case_index) {
+  if (case_index != case_index_) {
+    scenario_ = check_case_scenario(plan, plan.case_seeds.at(static_cast<size_t>(case_index)));
+    prepared_.clear();
+    case_index_ = case_index;
+  }
+  return scenario_;
+}
+
+const Prepared& CaseCache::prepared(const EngineNumerics& numerics) {
+  for (const Prepared& p : prepared_) {
+    if (p.numerics == numerics) return p;
+  }
+  return prepared_.emplace_back(prepare(scenario_, numerics));
+}
+
+namespace {
+
+// An engine error's report without the keys the row should see: the engine failed, so no
+// row was compared and a key range would only mislead.
+std::string without_key_range(const std::string& report, const Divergence& first) {
+  if (first.kind != FailureKind::engine_error) return report;
+  Divergence no_row = first;
+  no_row.key_lo = 0;
+  no_row.key_hi = -1;
+  const std::string described = describe_divergence(first);
+  const size_t at = report.find(described);
+  if (at == std::string::npos) return report;
+  return report.substr(0, at) + describe_divergence(no_row) + report.substr(at + described.size());
+}
+
+// prefix through judge_engine with the case's shared Prepared (what judge_property does
+// with one of its own), which also counts the rows compared and unjudged.
+PropertyResult judge_prefix(const Scenario& scenario, const Prepared& prepared,
+                            const EngineInfo& engine, TaskResult& result) {
+  const CheckOutcome outcome = judge_engine(scenario, prepared, engine);
+  result.rows = outcome.verdict.rows_compared;
+  result.unjudged = outcome.verdict.rows_unjudged;
+  PropertyResult judged;
+  judged.property = Property::prefix;
+  if (outcome.verdict.pass) return judged;
+  const Divergence& first = *outcome.verdict.first;
+  judged.pass = false;
+  judged.signature = to_string(FailureSignature{Property::prefix, first.kind});
+  judged.line = failure_line(first);
+  judged.report = without_key_range(
+      "prefix: engine '" + engine.name + "' breaks the property that " +
+          std::string(property_info(Property::prefix).claim) + "\n" + describe_divergence(first),
+      first);
+  return judged;
+}
+
+}  // namespace
+
+TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache) {
+  const CheckEngine& engine = plan.engines.at(task.engine);
+  const Scenario& scenario = cache.scenario(plan, task.case_index);
+  TaskResult result;
+  if (const auto outside = unjudgeable(scenario, engine.declared)) {
+    result.skipped = *outside;
+    return result;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (const Property property : plan.properties) {
+      if (property == Property::prefix && !scenario.model) {
+        result.properties.push_back(
+            judge_prefix(scenario, cache.prepared(engine.declared.numerics), *engine.info, result));
+        continue;
+      }
+      const PropertyOutcome outcome = judge_property(property, scenario, *engine.info);
+      if (property == Property::prefix) {
+        result.rows = static_cast<long>(cache.prepared(engine.declared.numerics).slots.size());
+      }
+      PropertyResult judged;
+      judged.property = property;
+      judged.pass = outcome.pass;
+      if (!outcome.pass) {
+        judged.signature = outcome.signature ? to_string(*outcome.signature) : "";
+        judged.line = failure_line(outcome);
+        judged.report =
+            outcome.first ? without_key_range(outcome.report, *outcome.first) : outcome.report;
+      }
+      result.properties.push_back(judged);
+    }
+  } catch (const std::exception& e) {
+    // The properties turn an engine's errors into engine_error divergences; what still
+    // escapes (a failure to create the engine outside a run) is the engine's error too.
+    result.failure = TaskFailure{"engine-error", std::string("engine error: ") + e.what(),
+                                 std::string("the engine failed outside a run: ") + e.what()};
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+std::string encode(const TaskResult& result) {
+  nlohmann::json j;
+  if (result.skipped) j["skipped"] = *result.skipped;
+  j["rows"] = result.rows;
+  j["unjudged"] = result.unjudged;
+  j["seconds"] = result.seconds;
+  j["properties"] = nlohmann::json::array();
+  for (const PropertyResult& p : result.properties) {
+    j["properties"].push_back({{"property", property_name(p.property)},
+                               {"pass", p.pass},
+                               {"signature", p.signature},
+                               {"line", p.line},
+                               {"report", p.report}});
+  }
+  if (result.failure) {
+    j["failure"] = {{"signature", result.failure->signature},
+                    {"line", result.failure->line},
+                    {"report", result.failure->report}};
+  }
+  // Replaced, not refused: an engine's message may hold bytes that are no UTF-8.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+TaskResult decode(const std::string& text) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    TaskResult result;
+    if (j.contains("skipped")) result.skipped = j.at("skipped").get<std::string>();
+    result.rows = j.at("rows").get<long>();
+    result.unjudged = j.at("unjudged").get<long>();
+    result.seconds = j.at("seconds").get<double>();
+    for (const nlohmann::json& p : j.at("properties")) {
+      PropertyResult judged;
+      const auto property = parse_property(p.at("property").get<std::string>());
+      if (!property) throw std::runtime_error("unknown property");
+      judged.property = *property;
+      judged.pass = p.at("pass").get<bool>();
+      judged.signature = p.at("signature").get<std::string>();
+      judged.line = p.at("line").get<std::string>();
+      judged.report = p.at("report").get<std::string>();
+      result.properties.push_back(std::move(judged));
+    }
+    if (j.contains("failure")) {
+      const nlohmann::json& f = j.at("failure");
+      result.failure =
+          TaskFailure{f.at("signature").get<std::string>(), f.at("line").get<std::string>(),
+                      f.at("report").get<std::string>()};
+    }
+    return result;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("a worker's result does not decode: ") + e.what());
+  }
+}
+
+}  // namespace kvfuzz::check

@@ -1,0 +1,69 @@
+// One task of kvfuzz check: one case judged on one engine by every chosen property, in a
+// worker process (workers.h) or, with --no-fork, in kvfuzz itself. Its result crosses the
+// worker's pipe as JSON.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvfuzz/check.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/property.h"
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz::check {
+
+struct TaskId {
+  int case_index = 0;  // from 0
+  size_t engine = 0;
+  auto operator<=>(const TaskId&) const = default;
+};
+
+struct PropertyResult {
+  Property property = Property::prefix;
+  bool pass = true;
+  std::string signature;  // when it fails: "prefix/mismatch"
+  std::string line;       // the failure line
+  std::string report;
+};
+
+// A task that ended without a verdict: the worker crashed, exited or hung, or the engine
+// threw past the properties.
+struct TaskFailure {
+  std::string signature;  // "crash/SIGSEGV", "exit/1", "timeout", "engine-error"
+  std::string line;
+  std::string report;
+};
+
+struct TaskResult {
+  std::optional<std::string> skipped;  // why the case says nothing about the engine
+  long rows = 0;
+  long unjudged = 0;
+  double seconds = 0;
+  std::vector<PropertyResult> properties;  // in the plan's order
+  std::optional<TaskFailure> failure;
+};
+
+// The scenario of the case a worker judges last, with one Prepared per declared numerics,
+// so that the engines of one case share the reference's work.
+class CaseCache {
+ public:
+  const Scenario& scenario(const CheckPlan& plan, int case_index);
+  const Prepared& prepared(const EngineNumerics& numerics);
+
+ private:
+  int case_index_ = -1;
+  Scenario scenario_;
+  std::deque<Prepared> prepared_;  // (a deque: references stay valid as it grows)
+};
+
+TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache);
+
+std::string encode(const TaskResult& result);
+// Throws std::runtime_error on text that is no encoded TaskResult.
+TaskResult decode(const std::string& text);
+
+}  // namespace kvfuzz::check

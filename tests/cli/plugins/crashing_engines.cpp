@@ -1,0 +1,87 @@
+// A plugin whose engines take the process down in the middle of a case, as a kernel with
+// an out-of-bounds write or a failed assertion does: kvfuzz check must turn each into a
+// finding (tests/cli/test_check_ci.cpp), not die with it.
+//
+//   segfault   writes through a null pointer on its first step
+//   abort      says so on stderr and calls abort() on its first step (a failed assert)
+//   exit       writes a sanitizer-like report and exits with status 1 on its first step,
+//              as AddressSanitizer does after its report
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "kvfuzz/engine_abi.h"
+
+struct kvfuzz_engine {
+  int unused = 0;
+};
+
+namespace {
+
+kvfuzz_engine* create(const kvfuzz_engine_config* /*config*/, const char** error) {
+  kvfuzz_engine* engine = new (std::nothrow) kvfuzz_engine;
+  if (engine == nullptr) *error = "out of memory";
+  return engine;
+}
+
+void destroy(kvfuzz_engine* engine) {
+  delete engine;
+}
+
+int reset_ok(kvfuzz_engine*, int32_t, const char**) {
+  return 0;
+}
+
+// Volatile both ways: the compiler may neither assume the pointer is null nor drop the
+// write (a store it can prove undefined is otherwise deleted).
+volatile int* volatile g_nowhere = nullptr;
+
+int step_segfault(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t,
+                  const char**) {
+  *g_nowhere = 1;
+  return 0;
+}
+
+int step_abort(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t, const char**) {
+  std::fputs("crashing_engines: assertion 'block < pool' failed\n", stderr);
+  std::abort();
+}
+
+int step_exit(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t, const char**) {
+  std::fputs("==1==ERROR: AddressSanitizer: heap-buffer-overflow (crashing_engines)\n", stderr);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+kvfuzz_engine_api entry(const char* name, const char* description,
+                        int (*step)(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*,
+                                    int32_t, const char**)) {
+  kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
+  api.name = name;
+  api.description = description;
+  api.create = create;
+  api.destroy = destroy;
+  api.step = step;
+  api.reset = reset_ok;
+  return api;
+}
+
+struct Table {
+  kvfuzz_engine_api engines[3];
+  kvfuzz_engine_plugin_table table;
+
+  Table()
+      : engines{entry("segfault", "Writes through a null pointer on its first step.",
+                      step_segfault),
+                entry("abort", "Calls abort() on its first step.", step_abort),
+                entry("exit", "Reports like a sanitizer and exits on its first step.", step_exit)},
+        table{KVFUZZ_ENGINE_ABI_VERSION, 3, engines} {}
+};
+
+}  // namespace
+
+extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
+  static const Table table;
+  return &table.table;
+}

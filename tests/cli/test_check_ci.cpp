@@ -1,0 +1,324 @@
+// kvfuzz check for CI (docs/check.md): the six properties and --property, results that do
+// not depend on --jobs, crashes and hangs as findings whose fixture is on disk and whose
+// printed command re-runs them, --max-failures and --ignore, Ctrl-C, bad flags, the
+// table's alignment and the events' case count. (The --junit report is read by a real
+// JUnit parser in check_junit.sh.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "command.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using Result = kvfuzz::test::CommandResult;
+using kvfuzz::test::run_kvfuzz;
+using kvfuzz::test::run_shell;
+using kvfuzz::test::slurp;
+
+const fs::path kSource = KVFUZZ_SOURCE_DIR;
+
+// A fresh folder of this test's own.
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("kvfuzz-check-ci-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+Json json_of(const fs::path& path) {
+  return Json::parse(slurp(path));
+}
+
+std::string exec_engine(const std::string& script, const std::string& args) {
+  return "'exec:python3 " + (kSource / "tests/doors/exec" / script).string() + " " + args + "'";
+}
+
+// A Python engine is slow: small scenarios.
+const std::string kSmall = " --max-tokens 12 --max-head-dim 4 --max-q-heads 2";
+
+// The command a failure printed after "reproduce: ".
+std::string reproduce_command(const std::string& out) {
+  const size_t at = out.find("reproduce: ");
+  if (at == std::string::npos) return "";
+  const size_t start = at + 11;
+  return out.substr(start, out.find('\n', start) - start);
+}
+
+// The table without its seconds column (the one thing that differs between runs).
+std::string without_seconds(const std::string& out) {
+  return std::regex_replace(out, std::regex(" +[0-9]+\\.[0-9]{3}  "), " S  ");
+}
+
+TEST(CheckCi, AllSixPropertiesByDefault) {
+  const fs::path dir = scratch("six");
+  const Result r = run_kvfuzz("check --engine contiguous --cases 4 --quiet --json " +
+                              (dir / "s.json").string() + " --out " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const Json s = json_of(dir / "s.json");
+  EXPECT_EQ(s["properties"],
+            Json::parse(R"(["prefix","schedule","layout","poison","reset","batch"])"));
+  EXPECT_EQ(s["engines"][0]["failing_cases"].size(), 6u);
+  EXPECT_EQ(s["cases"], 4);
+}
+
+// An engine whose rows move by one float32 step in a batch of several sequences, while it
+// claims the batch invariance bit for bit: prefix cannot see it, batch can.
+TEST(CheckCi, PropertyChoosesWhatIsJudged) {
+  const fs::path dir = scratch("property");
+  const std::string engine = exec_engine("misbehaving_engine.py", "claims-bitwise-batch-variant");
+  const std::string common =
+      "check --engine " + engine + " --cases 12 --quiet" + kSmall + " --out " + dir.string();
+  const Result prefix = run_kvfuzz(common + " --property prefix");
+  EXPECT_EQ(prefix.status, 0) << prefix.out << prefix.err;
+  const Result batch = run_kvfuzz(common + " --property batch --json " + (dir / "b.json").string());
+  EXPECT_EQ(batch.status, 1) << batch.out << batch.err;
+  EXPECT_EQ(json_of(dir / "b.json")["findings"][0]["signature"], "batch/mismatch");
+  const Result all = run_kvfuzz(common + " --json " + (dir / "a.json").string());
+  EXPECT_EQ(all.status, 1) << all.out << all.err;
+  EXPECT_EQ(json_of(dir / "a.json")["findings"][0]["signature"], "batch/mismatch");
+  const Result unknown = run_kvfuzz("check --property prefix,bacth");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.err.find("--property: unknown property 'bacth'"), std::string::npos)
+      << unknown.err;
+}
+
+TEST(CheckCi, ResultsAreTheSameForEveryNumberOfJobs) {
+  const fs::path dir = scratch("jobs");
+  const std::string common =
+      "check --engine every --cases 25 --max-failures 3 --quiet --out " + dir.string();
+  const Result one = run_kvfuzz(common + " --jobs 1 --json " + (dir / "1.json").string());
+  const Result two = run_kvfuzz(common + " --jobs 2 --json " + (dir / "2.json").string());
+  const Result inline_run = run_kvfuzz(common + " --no-fork --json " + (dir / "0.json").string());
+  EXPECT_EQ(one.status, two.status);
+  EXPECT_EQ(without_seconds(one.out), without_seconds(two.out));
+  EXPECT_EQ(slurp(dir / "1.json"), slurp(dir / "2.json"));
+  // The same but for the reproduction commands, which carry --no-fork.
+  Json in_workers = json_of(dir / "1.json"), in_process = json_of(dir / "0.json");
+  for (Json* s : {&in_workers, &in_process}) {
+    for (Json& f : (*s)["findings"]) f.erase("command");
+  }
+  EXPECT_EQ(in_workers, in_process);
+  EXPECT_FALSE(json_of(dir / "1.json")["findings"].empty());
+}
+
+// A crash: the finding names the signal and the case seed, its fixture is on disk, and the
+// printed command re-runs exactly that case with the same finding.
+void expect_crash_found_and_reproduced(const std::string& engine, const std::string& signature,
+                                       const std::string& name, const std::string& last_words) {
+  const fs::path dir = scratch(name);
+  const Result r = run_kvfuzz("check --engine " + engine + " --cases 3 --jobs 2 --quiet --out " +
+                              dir.string() + " --json " + (dir / "s.json").string());
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  const Json finding = json_of(dir / "s.json")["findings"][0];
+  EXPECT_EQ(finding["signature"], signature);
+  EXPECT_TRUE(fs::exists(finding["fixture"].get<std::string>())) << finding;
+  const std::string seed = std::to_string(finding["seed"].get<uint64_t>());
+  EXPECT_NE(r.out.find("case seed " + seed), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(signature), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(last_words), std::string::npos) << "the worker's stderr tail: " << r.out;
+  const Json fixture = json_of(finding["fixture"].get<std::string>());
+  EXPECT_EQ(std::to_string(fixture["provenance"]["seed"].get<uint64_t>()), seed);
+
+  const std::string command = reproduce_command(r.out);
+  ASSERT_NE(command.find("--case-seed " + seed), std::string::npos) << command;
+  EXPECT_EQ(command.find("--cases"), std::string::npos) << command;
+  const Result again = run_shell(command + " --json " + (dir / "again.json").string());
+  EXPECT_EQ(again.status, 1) << again.out << again.err;
+  const Json rerun = json_of(dir / "again.json");
+  EXPECT_EQ(rerun["cases"], 1);
+  EXPECT_EQ(rerun["findings"][0]["signature"], signature);
+  EXPECT_EQ(rerun["findings"][0]["seed"], finding["seed"]);
+}
+
+TEST(CheckCi, ASegfaultingPluginIsAFinding) {
+  expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":segfault",
+                                    "crash/SIGSEGV", "segfault", "died of SIGSEGV");
+}
+
+TEST(CheckCi, AnAbortingPluginIsAFinding) {
+  expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":abort",
+                                    "crash/SIGABRT", "abort",
+                                    "the worker's last stderr:\ncrashing_engines: assertion "
+                                    "'block < pool' failed");
+}
+
+TEST(CheckCi, AnEngineExitingAsASanitizerDoesIsAFinding) {
+  expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":exit",
+                                    "exit/1", "exit",
+                                    "ERROR: AddressSanitizer: heap-buffer-overflow");
+}
+
+// An engine error: a finding whose report names no key range (no row was compared).
+TEST(CheckCi, AnEngineErrorReportsNoKeyRange) {
+  const fs::path dir = scratch("engine-error");
+  const std::string engine = exec_engine("misbehaving_engine.py", "error");
+  const Result r = run_kvfuzz("check --engine " + engine + " --cases 1 --quiet" + kSmall +
+                              " --out " + dir.string());
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("prefix/engine-error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out of KV blocks"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("should see keys"), std::string::npos) << r.out;
+}
+
+TEST(CheckCi, AHangingExecEngineIsATimeoutFinding) {
+  const fs::path dir = scratch("hang");
+  const std::string engine = exec_engine("hang_on_step.py", "1");
+  // Two cases: the second runs on the worker started in place of the one killed.
+  const Result r =
+      run_kvfuzz("check --engine " + engine + " --cases 2 --timeout 1 --max-failures 2 --quiet" +
+                 kSmall + " --out " + dir.string() + " --json " + (dir / "s.json").string());
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  const Json finding = json_of(dir / "s.json")["findings"][0];
+  EXPECT_EQ(finding["signature"], "timeout");
+  EXPECT_EQ(finding["duplicates"], 1);
+  EXPECT_TRUE(fs::exists(finding["fixture"].get<std::string>())) << finding;
+  EXPECT_NE(r.out.find("longer than 1 s (--timeout)"), std::string::npos) << r.out;
+  const std::string command = reproduce_command(r.out);
+  ASSERT_NE(command.find("--timeout 1"), std::string::npos) << command;
+  const Result again = run_shell(command);
+  EXPECT_EQ(again.status, 1) << again.out << again.err;
+  EXPECT_NE(again.out.find("timeout"), std::string::npos) << again.out;
+}
+
+TEST(CheckCi, MaxFailuresKeepsGoingAndCountsDuplicates) {
+  const fs::path dir = scratch("max");
+  const std::string engine = std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":segfault";
+  const Result r = run_kvfuzz("check --engine " + engine + " --cases 4 --max-failures 2 --quiet" +
+                              " --out " + dir.string() + " --json " + (dir / "s.json").string());
+  EXPECT_EQ(r.status, 1);
+  const Json s = json_of(dir / "s.json");
+  EXPECT_EQ(s["cases"], 4);  // one signature: the run went on to the end
+  ASSERT_EQ(s["findings"].size(), 1u);
+  EXPECT_EQ(s["findings"][0]["duplicates"], 3);
+  // A mutant with two distinct failures: both kept, each with its own fixture.
+  const Result mutant = run_kvfuzz(
+      "check --engine stale-kv --cases 200 --max-failures 2 --quiet"
+      " --out " +
+      dir.string() + " --json " + (dir / "m.json").string());
+  EXPECT_EQ(mutant.status, 0) << mutant.out;
+  const Json m = json_of(dir / "m.json");
+  ASSERT_EQ(m["findings"].size(), 2u) << m;
+  EXPECT_NE(m["findings"][0]["signature"], m["findings"][1]["signature"]);
+  EXPECT_NE(m["findings"][0]["fixture"], m["findings"][1]["fixture"]);
+}
+
+TEST(CheckCi, IgnoredSignaturesNeitherFailNorEndTheRun) {
+  const fs::path dir = scratch("ignore");
+  const std::string engine = std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":segfault";
+  const Result r =
+      run_kvfuzz("check --engine " + engine + " --cases 3 --ignore crash/SIGSEGV --quiet --out " +
+                 dir.string() + " --json " + (dir / "s.json").string());
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  const Json s = json_of(dir / "s.json");
+  EXPECT_EQ(s["cases"], 3);
+  EXPECT_EQ(s["engines"][0]["ignored"], 3);
+  EXPECT_NE(r.out.find("[3 ignored]"), std::string::npos) << r.out;
+}
+
+TEST(CheckCi, ACaseSeedOfAPropertyFailureReproducesIt) {
+  const fs::path dir = scratch("case-seed");
+  const Result r = run_kvfuzz("check --engine mask-origin --cases 20 --quiet --out " +
+                              dir.string() + " --json " + (dir / "s.json").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const Json finding = json_of(dir / "s.json")["findings"][0];
+  const Result again =
+      run_shell(finding["command"].get<std::string>() + " --json " + (dir / "again.json").string());
+  EXPECT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(json_of(dir / "again.json")["findings"][0]["signature"], finding["signature"]);
+  EXPECT_NE(again.out.find("rejected at case 1"), std::string::npos) << again.out;
+}
+
+// (Not --quiet: the progress line is checked too.)
+TEST(CheckCi, CtrlCPrintsTheSummarySoFarAndExits130) {
+  const fs::path dir = scratch("interrupt");
+  const std::string run = std::string(KVFUZZ_BINARY) +
+                          " check --engine all --cases 1000000 --jobs 2 --out " + dir.string() +
+                          " --json " + (dir / "s.json").string() + " --junit " +
+                          (dir / "s.xml").string();
+  // sh leaves SIGINT ignored for a background job; kvfuzz installs its own handler.
+  const Result r = run_shell("(" + run + " > " + (dir / "out.txt").string() +
+                             " & pid=$!; sleep 3; kill -INT $pid; wait $pid; echo status=$?)");
+  EXPECT_NE(r.out.find("status=130"), std::string::npos) << r.out << r.err;
+  const std::string out = slurp(dir / "out.txt");
+  EXPECT_NE(out.find("interrupted after"), std::string::npos) << out;
+  EXPECT_NE(out.find("engine "), std::string::npos) << out;
+  const Json s = json_of(dir / "s.json");
+  EXPECT_TRUE(s["interrupted"].get<bool>());
+  EXPECT_GT(s["cases"].get<int>(), 0);
+  EXPECT_LT(s["cases"].get<int>(), 1000000);
+  EXPECT_TRUE(fs::exists(dir / "s.xml"));
+  // The progress line: cases done of the total, findings, an ETA and the engines under way.
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("check: [0-9]+/1000000 cases, 0 findings, [0-9]+ "
+                                                  "s, ETA [0-9]+ s; running [a-z]")))
+      << r.err;
+}
+
+TEST(CheckCi, BadFlagsExit2WithOneLine) {
+  for (const std::string flags :
+       {"--jobs 0", "--timeout 0", "--case-seed x", "--max-failures 0", "--property nope"}) {
+    const Result r = run_kvfuzz("check --engine contiguous " + flags);
+    EXPECT_EQ(r.status, 2) << flags << ": " << r.out << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << flags << ": " << r.err;
+  }
+}
+
+TEST(CheckCi, TheTableAlignsLongNames) {
+  const fs::path dir = scratch("align");
+  const std::string engine = exec_engine("hang_on_step.py", "1000000");
+  const Result r = run_kvfuzz("check --engine " + engine + " --cases 1 --quiet" + kSmall +
+                              " --out " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::istringstream lines(r.out);
+  std::string line, header, row;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("engine ")) header = line;
+    if (line.starts_with("exec:")) row = line;
+  }
+  ASSERT_FALSE(header.empty());
+  ASSERT_FALSE(row.empty());
+  EXPECT_EQ(header.find(" kind "), row.find(" honest "));
+}
+
+TEST(CheckCi, EventsCountTheCasesRun) {
+  const fs::path dir = scratch("events");
+  const Result r = run_kvfuzz("check --engine stale-kv --cases 500 --quiet --out " + dir.string() +
+                              " --json " + (dir / "s.json").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const int rejected_at = json_of(dir / "s.json")["findings"][0]["case"].get<int>();
+  ASSERT_LT(rejected_at, 500);
+  EXPECT_NE(r.out.find("cache-state events over " + std::to_string(rejected_at) + " cases"),
+            std::string::npos)
+      << r.out;
+}
+
+// A fixture that describes its own ops but whose hand-written expect rows the reference
+// disagrees with is a mismatch (exit 1); a malformed fixture is bad input (exit 2).
+TEST(CheckCi, AWrongExpectIsAMismatchAMalformedFixtureIsBadInput) {
+  const fs::path dir = scratch("expect");
+  std::string text = slurp(kSource / "corpus/seeds/empty-cache.json");
+  const std::string right = "\"values\": [[1.5]]";
+  ASSERT_NE(text.find(right), std::string::npos);
+  std::string wrong = text;
+  wrong.replace(wrong.find(right), right.size(), "\"values\": [[1.25]]");
+  std::ofstream(dir / "wrong-expect.json") << wrong;
+  const Result mismatch = run_kvfuzz("replay " + (dir / "wrong-expect.json").string());
+  EXPECT_EQ(mismatch.status, 1) << mismatch.out << mismatch.err;
+  EXPECT_NE(mismatch.out.find("disagrees with the fixture's expect rows"), std::string::npos)
+      << mismatch.out;
+  std::string malformed = text;
+  malformed.replace(malformed.find(right), right.size(), "\"values\": [[\"1.5\"]]");
+  std::ofstream(dir / "malformed.json") << malformed;
+  const Result bad = run_kvfuzz("replay " + (dir / "malformed.json").string());
+  EXPECT_EQ(bad.status, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("$.expect[1]"), std::string::npos) << bad.err;
+}
+
+}  // namespace
