@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "check_filters.h"
 #include "cli_support.h"
 #include "commands.h"
 #include "corpus/fixture_names.h"
@@ -38,6 +39,7 @@ struct CheckOptions {
   int max_head_dim = 0;
   int max_q_heads = 0;
   bool model = false;  // model level: a tiny transformer around the attention
+  CaseFilters filters;
 };
 
 struct EngineTally {
@@ -178,6 +180,7 @@ GeneratorOptions generator_options(const CheckOptions& options, std::vector<Engi
                      std::to_string(most_dim) + " here (--max-head-dim, long contexts: 16)");
   }
   if (options.model) generator.model = ModelOptions{};
+  apply_filters(options.filters, generator);
   return generator;
 }
 
@@ -303,6 +306,7 @@ void add_check_command(CLI::App& app, int& exit_status) {
                 "layers) whose attention is the engine, judged on the logits and located to a "
                 "layer");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  add_filter_options(*cmd, options->filters);
   cmd->callback([options, &exit_status] { exit_status = run_check(*options); });
 }
 

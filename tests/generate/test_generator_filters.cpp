@@ -93,7 +93,7 @@ TEST(GeneratorFilters, ADtypeTheEngineDoesNotSupportIsAConflictNamingBoth) {
   const auto conflict = filter_conflict(o);
   ASSERT_TRUE(conflict);
   EXPECT_EQ(conflict->filter, FilterConflict::Filter::dtypes);
-  EXPECT_EQ(conflict->message, "expected a storage dtype the engine supports (f16), got bf16");
+  EXPECT_EQ(conflict->message, "expected a supported storage dtype (f16), got bf16");
   EXPECT_THROW(generated(1, o), std::invalid_argument);
   o.filters.dtypes = {DType::f16};
   EXPECT_FALSE(filter_conflict(o));

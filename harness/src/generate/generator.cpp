@@ -821,7 +821,7 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
     return out;
   };
   if (!f.dtypes.empty() && filtered_dtypes(o).empty()) {
-    return FilterConflict{Filter::dtypes, "expected a storage dtype the engine supports (" +
+    return FilterConflict{Filter::dtypes, "expected a supported storage dtype (" +
                                               names(o.supports.dtypes) + "), got " +
                                               names(f.dtypes)};
   }
