@@ -112,6 +112,18 @@ TEST(CheckFilters, ASavedCaseHasTheFilteredLayoutAndIsReproducible) {
   fs::remove_all(kOut);
 }
 
+// More sequences than the default sizes' four: the run is given them.
+TEST(CheckFilters, ManySequencesAreThereWhenAskedFor) {
+  fs::remove_all(kOut);
+  const Result r = check("--engine wrong-kv-head --sequences 7");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  for (const auto& entry : fs::directory_iterator(kOut)) {
+    EXPECT_EQ(kvfuzz::load_fixture(entry.path()).sequences, 7) << entry.path();
+  }
+  EXPECT_FALSE(fs::is_empty(kOut));
+  fs::remove_all(kOut);
+}
+
 TEST(CheckFilters, ADtypeTheEngineDoesNotSupportExitsTwoNamingBoth) {
   const Result r = check("--engine flash-f16 --dtype bf16");
   EXPECT_EQ(r.status, 2) << r.out;
