@@ -98,6 +98,8 @@ std::string flag_of(FilterConflict::Filter filter) {
       return "--sequences";
     case FilterConflict::Filter::max_context:
       return "--max-context";
+    case FilterConflict::Filter::min_context:
+      return "--min-context";
   }
   return "filters";
 }
@@ -135,6 +137,12 @@ void add_filter_options(CLI::App& cmd, CaseFilters& filters) {
       ->check(CLI::Range(1, 16384))
       ->type_name("N")
       ->group(group);
+  cmd.add_option("--min-context", filters.min_context,
+                 "Some sequence's request (epoch) reaches at least N tokens in every case: one "
+                 "more append brings the longest to N when the drawn program does not")
+      ->check(CLI::Range(1, 16384))
+      ->type_name("N")
+      ->group(group);
 }
 
 void apply_filters(const CaseFilters& flags, GeneratorOptions& options) {
@@ -147,6 +155,7 @@ void apply_filters(const CaseFilters& flags, GeneratorOptions& options) {
   // A run focused on more sequences than the default sizes' few may have them.
   options.max_sequences = std::max(options.max_sequences, filters.max_sequences);
   filters.max_context = flags.max_context;
+  filters.min_context = flags.min_context;
   if (const std::optional<FilterConflict> conflict = filter_conflict(options)) {
     throw UsageError(flag_of(conflict->filter) + ": " + conflict->message);
   }

@@ -18,6 +18,7 @@ struct CaseFilters {
   std::string without;    // --without truncate,fork,reset,batch
   std::string sequences;  // --sequences N or MIN-MAX
   int max_context = 0;    // --max-context N
+  int min_context = 0;    // --min-context N
 };
 
 // Registers the flags above on `check`, with their help.

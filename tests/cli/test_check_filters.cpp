@@ -91,7 +91,8 @@ TEST(CheckFilters, OneSequenceSparesTheForkMutant) {
 // same flags and seed save the same case.
 TEST(CheckFilters, ASavedCaseHasTheFilteredLayoutAndIsReproducible) {
   const std::string args =
-      "--engine mask-origin --dtype bf16 --window on --rope on --sequences 2-3 --max-context 40";
+      "--engine mask-origin --dtype bf16 --window on --rope on --sequences 2-3 --max-context 40 "
+      "--min-context 30";
   fs::remove_all(kOut);
   const Result r = check(args);
   ASSERT_EQ(r.status, 0) << r.out << r.err;  // the mutant is rejected
@@ -105,6 +106,7 @@ TEST(CheckFilters, ASavedCaseHasTheFilteredLayoutAndIsReproducible) {
   EXPECT_GE(s.sequences, 2);
   EXPECT_LE(s.sequences, 3);
   EXPECT_LE(kvfuzz::max_epoch_length(s), 40);
+  EXPECT_GE(kvfuzz::max_epoch_length(s), 30);
   const std::string first = kvfuzz::test::slurp(saved[0]);
   fs::remove_all(kOut);
   ASSERT_EQ(check(args).status, 0);
@@ -153,7 +155,10 @@ TEST(CheckFilters, BadValuesExitTwoWithOneLineNamingTheFlag) {
       {"--sequences 2-x", "--sequences"},
       {"--sequences 3 --max-tokens 1000", "--sequences"},  // long contexts: 2 at most
       {"--max-context 0", "--max-context"},
-      {"--max-context many", "--max-context"}};
+      {"--max-context many", "--max-context"},
+      {"--min-context 200", "--min-context"},  // the default sizes hold 160
+      {"--min-context 50 --max-context 40", "--min-context"},
+      {"--min-context 2000 --max-tokens 4000 --model", "--min-context"}};
   for (const auto& [args, flag] : bad) {
     const Result r = check("--engine paged " + args);
     EXPECT_EQ(r.status, 2) << args;
@@ -165,8 +170,8 @@ TEST(CheckFilters, BadValuesExitTwoWithOneLineNamingTheFlag) {
 TEST(CheckFilters, TheHelpListsEveryFilter) {
   const Result r = kvfuzz::test::run_kvfuzz("check --help");
   EXPECT_EQ(r.status, 0);
-  for (const char* flag :
-       {"--dtype", "--window", "--rope", "--without", "--sequences", "--max-context"}) {
+  for (const char* flag : {"--dtype", "--window", "--rope", "--without", "--sequences",
+                           "--max-context", "--min-context"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   }
 }

@@ -202,6 +202,35 @@ TEST(GeneratorFilters, ContextLengthStaysBelowItsCap) {
   EXPECT_TRUE(filter_conflict(o));
 }
 
+TEST(GeneratorFilters, AMinimumContextIsReachedInEveryScenario) {
+  const auto shorter_than = [](int n) {
+    return [n](const Scenario& s) { return max_epoch_length(s) < n; };
+  };
+  GeneratorOptions o;
+  EXPECT_GT(count_with(o, shorter_than(160)), kSeeds / 2);
+  o.filters.min_context = 160;  // the most the default sizes hold, large layouts included
+  EXPECT_EQ(count_with(o, shorter_than(160)), 0);
+  o.filters.max_context = 100;
+  ASSERT_TRUE(filter_conflict(o));
+  EXPECT_EQ(filter_conflict(o)->filter, FilterConflict::Filter::min_context);
+  EXPECT_EQ(filter_conflict(o)->message,
+            "expected at most 100 tokens (the most one epoch may hold with these sizes and "
+            "supports), got 160");
+  o.filters.min_context = 100;
+  EXPECT_EQ(count_with(o, [](const Scenario& s) { return max_epoch_length(s) != 100; }), 0);
+  // Long contexts, and at model level.
+  GeneratorOptions long_context;
+  long_context.long_context = LongContextOptions{};
+  long_context.filters.min_context = 6000;
+  EXPECT_EQ(count_with(long_context, shorter_than(6000)), 0);
+  long_context.model = ModelOptions{};
+  EXPECT_TRUE(filter_conflict(long_context));
+  long_context.filters.min_context = 1024;
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    EXPECT_GE(max_epoch_length(generated(seed, long_context)), 1024) << seed;
+  }
+}
+
 // All filters at once, and the same seed with the same filters gives the same scenario.
 TEST(GeneratorFilters, TogetherTheyHoldAndAreReproducible) {
   GeneratorOptions o;
@@ -212,6 +241,7 @@ TEST(GeneratorFilters, TogetherTheyHoldAndAreReproducible) {
   o.filters.ops.batch = false;
   o.filters.min_sequences = 2;
   o.filters.max_context = 40;
+  o.filters.min_context = 30;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     const Scenario s = generated(seed, o);
     ASSERT_EQ(s.layout.dtype, DType::f16) << seed;
@@ -221,6 +251,7 @@ TEST(GeneratorFilters, TogetherTheyHoldAndAreReproducible) {
     ASSERT_FALSE(has_batch(s)) << seed;
     ASSERT_GE(s.sequences, 2) << seed;
     ASSERT_LE(max_epoch_length(s), 40) << seed;
+    ASSERT_GE(max_epoch_length(s), 30) << seed;
     if (seed % 50 == 0) {
       ASSERT_EQ(generated(seed, o), s) << seed;
     }

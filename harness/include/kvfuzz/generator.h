@@ -92,6 +92,9 @@ struct GeneratorFilters {
   int min_sequences = 1;
   int max_sequences = 0;  // 0: GeneratorOptions::max_sequences
   int max_context = 0;    // tokens per (sequence, epoch), long contexts included; 0: no cap
+  // Some (sequence, epoch) holds at least this many tokens (0: no minimum): when the drawn
+  // program reaches none, one more append brings the longest epoch to it.
+  int min_context = 0;
 };
 
 struct GeneratorOptions {
@@ -131,10 +134,11 @@ struct GeneratorOptions {
 };
 
 // Why `options.filters` cannot be met (no dtype in common with the supports, RoPE with
-// head_dim bound below 2, more sequences than the sizes allow), naming the filter; nullopt
+// head_dim bound below 2, more sequences or a longer minimum context than the sizes
+// allow), naming the filter; nullopt
 // when they can. generate_scenario throws std::invalid_argument with it.
 struct FilterConflict {
-  enum class Filter { dtypes, rope, sequences, max_context };
+  enum class Filter { dtypes, rope, sequences, max_context, min_context };
   Filter filter;
   std::string message;  // "expected ..., got ..." without the filter's name
 };

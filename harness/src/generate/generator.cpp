@@ -76,6 +76,17 @@ int most_sequences(const GeneratorOptions& o) {
   return o.long_context ? std::min(most, 2) : most;
 }
 
+// The most tokens of one (sequence, epoch): the sizes', the engine's and the filter's cap.
+int most_context(const GeneratorOptions& o) {
+  // The engine's context and the filter's, whichever is tighter (0: no cap).
+  const int cap = o.supports.max_context > 0 ? within(o.supports.max_context, o.filters.max_context)
+                                             : o.filters.max_context;
+  if (o.long_context) {
+    return within(std::clamp(o.long_context->max_tokens, 1, limits::kMaxEpochTokens), cap);
+  }
+  return within(std::clamp(o.max_epoch_tokens, 1, 1024), cap);
+}
+
 // The largest head_dim: the options', the engine's, 16 for long contexts.
 int most_head_dim(const GeneratorOptions& o) {
   const int most = within(std::clamp(o.max_head_dim, 1, 128), o.supports.max_head_dim);
@@ -90,11 +101,8 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.supports = can;
   b.supports.dtypes = filtered_dtypes(o);
   b.filters = o.filters;
-  // The engine's context and the filter's, whichever is tighter (0: no cap).
-  const int context =
-      can.max_context > 0 ? within(can.max_context, o.filters.max_context) : o.filters.max_context;
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);
-  const int max_epoch = within(std::clamp(o.max_epoch_tokens, 1, 1024), context);
+  const int max_epoch = most_context(o);
   const int max_dim = within(std::clamp(o.max_head_dim, 1, 128), can.max_head_dim);
   b.truncate = o.truncate && o.filters.ops.truncate;
   b.fork = o.fork && o.filters.ops.fork;
@@ -109,14 +117,15 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
     b.long_context = true;
     b.sequences = std::min(b.sequences, 2);
     b.steps = std::min(b.steps, 8);
-    b.epoch_tokens =
-        within(std::clamp(o.long_context->max_tokens, 1, limits::kMaxEpochTokens), context);
+    b.epoch_tokens = max_epoch;
     b.max_q_heads = std::min(b.max_q_heads, 4);
     b.q_heads = std::min(b.q_heads, b.max_q_heads);
     b.head_dim = std::min(b.head_dim, 16);
   }
   // RoPE needs head_dim 2 or more: a filter that wants it on lifts a typical bound of 1.
   if (o.filters.rope == OnOff::on) b.head_dim = std::max(b.head_dim, std::min(2, most_head_dim(o)));
+  // A filter's minimum context lifts a typical context below it.
+  b.epoch_tokens = std::max(b.epoch_tokens, std::min(o.filters.min_context, max_epoch));
   return b;
 }
 
@@ -515,6 +524,17 @@ class ProgramBuilder {
     }
   }
 
+  // The filter's minimum context (GeneratorFilters::min_context): when no epoch reached it,
+  // one more append brings the longest current epoch (the first such sequence) to it. It
+  // may go past the program's token budget by that chunk, never past the epoch bound.
+  void reach(int tokens) {
+    if (longest_ >= tokens) return;
+    const auto seq =
+        static_cast<int>(std::max_element(length_.begin(), length_.end()) - length_.begin());
+    const int n = std::min(tokens, bounds_.epoch_tokens) - length(seq);
+    if (n >= 1) emit({Chunk{seq, feed(seq, n)}});
+  }
+
   std::vector<Op> take() { return std::move(ops_); }
 
  private:
@@ -523,6 +543,7 @@ class ProgramBuilder {
   Aim aim_;
   int program_tokens_;
   int total_ = 0;
+  int longest_ = 0;          // the longest epoch so far, of any sequence
   std::vector<int> length_;  // tokens in each sequence's current epoch
   TokenIds& ids_;
   std::vector<Op> ops_;
@@ -536,6 +557,7 @@ class ProgramBuilder {
   std::vector<int> feed(int seq, int n) {
     length_[static_cast<size_t>(seq)] += n;
     total_ += n;
+    longest_ = std::max(longest_, length(seq));
     return ids_.take(n);
   }
 
@@ -602,6 +624,7 @@ std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, 
   if (b.long_context) program.prefill();
   const int steps = c.pick_int(1, b.steps);
   for (int i = 0; i < steps; ++i) program.add_step();
+  program.reach(b.filters.min_context);
   return program.take();
 }
 
@@ -803,6 +826,10 @@ Placement resolve_pages(ChoiceSource& c, const PlacementChoices& choices, const 
 
 }  // namespace
 
+// At model level every token of the program is a vocabulary id (limits::kMaxModelVocab);
+// a minimum context must leave room for the others.
+constexpr int kMostModelContext = 1024;
+
 std::vector<DType> filtered_dtypes(const GeneratorOptions& o) {
   std::vector<DType> dtypes = o.supports.dtypes;
   const std::vector<DType>& wanted = o.filters.dtypes;
@@ -841,6 +868,18 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
   }
   if (f.max_context < 0) {
     return FilterConflict{Filter::max_context, "expected a positive number of tokens"};
+  }
+  if (f.min_context > most_context(o)) {
+    return FilterConflict{Filter::min_context,
+                          "expected at most " + std::to_string(most_context(o)) +
+                              " tokens (the most one epoch may hold with these sizes and "
+                              "supports), got " +
+                              std::to_string(f.min_context)};
+  }
+  if (o.model && f.min_context > kMostModelContext) {
+    return FilterConflict{Filter::min_context,
+                          "expected at most " + std::to_string(kMostModelContext) +
+                              " tokens at model level, got " + std::to_string(f.min_context)};
   }
   return std::nullopt;
 }
