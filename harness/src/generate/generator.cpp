@@ -95,7 +95,7 @@ int most_head_dim(const GeneratorOptions& o) {
 
 Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   Bounds b;
-  b.sequences = within(std::clamp(o.max_sequences, 1, 8), o.filters.max_sequences);
+  b.sequences = most_sequences(o);
   b.steps = std::clamp(o.max_ops, 1, 256);
   const EngineSupports& can = o.supports;
   b.supports = can;
@@ -103,7 +103,7 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.filters = o.filters;
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);
   const int max_epoch = most_context(o);
-  const int max_dim = within(std::clamp(o.max_head_dim, 1, 128), can.max_head_dim);
+  const int max_dim = most_head_dim(o);
   b.truncate = o.truncate && o.filters.ops.truncate;
   b.fork = o.fork && o.filters.ops.fork;
   b.edges = {std::max(1, o.edges.tile_keys), std::max(1, o.edges.split_threshold),
@@ -113,17 +113,16 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.q_heads = b.large ? b.max_q_heads : std::clamp(o.typical_q_heads, 1, b.max_q_heads);
   b.head_dim = b.large ? max_dim : std::clamp(o.typical_head_dim, 1, max_dim);
   if (o.long_context) {
-    // Few, long sequences over a small layout (generator.h, LongContextOptions).
+    // Few, long sequences over a small layout (generator.h, LongContextOptions): at most two
+    // sequences and head_dim 16 come from most_sequences and most_head_dim.
     b.long_context = true;
-    b.sequences = std::min(b.sequences, 2);
     b.steps = std::min(b.steps, 8);
     b.epoch_tokens = max_epoch;
     b.max_q_heads = std::min(b.max_q_heads, 4);
     b.q_heads = std::min(b.q_heads, b.max_q_heads);
-    b.head_dim = std::min(b.head_dim, 16);
   }
   // RoPE needs head_dim 2 or more: a filter that wants it on lifts a typical bound of 1.
-  if (o.filters.rope == OnOff::on) b.head_dim = std::max(b.head_dim, std::min(2, most_head_dim(o)));
+  if (o.filters.rope == OnOff::on) b.head_dim = std::max(b.head_dim, std::min(2, max_dim));
   // A filter's minimum context lifts a typical context below it.
   b.epoch_tokens = std::max(b.epoch_tokens, std::min(o.filters.min_context, max_epoch));
   return b;
