@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Configures (once) and builds one CMake preset: scripts/build.sh [default|sanitize|clang]
-# Quiet on success; on failure prints the build log.
+# Shows the build's progress (scripts/build-progress.sh: one updating line on a terminal, a
+# line every 10 percent otherwise); the full output goes to the log, printed on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-default}
 mkdir -p build
 log=build/$preset.log
 echo "kvfuzz: building preset '$preset' (log: $log)" >&2
-if { [[ -f build/$preset/build.ninja ]] || cmake --preset "$preset"; } >"$log" 2>&1 &&
-   cmake --build --preset "$preset" -- -j"$(nproc)" >>"$log" 2>&1; then
+: >"$log"
+# The status format the progress filter reads, whatever the caller's NINJA_STATUS.
+export NINJA_STATUS="[%f/%t] "
+if { [[ -f build/$preset/build.ninja ]] || cmake --preset "$preset"; } >>"$log" 2>&1 &&
+   cmake --build --preset "$preset" -- -j"$(nproc)" 2>&1 | scripts/build-progress.sh "$log"; then
   exit 0
 fi
 cat "$log" >&2

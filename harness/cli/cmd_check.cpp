@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "check_filters.h"
 #include "check_reproduce.h"
 #include "check_summary.h"
 #include "cli_support.h"
@@ -50,6 +51,7 @@ struct CheckOptions {
   int max_failures = 1;
   std::vector<std::string> ignore;
   std::string junit, json;
+  CaseFilters filters;
 };
 
 // Ctrl-C: the summary so far, then this status (as a shell reports a command ended by SIGINT).
@@ -140,6 +142,7 @@ GeneratorOptions generator_options(const CheckOptions& options, std::vector<Engi
                      std::to_string(most_dim) + " here (--max-head-dim, long contexts: 16)");
   }
   if (options.model) generator.model = ModelOptions{};
+  apply_filters(options.filters, generator);
   return generator;
 }
 
@@ -362,10 +365,7 @@ void add_check_command(CLI::App& app, int& exit_status) {
       "be rejected. Failing cases are saved as fixtures under --out. Exit status: 0 as expected,\n"
       "1 an honest engine failed or a mutant was not rejected, 2 bad input, 130 interrupted\n"
       "(Ctrl-C; the table and summaries so far are still written). See docs/check.md.");
-  cmd->add_option("--engine", options->engines,
-                  "Engine name, comma-separated names, 'all' (honest), 'mutants', 'every', "
-                  "plugin:PATH[:NAME] or exec:COMMAND")
-      ->default_val("all");
+  cmd->add_option("--engine", options->engines, kEnginesHelp)->default_val("all");
   cmd->add_option("--cases", options->cases, "Number of random scenarios")
       ->default_val(100)
       ->check(CLI::Range(1, 100000000));
@@ -421,6 +421,7 @@ void add_check_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--junit", options->junit, "Write a JUnit XML report to this file");
   cmd->add_option("--json", options->json, "Write a JSON summary to this file");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  add_filter_options(*cmd, options->filters);
   cmd->callback([options, &exit_status] { exit_status = run_check(*options); });
 }
 

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kvfuzz/choice_source.h"
@@ -65,6 +66,37 @@ struct EngineEdges {
   int partition_keys = 16;
 };
 
+// A layout feature a filter wants on, off, or either way (GeneratorFilters).
+enum class OnOff { any, on, off };
+
+// The operations beside appends that a program may hold (GeneratorFilters::ops).
+struct AllowedOps {
+  bool truncate = true;
+  bool fork = true;
+  bool reset = true;
+  bool batch = true;  // steps over more than one sequence: batched chunks and batched decodes
+};
+
+// Focusing a run (kvfuzz check's filters, docs/filters.md): every scenario satisfies them.
+// They narrow what the engine's declared supports (GeneratorOptions::supports) and its
+// optional operations already allow, and they act where the generator draws: the choice is
+// still drawn and then forced (a window drawn off is on when the filter wants it on), never
+// rejected and redrawn, so one choice source still gives one scenario and a case seed with
+// the same filters gives the same case. The defaults filter nothing: the same scenarios,
+// choice for choice, as without them.
+struct GeneratorFilters {
+  std::vector<DType> dtypes;  // storage dtypes; empty: every one the engine supports
+  OnOff window = OnOff::any;
+  OnOff rope = OnOff::any;
+  AllowedOps ops;
+  int min_sequences = 1;
+  int max_sequences = 0;  // 0: GeneratorOptions::max_sequences
+  int max_context = 0;    // tokens per (sequence, epoch), long contexts included; 0: no cap
+  // Some (sequence, epoch) holds at least this many tokens (0: no minimum): when the drawn
+  // program reaches none, one more append brings the longest epoch to it.
+  int min_context = 0;
+};
+
 struct GeneratorOptions {
   int max_sequences = 4;
   int max_ops = 12;            // program steps: an op, a run of decodes or a run of resets
@@ -97,7 +129,24 @@ struct GeneratorOptions {
   // sizes above give way to its own. Unset, no choice is drawn for it: the scenarios are
   // the same as without the option.
   std::optional<LongContextOptions> long_context;
+  // Filters from the command line (GeneratorFilters above), applied after `supports`.
+  GeneratorFilters filters;
 };
+
+// Why `options.filters` cannot be met (no dtype in common with the supports, RoPE with
+// head_dim bound below 2, more sequences or a longer minimum context than the sizes
+// allow), naming the filter; nullopt
+// when they can. generate_scenario throws std::invalid_argument with it.
+struct FilterConflict {
+  enum class Filter { dtypes, rope, sequences, max_context, min_context };
+  Filter filter;
+  std::string message;  // "expected ..., got ..." without the filter's name
+};
+std::optional<FilterConflict> filter_conflict(const GeneratorOptions& options);
+
+// The storage dtypes scenarios may have: the supports' dtypes, those of the filter only
+// when it names some (in the supports' order).
+std::vector<DType> filtered_dtypes(const GeneratorOptions& options);
 
 Scenario generate_scenario(ChoiceSource& choices, const GeneratorOptions& options = {});
 

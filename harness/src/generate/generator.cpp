@@ -36,6 +36,7 @@
 #include <numeric>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -61,23 +62,50 @@ struct Bounds {
   bool truncate = true;       // the engine's optional operations and its edges (GeneratorOptions)
   bool fork = true;
   EngineEdges edges;
-  EngineSupports supports;
+  EngineSupports supports;   // its dtypes narrowed by the filters (filtered_dtypes)
+  GeneratorFilters filters;  // the rest of the filters, for the pieces that draw them
 };
+
+int within(int value, int limit) {
+  return limit > 0 ? std::min(value, limit) : value;
+}
+
+// The most sequences a scenario may have: the options', the filter's, 2 for long contexts.
+int most_sequences(const GeneratorOptions& o) {
+  int most = within(std::clamp(o.max_sequences, 1, 8), o.filters.max_sequences);
+  return o.long_context ? std::min(most, 2) : most;
+}
+
+// The most tokens of one (sequence, epoch): the sizes', the engine's and the filter's cap.
+int most_context(const GeneratorOptions& o) {
+  // The engine's context and the filter's, whichever is tighter (0: no cap).
+  const int cap = o.supports.max_context > 0 ? within(o.supports.max_context, o.filters.max_context)
+                                             : o.filters.max_context;
+  if (o.long_context) {
+    return within(std::clamp(o.long_context->max_tokens, 1, limits::kMaxEpochTokens), cap);
+  }
+  return within(std::clamp(o.max_epoch_tokens, 1, 1024), cap);
+}
+
+// The largest head_dim: the options', the engine's, 16 for long contexts.
+int most_head_dim(const GeneratorOptions& o) {
+  const int most = within(std::clamp(o.max_head_dim, 1, 128), o.supports.max_head_dim);
+  return o.long_context ? std::min(most, 16) : most;
+}
 
 Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   Bounds b;
-  b.sequences = std::clamp(o.max_sequences, 1, 8);
+  b.sequences = most_sequences(o);
   b.steps = std::clamp(o.max_ops, 1, 256);
   const EngineSupports& can = o.supports;
-  const auto within = [](int value, int limit) {
-    return limit > 0 ? std::min(value, limit) : value;
-  };
   b.supports = can;
+  b.supports.dtypes = filtered_dtypes(o);
+  b.filters = o.filters;
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);
-  const int max_epoch = within(std::clamp(o.max_epoch_tokens, 1, 1024), can.max_context);
-  const int max_dim = within(std::clamp(o.max_head_dim, 1, 128), can.max_head_dim);
-  b.truncate = o.truncate;
-  b.fork = o.fork;
+  const int max_epoch = most_context(o);
+  const int max_dim = most_head_dim(o);
+  b.truncate = o.truncate && o.filters.ops.truncate;
+  b.fork = o.fork && o.filters.ops.fork;
   b.edges = {std::max(1, o.edges.tile_keys), std::max(1, o.edges.split_threshold),
              std::max(1, o.edges.partition_keys)};
   b.large = rarely(c, o.large_one_in);
@@ -85,16 +113,18 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.q_heads = b.large ? b.max_q_heads : std::clamp(o.typical_q_heads, 1, b.max_q_heads);
   b.head_dim = b.large ? max_dim : std::clamp(o.typical_head_dim, 1, max_dim);
   if (o.long_context) {
-    // Few, long sequences over a small layout (generator.h, LongContextOptions).
+    // Few, long sequences over a small layout (generator.h, LongContextOptions): at most two
+    // sequences and head_dim 16 come from most_sequences and most_head_dim.
     b.long_context = true;
-    b.sequences = std::min(b.sequences, 2);
     b.steps = std::min(b.steps, 8);
-    b.epoch_tokens =
-        within(std::clamp(o.long_context->max_tokens, 1, limits::kMaxEpochTokens), can.max_context);
+    b.epoch_tokens = max_epoch;
     b.max_q_heads = std::min(b.max_q_heads, 4);
     b.q_heads = std::min(b.q_heads, b.max_q_heads);
-    b.head_dim = std::min(b.head_dim, 16);
   }
+  // RoPE needs head_dim 2 or more: a filter that wants it on lifts a typical bound of 1.
+  if (o.filters.rope == OnOff::on) b.head_dim = std::max(b.head_dim, std::min(2, max_dim));
+  // A filter's minimum context lifts a typical context below it.
+  b.epoch_tokens = std::max(b.epoch_tokens, std::min(o.filters.min_context, max_epoch));
   return b;
 }
 
@@ -191,10 +221,15 @@ void pick_heads(ChoiceSource& c, const Bounds& b, Layout& l) {
   }
 }
 
+// A drawn on/off forced the way a filter wants it (the choice is drawn either way).
+bool forced(bool drawn, OnOff filter) {
+  return filter == OnOff::any ? drawn : filter == OnOff::on;
+}
+
 // Off first; when on, a base from common to fast-turning.
-std::optional<double> pick_rope(ChoiceSource& c, int max_dim) {
+std::optional<double> pick_rope(ChoiceSource& c, int max_dim, OnOff filter) {
   static constexpr std::array<double, 4> kThetas{10000.0, 100.0, 1e6, 2.0};
-  const bool on = rarely(c, 3);
+  const bool on = forced(rarely(c, 3), filter);
   const double theta = c.pick_from(kThetas);
   if (!on || max_dim < 2) return std::nullopt;
   return theta;
@@ -242,11 +277,12 @@ int fit_dim(int d, int max_dim, int multiple, bool even) {
 
 // Off first. On: near a page size, the engine's tile or partition, its split threshold or
 // a short chunk; on it, one above or one below.
-std::optional<int> pick_window(ChoiceSource& c, int page_size, const EngineEdges& edges) {
+std::optional<int> pick_window(ChoiceSource& c, int page_size, const EngineEdges& edges,
+                               OnOff filter) {
   enum class Near { page, two_pages, tile, partition, split_threshold, short_chunk };
   static constexpr std::array kNear{Near::page,      Near::two_pages,       Near::tile,
                                     Near::partition, Near::split_threshold, Near::short_chunk};
-  const bool on = rarely(c, 3);
+  const bool on = forced(rarely(c, 3), filter);
   const Near near = c.pick_from(kNear);
   const int short_chunk = c.pick_int(1, 8);
   const int offset = pick_offset(c);
@@ -272,7 +308,7 @@ std::optional<double> pick_scale(ChoiceSource& c) {
 Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   Layout l;
   pick_heads(c, b, l);
-  l.rope_theta = pick_rope(c, b.head_dim);
+  l.rope_theta = pick_rope(c, b.head_dim, b.filters.rope);
   const int multiple = b.supports.head_dim_multiple;
   l.head_dim = fit_dim(pick_head_dim(c, b.head_dim, l.rope_theta.has_value()), b.head_dim, multiple,
                        l.rope_theta.has_value());
@@ -281,7 +317,7 @@ Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   l.value_dim = same_value_dim ? l.head_dim : value_dim;
   l.page_size = pick_page_size(c);
   l.dtype = pick_dtype(c, b.supports.dtypes);
-  l.window = pick_window(c, l.page_size, b.edges);
+  l.window = pick_window(c, l.page_size, b.edges, b.filters.window);
   if (b.long_context) {
     // A long context's window may be anything up to the context: its edge far from 0.
     const bool far = c.pick_bool();
@@ -412,16 +448,20 @@ class ProgramBuilder {
                                              {StepKind::resets, 2},
                                              {StepKind::truncate, 2},
                                              {StepKind::fork, 2}});
-    // An engine without truncate or fork gets an append in their place (same choices).
+    // An engine without truncate or fork, or a filter without them or resets, gets an
+    // append in their place (same choices).
     if ((kind == StepKind::truncate && !bounds_.truncate) ||
-        (kind == StepKind::fork && !bounds_.fork)) {
+        (kind == StepKind::fork && !bounds_.fork) ||
+        (kind == StepKind::resets && !bounds_.filters.ops.reset)) {
       kind = StepKind::append;
     }
     const int seq = c_.pick_int(0, sequences() - 1);
     std::vector<int> batch;  // ascending: `seq` and, each with a coin flip, the others
     std::vector<int> lengths;
     for (int s = 0; s < bounds_.sequences; ++s) {
-      const bool joins = c_.pick_bool();
+      // Without batched steps nobody joins: a batch is an append, a batched decode run a
+      // run of one sequence's decodes.
+      const bool joins = c_.pick_bool() && bounds_.filters.ops.batch;
       if (s < sequences() && (s == seq || joins)) batch.push_back(s);
     }
     for (int s = 0; s < bounds_.sequences; ++s) {
@@ -483,6 +523,17 @@ class ProgramBuilder {
     }
   }
 
+  // The filter's minimum context (GeneratorFilters::min_context): when no epoch reached it,
+  // one more append brings the longest current epoch (the first such sequence) to it. It
+  // may go past the program's token budget by that chunk, never past the epoch bound.
+  void reach(int tokens) {
+    if (longest_ >= tokens) return;
+    const auto seq =
+        static_cast<int>(std::max_element(length_.begin(), length_.end()) - length_.begin());
+    const int n = std::min(tokens, bounds_.epoch_tokens) - length(seq);
+    if (n >= 1) emit({Chunk{seq, feed(seq, n)}});
+  }
+
   std::vector<Op> take() { return std::move(ops_); }
 
  private:
@@ -491,6 +542,7 @@ class ProgramBuilder {
   Aim aim_;
   int program_tokens_;
   int total_ = 0;
+  int longest_ = 0;          // the longest epoch so far, of any sequence
   std::vector<int> length_;  // tokens in each sequence's current epoch
   TokenIds& ids_;
   std::vector<Op> ops_;
@@ -504,6 +556,7 @@ class ProgramBuilder {
   std::vector<int> feed(int seq, int n) {
     length_[static_cast<size_t>(seq)] += n;
     total_ += n;
+    longest_ = std::max(longest_, length(seq));
     return ids_.take(n);
   }
 
@@ -570,6 +623,7 @@ std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, 
   if (b.long_context) program.prefill();
   const int steps = c.pick_int(1, b.steps);
   for (int i = 0; i < steps; ++i) program.add_step();
+  program.reach(b.filters.min_context);
   return program.take();
 }
 
@@ -771,13 +825,75 @@ Placement resolve_pages(ChoiceSource& c, const PlacementChoices& choices, const 
 
 }  // namespace
 
+// At model level every token of the program is a vocabulary id (limits::kMaxModelVocab);
+// a minimum context must leave room for the others.
+constexpr int kMostModelContext = 1024;
+
+std::vector<DType> filtered_dtypes(const GeneratorOptions& o) {
+  std::vector<DType> dtypes = o.supports.dtypes;
+  const std::vector<DType>& wanted = o.filters.dtypes;
+  if (wanted.empty()) return dtypes;
+  std::erase_if(
+      dtypes, [&](DType d) { return std::find(wanted.begin(), wanted.end(), d) == wanted.end(); });
+  return dtypes;
+}
+
+std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
+  using Filter = FilterConflict::Filter;
+  const GeneratorFilters& f = o.filters;
+  const auto names = [](const std::vector<DType>& dtypes) {
+    std::string out;
+    for (DType d : dtypes) out += (out.empty() ? "" : ", ") + std::string(dtype_name(d));
+    return out;
+  };
+  if (!f.dtypes.empty() && filtered_dtypes(o).empty()) {
+    return FilterConflict{Filter::dtypes, "expected a supported storage dtype (" +
+                                              names(o.supports.dtypes) + "), got " +
+                                              names(f.dtypes)};
+  }
+  if (f.rope == OnOff::on && most_head_dim(o) < 2) {
+    return FilterConflict{Filter::rope,
+                          "expected head_dim of at least 2 for RoPE, but head_dim "
+                          "is at most 1 here"};
+  }
+  if (f.min_sequences < 1 || f.max_sequences < 0) {
+    return FilterConflict{Filter::sequences, "expected at least 1 sequence"};
+  }
+  if (f.min_sequences > most_sequences(o)) {
+    return FilterConflict{Filter::sequences,
+                          "expected at most " + std::to_string(most_sequences(o)) +
+                              " sequences here (8 at most, 2 with long contexts), got at least " +
+                              std::to_string(f.min_sequences)};
+  }
+  if (f.max_context < 0) {
+    return FilterConflict{Filter::max_context, "expected a positive number of tokens"};
+  }
+  if (f.min_context > most_context(o)) {
+    return FilterConflict{Filter::min_context,
+                          "expected at most " + std::to_string(most_context(o)) +
+                              " tokens (the most one epoch may hold with these sizes and "
+                              "supports), got " +
+                              std::to_string(f.min_context)};
+  }
+  if (o.model && f.min_context > kMostModelContext) {
+    return FilterConflict{Filter::min_context,
+                          "expected at most " + std::to_string(kMostModelContext) +
+                              " tokens at model level, got " + std::to_string(f.min_context)};
+  }
+  return std::nullopt;
+}
+
 Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
+  if (const auto conflict = filter_conflict(options)) {
+    throw std::invalid_argument("generate_scenario: filters that cannot be met: " +
+                                conflict->message);
+  }
   Scenario s;
   s.name = "generated";
   s.provenance.source = "check";
   const Bounds bounds = pick_bounds(c, options);
   s.layout = pick_layout(c, bounds);
-  s.sequences = c.pick_int(1, bounds.sequences);
+  s.sequences = c.pick_int(std::max(1, options.filters.min_sequences), bounds.sequences);
   const TokenChoices token_choices = pick_token_choices(c);
   const PlacementChoices placement_choices = pick_placement(c);
   // Only at model level: without the option no choice is drawn (the same scenarios).
