@@ -21,8 +21,12 @@ using Result = kvfuzz::test::CommandResult;
 
 const fs::path kOut = fs::temp_directory_path() / ("kvfuzz-filters-" + std::to_string(::getpid()));
 
+// Judged by prefix alone: the filters shape the scenarios, which prefix judges as they are,
+// while an invariance's variants can reach a mutant's bug by another road (stale-kv fails
+// batch without any reset: the variant of a fork's destination starts a new epoch too).
 Result check(const std::string& args) {
-  return kvfuzz::test::run_kvfuzz("check --quiet --cases 100 --out " + kOut.string() + " " + args);
+  return kvfuzz::test::run_kvfuzz("check --quiet --property prefix --cases 100 --out " +
+                                  kOut.string() + " " + args);
 }
 
 int lines(const std::string& text) {

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""An honest engine that stops answering on its Nth step (counted over the process's
-life), as an engine stuck in a kernel or a deadlock does, for tests/cli/test_check_ci.cpp:
+"""An honest engine that stops answering on the Nth step of an engine (counted per case's
+engine, so that a case hangs whatever ran before it in the same process, as a kernel
+stuck on one input does), for tests/cli/test_check_ci.cpp:
 
     python3 hang_on_step.py N
 """
 
-import json
 import os
 import sys
 import time
@@ -14,26 +14,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-engine"))
 
 from honest_engine import HonestEngine  # noqa: E402
-from kvfuzz_engine import answer  # noqa: E402
+from kvfuzz_engine import serve  # noqa: E402
 
 HANG_AT = int(sys.argv[1])
 
 
-def main():
-    engine = None
-    steps = 0
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request["op"] == "step":
-            steps += 1
-            if steps == HANG_AT:
-                sys.stderr.write(f"hang_on_step: step {steps}, not answering\n")
-                sys.stderr.flush()
-                time.sleep(3600)
-        engine, reply = answer(engine, HonestEngine, request)
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+class HangingEngine(HonestEngine):
+    def __init__(self, config):
+        super().__init__(config)
+        self.steps = 0
+
+    def step(self, chunks):
+        self.steps += 1
+        if self.steps == HANG_AT:
+            sys.stderr.write(f"hang_on_step: step {self.steps}, not answering\n")
+            sys.stderr.flush()
+            time.sleep(3600)
+        return super().step(chunks)
 
 
 if __name__ == "__main__":
-    main()
+    serve(HangingEngine)
