@@ -23,7 +23,7 @@ const fs::path kOut = fs::temp_directory_path() / ("kvfuzz-filters-" + std::to_s
 
 // Judged by prefix alone: the filters shape the scenarios, which prefix judges as they are,
 // while an invariance's variants can reach a mutant's bug by another road (stale-kv fails
-// batch without any reset: the variant of a fork's destination starts a new epoch too).
+// batch under --without reset, at an epoch 1 that a reset did not make).
 Result check(const std::string& args) {
   return kvfuzz::test::run_kvfuzz("check --quiet --property prefix --cases 100 --out " +
                                   kOut.string() + " " + args);
