@@ -195,6 +195,9 @@ class Progress {
       }
     }
     std::sort(progress.engines_busy.begin(), progress.engines_busy.end());
+    // Between two tasks nothing is in flight: the line names the engines of the last ones.
+    if (progress.engines_busy.empty()) progress.engines_busy = last_busy_;
+    last_busy_ = progress.engines_busy;
     progress.seconds = std::chrono::duration<double>(now - start_).count();
     callbacks_.on_progress(progress);
   }
@@ -203,6 +206,7 @@ class Progress {
   const CheckPlan& plan_;
   const CheckCallbacks& callbacks_;
   Clock::time_point start_, last_;
+  std::vector<size_t> last_busy_;  // the engines of the tasks in flight at the last tick
 };
 
 CheckResult run_in_process(const CheckPlan& plan, const CheckCallbacks& callbacks) {
