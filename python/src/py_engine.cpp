@@ -36,7 +36,7 @@ auto calling_python(std::string_view what, F&& f) -> decltype(f()) {
 doors::HelloReply read_declarations(nb::handle engine) {
   nb::dict reply;
   reply["ok"] = true;
-  reply["protocol"] = doors::kProtocolVersion;
+  reply["protocol"] = doors::kOldestProtocol;
   reply["name"] = "python";
   if (nb::hasattr(engine, "capabilities")) {
     reply["capabilities"] = engine.attr("capabilities");
@@ -53,7 +53,7 @@ doors::HelloReply read_declarations(nb::handle engine) {
     return nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(reply));
   });
   try {
-    return doors::read_hello_reply(line);
+    return doors::read_hello_reply(line, doors::kOldestProtocol);
   } catch (const EngineError& e) {
     // "the engine's answer to hello does not follow protocol 1: $.numerics...": here the
     // answer is the engine's attributes.
