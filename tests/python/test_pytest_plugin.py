@@ -108,10 +108,13 @@ def test_count(kvfuzz_check):
 
 def test_options_reach_the_check(run_pytest, tmp_path):
     (tmp_path / "test_count.py").write_text(COUNT_TEST)
-    options = ["--kvfuzz-seed", "5", "--kvfuzz-max-tokens", "4"]
+    # Counting.longest is counted where the engine runs: in pytest's process only without fork.
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5")
+    assert done.returncode == 1 and "AssertionError: 0" in done.stdout, done.stdout + done.stderr
+    options = ["--kvfuzz-seed", "5", "--kvfuzz-max-tokens", "4", "--kvfuzz-no-fork"]
     done = run_pytest("test_count.py", "--kvfuzz-cases", "7", *options)
     assert done.returncode == 0, done.stdout + done.stderr
     done = run_pytest("test_count.py", "--kvfuzz-cases", "8", *options)
     assert done.returncode == 1 and "(8, 5)" in done.stdout, done.stdout + done.stderr
-    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5")
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5", "--kvfuzz-no-fork")
     assert done.returncode == 1 and "assert 0 < " in done.stdout, done.stdout + done.stderr

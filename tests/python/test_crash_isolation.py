@@ -1,0 +1,118 @@
+"""kvfuzz.check on the check stage's forked workers: a Python engine that segfaults, aborts
+or hangs becomes a finding with its case on disk and its case seed, and this process goes
+on; the findings are the same for every number of workers; fork=False still judges an
+honest engine; Ctrl-C stops a forked check with KeyboardInterrupt."""
+
+import ctypes
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import kvfuzz
+from numpy_engine import NumpyEngine
+
+
+class Segfaulting(NumpyEngine):
+    """Honest but for a reset, which reads address 0 (a bug in an extension, in effect)."""
+
+    def reset(self, seq):
+        ctypes.string_at(0)
+
+
+class Aborting(NumpyEngine):
+    def reset(self, seq):
+        os.abort()
+
+
+class Hanging(NumpyEngine):
+    def reset(self, seq):
+        time.sleep(60)
+
+
+def _crash_findings(result):
+    return [f for f in result.findings if f.crashed]
+
+
+def test_a_segfaulting_engine_is_a_finding_with_its_case_on_disk(tmp_path):
+    result = kvfuzz.check(Segfaulting, cases=20, out=str(tmp_path))
+    (finding,) = _crash_findings(result)
+    assert finding.signature == "crash/SIGSEGV" and finding.property is None
+    assert finding.fixture is None  # not shrunk in this process
+    raw = kvfuzz.load_fixture(finding.raw_fixture)
+    assert raw.seed == finding.case_seed
+    assert raw.hash == kvfuzz.generate(finding.case_seed, Segfaulting).hash
+    assert finding.case_seed == kvfuzz.case_seed(1, finding.case_index)
+    # faulthandler in the worker: the Python stack of the crash is in the report.
+    assert "Segmentation fault" in finding.report and "in reset" in finding.report
+    text = str(finding)
+    assert finding.raw_fixture in text and str(finding.case_seed) in text
+    assert f"--case-seed {finding.case_seed}" in finding.rerun_command
+    assert f"-m kvfuzz replay {finding.raw_fixture} --engine" in finding.replay_command
+    assert finding.duplicates > 0  # later cases with a reset crash the same way
+    # This process lives on, and judges the next engine.
+    assert kvfuzz.check(NumpyEngine, cases=5, out=str(tmp_path / "honest")).passed
+
+
+def test_an_aborting_engine_is_a_finding(tmp_path):
+    result = kvfuzz.check(Aborting, cases=20, properties=["prefix"], out=str(tmp_path))
+    assert [f.signature for f in result.findings] == ["crash/SIGABRT"]
+    assert os.path.isfile(result.findings[0].raw_fixture)
+
+
+def test_a_hanging_engine_times_out_and_the_check_goes_on(tmp_path):
+    start = time.monotonic()
+    result = kvfuzz.check(
+        Hanging, cases=20, properties=["prefix"], out=str(tmp_path), timeout=1, max_failures=1
+    )
+    assert time.monotonic() - start < 30
+    (finding,) = result.findings
+    assert finding.signature == "timeout" and finding.fixture is None
+    assert kvfuzz.load_fixture(finding.raw_fixture).seed == finding.case_seed
+    assert "longer than 1 s" in finding.report
+
+
+def _signatures(result):
+    return [(f.signature, f.case_seed, f.duplicates, os.path.basename(f.raw_fixture)) for f in result.findings]
+
+
+def test_findings_are_the_same_for_every_number_of_workers(tmp_path):
+    one = kvfuzz.check(Segfaulting, cases=24, out=str(tmp_path / "1"), jobs=1, max_failures=3)
+    two = kvfuzz.check(Segfaulting, cases=24, out=str(tmp_path / "2"), jobs=2, max_failures=3)
+    assert _signatures(one) == _signatures(two) and one.findings
+    assert (one.cases, one.crashes) == (two.cases, two.crashes)
+
+
+def test_without_fork_an_honest_engine_passes_and_a_buggy_one_fails(tmp_path):
+    assert kvfuzz.check(NumpyEngine, cases=20, out=str(tmp_path), fork=False).passed
+    from buggy_numpy_engine import BuggyNumpyEngine
+
+    result = kvfuzz.check(BuggyNumpyEngine, cases=30, properties=["prefix"], out=str(tmp_path), fork=False)
+    assert [f.signature for f in result.findings] == ["prefix/wrong-position"]
+
+
+def test_ignored_signatures_are_set_aside(tmp_path):
+    result = kvfuzz.check(Segfaulting, cases=10, properties=["prefix"], out=str(tmp_path), ignore=["crash/SIGSEGV"])
+    assert result.passed and result.ignored == ["crash/SIGSEGV"]
+
+
+def test_bad_options_are_one_clear_line():
+    with pytest.raises(ValueError, match="jobs: expected a positive number, got 0"):
+        kvfuzz.check(NumpyEngine, jobs=0)
+    with pytest.raises(ValueError, match="timeout: expected a positive number"):
+        kvfuzz.check(NumpyEngine, timeout=-1)
+
+
+def test_ctrl_c_stops_a_forked_check(tmp_path):
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kvfuzz.check(Hanging, cases=5, properties=["prefix"], out=str(tmp_path), timeout=60)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 20
+    assert kvfuzz.check(NumpyEngine, cases=3, out=str(tmp_path)).passed  # the flag is cleared
