@@ -118,3 +118,44 @@ def test_options_reach_the_check(run_pytest, tmp_path):
     assert done.returncode == 1 and "(8, 5)" in done.stdout, done.stdout + done.stderr
     done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5", "--kvfuzz-no-fork")
     assert done.returncode == 1 and "assert 0 < " in done.stdout, done.stdout + done.stderr
+
+
+CRASHING_TEST = """\
+import ctypes
+
+from numpy_engine import NumpyEngine
+
+
+class Segfaulting(NumpyEngine):
+    def reset(self, seq):
+        ctypes.string_at(0)
+
+
+def test_segfaulting(kvfuzz_check):
+    kvfuzz_check(Segfaulting, properties=["prefix"])
+
+
+def test_honest_after_it(kvfuzz_check):
+    kvfuzz_check(NumpyEngine, properties=["prefix"])
+"""
+
+
+def test_a_crashing_engine_fails_its_test_with_the_raw_fixture_and_pytest_goes_on(run_pytest, tmp_path):
+    (tmp_path / "test_crashing.py").write_text(CRASHING_TEST)
+    out = tmp_path / "out"
+    done = run_pytest("test_crashing.py", "--kvfuzz-cases", "20", "--kvfuzz-jobs", "2", "--kvfuzz-out", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"\b1 failed, 1 passed\b", done.stdout), done.stdout
+    head = re.search(r"crash/SIGSEGV at case (\d+) \(case seed (\d+)\)", done.stdout)
+    assert head, done.stdout
+    (raw,) = re.findall(r"raw fixture: +(\S+\.json)", done.stdout)
+    assert kvfuzz.load_fixture(raw).seed == int(head.group(2))
+    assert re.search(r"replay: +.+ -m kvfuzz replay " + re.escape(raw) + " --engine test_crashing.py:Segfaulting", done.stdout)
+    rerun = re.search(r"rerun: +.+ -m kvfuzz (check .+)", done.stdout).group(1)
+    assert "--case-seed " + head.group(2) in rerun
+    # The rerun command runs exactly that case again, and finds the same crash.
+    again = subprocess.run(
+        [sys.executable, "-m", "kvfuzz"] + rerun.split() + ["--out", str(tmp_path / "again")],
+        cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=EXAMPLES),
+    )
+    assert again.returncode == 1 and "crash/SIGSEGV at case 1 (case seed " + head.group(2) in again.stdout, again.stdout + again.stderr
