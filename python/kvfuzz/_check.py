@@ -5,8 +5,9 @@ by default each in a worker process forked from this one (`jobs` of them, result
 for every number), so that a Python engine that crashes the interpreter (a segfault in an
 extension, os.abort(), a CUDA error that aborts) or hangs past `timeout` becomes a finding
 with its case on disk, and this process goes on. Property failures are then shrunk here,
-in this process, after the plan; a crash or a timeout is reported with its raw fixture and
-case seed, not shrunk (judging its candidates here would crash this process)."""
+in this process, after the plan; a crash or an exit is shrunk with every candidate judged
+in a child forked from this process (judging them here would crash it); a timeout is
+reported with its raw fixture and case seed, not shrunk."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from kvfuzz._judge import check_properties
 
 @dataclass
 class Finding:
-    """One thing that went wrong: a property the engine broke (shrunk), or a crash, an exit,
-    a timeout of its worker (not shrunk), with the case that showed it."""
+    """One thing that went wrong, with the case that showed it: a property the engine broke,
+    or a crash, an exit, a timeout of its worker (`crashed`); shrunk but for a timeout."""
 
     property: Optional[str]  # None for a crash, an exit, a timeout or an engine error outside a run
     signature: str  # "prefix/mismatch", "crash/SIGSEGV", "exit/3", "timeout", "engine-error"
@@ -46,10 +47,12 @@ class Finding:
         head = f"{self.signature} at case {self.case_index + 1} (case seed {self.case_seed})"
         if self.duplicates:
             head += f", {self.duplicates} later duplicate{'s' if self.duplicates > 1 else ''}"
-        if self.crashed:
-            shrunk = "(not shrunk: a crash, an exit or a timeout is not judged again in this process)"
+        if self.fixture:
+            shrunk = self.fixture
+        elif self.signature == "timeout":
+            shrunk = "(not shrunk: a timeout is not judged again)"
         else:
-            shrunk = self.fixture or "(not shrunk: " + self.failure + ")"
+            shrunk = "(not shrunk: " + self.failure + ")"
         lines = [
             head,
             f"  shrunk fixture: {shrunk}",
@@ -134,6 +137,29 @@ def _shrunk(eng, raw_path: str, prop: str, out: str, shrink_seconds: float):
     return path, shrunk.outcome.report
 
 
+def _shrunk_crash(eng, raw_path: str, found, props, out: str, shrink_seconds, timeout):
+    """The shrunk form of a crash's or an exit's case, each candidate judged in a forked
+    child: (path, None) or None. The report stays the raw case's (the children's output is
+    dropped)."""
+    raw = _kvfuzz.Scenario.load(raw_path)
+    per_candidate = min(float(timeout), max(1.0, float(shrink_seconds)))
+    shrunk = _kvfuzz.shrink_crash(
+        raw, eng, found.signature, props, shrink_seconds, per_candidate, found.line
+    )
+    if shrunk is None:
+        return None
+    small = shrunk.scenario
+    small.note = (
+        f"Shrunk by kvfuzz.check from {raw.ops} ops, {raw.tokens} tokens to {small.ops} ops, "
+        f"{small.tokens} tokens ({shrunk.accepted} of {shrunk.tried} candidates accepted, each "
+        f"judged in a forked child{', stopped at the time budget' if shrunk.timed_out else ''}). "
+        f"Ends as {found.signature} on {eng.name}: {found.line}"
+    )
+    path = os.path.join(out, small.name + ".json")
+    small.save(path)
+    return path
+
+
 def _positive(what: str, value, types=(int,)) -> None:
     """ValueError naming `what` unless `value` is a positive number of one of `types`."""
     if isinstance(value, bool) or not isinstance(value, types) or value <= 0:
@@ -169,7 +195,8 @@ def check(
     same for every number); a crash, an exit or a case that takes longer than `timeout`
     seconds kills only its worker and is a finding. `fork=False` runs them here, without
     isolation or timeout (for a debugger). A finding's case is saved to OUT/raw/ at once;
-    a property's failure is then shrunk here (at most `shrink_seconds`) to OUT/. After
+    a property's failure is then shrunk here (at most `shrink_seconds`) to OUT/, a crash or
+    an exit too, each candidate judged in a forked child (a timeout is not shrunk). After
     `max_failures` distinct signatures (default: one per chosen property) the engine is not
     run on later cases; later findings of a signature already seen count as duplicates;
     signatures in `ignore` are set aside. `progress(cases_done, cases_total)` is called about
@@ -230,7 +257,12 @@ def check(
             shrunk = _shrunk(eng, found.fixture, found.property, out, shrink_seconds)
             if shrunk is not None:
                 finding.fixture, finding.report = shrunk
-                finding.replay_command = replay_command(finding.fixture, engine_factory)
+        elif found.signature.startswith(("crash/", "exit/")) and shrink_seconds > 0:
+            finding.fixture = _shrunk_crash(
+                eng, found.fixture, found, props, out, shrink_seconds, timeout
+            )
+        if finding.fixture:
+            finding.replay_command = replay_command(finding.fixture, engine_factory)
         result.findings.append(finding)
     result.seconds = time.monotonic() - start
     return result

@@ -114,6 +114,21 @@ def run_check(
     on_finding: Optional[Callable[[CheckFinding], None]] = None,
     on_progress: Optional[Callable[[int, int, int], None]] = None,
 ) -> CheckRun: ...
+class CrashShrunk:
+    scenario: Scenario
+    accepted: int
+    tried: int
+    timed_out: bool
+
+def shrink_crash(
+    scenario: Scenario,
+    engine: Engine,
+    signature: str,
+    properties: List[str],
+    seconds: float,
+    timeout: float,
+    failure: str,
+) -> Optional[CrashShrunk]: ...
 def python_engine(factory: Callable[[EngineConfig], Any], name: str) -> Engine: ...
 def builtin_engine(name: str) -> Engine: ...
 def builtin_engines() -> List[str]: ...

@@ -18,6 +18,7 @@
 #include "binding_support.h"
 #include "fork_guard.h"
 #include "kvfuzz/check.h"
+#include "sigint_guard.h"
 
 namespace nb = nanobind;
 
@@ -62,54 +63,6 @@ struct Run {
   std::vector<Finding> findings;       // ignored ones too
   bool interrupted = false;
 };
-
-// Ctrl-C while a plan runs stops it (run_check_plan polls the flag between tasks; the
-// workers, in their own process group, do not see it) and is passed on to the handler it
-// replaces (Python's, which raises KeyboardInterrupt once this thread runs Python again).
-struct sigaction g_previous;
-volatile std::sig_atomic_t g_sigint = 0;
-
-void on_sigint(int signal) {
-  g_sigint = 1;
-  *interrupted_flag() = 1;
-  if ((g_previous.sa_flags & SA_SIGINFO) == 0 && g_previous.sa_handler != SIG_DFL &&
-      g_previous.sa_handler != SIG_IGN) {
-    g_previous.sa_handler(signal);
-  }
-}
-
-class SigintGuard {
- public:
-  SigintGuard() {
-    struct sigaction ours {};
-    ours.sa_handler = on_sigint;
-    sigemptyset(&ours.sa_mask);
-    ours.sa_flags = SA_ONSTACK;
-    g_sigint = 0;
-    installed_ = ::sigaction(SIGINT, nullptr, &g_previous) == 0 &&
-                 g_previous.sa_handler != SIG_IGN && ::sigaction(SIGINT, &ours, nullptr) == 0;
-  }
-  ~SigintGuard() {
-    if (installed_) ::sigaction(SIGINT, &g_previous, nullptr);
-  }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
-
- private:
-  bool installed_ = false;
-};
-
-// With the GIL held again after the plan: Ctrl-C (or a KeyboardInterrupt inside an
-// in-process engine) becomes KeyboardInterrupt, or whatever Python's handler raised.
-void raise_if_stopped() {
-  const bool signalled = g_sigint != 0;
-  g_sigint = 0;
-  if (!interrupted()) return;
-  clear_interrupted();
-  if (signalled && PyErr_CheckSignals() != 0) throw nb::python_error();
-  PyErr_SetNone(PyExc_KeyboardInterrupt);
-  throw nb::python_error();
-}
 
 Run run_check(EngineHandle& engine, const std::vector<uint64_t>& case_seeds,
               const std::vector<std::string>& properties, const std::string& out, int jobs,

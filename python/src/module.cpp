@@ -22,6 +22,7 @@
 #include "corpus/fixture_files.h"
 #include "corpus/fixture_names.h"
 #include "corpus/provenance.h"
+#include "crash_shrink.h"
 #include "judge/report.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
@@ -128,6 +129,7 @@ NB_MODULE(_kvfuzz, m) {
   nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
   bind_engine_types(m);
   bind_check(m);
+  bind_crash_shrink(m);
 
   nb::class_<Scenario>(m, "Scenario", "One complete, deterministic test case (a fixture's content)")
       .def_static("from_json", &parse_fixture, nb::arg("text"), nb::arg("origin") = "<string>")

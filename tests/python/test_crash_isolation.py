@@ -1,17 +1,21 @@
 """kvfuzz.check on the check stage's forked workers: a Python engine that segfaults, aborts
 or hangs becomes a finding with its case on disk and its case seed, and this process goes
-on; the findings are the same for every number of workers; fork=False still judges an
-honest engine; Ctrl-C stops a forked check with KeyboardInterrupt."""
+on; a crash is shrunk with its candidates judged in forked children; the findings are the
+same for every number of workers; fork=False still judges an honest engine; Ctrl-C stops
+a forked check with KeyboardInterrupt."""
 
 import ctypes
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 import kvfuzz
+from conftest import EXAMPLES
 from numpy_engine import NumpyEngine
 
 
@@ -40,7 +44,6 @@ def test_a_segfaulting_engine_is_a_finding_with_its_case_on_disk(tmp_path):
     result = kvfuzz.check(Segfaulting, cases=20, out=str(tmp_path))
     (finding,) = _crash_findings(result)
     assert finding.signature == "crash/SIGSEGV" and finding.property is None
-    assert finding.fixture is None  # not shrunk in this process
     raw = kvfuzz.load_fixture(finding.raw_fixture)
     assert raw.seed == finding.case_seed
     assert raw.hash == kvfuzz.generate(finding.case_seed, Segfaulting).hash
@@ -50,8 +53,18 @@ def test_a_segfaulting_engine_is_a_finding_with_its_case_on_disk(tmp_path):
     text = str(finding)
     assert finding.raw_fixture in text and str(finding.case_seed) in text
     assert f"--case-seed {finding.case_seed}" in finding.rerun_command
-    assert f"-m kvfuzz replay {finding.raw_fixture} --engine" in finding.replay_command
     assert finding.duplicates > 0  # later cases with a reset crash the same way
+    # Shrunk, each candidate judged in a forked child, to the reset alone.
+    shrunk = kvfuzz.load_fixture(finding.fixture)
+    assert (shrunk.ops, shrunk.tokens) == (1, 0), finding.fixture
+    assert f"-m kvfuzz replay {finding.fixture} --engine" in finding.replay_command
+    # Replayed in a process of its own, the shrunk case still crashes it.
+    replayed = subprocess.run(
+        [sys.executable] + finding.replay_command.split()[1:],
+        capture_output=True, text=True, cwd=os.getcwd(),
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([EXAMPLES, os.path.dirname(__file__)])),
+    )
+    assert replayed.returncode == -signal.SIGSEGV, replayed.stdout + replayed.stderr
     # This process lives on, and judges the next engine.
     assert kvfuzz.check(NumpyEngine, cases=5, out=str(tmp_path / "honest")).passed
 
@@ -60,6 +73,26 @@ def test_an_aborting_engine_is_a_finding(tmp_path):
     result = kvfuzz.check(Aborting, cases=20, properties=["prefix"], out=str(tmp_path))
     assert [f.signature for f in result.findings] == ["crash/SIGABRT"]
     assert os.path.isfile(result.findings[0].raw_fixture)
+    assert kvfuzz.load_fixture(result.findings[0].fixture).ops == 1
+
+
+class Exiting(NumpyEngine):
+    """Exits with 3 on a reset of sequence 1 only: a candidate that drops that reset, or
+    resets another sequence, no longer ends this way and is not kept."""
+
+    def reset(self, seq):
+        if seq == 1:
+            os._exit(3)
+        super().reset(seq)
+
+
+def test_an_exit_is_shrunk_to_what_still_exits_the_same_way(tmp_path):
+    result = kvfuzz.check(Exiting, cases=40, properties=["prefix"], out=str(tmp_path))
+    (finding,) = result.findings
+    assert finding.signature == "exit/3"
+    shrunk = kvfuzz.load_fixture(finding.fixture)
+    assert shrunk.ops == 1 and shrunk.sequences >= 2, finding.fixture
+    assert '"reset"' in shrunk.to_json() and '"seq": 1' in shrunk.to_json()
 
 
 def test_a_hanging_engine_times_out_and_the_check_goes_on(tmp_path):
@@ -69,7 +102,7 @@ def test_a_hanging_engine_times_out_and_the_check_goes_on(tmp_path):
     )
     assert time.monotonic() - start < 30
     (finding,) = result.findings
-    assert finding.signature == "timeout" and finding.fixture is None
+    assert finding.signature == "timeout" and finding.fixture is None  # not shrunk
     assert kvfuzz.load_fixture(finding.raw_fixture).seed == finding.case_seed
     assert "longer than 1 s" in finding.report
 

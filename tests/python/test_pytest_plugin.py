@@ -150,7 +150,10 @@ def test_a_crashing_engine_fails_its_test_with_the_raw_fixture_and_pytest_goes_o
     assert head, done.stdout
     (raw,) = re.findall(r"raw fixture: +(\S+\.json)", done.stdout)
     assert kvfuzz.load_fixture(raw).seed == int(head.group(2))
-    assert re.search(r"replay: +.+ -m kvfuzz replay " + re.escape(raw) + " --engine test_crashing.py:Segfaulting", done.stdout)
+    (shrunk,) = re.findall(r"shrunk fixture: +(\S+-crash-SIGSEGV-\w+\.json)", done.stdout)
+    assert kvfuzz.load_fixture(shrunk).ops == 1  # the reset alone
+    replay = r"replay: +.+ -m kvfuzz replay " + re.escape(shrunk)
+    assert re.search(replay + " --engine test_crashing.py:Segfaulting", done.stdout), done.stdout
     rerun = re.search(r"rerun: +.+ -m kvfuzz (check .+)", done.stdout).group(1)
     assert "--case-seed " + head.group(2) in rerun
     # The rerun command runs exactly that case again, and finds the same crash.
