@@ -149,3 +149,33 @@ def test_ctrl_c_stops_a_forked_check(tmp_path):
         timer.cancel()
     assert time.monotonic() - start < 20
     assert kvfuzz.check(NumpyEngine, cases=3, out=str(tmp_path)).passed  # the flag is cleared
+
+
+def test_a_forked_check_lets_other_threads_run_and_runs_from_a_thread(tmp_path):
+    ticks, stop = [0], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.01)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        # About a second spent waiting on a hanging worker, with the GIL let go.
+        result = kvfuzz.check(
+            Hanging, cases=20, properties=["prefix"], out=str(tmp_path / "h"), timeout=1, max_failures=1
+        )
+    finally:
+        stop.set()
+        ticker.join()
+    assert [f.signature for f in result.findings] == ["timeout"]
+    assert ticks[0] > 20, ticks[0]
+    # Workers forked from a thread that is not the main one.
+    found = {}
+    worker = threading.Thread(
+        target=lambda: found.update(r=kvfuzz.check(Segfaulting, cases=20, out=str(tmp_path / "s"), jobs=2))
+    )
+    worker.start()
+    worker.join(120)
+    assert [f.signature for f in found["r"].findings] == ["crash/SIGSEGV"]
