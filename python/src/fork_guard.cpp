@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <stdexcept>
 
 namespace kvfuzz::python {
 
@@ -73,6 +74,13 @@ void in_child() {
 }  // namespace
 
 WorkersForkGuard::WorkersForkGuard() : parent_(::getpid()) {
+  // One at a time: the handlers know one thread (and another thread may call in while this
+  // one has let go of the GIL).
+  if (g_active) {
+    throw std::runtime_error(
+        "kvfuzz: a forked check is already running in another thread; run one at a time, or "
+        "pass fork=False");
+  }
   static std::once_flag registered;
   std::call_once(registered, [] { ::pthread_atfork(prepare, in_parent, in_child); });
   g_owner = pthread_self();

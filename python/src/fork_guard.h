@@ -16,7 +16,8 @@ namespace kvfuzz::python {
 
 class WorkersForkGuard {
  public:
-  WorkersForkGuard();   // with the GIL held; releases it
+  // With the GIL held; releases it. Throws std::runtime_error while another guard lives.
+  WorkersForkGuard();
   ~WorkersForkGuard();  // takes the GIL back
   WorkersForkGuard(const WorkersForkGuard&) = delete;
   WorkersForkGuard& operator=(const WorkersForkGuard&) = delete;

@@ -179,3 +179,27 @@ def test_a_forked_check_lets_other_threads_run_and_runs_from_a_thread(tmp_path):
     worker.start()
     worker.join(120)
     assert [f.signature for f in found["r"].findings] == ["crash/SIGSEGV"]
+
+
+def test_two_forked_checks_at_once_are_refused_with_one_line(tmp_path):
+    started, errors = threading.Event(), []
+
+    class Slow(NumpyEngine):
+        def reset(self, seq):
+            time.sleep(3)
+
+    def first():
+        started.set()
+        kvfuzz.check(Slow, cases=10, properties=["prefix"], out=str(tmp_path / "a"), timeout=1)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    started.wait()
+    time.sleep(0.5)  # the first is waiting on its workers, the GIL let go
+    try:
+        kvfuzz.check(NumpyEngine, cases=2, out=str(tmp_path / "b"))
+    except RuntimeError as error:
+        errors.append(str(error))
+    thread.join()
+    assert errors and "already running in another thread" in errors[0], errors
+    assert kvfuzz.check(NumpyEngine, cases=2, out=str(tmp_path / "c")).passed  # once it is done
