@@ -104,7 +104,7 @@ def replay_command(path: str, factory) -> str:
     return f"{os.path.basename(sys.executable)} -m kvfuzz replay {path} --engine {spec}"
 
 
-def rerun_command(seed: int, factory, properties: List[str], max_tokens: int) -> str:
+def rerun_command(seed: int, factory, properties: List[str], max_tokens: int, timeout: float) -> str:
     """The one line that runs exactly the case of `seed` through check again."""
     spec = factory_spec(factory)
     if spec is None:
@@ -114,6 +114,8 @@ def rerun_command(seed: int, factory, properties: List[str], max_tokens: int) ->
         command += f" --property {','.join(properties)}"
     if max_tokens:
         command += f" --max-tokens {max_tokens}"
+    if timeout != 600:
+        command += f" --timeout {timeout:g}"
     return command
 
 
@@ -250,7 +252,7 @@ def check(
             failure=found.line,
             report=found.report,
             replay_command=replay_command(found.fixture, engine_factory),
-            rerun_command=rerun_command(found.seed, engine_factory, props, max_tokens),
+            rerun_command=rerun_command(found.seed, engine_factory, props, max_tokens, timeout),
             duplicates=found.duplicates,
         )
         if found.property is not None:

@@ -203,3 +203,29 @@ def test_two_forked_checks_at_once_are_refused_with_one_line(tmp_path):
     thread.join()
     assert errors and "already running in another thread" in errors[0], errors
     assert kvfuzz.check(NumpyEngine, cases=2, out=str(tmp_path / "c")).passed  # once it is done
+
+
+class CallbackError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_callbacks_run_python_in_this_process_and_their_exceptions_stop_the_run(tmp_path, fork):
+    from kvfuzz import _kvfuzz
+
+    engine = kvfuzz.engine(Segfaulting if fork else kvfuzz.builtin_engine("mask-origin"))
+    seeds = [kvfuzz.case_seed(1, i) for i in range(30)]
+    seen = []
+
+    def on_finding(finding):
+        seen.append((os.getpid(), finding.signature, os.path.isfile(finding.fixture)))
+
+    run = _kvfuzz.run_check(engine, seeds, ["prefix"], str(tmp_path), fork=fork, on_finding=on_finding)
+    assert seen == [(os.getpid(), run.findings[0].signature, True)]
+
+    def raising(finding):
+        raise CallbackError(finding.signature)
+
+    with pytest.raises(CallbackError):
+        _kvfuzz.run_check(engine, seeds, ["prefix"], str(tmp_path), fork=fork, on_finding=raising)
+    assert kvfuzz.check(NumpyEngine, cases=3, out=str(tmp_path / "after")).passed

@@ -122,6 +122,7 @@ def test_options_reach_the_check(run_pytest, tmp_path):
 
 CRASHING_TEST = """\
 import ctypes
+import time
 
 from numpy_engine import NumpyEngine
 
@@ -129,6 +130,15 @@ from numpy_engine import NumpyEngine
 class Segfaulting(NumpyEngine):
     def reset(self, seq):
         ctypes.string_at(0)
+
+
+class Hanging(NumpyEngine):
+    def reset(self, seq):
+        time.sleep(60)
+
+
+def test_hanging(kvfuzz_check):
+    kvfuzz_check(Hanging, properties=["prefix"])
 
 
 def test_segfaulting(kvfuzz_check):
@@ -143,18 +153,22 @@ def test_honest_after_it(kvfuzz_check):
 def test_a_crashing_engine_fails_its_test_with_the_raw_fixture_and_pytest_goes_on(run_pytest, tmp_path):
     (tmp_path / "test_crashing.py").write_text(CRASHING_TEST)
     out = tmp_path / "out"
-    done = run_pytest("test_crashing.py", "--kvfuzz-cases", "20", "--kvfuzz-jobs", "2", "--kvfuzz-out", str(out))
+    options = ["--kvfuzz-cases", "20", "--kvfuzz-jobs", "2", "--kvfuzz-timeout", "1"]
+    done = run_pytest("test_crashing.py", *options, "--kvfuzz-out", str(out))
     assert done.returncode == 1, done.stdout + done.stderr
-    assert re.search(r"\b1 failed, 1 passed\b", done.stdout), done.stdout
+    assert re.search(r"\b2 failed, 1 passed\b", done.stdout), done.stdout
+    assert re.search(r"timeout at case \d+ \(case seed \d+\)", done.stdout), done.stdout
+    assert "longer than 1 s" in done.stdout
     head = re.search(r"crash/SIGSEGV at case (\d+) \(case seed (\d+)\)", done.stdout)
     assert head, done.stdout
-    (raw,) = re.findall(r"raw fixture: +(\S+\.json)", done.stdout)
+    (raw,) = re.findall(r"raw fixture: +(\S+-crash\.json)", done.stdout)
     assert kvfuzz.load_fixture(raw).seed == int(head.group(2))
     (shrunk,) = re.findall(r"shrunk fixture: +(\S+-crash-SIGSEGV-\w+\.json)", done.stdout)
     assert kvfuzz.load_fixture(shrunk).ops == 1  # the reset alone
     replay = r"replay: +.+ -m kvfuzz replay " + re.escape(shrunk)
     assert re.search(replay + " --engine test_crashing.py:Segfaulting", done.stdout), done.stdout
-    rerun = re.search(r"rerun: +.+ -m kvfuzz (check .+)", done.stdout).group(1)
+    (rerun,) = re.findall(r"rerun: +.+ -m kvfuzz (check --engine \S+:Segfaulting .+)", done.stdout)
+    assert re.search(r"rerun: +.+:Hanging .*--timeout 1\b", done.stdout), done.stdout
     assert "--case-seed " + head.group(2) in rerun
     # The rerun command runs exactly that case again, and finds the same crash.
     again = subprocess.run(
