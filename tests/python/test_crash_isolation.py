@@ -119,7 +119,9 @@ def test_findings_are_the_same_for_every_number_of_workers(tmp_path):
 
 
 def test_without_fork_an_honest_engine_passes_and_a_buggy_one_fails(tmp_path):
-    assert kvfuzz.check(NumpyEngine, cases=20, out=str(tmp_path), fork=False).passed
+    called = []
+    honest = kvfuzz.check(NumpyEngine, cases=20, out=str(tmp_path), fork=False, progress=lambda *a: called.append(a))
+    assert honest.passed and honest.cases == 20 and called[-1] == (20, 20)
     from buggy_numpy_engine import BuggyNumpyEngine
 
     result = kvfuzz.check(BuggyNumpyEngine, cases=30, properties=["prefix"], out=str(tmp_path), fork=False)
