@@ -35,6 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--property", default=None, help="comma-separated (default: all six)")
     check.add_argument("--out", default="kvfuzz-out")
     check.add_argument("--max-tokens", type=int, default=0)
+    check.add_argument("--case-seed", type=int, default=None, help="run exactly the case of this seed")
+    check.add_argument("--jobs", type=int, default=1, help="worker processes (1)")
+    check.add_argument("--no-fork", action="store_true", help="judge in this process (a debugger)")
+    check.add_argument("--timeout", type=float, default=600.0, help="seconds per case (600)")
+    check.add_argument("--max-failures", type=int, default=None, help="distinct findings before stopping")
+    check.add_argument("--ignore", action="append", default=[], help="a signature to set aside")
     return parser
 
 
@@ -60,6 +66,12 @@ def main(argv=None) -> int:
             properties=args.property,
             out=args.out,
             max_tokens=args.max_tokens,
+            case_seed=args.case_seed,
+            jobs=args.jobs,
+            fork=not args.no_fork,
+            timeout=args.timeout,
+            max_failures=args.max_failures,
+            ignore=args.ignore,
         )
         print(result.summary())
         return 0 if result.passed else 1

@@ -1,10 +1,13 @@
 """kvfuzz.check: random scenarios against one engine, every property judged per case.
 
-The loop runs in this process, case after case (generate, judge each property, on a
-failure save the case, then shrink it). It is the one place that would hand cases to the
-CLI's forked, crash-isolated case runner once that is merged (docs/python.md, "What is
-missing"): a Python engine that crashes the interpreter (a segfault in an extension) ends
-the run here."""
+The cases run on the check stage of the kvfuzz command (run_check_plan, kvfuzz/check.h):
+by default each in a worker process forked from this one (`jobs` of them, results the same
+for every number), so that a Python engine that crashes the interpreter (a segfault in an
+extension, os.abort(), a CUDA error that aborts) or hangs past `timeout` becomes a finding
+with its case on disk, and this process goes on. Property failures are then shrunk here,
+in this process, after the plan; a crash or an exit is shrunk with every candidate judged
+in a child forked from this process (judging them here would crash it); a timeout is
+reported with its raw fixture and case seed, not shrunk."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 from kvfuzz import _kvfuzz
 from kvfuzz._engines import EngineLike, engine, factory_spec
@@ -21,25 +24,43 @@ from kvfuzz._judge import check_properties
 
 @dataclass
 class Finding:
-    """One property the engine broke: the case that showed it and its shrunk form."""
+    """One thing that went wrong, with the case that showed it: a property the engine broke,
+    or a crash, an exit, a timeout of its worker (`crashed`); shrunk but for a timeout."""
 
-    property: str
-    signature: str  # "prefix/mismatch": property and kind of divergence
+    property: Optional[str]  # None for a crash, an exit, a timeout or an engine error outside a run
+    signature: str  # "prefix/mismatch", "crash/SIGSEGV", "exit/3", "timeout", "engine-error"
     case_index: int  # from 0
     case_seed: int  # kvfuzz.generate(case_seed, engine) makes the case again
-    raw_fixture: str  # the failing case as generated, saved before shrinking
-    fixture: Optional[str]  # the shrunk case (None when shrinking could not reproduce it)
+    raw_fixture: str  # the failing case as generated, saved before anything else
+    fixture: Optional[str]  # the shrunk case (None when not shrunk, or not reproduced)
     failure: str  # the first line of the report
     report: str  # the shrunk case's report (the raw one's when it did not shrink)
     replay_command: str
+    rerun_command: str = ""  # re-runs exactly this case through check (its own workers)
+    duplicates: int = 0  # later cases with the same signature
+
+    @property
+    def crashed(self) -> bool:
+        return self.property is None
 
     def __str__(self) -> str:
+        head = f"{self.signature} at case {self.case_index + 1} (case seed {self.case_seed})"
+        if self.duplicates:
+            head += f", {self.duplicates} later duplicate{'s' if self.duplicates > 1 else ''}"
+        if self.fixture:
+            shrunk = self.fixture
+        elif self.signature == "timeout":
+            shrunk = "(not shrunk: a timeout is not judged again)"
+        else:
+            shrunk = "(not shrunk: " + self.failure + ")"
         lines = [
-            f"{self.signature} at case {self.case_index + 1} (case seed {self.case_seed})",
-            f"  shrunk fixture: {self.fixture or '(not shrunk: ' + self.failure + ')'}",
+            head,
+            f"  shrunk fixture: {shrunk}",
             f"  raw fixture:    {self.raw_fixture}",
             f"  replay:         {self.replay_command}",
         ]
+        if self.rerun_command:
+            lines.append(f"  rerun:          {self.rerun_command}")
         lines += ["  " + line for line in self.report.rstrip("\n").split("\n")]
         return "\n".join(lines)
 
@@ -49,10 +70,12 @@ class CheckResult:
     engine: str
     seed: int
     properties: List[str]
-    cases: int = 0  # cases run
+    cases: int = 0  # cases run (judged or skipped)
     skipped: int = 0  # cases the engine cannot be given (unjudgeable)
     seconds: float = 0.0
     findings: List[Finding] = field(default_factory=list)
+    crashes: int = 0  # cases that ended in a crash, an exit, a timeout or an engine error
+    ignored: List[str] = field(default_factory=list)  # signatures found and set aside (`ignore`)
 
     @property
     def passed(self) -> bool:
@@ -65,6 +88,8 @@ class CheckResult:
         )
         if self.skipped:
             head += f" ({self.skipped} cases skipped: outside the engine's declarations)"
+        if self.ignored:
+            head += f" (ignored: {', '.join(self.ignored)})"
         if self.passed:
             return head + ": pass"
         broke = ", ".join(f.signature for f in self.findings)
@@ -79,41 +104,68 @@ def replay_command(path: str, factory) -> str:
     return f"{os.path.basename(sys.executable)} -m kvfuzz replay {path} --engine {spec}"
 
 
-def _save_and_shrink(
-    eng, factory, scenario, prop, outcome, index, seed, out, shrink_seconds
-) -> Finding:
-    # The raw case first: whatever happens while shrinking, the failure is on disk.
-    raw = scenario.copy()
-    raw.name = _kvfuzz.check_fixture_stem(eng.name, seed) + "-" + prop
-    _kvfuzz.stamp_failure(raw, "check", eng.name, prop, outcome.failure)
-    raw_path = os.path.join(out, "raw", raw.name + ".json")
-    raw.save(raw_path)
+def rerun_command(seed: int, factory, properties: List[str], max_tokens: int, timeout: float) -> str:
+    """The one line that runs exactly the case of `seed` through check again."""
+    spec = factory_spec(factory)
+    if spec is None:
+        return f"kvfuzz.check(<your engine factory>, case_seed={seed})"
+    command = f"{os.path.basename(sys.executable)} -m kvfuzz check --engine {spec} --case-seed {seed}"
+    if properties != check_properties(None):
+        command += f" --property {','.join(properties)}"
+    if max_tokens:
+        command += f" --max-tokens {max_tokens}"
+    if timeout != 600:
+        command += f" --timeout {timeout:g}"
+    return command
+
+
+def _shrunk(eng, raw_path: str, prop: str, out: str, shrink_seconds: float):
+    """The shrunk form of a property's failing case, saved to OUT: (path, report) or None."""
+    raw = _kvfuzz.Scenario.load(raw_path)
     shrunk = _kvfuzz.shrink(raw, eng, prop, shrink_seconds)
-    path, report = None, outcome.report
-    if shrunk is not None:
-        small = shrunk.scenario
-        small.name = _kvfuzz.failure_fixture_stem(eng.name, prop, shrunk.outcome.kind or "", small)
-        small.note = (
-            f"Shrunk by kvfuzz.check from {raw.ops} ops, {raw.tokens} tokens to {small.ops} ops, "
-            f"{small.tokens} tokens ({shrunk.accepted} of {shrunk.tried} candidates accepted"
-            f"{', stopped at the time budget' if shrunk.timed_out else ''}). Fails "
-            f"{shrunk.outcome.signature} on {eng.name}: {shrunk.outcome.failure}"
-        )
-        _kvfuzz.stamp_failure(small, "shrink", eng.name, prop, shrunk.outcome.failure)
-        path = os.path.join(out, small.name + ".json")
-        small.save(path)
-        report = shrunk.outcome.report
-    return Finding(
-        property=prop,
-        signature=outcome.signature or prop,
-        case_index=index,
-        case_seed=seed,
-        raw_fixture=raw_path,
-        fixture=path,
-        failure=outcome.failure,
-        report=report,
-        replay_command=replay_command(path or raw_path, factory),
+    if shrunk is None:
+        return None
+    small = shrunk.scenario
+    small.name = _kvfuzz.failure_fixture_stem(eng.name, prop, shrunk.outcome.kind or "", small)
+    small.note = (
+        f"Shrunk by kvfuzz.check from {raw.ops} ops, {raw.tokens} tokens to {small.ops} ops, "
+        f"{small.tokens} tokens ({shrunk.accepted} of {shrunk.tried} candidates accepted"
+        f"{', stopped at the time budget' if shrunk.timed_out else ''}). Fails "
+        f"{shrunk.outcome.signature} on {eng.name}: {shrunk.outcome.failure}"
     )
+    _kvfuzz.stamp_failure(small, "shrink", eng.name, prop, shrunk.outcome.failure)
+    path = os.path.join(out, small.name + ".json")
+    small.save(path)
+    return path, shrunk.outcome.report
+
+
+def _shrunk_crash(eng, raw_path: str, found, props, out: str, shrink_seconds, timeout):
+    """The shrunk form of a crash's or an exit's case, each candidate judged in a forked
+    child: (path, None) or None. The report stays the raw case's (the children's output is
+    dropped)."""
+    raw = _kvfuzz.Scenario.load(raw_path)
+    per_candidate = min(float(timeout), max(1.0, float(shrink_seconds)))
+    shrunk = _kvfuzz.shrink_crash(
+        raw, eng, found.signature, props, shrink_seconds, per_candidate, found.line
+    )
+    if shrunk is None:
+        return None
+    small = shrunk.scenario
+    small.note = (
+        f"Shrunk by kvfuzz.check from {raw.ops} ops, {raw.tokens} tokens to {small.ops} ops, "
+        f"{small.tokens} tokens ({shrunk.accepted} of {shrunk.tried} candidates accepted, each "
+        f"judged in a forked child{', stopped at the time budget' if shrunk.timed_out else ''}). "
+        f"Ends as {found.signature} on {eng.name}: {found.line}"
+    )
+    path = os.path.join(out, small.name + ".json")
+    small.save(path)
+    return path
+
+
+def _positive(what: str, value, types=(int,)) -> None:
+    """ValueError naming `what` unless `value` is a positive number of one of `types`."""
+    if isinstance(value, bool) or not isinstance(value, types) or value <= 0:
+        raise ValueError(f"{what}: expected a positive number, got {value!r}")
 
 
 def check(
@@ -129,47 +181,90 @@ def check(
     shrink_seconds: float = 30.0,
     name: Optional[str] = None,
     progress: Optional[Callable[[int, int], None]] = None,
+    jobs: int = 1,
+    fork: bool = True,
+    timeout: float = 600.0,
+    max_failures: Optional[int] = None,
+    ignore: Iterable[str] = (),
+    case_seed: Optional[int] = None,
 ) -> CheckResult:
     """Runs `cases` generated scenarios on the engine `engine_factory` makes, judging every
     property of `properties` (default: all six) on each. Case i is generated from
     kvfuzz.case_seed(seed, i) within the engine's declarations (optional operations,
-    supports), as `kvfuzz check --seed` draws them. A property's first failure is saved to
-    OUT/raw/ at once, then shrunk (at most `shrink_seconds`) to OUT/; that property is not
-    judged again, the others go on. `max_*` cap the generated sizes (0: the generator's own;
+    supports), as `kvfuzz check --seed` draws them; `case_seed` runs exactly that one case.
+
+    Each case runs in a worker forked from this process (`jobs` workers; results are the
+    same for every number); a crash, an exit or a case that takes longer than `timeout`
+    seconds kills only its worker and is a finding. `fork=False` runs them here, without
+    isolation or timeout (for a debugger). A finding's case is saved to OUT/raw/ at once;
+    a property's failure is then shrunk here (at most `shrink_seconds`) to OUT/, a crash or
+    an exit too, each candidate judged in a forked child (a timeout is not shrunk). After
+    `max_failures` distinct signatures (default: one per chosen property) the engine is not
+    run on later cases; later findings of a signature already seen count as duplicates;
+    signatures in `ignore` are set aside. `progress(cases_done, cases_total)` is called about
+    every two seconds and at the end. `max_*` cap the generated sizes (0: the generator's own;
     max_tokens above 160 makes long contexts). Returns a CheckResult; its `findings` name
-    property, signature, case seed, fixture path, report and the replay command."""
-    if cases < 1:
-        raise ValueError(f"cases: expected a positive number of cases, got {cases}")
+    property, signature, case seed, fixture paths, report and the replay command."""
+    if case_seed is None:
+        _positive("cases", cases)
+    _positive("jobs", jobs)
+    _positive("timeout", timeout, (int, float))
+    if max_failures is not None:
+        _positive("max_failures", max_failures)
+    ignore = [ignore] if isinstance(ignore, str) else list(ignore)
     props = check_properties(properties)
     eng = engine(engine_factory, name)
     eng.declarations()  # an engine that cannot be made, or declares nonsense, fails here
+    seeds = [case_seed] if case_seed is not None else [_kvfuzz.case_seed(seed, i) for i in range(cases)]
     result = CheckResult(engine=eng.name, seed=seed, properties=props)
-    failed = set()
     start = time.monotonic()
-    for index in range(cases):
-        if len(failed) == len(props):
-            break
-        case_seed = _kvfuzz.case_seed(seed, index)
-        scenario = _kvfuzz.generate(
-            case_seed, eng, max_tokens=max_tokens, max_head_dim=max_head_dim, max_q_heads=max_q_heads
-        )
-        result.cases += 1
-        if eng.unjudgeable(scenario) is not None:
-            result.skipped += 1
+    run = _kvfuzz.run_check(
+        eng,
+        seeds,
+        props,
+        os.path.join(out, "raw"),
+        jobs=jobs,
+        fork=bool(fork),
+        timeout=float(timeout),
+        max_failures=max_failures or len(props),
+        ignore=ignore,
+        max_tokens=max_tokens,
+        max_head_dim=max_head_dim,
+        max_q_heads=max_q_heads,
+        on_progress=None if progress is None else lambda done, total, found: progress(done, total),
+    )
+    result.cases = run.cases + run.skipped
+    result.skipped = run.skipped
+    result.crashes = run.crashes
+    if progress is not None:
+        progress(result.cases, len(seeds))
+    for found in run.findings:
+        if found.ignored:
+            result.ignored.append(found.signature)
             continue
-        for prop in props:
-            if prop in failed:
-                continue
-            outcome = _kvfuzz.judge(prop, scenario, eng)
-            if outcome.passed:
-                continue
-            failed.add(prop)
-            result.findings.append(
-                _save_and_shrink(
-                    eng, engine_factory, scenario, prop, outcome, index, case_seed, out, shrink_seconds
-                )
+        finding = Finding(
+            property=found.property,
+            signature=found.signature,
+            case_index=found.case_number - 1,
+            case_seed=found.seed,
+            raw_fixture=found.fixture,
+            fixture=None,
+            failure=found.line,
+            report=found.report,
+            replay_command=replay_command(found.fixture, engine_factory),
+            rerun_command=rerun_command(found.seed, engine_factory, props, max_tokens, timeout),
+            duplicates=found.duplicates,
+        )
+        if found.property is not None:
+            shrunk = _shrunk(eng, found.fixture, found.property, out, shrink_seconds)
+            if shrunk is not None:
+                finding.fixture, finding.report = shrunk
+        elif found.signature.startswith(("crash/", "exit/")) and shrink_seconds > 0:
+            finding.fixture = _shrunk_crash(
+                eng, found.fixture, found, props, out, shrink_seconds, timeout
             )
-        if progress is not None:
-            progress(index + 1, cases)
+        if finding.fixture:
+            finding.replay_command = replay_command(finding.fixture, engine_factory)
+        result.findings.append(finding)
     result.seconds = time.monotonic() - start
     return result

@@ -1,6 +1,6 @@
 # Type stubs of the extension module (python/src/module.cpp); the package's own modules
 # carry their hints inline. Use the kvfuzz package, not this module.
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy
 
@@ -75,6 +75,60 @@ class Shrunk:
     skipped_seen: int
     timed_out: bool
 
+class CheckFinding:
+    case_number: int
+    seed: int
+    signature: str
+    property: Optional[str]
+    line: str
+    report: str
+    fixture: str
+    duplicates: int
+    ignored: bool
+
+class CheckRun:
+    cases: int
+    skipped: int
+    skipped_why: str
+    rows: int
+    unjudged: int
+    crashes: int
+    failing: Dict[str, int]
+    findings: List[CheckFinding]
+    interrupted: bool
+
+def run_check(
+    engine: Engine,
+    case_seeds: List[int],
+    properties: List[str],
+    out: str,
+    *,
+    jobs: int = 1,
+    fork: bool = True,
+    timeout: float = 600.0,
+    max_failures: int = 1,
+    ignore: List[str] = [],
+    max_tokens: int = 0,
+    max_head_dim: int = 0,
+    max_q_heads: int = 0,
+    on_finding: Optional[Callable[[CheckFinding], None]] = None,
+    on_progress: Optional[Callable[[int, int, int], None]] = None,
+) -> CheckRun: ...
+class CrashShrunk:
+    scenario: Scenario
+    accepted: int
+    tried: int
+    timed_out: bool
+
+def shrink_crash(
+    scenario: Scenario,
+    engine: Engine,
+    signature: str,
+    properties: List[str],
+    seconds: float,
+    timeout: float,
+    failure: str,
+) -> Optional[CrashShrunk]: ...
 def python_engine(factory: Callable[[EngineConfig], Any], name: str) -> Engine: ...
 def builtin_engine(name: str) -> Engine: ...
 def builtin_engines() -> List[str]: ...

@@ -9,7 +9,11 @@ path and the one-line command that replays it.
 
 Options: --kvfuzz-cases N (default 50), --kvfuzz-seed S (default 1), --kvfuzz-out DIR
 (default kvfuzz-out under pytest's rootdir), --kvfuzz-shrink-seconds S (default 30),
---kvfuzz-max-tokens N (default 0: the generator's sizes).
+--kvfuzz-max-tokens N (default 0: the generator's sizes), --kvfuzz-jobs N (default 1: worker
+processes), --kvfuzz-timeout S (default 600 s per case), --kvfuzz-no-fork (judge in pytest's
+own process: no crash isolation, for a debugger), --kvfuzz-max-failures N, --kvfuzz-ignore
+SIGNATURE (repeatable). A crash or a hang of the engine fails the test with its raw
+fixture, case seed and replay command; pytest goes on.
 """
 
 from __future__ import annotations
@@ -39,6 +43,25 @@ def pytest_addoption(parser):
         "160, long contexts)",
     )
 
+    group.addoption("--kvfuzz-jobs", type=int, default=1, help="worker processes per kvfuzz_check (1)")
+    group.addoption(
+        "--kvfuzz-timeout", type=float, default=600.0, help="seconds one case may take (600)"
+    )
+    group.addoption(
+        "--kvfuzz-no-fork",
+        action="store_true",
+        help="judge in pytest's process: no crash isolation or timeout (for a debugger)",
+    )
+    group.addoption(
+        "--kvfuzz-max-failures",
+        type=int,
+        default=None,
+        help="distinct findings before the engine is no longer run (one per property)",
+    )
+    group.addoption(
+        "--kvfuzz-ignore", action="append", default=[], help="a finding's signature to set aside"
+    )
+
 
 @pytest.fixture
 def kvfuzz_check(request):
@@ -54,6 +77,11 @@ def kvfuzz_check(request):
         options.setdefault("out", out)
         options.setdefault("shrink_seconds", config.getoption("kvfuzz_shrink_seconds"))
         options.setdefault("max_tokens", config.getoption("kvfuzz_max_tokens"))
+        options.setdefault("jobs", config.getoption("kvfuzz_jobs"))
+        options.setdefault("timeout", config.getoption("kvfuzz_timeout"))
+        options.setdefault("fork", not config.getoption("kvfuzz_no_fork"))
+        options.setdefault("max_failures", config.getoption("kvfuzz_max_failures"))
+        options.setdefault("ignore", config.getoption("kvfuzz_ignore"))
         result = kvfuzz.check(engine_factory, properties=properties, **options)
         if not result.passed:
             pytest.fail(result.summary(), pytrace=False)

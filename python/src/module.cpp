@@ -17,9 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "binding_support.h"
+#include "check_binding.h"
 #include "corpus/fixture_files.h"
 #include "corpus/fixture_names.h"
 #include "corpus/provenance.h"
+#include "crash_shrink.h"
 #include "judge/report.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
@@ -36,48 +39,6 @@ namespace kvfuzz::python {
 
 namespace {
 
-// An engine as Python holds it: the EngineInfo every harness function takes, and its
-// declarations, asked once (probe_declarations makes one engine for the smallest layout).
-struct EngineHandle {
-  std::shared_ptr<const EngineInfo> info;
-  std::optional<EngineDeclarations> declared;
-
-  const EngineDeclarations& declarations();
-};
-
-// After the harness unwound from an engine call that saw Ctrl-C: raise it in Python.
-void raise_if_interrupted() {
-  if (!interrupted()) return;
-  clear_interrupted();
-  PyErr_SetNone(PyExc_KeyboardInterrupt);
-  throw nb::python_error();
-}
-
-// Runs `f`, which may call into engines; when one of them saw Ctrl-C, raises it afterwards,
-// however `f` ended.
-template <typename F>
-auto interruptible(F&& f) -> decltype(f()) {
-  try {
-    auto result = f();
-    raise_if_interrupted();
-    return result;
-  } catch (const nb::python_error&) {
-    throw;
-  } catch (...) {
-    raise_if_interrupted();
-    throw;
-  }
-}
-
-Property property_named(const std::string& name) {
-  if (const auto p = parse_property(name)) return *p;
-  std::string names;
-  for (const PropertyInfo& info : kProperties) {
-    names += (names.empty() ? "" : ", ") + std::string(info.name);
-  }
-  throw nb::value_error(("property: expected one of " + names + ", got '" + name + "'").c_str());
-}
-
 struct Outcome {
   bool passed = true;
   std::optional<std::string> signature;  // "prefix/mismatch"
@@ -85,11 +46,6 @@ struct Outcome {
   std::string failure;                   // the report's first line
   std::string report;
 };
-
-const EngineDeclarations& EngineHandle::declarations() {
-  if (!declared) declared = interruptible([&] { return probe_declarations(*info); });
-  return *declared;
-}
 
 Outcome outcome_of(const PropertyOutcome& o) {
   Outcome out;
@@ -156,44 +112,6 @@ nb::dict declarations_dict(const EngineDeclarations& d) {
   return out;
 }
 
-// The generator's options for one engine: its optional operations and supports, and the
-// caps a caller sets (0: the generator's own), as `kvfuzz check` makes them.
-GeneratorOptions generator_options(EngineHandle* engine, int max_tokens, int max_head_dim,
-                                   int max_q_heads, int max_sequences, int max_ops) {
-  GeneratorOptions options;
-  if (engine != nullptr) {
-    const EngineDeclarations& d = engine->declarations();
-    options.truncate = d.capabilities.truncate;
-    options.fork = d.capabilities.fork;
-    options.supports = d.supports;
-  }
-  const auto cap = [](int limit, int& most, int& typical) {
-    if (limit <= 0) return;
-    most = std::min(most, limit);
-    typical = std::min(typical, limit);
-  };
-  if (max_tokens > options.max_epoch_tokens) {
-    options.long_context = LongContextOptions{max_tokens};
-  } else {
-    cap(max_tokens, options.max_epoch_tokens, options.typical_epoch_tokens);
-  }
-  cap(max_head_dim, options.max_head_dim, options.typical_head_dim);
-  cap(max_q_heads, options.max_q_heads, options.typical_q_heads);
-  // As `kvfuzz check` refuses it (harness/cli/cmd_check.cpp): no head_dim can be drawn.
-  const EngineSupports& can = options.supports;
-  const int most_dim = std::min(can.max_head_dim > 0 ? can.max_head_dim : 128,
-                                options.long_context ? 16 : options.max_head_dim);
-  if (can.head_dim_multiple > most_dim) {
-    throw nb::value_error(("the engine's head_dim must be a multiple of " +
-                           std::to_string(can.head_dim_multiple) + ", but is at most " +
-                           std::to_string(most_dim) + " here (max_head_dim; long contexts: 16)")
-                              .c_str());
-  }
-  if (max_sequences > 0) options.max_sequences = std::min(options.max_sequences, max_sequences);
-  if (max_ops > 0) options.max_ops = std::min(options.max_ops, max_ops);
-  return options;
-}
-
 }  // namespace
 
 }  // namespace kvfuzz::python
@@ -210,6 +128,8 @@ NB_MODULE(_kvfuzz, m) {
   nb::exception<FixtureError>(m, "FixtureError", PyExc_ValueError);
   nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
   bind_engine_types(m);
+  bind_check(m);
+  bind_crash_shrink(m);
 
   nb::class_<Scenario>(m, "Scenario", "One complete, deterministic test case (a fixture's content)")
       .def_static("from_json", &parse_fixture, nb::arg("text"), nb::arg("origin") = "<string>")

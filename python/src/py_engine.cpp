@@ -2,6 +2,7 @@
 
 #include <nanobind/stl/string.h>
 
+#include <csignal>
 #include <utility>
 #include <vector>
 
@@ -15,7 +16,9 @@ namespace kvfuzz::python {
 
 namespace {
 
-bool g_interrupted = false;
+// A sig_atomic_t: the SIGINT handler of a forked check sets it too, and run_check_plan polls it
+// as its stop flag (check_binding.cpp).
+volatile std::sig_atomic_t g_interrupted = 0;
 
 // Calls `f`; a Python exception becomes an EngineError carrying its traceback.
 template <typename F>
@@ -25,7 +28,7 @@ auto calling_python(std::string_view what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (nb::python_error& e) {
-    if (e.matches(PyExc_KeyboardInterrupt)) g_interrupted = true;
+    if (e.matches(PyExc_KeyboardInterrupt)) g_interrupted = 1;
     throw EngineError(std::string(what) + " raised " + format_python_error(e));
   }
 }
@@ -157,10 +160,13 @@ std::string format_python_error(const nb::python_error& error) {
 }
 
 bool interrupted() {
-  return g_interrupted;
+  return g_interrupted != 0;
 }
 void clear_interrupted() {
-  g_interrupted = false;
+  g_interrupted = 0;
+}
+volatile std::sig_atomic_t* interrupted_flag() {
+  return &g_interrupted;
 }
 
 std::shared_ptr<const EngineInfo> python_engine_info(nb::object factory, std::string name) {

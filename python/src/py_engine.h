@@ -12,6 +12,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <csignal>
 #include <memory>
 #include <string>
 
@@ -29,5 +30,7 @@ std::string format_python_error(const nanobind::python_error& error);
 // Whether an engine call saw a KeyboardInterrupt since the last clear_interrupted().
 bool interrupted();
 void clear_interrupted();
+// The flag itself, for a signal handler to set and run_check_plan to poll (CheckCallbacks::stop).
+volatile std::sig_atomic_t* interrupted_flag();
 
 }  // namespace kvfuzz::python

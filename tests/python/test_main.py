@@ -51,3 +51,16 @@ def test_check_and_shrink_commands(tmp_path):
     assert shrunk.returncode == 1, shrunk.stdout + shrunk.stderr
     assert "prefix/wrong-position: saved to" in shrunk.stdout
     assert kvfuzz_main("shrink", str(tmp_path / "raw" / raw[0]), "--engine", HONEST).returncode == 0
+
+
+def test_check_flags_of_the_case_runner(tmp_path):
+    done = kvfuzz_main("check", "--engine", HONEST, "--cases", "10", "--jobs", "2", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = kvfuzz_main("check", "--engine", BUGGY, "--cases", "20", "--property", "prefix", "--no-fork",
+                       "--ignore", "prefix/wrong-position", "--out", str(tmp_path))
+    assert done.returncode == 0 and "ignored: prefix/wrong-position" in done.stdout, done.stdout
+    for flag, value, says in [("--jobs", "0", "jobs: expected a positive number, got 0"),
+                              ("--timeout", "0", "timeout: expected a positive number, got 0.0")]:
+        done = kvfuzz_main("check", "--engine", HONEST, flag, value)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -108,10 +108,71 @@ def test_count(kvfuzz_check):
 
 def test_options_reach_the_check(run_pytest, tmp_path):
     (tmp_path / "test_count.py").write_text(COUNT_TEST)
-    options = ["--kvfuzz-seed", "5", "--kvfuzz-max-tokens", "4"]
+    # Counting.longest is counted where the engine runs: in pytest's process only without fork.
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5")
+    assert done.returncode == 1 and "AssertionError: 0" in done.stdout, done.stdout + done.stderr
+    options = ["--kvfuzz-seed", "5", "--kvfuzz-max-tokens", "4", "--kvfuzz-no-fork"]
     done = run_pytest("test_count.py", "--kvfuzz-cases", "7", *options)
     assert done.returncode == 0, done.stdout + done.stderr
     done = run_pytest("test_count.py", "--kvfuzz-cases", "8", *options)
     assert done.returncode == 1 and "(8, 5)" in done.stdout, done.stdout + done.stderr
-    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5")
+    done = run_pytest("test_count.py", "--kvfuzz-cases", "7", "--kvfuzz-seed", "5", "--kvfuzz-no-fork")
     assert done.returncode == 1 and "assert 0 < " in done.stdout, done.stdout + done.stderr
+
+
+CRASHING_TEST = """\
+import ctypes
+import time
+
+from numpy_engine import NumpyEngine
+
+
+class Segfaulting(NumpyEngine):
+    def reset(self, seq):
+        ctypes.string_at(0)
+
+
+class Hanging(NumpyEngine):
+    def reset(self, seq):
+        time.sleep(60)
+
+
+def test_hanging(kvfuzz_check):
+    kvfuzz_check(Hanging, properties=["prefix"])
+
+
+def test_segfaulting(kvfuzz_check):
+    kvfuzz_check(Segfaulting, properties=["prefix"])
+
+
+def test_honest_after_it(kvfuzz_check):
+    kvfuzz_check(NumpyEngine, properties=["prefix"])
+"""
+
+
+def test_a_crashing_engine_fails_its_test_with_the_raw_fixture_and_pytest_goes_on(run_pytest, tmp_path):
+    (tmp_path / "test_crashing.py").write_text(CRASHING_TEST)
+    out = tmp_path / "out"
+    options = ["--kvfuzz-cases", "20", "--kvfuzz-jobs", "2", "--kvfuzz-timeout", "1"]
+    done = run_pytest("test_crashing.py", *options, "--kvfuzz-out", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"\b2 failed, 1 passed\b", done.stdout), done.stdout
+    assert re.search(r"timeout at case \d+ \(case seed \d+\)", done.stdout), done.stdout
+    assert "longer than 1 s" in done.stdout
+    head = re.search(r"crash/SIGSEGV at case (\d+) \(case seed (\d+)\)", done.stdout)
+    assert head, done.stdout
+    (raw,) = re.findall(r"raw fixture: +(\S+-crash\.json)", done.stdout)
+    assert kvfuzz.load_fixture(raw).seed == int(head.group(2))
+    (shrunk,) = re.findall(r"shrunk fixture: +(\S+-crash-SIGSEGV-\w+\.json)", done.stdout)
+    assert kvfuzz.load_fixture(shrunk).ops == 1  # the reset alone
+    replay = r"replay: +.+ -m kvfuzz replay " + re.escape(shrunk)
+    assert re.search(replay + " --engine test_crashing.py:Segfaulting", done.stdout), done.stdout
+    (rerun,) = re.findall(r"rerun: +.+ -m kvfuzz (check --engine \S+:Segfaulting .+)", done.stdout)
+    assert re.search(r"rerun: +.+:Hanging .*--timeout 1\b", done.stdout), done.stdout
+    assert "--case-seed " + head.group(2) in rerun
+    # The rerun command runs exactly that case again, and finds the same crash.
+    again = subprocess.run(
+        [sys.executable, "-m", "kvfuzz"] + rerun.split() + ["--out", str(tmp_path / "again")],
+        cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=EXAMPLES),
+    )
+    assert again.returncode == 1 and "crash/SIGSEGV at case 1 (case seed " + head.group(2) in again.stdout, again.stdout + again.stderr
