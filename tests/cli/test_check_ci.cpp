@@ -5,6 +5,7 @@
 // JUnit parser in check_junit.sh.)
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -154,6 +155,36 @@ TEST(CheckCi, AnEngineExitingAsASanitizerDoesIsAFinding) {
   expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":exit",
                                     "exit/1", "exit",
                                     "ERROR: AddressSanitizer: heap-buffer-overflow");
+}
+
+// An engine that crashes or hangs when it is made, before any case: check asks it for its
+// declarations in a child, so kvfuzz lives to say so in one line, with its own exit status
+// (3: the run cannot start), writing nothing under --out.
+void expect_probe_failure(const std::string& name, const std::string& flags,
+                          const std::string& how) {
+  const fs::path dir = scratch(name);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string engine = "plugin:" + std::string(KVFUZZ_PLUGIN_CRASHING) + ":" + name;
+  const Result r =
+      run_kvfuzz("check --engine " + engine + " --cases 2 --quiet " + flags + " --out " +
+                 (dir / "out").string() + " --json " + (dir / "s.json").string());
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("kvfuzz: check: engine '" + engine + "' " + how), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the run cannot start"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST(CheckCi, AnEngineThatCrashesWhenMadeIsOneLine) {
+  expect_probe_failure("segfault-in-create", "", "died of SIGSEGV while it was made");
+}
+
+TEST(CheckCi, AnEngineThatHangsWhenMadeIsOneLine) {
+  expect_probe_failure("hang-in-create", "--timeout 1",
+                       "was still being made or asked for its declarations after 1 s");
 }
 
 // An engine error: a finding whose report names no key range (no row was compared).

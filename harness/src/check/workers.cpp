@@ -13,6 +13,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "check/fork_io.h"
+
 namespace kvfuzz::check {
 
 namespace {
@@ -23,39 +25,10 @@ std::runtime_error system_error(const std::string& what) {
   return std::runtime_error("kvfuzz check: " + what + ": " + std::strerror(errno));
 }
 
-bool write_all(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, size_t size) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 struct TaskMessage {
   int32_t case_index;
   uint32_t engine;
 };
-
-std::string signal_name(int signal) {
-  const char* abbrev = sigabbrev_np(signal);
-  return abbrev != nullptr ? "SIG" + std::string(abbrev) : "signal " + std::to_string(signal);
-}
 
 }  // namespace
 
@@ -204,12 +177,11 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
     failure.line = std::string("timeout: the case took longer than ") + limit +
                    " s (--timeout); the worker was killed";
   } else if (WIFSIGNALED(status)) {
-    failure.signature = "crash/" + signal_name(WTERMSIG(status));
+    failure.signature = end_signature(status);
     failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status));
   } else {
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    failure.signature = "exit/" + std::to_string(code);
-    failure.line = "exit: the worker exited with status " + std::to_string(code) +
+    failure.signature = end_signature(status);
+    failure.line = "exit: the worker exited with status " + failure.signature.substr(5) +
                    " in the middle of the case (a sanitizer's report, or exit() in the engine)";
   }
   failure.report = failure.line + "\n";
