@@ -139,6 +139,11 @@ std::string summary_json(const CheckPlan& plan, const CheckResult& result,
            {"seed", f.seed},
            {"fixture", f.ignored ? nlohmann::json() : nlohmann::json(f.fixture.string())},
            {"command", commands[e][i]},
+           // The property that failed, or the one being judged when it crashed, exited,
+           // hung or failed (null when none was yet).
+           {"property", f.property  ? nlohmann::json(property_name(*f.property))
+                        : f.judging ? nlohmann::json(property_name(*f.judging))
+                                    : nlohmann::json()},
            {"message", f.line},
            {"duplicates", f.duplicates},
            {"ignored", f.ignored}});

@@ -157,6 +157,39 @@ TEST(CheckCi, AnEngineExitingAsASanitizerDoesIsAFinding) {
                                     "ERROR: AddressSanitizer: heap-buffer-overflow");
 }
 
+// A crash says which property was being judged: this engine dies when the second engine
+// of its worker is made, after prefix judged the first, so under schedule. Its report line,
+// the JSON's property and the JUnit failure's message all say so.
+TEST(CheckCi, ACrashSaysWhichPropertyWasBeingJudged) {
+  const fs::path dir = scratch("judging");
+  const std::string engine =
+      std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":segfault-in-second";
+  const Result r = run_kvfuzz("check --engine " + engine +
+                              " --cases 1 --quiet --property prefix,schedule,batch"
+                              " --out " +
+                              dir.string() + " --json " + (dir / "s.json").string() + " --junit " +
+                              (dir / "s.xml").string());
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  const std::string line = "crash: the worker died of SIGSEGV while judging schedule";
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  const Json s = json_of(dir / "s.json");
+  const Json* crash = nullptr;
+  for (const Json& f : s["findings"]) {
+    if (f["signature"] == "crash/SIGSEGV") crash = &f;
+  }
+  ASSERT_NE(crash, nullptr) << s;
+  EXPECT_EQ((*crash)["property"], "schedule");
+  EXPECT_EQ((*crash)["message"], line);
+  EXPECT_EQ(s["findings"].size(), 1u) << "prefix's verdict went down with the worker";
+  // A verdict that was never reached counts as a crash, not as schedule failing.
+  EXPECT_EQ(s["engines"][0]["failing_cases"]["schedule"], 0);
+  EXPECT_EQ(s["engines"][0]["crashes"], 1);
+  const std::string xml = slurp(dir / "s.xml");
+  EXPECT_NE(xml.find("name=\"crash\"><failure type=\"crash/SIGSEGV\" message=\"" + line + "\""),
+            std::string::npos)
+      << xml;
+}
+
 // An engine that crashes or hangs when it is made, before any case: check asks it for its
 // declarations in a child, so kvfuzz lives to say so in one line, with its own exit status
 // (3: the run cannot start), writing nothing under --out.

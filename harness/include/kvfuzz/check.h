@@ -59,6 +59,10 @@ struct CheckFinding {
   std::filesystem::path fixture;     // written before anything is reported
   int duplicates = 0;                // later cases with the same signature (no fixture)
   bool ignored = false;              // its signature is in CheckPlan::ignore
+  // A crash, exit, timeout or engine error: the property being judged when it happened (a
+  // worker says so before each property), if one was. It is not counted in that
+  // property's CheckEngineResult::failing, which counts verdicts; `crashes` counts it.
+  std::optional<Property> judging;
 };
 
 struct CheckEngineResult {

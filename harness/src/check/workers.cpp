@@ -30,18 +30,29 @@ struct TaskMessage {
   uint32_t engine;
 };
 
+// What a worker sends kvfuzz, each a frame of a uint32 size, then that many bytes: a kind
+// byte and what it carries.
+constexpr char kJudging = 'J';  // a property is about to be judged: its kProperties index
+constexpr char kResult = 'R';   // the task's encoded TaskResult
+
+bool send_frame(int fd, char kind, const std::string& payload) {
+  const uint32_t size = static_cast<uint32_t>(payload.size() + 1);
+  return write_all(fd, &size, sizeof size) && write_all(fd, &kind, 1) &&
+         write_all(fd, payload.data(), payload.size());
+}
+
 }  // namespace
 
 [[noreturn]] void worker_main(const CheckPlan& plan, int tasks, int results) {
   CaseCache cache;
   TaskMessage message{};
+  // Told before each property, so that a crash or a hang in it says which it was under.
+  const auto judging = [results](Property property) {
+    send_frame(results, kJudging, std::string(1, static_cast<char>(property)));
+  };
   while (read_all(tasks, &message, sizeof message)) {
     const TaskId task{message.case_index, message.engine};
-    const std::string text = encode(judge_task(plan, task, cache));
-    const uint32_t size = static_cast<uint32_t>(text.size());
-    if (!write_all(results, &size, sizeof size) || !write_all(results, text.data(), text.size())) {
-      break;
-    }
+    if (!send_frame(results, kResult, encode(judge_task(plan, task, cache, judging)))) break;
   }
   std::fflush(nullptr);
   ::_exit(0);  // not exit(): kvfuzz's static destructors and atexit handlers are not the worker's
@@ -126,6 +137,7 @@ void WorkerPool::dispatch(TaskId task) {
     if (worker.task) continue;
     const TaskMessage message{task.case_index, static_cast<uint32_t>(task.engine)};
     worker.task = task;
+    worker.judging.reset();
     worker.deadline = Clock::now() + plan_.timeout;
     write_all(worker.tasks, &message, sizeof message);
     return;
@@ -172,17 +184,20 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
   const double seconds = std::chrono::duration<double>(plan_.timeout).count();
   char limit[32];
   std::snprintf(limit, sizeof limit, "%g", seconds);
+  failure.judging = worker.judging;
+  const std::string during = while_judging(worker.judging);
   if (timed_out) {
     failure.signature = "timeout";
-    failure.line = std::string("timeout: the case took longer than ") + limit +
-                   " s (--timeout); the worker was killed";
+    failure.line = std::string("timeout: the case took longer than ") + limit + " s (--timeout)" +
+                   (during.empty() ? "" : "," + during) + "; the worker was killed";
   } else if (WIFSIGNALED(status)) {
     failure.signature = end_signature(status);
-    failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status));
+    failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status)) + during;
   } else {
     failure.signature = end_signature(status);
     failure.line = "exit: the worker exited with status " + failure.signature.substr(5) +
-                   " in the middle of the case (a sanitizer's report, or exit() in the engine)";
+                   " in the middle of the case" + (during.empty() ? "" : "," + during) +
+                   " (a sanitizer's report, or exit() in the engine)";
   }
   failure.report = failure.line + "\n";
   if (!worker.tail.empty()) {
@@ -228,12 +243,18 @@ std::vector<std::pair<TaskId, TaskResult>> WorkerPool::collect(std::chrono::mill
     while (worker.pending.size() >= sizeof size) {
       std::memcpy(&size, worker.pending.data(), sizeof size);
       if (worker.pending.size() < sizeof size + size) break;
-      const std::string text = worker.pending.substr(sizeof size, size);
+      const std::string frame = worker.pending.substr(sizeof size, size);
       worker.pending.erase(0, sizeof size + size);
-      if (worker.task) {
-        done.emplace_back(*worker.task, decode(text));
+      if (!worker.task || frame.empty()) continue;
+      if (frame[0] == kJudging && frame.size() == 2 &&
+          static_cast<size_t>(frame[1]) < kProperties.size()) {
+        worker.judging = static_cast<Property>(frame[1]);
+      } else if (frame[0] == kResult) {
+        done.emplace_back(*worker.task, decode(frame.substr(1)));
         worker.task.reset();
         worker.tail.clear();
+      } else {
+        throw std::runtime_error("kvfuzz check: a worker sent a frame of unknown kind");
       }
     }
     if (ended && worker.task) {

@@ -6,6 +6,9 @@
 //   abort      says so on stderr and calls abort() on its first step (a failed assert)
 //   exit       writes a sanitizer-like report and exits with status 1 on its first step,
 //              as AddressSanitizer does after its report
+//   segfault-in-second
+//              writes through a null pointer when the second engine of its process is made:
+//              in a fresh worker, after prefix has judged the first, under the next property
 //
 // and two that never get as far as a case: kvfuzz check makes every engine once and asks
 // it for its declarations before it generates anything, and must survive that too.
@@ -42,6 +45,12 @@ kvfuzz_engine* create_segfault(const kvfuzz_engine_config*, const char**) {
   return nullptr;
 }
 
+kvfuzz_engine* create_segfault_second(const kvfuzz_engine_config* config, const char** error) {
+  static int made = 0;
+  if (++made == 2) *g_nowhere = 1;
+  return create(config, error);
+}
+
 kvfuzz_engine* create_hang(const kvfuzz_engine_config*, const char**) {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
@@ -51,6 +60,17 @@ void destroy(kvfuzz_engine* engine) {
 }
 
 int reset_ok(kvfuzz_engine*, int32_t, const char**) {
+  return 0;
+}
+
+// Rows of zeros, every position 0: wrong, but no crash.
+int step_ok(kvfuzz_engine*, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs, int32_t count,
+            const char**) {
+  for (int32_t i = 0; i < count; ++i) {
+    for (int64_t j = 0; j < outs[i].out_capacity; ++j) outs[i].out[j] = 0;
+    for (int64_t j = 0; j < outs[i].positions_capacity; ++j) outs[i].positions[j] = 0;
+    outs[i].rows = chunks[i].tokens;
+  }
   return 0;
 }
 
@@ -87,7 +107,7 @@ kvfuzz_engine_api entry(const char* name, const char* description,
 }
 
 struct Table {
-  kvfuzz_engine_api engines[5];
+  kvfuzz_engine_api engines[6];
   kvfuzz_engine_plugin_table table;
 
   Table()
@@ -98,8 +118,11 @@ struct Table {
                 entry("segfault-in-create", "Writes through a null pointer when it is made.",
                       step_segfault, create_segfault),
                 entry("hang-in-create", "Never returns when it is made.", step_segfault,
-                      create_hang)},
-        table{KVFUZZ_ENGINE_ABI_VERSION, 5, engines} {}
+                      create_hang),
+                entry("segfault-in-second",
+                      "Writes through a null pointer when its process makes a second one.", step_ok,
+                      create_segfault_second)},
+        table{KVFUZZ_ENGINE_ABI_VERSION, 6, engines} {}
 };
 
 }  // namespace
