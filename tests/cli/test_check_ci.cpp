@@ -5,6 +5,7 @@
 // JUnit parser in check_junit.sh.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "command.h"
 
@@ -323,6 +325,69 @@ TEST(CheckCi, CtrlCPrintsTheSummarySoFarAndExits130) {
   EXPECT_TRUE(std::regex_search(r.err, std::regex("check: [0-9]+/1000000 cases, 0 findings, [0-9]+ "
                                                   "s, ETA [0-9]+ s; running [a-z]")))
       << r.err;
+}
+
+// Every file below `dir`, relative to it, sorted.
+std::vector<std::string> files_below(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) files.push_back(fs::relative(entry.path(), dir).string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// kvfuzz run in `cwd`, as a user in their own project folder runs it.
+Result run_in(const fs::path& cwd, const std::string& args) {
+  return run_shell("cd '" + cwd.string() + "' && " + KVFUZZ_BINARY + " " + args);
+}
+
+// Nothing is written into the working directory unasked: replay and explain write nothing,
+// check writes under kvfuzz-out/ (its --out), and shrink's result and raw fixture go under
+// kvfuzz-out/shrunk/ (its --out), never into corpus/ unless asked.
+TEST(CheckCi, NothingIsWrittenIntoTheWorkingDirectoryUnasked) {
+  const fs::path cwd = scratch("cwd");
+  const std::string worked = (kSource / "corpus/seeds/worked-example.json").string();
+  EXPECT_EQ(run_in(cwd, "replay " + worked + " --engine mask-origin").status, 1);
+  EXPECT_EQ(run_in(cwd, "explain " + worked + " --engine mask-origin").status, 1);
+  EXPECT_EQ(files_below(cwd), std::vector<std::string>{});
+  const Result check = run_in(cwd, "check --engine mask-origin --cases 3 --quiet");
+  EXPECT_EQ(check.status, 0) << check.out << check.err;
+  const std::vector<std::string> checked = files_below(cwd);
+  ASSERT_EQ(checked.size(), 1u);
+  EXPECT_TRUE(checked[0].starts_with("kvfuzz-out/check-mask-origin-")) << checked[0];
+  fs::remove_all(cwd / "kvfuzz-out");
+  const Result shrink = run_in(cwd, "shrink " + worked + " --engine mask-origin --quiet");
+  EXPECT_EQ(shrink.status, 1) << shrink.out << shrink.err;
+  const std::vector<std::string> shrunk = files_below(cwd);
+  ASSERT_EQ(shrunk.size(), 2u);
+  EXPECT_TRUE(shrunk[0].starts_with("kvfuzz-out/shrunk/mask-origin-prefix-mismatch-")) << shrunk[0];
+  EXPECT_TRUE(shrunk[1].starts_with("kvfuzz-out/shrunk/raw/mask-origin-prefix-mismatch-"))
+      << shrunk[1];
+}
+
+// shrink --out DIR puts the raw fixture under DIR too, except when DIR is inside a corpus,
+// where an unshrunk fixture would become a corpus test: then kvfuzz-out/raw.
+TEST(CheckCi, ShrinksRawFixtureFollowsOutButNeverIntoACorpus) {
+  const fs::path cwd = scratch("shrink-out");
+  const std::string worked = (kSource / "corpus/seeds/worked-example.json").string();
+  const fs::path elsewhere = cwd / "elsewhere";
+  fs::create_directories(cwd / "here");
+  EXPECT_EQ(run_in(cwd / "here",
+                   "shrink " + worked + " --engine mask-origin --quiet --out " + elsewhere.string())
+                .status,
+            1);
+  EXPECT_EQ(files_below(cwd / "here"), std::vector<std::string>{});
+  ASSERT_EQ(files_below(elsewhere).size(), 2u);
+  EXPECT_TRUE(files_below(elsewhere)[1].starts_with("raw/")) << files_below(elsewhere)[1];
+  EXPECT_EQ(run_in(cwd / "here",
+                   "shrink " + worked + " --engine mask-origin --quiet --out corpus/regressions")
+                .status,
+            1);
+  const std::vector<std::string> filed = files_below(cwd / "here");
+  ASSERT_EQ(filed.size(), 2u);
+  EXPECT_TRUE(filed[0].starts_with("corpus/regressions/mask-origin-")) << filed[0];
+  EXPECT_TRUE(filed[1].starts_with("kvfuzz-out/raw/mask-origin-")) << filed[1];
 }
 
 TEST(CheckCi, BadFlagsExit2WithOneLine) {
