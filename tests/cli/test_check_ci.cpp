@@ -124,6 +124,8 @@ void expect_crash_found_and_reproduced(const std::string& engine, const std::str
   EXPECT_EQ(finding["signature"], signature);
   EXPECT_TRUE(fs::exists(finding["fixture"].get<std::string>())) << finding;
   const std::string seed = std::to_string(finding["seed"].get<uint64_t>());
+  // The same as a string, for readers that round numbers above 2^53.
+  EXPECT_EQ(finding["seed_text"], seed);
   EXPECT_NE(r.out.find("case seed " + seed), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(signature), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(last_words), std::string::npos) << "the worker's stderr tail: " << r.out;
