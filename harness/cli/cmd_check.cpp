@@ -422,7 +422,8 @@ void add_check_command(CLI::App& app, int& exit_status) {
                 "--timeout, but a debugger sees the engine");
   cmd->add_option("--timeout", options->timeout,
                   "Seconds one case may take on one engine (all properties) before its worker "
-                  "is killed and the case is a timeout finding")
+                  "is killed and the case is a timeout finding; also how long an engine may "
+                  "take to be made and give its declarations before any case")
       ->default_val(600);
   cmd->add_option("--case-seed", options->case_seed_text,
                   "Run exactly one case, the one of this case seed (what a failure prints and "
