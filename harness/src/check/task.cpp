@@ -69,7 +69,7 @@ PropertyResult judge_prefix(const Scenario& scenario, const Prepared& prepared,
 }  // namespace
 
 TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
-                      const std::function<void(Property)>& judging) {
+                      const std::function<void(Property, const TaskResult&)>& judging) {
   const CheckEngine& engine = plan.engines.at(task.engine);
   const Scenario& scenario = cache.scenario(plan, task.case_index);
   TaskResult result;
@@ -82,7 +82,7 @@ TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
   try {
     for (const Property property : plan.properties) {
       current = property;
-      if (judging) judging(property);
+      if (judging) judging(property, result);
       if (property == Property::prefix && !scenario.model) {
         result.properties.push_back(
             judge_prefix(scenario, cache.prepared(engine.declared.numerics), *engine.info, result));

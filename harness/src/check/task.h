@@ -65,10 +65,12 @@ class CaseCache {
   std::deque<Prepared> prepared_;  // (a deque: references stay valid as it grows)
 };
 
-// `judging` is told each property before it is judged: a worker passes it on to kvfuzz,
-// so that a crash or a hang in the middle of the task says which property it was under.
+// `judging` is told each property before it is judged, with the result so far (the
+// verdicts of the properties before it): a worker passes both on to kvfuzz, so that a
+// crash or a hang in the middle of the task says which property it was under and keeps
+// the verdicts already reached.
 TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
-                      const std::function<void(Property)>& judging = {});
+                      const std::function<void(Property, const TaskResult&)>& judging = {});
 
 std::string encode(const TaskResult& result);
 // Throws std::runtime_error on text that is no encoded TaskResult.

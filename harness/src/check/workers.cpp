@@ -32,8 +32,10 @@ struct TaskMessage {
 
 // What a worker sends kvfuzz, each a frame of a uint32 size, then that many bytes: a kind
 // byte and what it carries.
-constexpr char kJudging = 'J';  // a property is about to be judged: its kProperties index
-constexpr char kResult = 'R';   // the task's encoded TaskResult
+// A property is about to be judged: its kProperties index (one byte), then the task's
+// encoded TaskResult so far (the verdicts of the properties before it).
+constexpr char kJudging = 'J';
+constexpr char kResult = 'R';  // the task's encoded TaskResult
 
 bool send_frame(int fd, char kind, const std::string& payload) {
   const uint32_t size = static_cast<uint32_t>(payload.size() + 1);
@@ -46,9 +48,10 @@ bool send_frame(int fd, char kind, const std::string& payload) {
 [[noreturn]] void worker_main(const CheckPlan& plan, int tasks, int results) {
   CaseCache cache;
   TaskMessage message{};
-  // Told before each property, so that a crash or a hang in it says which it was under.
-  const auto judging = [results](Property property) {
-    send_frame(results, kJudging, std::string(1, static_cast<char>(property)));
+  // Told before each property, so that a crash or a hang in it says which it was under
+  // and the verdicts reached before it are not lost with the worker.
+  const auto judging = [results](Property property, const TaskResult& so_far) {
+    send_frame(results, kJudging, std::string(1, static_cast<char>(property)) + encode(so_far));
   };
   while (read_all(tasks, &message, sizeof message)) {
     const TaskId task{message.case_index, message.engine};
@@ -138,6 +141,7 @@ void WorkerPool::dispatch(TaskId task) {
     const TaskMessage message{task.case_index, static_cast<uint32_t>(task.engine)};
     worker.task = task;
     worker.judging.reset();
+    worker.so_far = TaskResult{};
     worker.deadline = Clock::now() + plan_.timeout;
     write_all(worker.tasks, &message, sizeof message);
     return;
@@ -204,7 +208,7 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
     failure.report += "the worker's last stderr:\n" + worker.tail;
     if (worker.tail.back() != '\n') failure.report += "\n";
   }
-  TaskResult result;
+  TaskResult result = worker.so_far;  // the verdicts it reached before it ended
   result.failure = failure;
   result.seconds = timed_out ? seconds : 0;
   stop(worker);
@@ -246,9 +250,10 @@ std::vector<std::pair<TaskId, TaskResult>> WorkerPool::collect(std::chrono::mill
       const std::string frame = worker.pending.substr(sizeof size, size);
       worker.pending.erase(0, sizeof size + size);
       if (!worker.task || frame.empty()) continue;
-      if (frame[0] == kJudging && frame.size() == 2 &&
+      if (frame[0] == kJudging && frame.size() > 2 &&
           static_cast<size_t>(frame[1]) < kProperties.size()) {
         worker.judging = static_cast<Property>(frame[1]);
+        worker.so_far = decode(frame.substr(2));
       } else if (frame[0] == kResult) {
         done.emplace_back(*worker.task, decode(frame.substr(1)));
         worker.task.reset();

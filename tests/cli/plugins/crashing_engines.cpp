@@ -63,7 +63,7 @@ int reset_ok(kvfuzz_engine*, int32_t, const char**) {
   return 0;
 }
 
-// Rows of zeros, every position 0: wrong, but no crash.
+// Rows of zeros, every position 0: wrong (prefix fails it), but no crash.
 int step_ok(kvfuzz_engine*, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs, int32_t count,
             const char**) {
   for (int32_t i = 0; i < count; ++i) {
