@@ -30,12 +30,12 @@ struct TaskMessage {
   uint32_t engine;
 };
 
-// What a worker sends kvfuzz, each a frame of a uint32 size, then that many bytes: a kind
-// byte and what it carries.
-// A property is about to be judged: its kProperties index (one byte), then the task's
-// encoded TaskResult so far (the verdicts of the properties before it).
+// What a worker sends kvfuzz: frames of a uint32 size, then that many bytes, a kind byte
+// and what it carries. kJudging: a property is about to be judged; its kProperties index
+// (one byte), then the task's encoded TaskResult so far (the verdicts before it). kResult:
+// the task's encoded TaskResult, which ends the task.
 constexpr char kJudging = 'J';
-constexpr char kResult = 'R';  // the task's encoded TaskResult
+constexpr char kResult = 'R';
 
 bool send_frame(int fd, char kind, const std::string& payload) {
   const uint32_t size = static_cast<uint32_t>(payload.size() + 1);
