@@ -137,8 +137,16 @@ std::string summary_json(const CheckPlan& plan, const CheckResult& result,
            {"signature", f.signature},
            {"case", f.case_number},
            {"seed", f.seed},
+           // The same as a string: case seeds are uint64, and a JSON reader that keeps
+           // numbers as doubles (JavaScript's) rounds those above 2^53.
+           {"seed_text", std::to_string(f.seed)},
            {"fixture", f.ignored ? nlohmann::json() : nlohmann::json(f.fixture.string())},
            {"command", commands[e][i]},
+           // The property that failed, or the one being judged when it crashed, exited,
+           // hung or failed (null when none was yet).
+           {"property", f.property  ? nlohmann::json(property_name(*f.property))
+                        : f.judging ? nlohmann::json(property_name(*f.judging))
+                                    : nlohmann::json()},
            {"message", f.line},
            {"duplicates", f.duplicates},
            {"ignored", f.ignored}});

@@ -56,6 +56,10 @@ struct CheckOptions {
 
 // Ctrl-C: the summary so far, then this status (as a shell reports a command ended by SIGINT).
 constexpr int kExitInterrupted = 130;
+// An engine crashed, exited or hung while it was made and asked for its declarations: no
+// case could be generated for it. Neither a finding (1: there is no case, fixture or seed)
+// nor bad input (2: the command line is fine, the engine is not), so CI can tell it apart.
+constexpr int kExitCannotStart = 3;
 
 struct EngineTally {
   std::shared_ptr<const EngineInfo> engine;
@@ -108,7 +112,11 @@ GeneratorOptions generator_options(const CheckOptions& options, std::vector<Engi
   GeneratorOptions generator;
   for (EngineTally& t : tallies) {
     try {
-      t.declared = probe_declarations(*t.engine);
+      // In a child, as the cases are: an engine that crashes when made or asked is one
+      // line (ProbeCrash), not the end of kvfuzz. --no-fork asks here, for a debugger.
+      const auto timeout = std::chrono::milliseconds(static_cast<long>(options.timeout * 1000));
+      t.declared = options.no_fork ? probe_declarations(*t.engine)
+                                   : probe_declarations_isolated(*t.engine, timeout);
     } catch (const EngineError& e) {
       throw UsageError(std::string("--engine: ") + e.what());
     }
@@ -293,7 +301,15 @@ int run_check(const CheckOptions& options) {
   for (const std::shared_ptr<const EngineInfo>& engine : select_engines(options.engines)) {
     tallies.push_back({engine, {}});
   }
-  plan.generator = generator_options(options, tallies);
+  try {
+    plan.generator = generator_options(options, tallies);
+  } catch (const ProbeCrash& e) {
+    std::fprintf(stderr,
+                 "kvfuzz: check: %s; the run cannot start (--no-fork asks in this process, for "
+                 "a debugger)\n",
+                 e.what());
+    return kExitCannotStart;
+  }
   for (const EngineTally& t : tallies) plan.engines.push_back({t.engine, t.declared});
   if (options.case_seed_text.empty()) {
     for (int i = 0; i < options.cases; ++i) plan.case_seeds.push_back(case_seed(run_seed, i));
@@ -363,8 +379,9 @@ void add_check_command(CLI::App& app, int& exit_status) {
       "check",
       "Run random scenarios against engines: honest engines must pass every case, mutants must\n"
       "be rejected. Failing cases are saved as fixtures under --out. Exit status: 0 as expected,\n"
-      "1 an honest engine failed or a mutant was not rejected, 2 bad input, 130 interrupted\n"
-      "(Ctrl-C; the table and summaries so far are still written). See docs/check.md.");
+      "1 an honest engine failed or a mutant was not rejected, 2 bad input, 3 an engine crashed\n"
+      "or hung while it was made and asked for its declarations (before any case), 130\n"
+      "interrupted (Ctrl-C; the table and summaries so far are still written). See docs/check.md.");
   cmd->add_option("--engine", options->engines, kEnginesHelp)->default_val("all");
   cmd->add_option("--cases", options->cases, "Number of random scenarios")
       ->default_val(100)
@@ -405,7 +422,8 @@ void add_check_command(CLI::App& app, int& exit_status) {
                 "--timeout, but a debugger sees the engine");
   cmd->add_option("--timeout", options->timeout,
                   "Seconds one case may take on one engine (all properties) before its worker "
-                  "is killed and the case is a timeout finding")
+                  "is killed and the case is a timeout finding; also how long an engine may "
+                  "take to be made and give its declarations before any case")
       ->default_val(600);
   cmd->add_option("--case-seed", options->case_seed_text,
                   "Run exactly one case, the one of this case seed (what a failure prints and "

@@ -2,9 +2,10 @@
 // fails the same way, and saves it canonically with its provenance.
 //
 // Order of work, so that nothing is lost: the raw failing fixture is written to RAW/
-// (default kvfuzz-out/raw, outside corpus/ so that unshrunk fixtures never become corpus
-// tests) before shrinking starts (an interrupted shrink or a crashing engine keeps it),
-// then the shrinker runs under the time budget, then the result is written to DIR/.
+// (default_raw_dir: under DIR, never inside a corpus) before shrinking starts (an
+// interrupted shrink or a crashing engine keeps it), then the shrinker runs under the time
+// budget, then the result is written to DIR/ (default kvfuzz-out/shrunk: nothing goes into
+// the working directory's corpus/ unless asked).
 // Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk and saved,
 // 2 bad input.
 #include <chrono>
@@ -34,10 +35,21 @@ struct ShrinkCommandOptions {
   std::string engine;
   std::string property = "prefix";
   double seconds = 60;
-  std::string out = "corpus/regressions";
-  std::string raw = "kvfuzz-out/raw";
+  std::string out = "kvfuzz-out/shrunk";
+  std::string raw;  // empty: default_raw_dir(out)
   bool quiet = false;
 };
+
+// Where the raw fixture goes unless --raw says: OUT/raw, beside the result it was shrunk
+// to. Not when OUT lies inside a corpus (a folder named corpus on its path, as
+// corpus/regressions when filing a regression): every fixture below corpus/ is a test,
+// and an unshrunk one must not become one, so there kvfuzz-out/raw, as before.
+std::filesystem::path default_raw_dir(const std::filesystem::path& out) {
+  for (const std::filesystem::path& part : std::filesystem::absolute(out).lexically_normal()) {
+    if (part == "corpus") return std::filesystem::path("kvfuzz-out") / "raw";
+  }
+  return out / "raw";
+}
 
 // Rows at most this many: the final report lists every row (kvfuzz explain's lines).
 constexpr size_t kExplainRows = 24;
@@ -112,7 +124,9 @@ int run_shrink(const ShrinkCommandOptions& options) {
   Scenario raw = input;
   raw.name = failure_fixture_stem(engine->name, property, kind, input);
   stamp_failure(raw, "shrink", engine->name, property, failure_line(outcome));
-  const std::filesystem::path raw_path = std::filesystem::path(options.raw) / (raw.name + ".json");
+  const std::filesystem::path raw_dir =
+      options.raw.empty() ? default_raw_dir(out) : std::filesystem::path(options.raw);
+  const std::filesystem::path raw_path = raw_dir / (raw.name + ".json");
   save_fixture(raw, raw_path);
   std::fprintf(stderr, "shrink: saved the raw failing fixture to %s\n", raw_path.string().c_str());
 
@@ -184,7 +198,8 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
       "shrink",
       "Reduce a failing fixture to a small one that fails the same way (same property, same\n"
       "kind of divergence). The raw fixture is saved to RAW/ before shrinking starts; the\n"
-      "result goes to DIR/ENGINE-PROPERTY-KIND-HASH.json with its provenance. Progress on\n"
+      "result goes to DIR/ENGINE-PROPERTY-KIND-HASH.json with its provenance (DIR defaults to\n"
+      "kvfuzz-out/shrunk; --out corpus/regressions files it as a regression test). Progress on\n"
       "stderr. Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk\n"
       "and saved, 2 bad input.");
   cmd->add_option("fixture", options->path, "Failing fixture file")->required();
@@ -197,11 +212,13 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
                   "Time budget in seconds; when it runs out, the smallest fixture so far is saved")
       ->default_val(60)
       ->check(CLI::Range(0.0, 1e9));
-  cmd->add_option("--out", options->out, "Directory for the shrunk result")
-      ->default_val("corpus/regressions");
+  cmd->add_option("--out", options->out,
+                  "Directory for the shrunk result (corpus/regressions to file it in the corpus)")
+      ->default_val("kvfuzz-out/shrunk");
   cmd->add_option("--raw", options->raw,
-                  "Directory for the raw failing fixture, written before shrinking starts")
-      ->default_val("kvfuzz-out/raw");
+                  "Directory for the raw failing fixture, written before shrinking starts "
+                  "(default: OUT/raw; kvfuzz-out/raw when OUT is inside a corpus/ folder, so "
+                  "that an unshrunk fixture never becomes a corpus test)");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
   cmd->callback([options, &exit_status] { exit_status = run_shrink(*options); });
 }

@@ -3,9 +3,11 @@
 // not depend on the number of workers, and a stop request ends the run with what it has.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "kvfuzz/check.h"
 #include "kvfuzz/engine.h"
@@ -93,6 +95,40 @@ TEST(CheckPlan, EveryCaseRunIsShownOnce) {
   const CheckResult result = run_check_plan(plan_of("cases", 4, 2), callbacks);
   EXPECT_EQ(result.cases_run, 4);
   EXPECT_EQ(shown, 4);
+}
+
+// The contiguous engine, but the second engine a process makes never comes back: in a
+// fresh worker, after prefix judged the first, so under the next property.
+int g_made = 0;
+
+TEST(CheckPlan, AHangSaysWhichPropertyWasBeingJudgedAndKeepsTheVerdictsBefore) {
+  auto hanging = std::make_shared<EngineInfo>(*find_engine("contiguous"));
+  hanging->name = "hanging";
+  hanging->make = [](const EngineConfig& config) {
+    if (++g_made == 2) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    return find_engine("contiguous")->make(config);
+  };
+  CheckPlan plan;
+  plan.engines = {engine_of(hanging)};
+  plan.case_seeds = {case_seed(7, 0)};
+  plan.properties = {Property::prefix, Property::batch};
+  plan.timeout = std::chrono::milliseconds(1000);
+  plan.out = fs::temp_directory_path() / "kvfuzz-check-plan-hang";
+  fs::remove_all(plan.out);
+  g_made = 0;  // after the probe: each worker starts from here
+  const CheckResult result = run_check_plan(plan);
+  ASSERT_EQ(result.engines[0].findings.size(), 1u);
+  const CheckFinding& f = result.engines[0].findings[0];
+  EXPECT_EQ(f.signature, "timeout");
+  EXPECT_EQ(f.judging, Property::batch);
+  EXPECT_NE(f.line.find(", while judging batch; the worker was killed"), std::string::npos)
+      << f.line;
+  // prefix judged the case before the hang: its rows are counted, and it did not fail.
+  EXPECT_GT(result.engines[0].rows, 0);
+  EXPECT_EQ(result.engines[0].failing[static_cast<size_t>(Property::prefix)], 0);
+  EXPECT_EQ(result.engines[0].crashes, 1);
 }
 
 TEST(CheckPlan, AStopRequestEndsTheRunWithWhatItHas) {

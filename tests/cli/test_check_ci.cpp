@@ -5,12 +5,15 @@
 // JUnit parser in check_junit.sh.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "command.h"
 
@@ -121,6 +124,8 @@ void expect_crash_found_and_reproduced(const std::string& engine, const std::str
   EXPECT_EQ(finding["signature"], signature);
   EXPECT_TRUE(fs::exists(finding["fixture"].get<std::string>())) << finding;
   const std::string seed = std::to_string(finding["seed"].get<uint64_t>());
+  // The same as a string, for readers that round numbers above 2^53.
+  EXPECT_EQ(finding["seed_text"], seed);
   EXPECT_NE(r.out.find("case seed " + seed), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(signature), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(last_words), std::string::npos) << "the worker's stderr tail: " << r.out;
@@ -154,6 +159,72 @@ TEST(CheckCi, AnEngineExitingAsASanitizerDoesIsAFinding) {
   expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":exit",
                                     "exit/1", "exit",
                                     "ERROR: AddressSanitizer: heap-buffer-overflow");
+}
+
+// A crash says which property was being judged: this engine dies when the second engine
+// of its worker is made, after prefix judged the first, so under schedule. Its report line,
+// the JSON's property and the JUnit failure's message all say so, and prefix's verdict on
+// the case is kept.
+TEST(CheckCi, ACrashSaysWhichPropertyWasBeingJudged) {
+  const fs::path dir = scratch("judging");
+  const std::string engine =
+      std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":segfault-in-second";
+  const Result r = run_kvfuzz("check --engine " + engine +
+                              " --cases 1 --max-failures 2 --quiet --property prefix,schedule,batch"
+                              " --out " +
+                              dir.string() + " --json " + (dir / "s.json").string() + " --junit " +
+                              (dir / "s.xml").string());
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  const std::string line = "crash: the worker died of SIGSEGV while judging schedule";
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  const Json s = json_of(dir / "s.json");
+  const Json* crash = nullptr;
+  for (const Json& f : s["findings"]) {
+    if (f["signature"] == "crash/SIGSEGV") crash = &f;
+  }
+  ASSERT_NE(crash, nullptr) << s;
+  EXPECT_EQ((*crash)["property"], "schedule");
+  EXPECT_EQ((*crash)["message"], line);
+  // prefix's verdict, reached before the crash (zero rows: a mismatch), was not lost with it.
+  EXPECT_EQ(s["findings"][0]["property"], "prefix");
+  EXPECT_EQ(s["engines"][0]["failing_cases"]["prefix"], 1);
+  // A verdict that was never reached counts as a crash, not as schedule failing.
+  EXPECT_EQ(s["engines"][0]["failing_cases"]["schedule"], 0);
+  EXPECT_EQ(s["engines"][0]["crashes"], 1);
+  const std::string xml = slurp(dir / "s.xml");
+  EXPECT_NE(xml.find("name=\"crash\"><failure type=\"crash/SIGSEGV\" message=\"" + line + "\""),
+            std::string::npos)
+      << xml;
+}
+
+// An engine that crashes or hangs when it is made, before any case: check asks it for its
+// declarations in a child, so kvfuzz lives to say so in one line, with its own exit status
+// (3: the run cannot start), writing nothing under --out.
+void expect_probe_failure(const std::string& name, const std::string& flags,
+                          const std::string& how) {
+  const fs::path dir = scratch(name);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string engine = "plugin:" + std::string(KVFUZZ_PLUGIN_CRASHING) + ":" + name;
+  const Result r =
+      run_kvfuzz("check --engine " + engine + " --cases 2 --quiet " + flags + " --out " +
+                 (dir / "out").string() + " --json " + (dir / "s.json").string());
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("kvfuzz: check: engine '" + engine + "' " + how), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the run cannot start"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST(CheckCi, AnEngineThatCrashesWhenMadeIsOneLine) {
+  expect_probe_failure("segfault-in-create", "", "died of SIGSEGV while it was made");
+}
+
+TEST(CheckCi, AnEngineThatHangsWhenMadeIsOneLine) {
+  expect_probe_failure("hang-in-create", "--timeout 1",
+                       "was still being made or asked for its declarations after 1 s");
 }
 
 // An engine error: a finding whose report names no key range (no row was compared).
@@ -259,6 +330,69 @@ TEST(CheckCi, CtrlCPrintsTheSummarySoFarAndExits130) {
   EXPECT_TRUE(std::regex_search(r.err, std::regex("check: [0-9]+/1000000 cases, 0 findings, [0-9]+ "
                                                   "s, ETA [0-9]+ s; running [a-z]")))
       << r.err;
+}
+
+// Every file below `dir`, relative to it, sorted.
+std::vector<std::string> files_below(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) files.push_back(fs::relative(entry.path(), dir).string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// kvfuzz run in `cwd`, as a user in their own project folder runs it.
+Result run_in(const fs::path& cwd, const std::string& args) {
+  return run_shell("cd '" + cwd.string() + "' && " + KVFUZZ_BINARY + " " + args);
+}
+
+// Nothing is written into the working directory unasked: replay and explain write nothing,
+// check writes under kvfuzz-out/ (its --out), and shrink's result and raw fixture go under
+// kvfuzz-out/shrunk/ (its --out), never into corpus/ unless asked.
+TEST(CheckCi, NothingIsWrittenIntoTheWorkingDirectoryUnasked) {
+  const fs::path cwd = scratch("cwd");
+  const std::string worked = (kSource / "corpus/seeds/worked-example.json").string();
+  EXPECT_EQ(run_in(cwd, "replay " + worked + " --engine mask-origin").status, 1);
+  EXPECT_EQ(run_in(cwd, "explain " + worked + " --engine mask-origin").status, 1);
+  EXPECT_EQ(files_below(cwd), std::vector<std::string>{});
+  const Result check = run_in(cwd, "check --engine mask-origin --cases 3 --quiet");
+  EXPECT_EQ(check.status, 0) << check.out << check.err;
+  const std::vector<std::string> checked = files_below(cwd);
+  ASSERT_EQ(checked.size(), 1u);
+  EXPECT_TRUE(checked[0].starts_with("kvfuzz-out/check-mask-origin-")) << checked[0];
+  fs::remove_all(cwd / "kvfuzz-out");
+  const Result shrink = run_in(cwd, "shrink " + worked + " --engine mask-origin --quiet");
+  EXPECT_EQ(shrink.status, 1) << shrink.out << shrink.err;
+  const std::vector<std::string> shrunk = files_below(cwd);
+  ASSERT_EQ(shrunk.size(), 2u);
+  EXPECT_TRUE(shrunk[0].starts_with("kvfuzz-out/shrunk/mask-origin-prefix-mismatch-")) << shrunk[0];
+  EXPECT_TRUE(shrunk[1].starts_with("kvfuzz-out/shrunk/raw/mask-origin-prefix-mismatch-"))
+      << shrunk[1];
+}
+
+// shrink --out DIR puts the raw fixture under DIR too, except when DIR is inside a corpus,
+// where an unshrunk fixture would become a corpus test: then kvfuzz-out/raw.
+TEST(CheckCi, ShrinksRawFixtureFollowsOutButNeverIntoACorpus) {
+  const fs::path cwd = scratch("shrink-out");
+  const std::string worked = (kSource / "corpus/seeds/worked-example.json").string();
+  const fs::path elsewhere = cwd / "elsewhere";
+  fs::create_directories(cwd / "here");
+  EXPECT_EQ(run_in(cwd / "here",
+                   "shrink " + worked + " --engine mask-origin --quiet --out " + elsewhere.string())
+                .status,
+            1);
+  EXPECT_EQ(files_below(cwd / "here"), std::vector<std::string>{});
+  ASSERT_EQ(files_below(elsewhere).size(), 2u);
+  EXPECT_TRUE(files_below(elsewhere)[1].starts_with("raw/")) << files_below(elsewhere)[1];
+  EXPECT_EQ(run_in(cwd / "here",
+                   "shrink " + worked + " --engine mask-origin --quiet --out corpus/regressions")
+                .status,
+            1);
+  const std::vector<std::string> filed = files_below(cwd / "here");
+  ASSERT_EQ(filed.size(), 2u);
+  EXPECT_TRUE(filed[0].starts_with("corpus/regressions/mask-origin-")) << filed[0];
+  EXPECT_TRUE(filed[1].starts_with("kvfuzz-out/raw/mask-origin-")) << filed[1];
 }
 
 TEST(CheckCi, BadFlagsExit2WithOneLine) {

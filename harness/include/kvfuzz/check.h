@@ -17,7 +17,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvfuzz/engine.h"
@@ -57,6 +59,10 @@ struct CheckFinding {
   std::filesystem::path fixture;     // written before anything is reported
   int duplicates = 0;                // later cases with the same signature (no fixture)
   bool ignored = false;              // its signature is in CheckPlan::ignore
+  // A crash, exit, timeout or engine error: the property being judged when it happened (a
+  // worker says so before each property), if one was. It is not counted in that
+  // property's CheckEngineResult::failing, which counts verdicts; `crashes` counts it.
+  std::optional<Property> judging;
 };
 
 struct CheckEngineResult {
@@ -100,6 +106,25 @@ struct CheckCallbacks {
   // result so far is returned with interrupted set (a SIGINT handler's flag).
   const volatile std::sig_atomic_t* stop = nullptr;
 };
+
+// An engine that crashed, exited or hung while it was made and asked for its declarations
+// in a child (probe_declarations_isolated): nothing can be generated for it, so the run
+// cannot start. what() is one line naming the engine and how the child ended.
+struct ProbeCrash : std::runtime_error {
+  ProbeCrash(std::string engine_name, std::string how, const std::string& line)
+      : std::runtime_error(line), engine(std::move(engine_name)), signature(std::move(how)) {}
+  std::string engine;
+  std::string signature;  // "crash/SIGSEGV", "exit/3", "timeout"
+};
+
+// probe_declarations(engine) in a forked child, so that an engine whose creation or whose
+// declarations crash, abort, exit or hang does not take the caller down: the declarations
+// come back over a pipe. Throws EngineError as probe_declarations does (the engine says it
+// cannot be made), ProbeCrash when the child ends without an answer or outlives `timeout`
+// (it is then killed), std::runtime_error when no child can be started. An engine that
+// computes out of process (EngineInfo::out_of_process) is asked directly. POSIX only.
+EngineDeclarations probe_declarations_isolated(const EngineInfo& engine,
+                                               std::chrono::milliseconds timeout);
 
 // The scenario of a case: what every worker and the fixture writer generate from its seed.
 Scenario check_case_scenario(const CheckPlan& plan, uint64_t seed);

@@ -165,6 +165,10 @@ struct EngineInfo {
   std::string description;  // one sentence
   bool mutant = false;      // a deliberately wrong engine that the suite must reject
   EngineFactory make;
+  // Its engines compute in a process of their own (exec:), so a crash there is the
+  // engine's error, never kvfuzz's: kvfuzz check asks it for its declarations without
+  // forking a child for the asking (probe_declarations_isolated, kvfuzz/check.h).
+  bool out_of_process = false;
 };
 
 // Every built-in engine, honest ones first, in a fixed order.

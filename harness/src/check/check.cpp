@@ -77,12 +77,12 @@ class Gatherer {
       for (const check::PropertyResult& p : result.properties) {
         if (p.pass) continue;
         ++tally.failing[static_cast<size_t>(p.property)];
-        find(task, p.signature, p.property, p.line, p.report);
+        find(task, p.signature, p.property, p.line, p.report, std::nullopt);
       }
       if (result.failure) {
         ++tally.crashes;
         find(task, result.failure->signature, std::nullopt, result.failure->line,
-             result.failure->report);
+             result.failure->report, result.failure->judging);
       }
     }
     cursor_ = task;
@@ -114,7 +114,7 @@ class Gatherer {
   }
 
   void find(TaskId task, const std::string& signature, std::optional<Property> property,
-            const std::string& line, const std::string& report) {
+            const std::string& line, const std::string& report, std::optional<Property> judging) {
     CheckEngineResult& tally = result_.engines[task.engine];
     if (tally.done) return;  // this case's later findings, after the engine's last one
     for (CheckFinding& f : tally.findings) {
@@ -131,6 +131,7 @@ class Gatherer {
     finding.property = property;
     finding.line = line;
     finding.report = report;
+    finding.judging = judging;
     finding.ignored =
         std::find(plan_.ignore.begin(), plan_.ignore.end(), signature) != plan_.ignore.end();
     if (!finding.ignored) {

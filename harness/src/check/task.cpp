@@ -26,6 +26,10 @@ const Prepared& CaseCache::prepared(const EngineNumerics& numerics) {
   return prepared_.emplace_back(prepare(scenario_, numerics));
 }
 
+std::string while_judging(const std::optional<Property>& property) {
+  return property ? " while judging " + std::string(property_name(*property)) : "";
+}
+
 namespace {
 
 // An engine error's report without the keys the row should see: the engine failed, so no
@@ -64,7 +68,8 @@ PropertyResult judge_prefix(const Scenario& scenario, const Prepared& prepared,
 
 }  // namespace
 
-TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache) {
+TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
+                      const std::function<void(Property, const TaskResult&)>& judging) {
   const CheckEngine& engine = plan.engines.at(task.engine);
   const Scenario& scenario = cache.scenario(plan, task.case_index);
   TaskResult result;
@@ -73,8 +78,11 @@ TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache) {
     return result;
   }
   const auto start = std::chrono::steady_clock::now();
+  std::optional<Property> current;
   try {
     for (const Property property : plan.properties) {
+      current = property;
+      if (judging) judging(property, result);
       if (property == Property::prefix && !scenario.model) {
         result.properties.push_back(
             judge_prefix(scenario, cache.prepared(engine.declared.numerics), *engine.info, result));
@@ -98,8 +106,9 @@ TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache) {
   } catch (const std::exception& e) {
     // The properties turn an engine's errors into engine_error divergences; what still
     // escapes (a failure to create the engine outside a run) is the engine's error too.
-    result.failure = TaskFailure{"engine-error", std::string("engine error: ") + e.what(),
-                                 std::string("the engine failed outside a run: ") + e.what()};
+    result.failure = TaskFailure{
+        "engine-error", "engine error" + while_judging(current) + ": " + e.what(),
+        "the engine failed outside a run" + while_judging(current) + ": " + e.what(), current};
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
@@ -123,6 +132,9 @@ std::string encode(const TaskResult& result) {
     j["failure"] = {{"signature", result.failure->signature},
                     {"line", result.failure->line},
                     {"report", result.failure->report}};
+    if (result.failure->judging) {
+      j["failure"]["judging"] = property_name(*result.failure->judging);
+    }
   }
   // Replaced, not refused: an engine's message may hold bytes that are no UTF-8.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -151,7 +163,11 @@ TaskResult decode(const std::string& text) {
       const nlohmann::json& f = j.at("failure");
       result.failure =
           TaskFailure{f.at("signature").get<std::string>(), f.at("line").get<std::string>(),
-                      f.at("report").get<std::string>()};
+                      f.at("report").get<std::string>(), std::nullopt};
+      if (f.contains("judging")) {
+        result.failure->judging = parse_property(f.at("judging").get<std::string>());
+        if (!result.failure->judging) throw std::runtime_error("unknown property");
+      }
     }
     return result;
   } catch (const nlohmann::json::exception& e) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,7 +37,11 @@ struct TaskFailure {
   std::string signature;  // "crash/SIGSEGV", "exit/1", "timeout", "engine-error"
   std::string line;
   std::string report;
+  std::optional<Property> judging;  // the property being judged when it happened, if one was
 };
+
+// " while judging schedule", or "" without a property: what a failure's line adds.
+std::string while_judging(const std::optional<Property>& property);
 
 struct TaskResult {
   std::optional<std::string> skipped;  // why the case says nothing about the engine
@@ -60,7 +65,12 @@ class CaseCache {
   std::deque<Prepared> prepared_;  // (a deque: references stay valid as it grows)
 };
 
-TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache);
+// `judging` is told each property before it is judged, with the result so far (the
+// verdicts of the properties before it): a worker passes both on to kvfuzz, so that a
+// crash or a hang in the middle of the task says which property it was under and keeps
+// the verdicts already reached.
+TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
+                      const std::function<void(Property, const TaskResult&)>& judging = {});
 
 std::string encode(const TaskResult& result);
 // Throws std::runtime_error on text that is no encoded TaskResult.

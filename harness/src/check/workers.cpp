@@ -13,6 +13,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "check/fork_io.h"
+
 namespace kvfuzz::check {
 
 namespace {
@@ -23,38 +25,22 @@ std::runtime_error system_error(const std::string& what) {
   return std::runtime_error("kvfuzz check: " + what + ": " + std::strerror(errno));
 }
 
-bool write_all(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, size_t size) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 struct TaskMessage {
   int32_t case_index;
   uint32_t engine;
 };
 
-std::string signal_name(int signal) {
-  const char* abbrev = sigabbrev_np(signal);
-  return abbrev != nullptr ? "SIG" + std::string(abbrev) : "signal " + std::to_string(signal);
+// What a worker sends kvfuzz: frames of a uint32 size, then that many bytes, a kind byte
+// and what it carries. kJudging: a property is about to be judged; its kProperties index
+// (one byte), then the task's encoded TaskResult so far (the verdicts before it). kResult:
+// the task's encoded TaskResult, which ends the task.
+constexpr char kJudging = 'J';
+constexpr char kResult = 'R';
+
+bool send_frame(int fd, char kind, const std::string& payload) {
+  const uint32_t size = static_cast<uint32_t>(payload.size() + 1);
+  return write_all(fd, &size, sizeof size) && write_all(fd, &kind, 1) &&
+         write_all(fd, payload.data(), payload.size());
 }
 
 }  // namespace
@@ -62,13 +48,14 @@ std::string signal_name(int signal) {
 [[noreturn]] void worker_main(const CheckPlan& plan, int tasks, int results) {
   CaseCache cache;
   TaskMessage message{};
+  // Told before each property, so that a crash or a hang in it says which it was under
+  // and the verdicts reached before it are not lost with the worker.
+  const auto judging = [results](Property property, const TaskResult& so_far) {
+    send_frame(results, kJudging, std::string(1, static_cast<char>(property)) + encode(so_far));
+  };
   while (read_all(tasks, &message, sizeof message)) {
     const TaskId task{message.case_index, message.engine};
-    const std::string text = encode(judge_task(plan, task, cache));
-    const uint32_t size = static_cast<uint32_t>(text.size());
-    if (!write_all(results, &size, sizeof size) || !write_all(results, text.data(), text.size())) {
-      break;
-    }
+    if (!send_frame(results, kResult, encode(judge_task(plan, task, cache, judging)))) break;
   }
   std::fflush(nullptr);
   ::_exit(0);  // not exit(): kvfuzz's static destructors and atexit handlers are not the worker's
@@ -153,6 +140,8 @@ void WorkerPool::dispatch(TaskId task) {
     if (worker.task) continue;
     const TaskMessage message{task.case_index, static_cast<uint32_t>(task.engine)};
     worker.task = task;
+    worker.judging.reset();
+    worker.so_far = TaskResult{};
     worker.deadline = Clock::now() + plan_.timeout;
     write_all(worker.tasks, &message, sizeof message);
     return;
@@ -199,25 +188,27 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
   const double seconds = std::chrono::duration<double>(plan_.timeout).count();
   char limit[32];
   std::snprintf(limit, sizeof limit, "%g", seconds);
+  failure.judging = worker.judging;
+  const std::string during = while_judging(worker.judging);
   if (timed_out) {
     failure.signature = "timeout";
-    failure.line = std::string("timeout: the case took longer than ") + limit +
-                   " s (--timeout); the worker was killed";
+    failure.line = std::string("timeout: the case took longer than ") + limit + " s (--timeout)" +
+                   (during.empty() ? "" : "," + during) + "; the worker was killed";
   } else if (WIFSIGNALED(status)) {
-    failure.signature = "crash/" + signal_name(WTERMSIG(status));
-    failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status));
+    failure.signature = end_signature(status);
+    failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status)) + during;
   } else {
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    failure.signature = "exit/" + std::to_string(code);
-    failure.line = "exit: the worker exited with status " + std::to_string(code) +
-                   " in the middle of the case (a sanitizer's report, or exit() in the engine)";
+    failure.signature = end_signature(status);
+    failure.line = "exit: the worker exited with status " + failure.signature.substr(5) +
+                   " in the middle of the case" + (during.empty() ? "" : "," + during) +
+                   " (a sanitizer's report, or exit() in the engine)";
   }
   failure.report = failure.line + "\n";
   if (!worker.tail.empty()) {
     failure.report += "the worker's last stderr:\n" + worker.tail;
     if (worker.tail.back() != '\n') failure.report += "\n";
   }
-  TaskResult result;
+  TaskResult result = worker.so_far;  // the verdicts it reached before it ended
   result.failure = failure;
   result.seconds = timed_out ? seconds : 0;
   stop(worker);
@@ -256,12 +247,19 @@ std::vector<std::pair<TaskId, TaskResult>> WorkerPool::collect(std::chrono::mill
     while (worker.pending.size() >= sizeof size) {
       std::memcpy(&size, worker.pending.data(), sizeof size);
       if (worker.pending.size() < sizeof size + size) break;
-      const std::string text = worker.pending.substr(sizeof size, size);
+      const std::string frame = worker.pending.substr(sizeof size, size);
       worker.pending.erase(0, sizeof size + size);
-      if (worker.task) {
-        done.emplace_back(*worker.task, decode(text));
+      if (!worker.task || frame.empty()) continue;
+      if (frame[0] == kJudging && frame.size() > 2 &&
+          static_cast<size_t>(frame[1]) < kProperties.size()) {
+        worker.judging = static_cast<Property>(frame[1]);
+        worker.so_far = decode(frame.substr(2));
+      } else if (frame[0] == kResult) {
+        done.emplace_back(*worker.task, decode(frame.substr(1)));
         worker.task.reset();
         worker.tail.clear();
+      } else {
+        throw std::runtime_error("kvfuzz check: a worker sent a frame of unknown kind");
       }
     }
     if (ended && worker.task) {

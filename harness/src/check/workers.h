@@ -44,6 +44,8 @@ class WorkerPool {
     std::string pending;  // result bytes read so far
     std::string tail;     // the last kStderrTail bytes of its stderr
     std::optional<TaskId> task;
+    std::optional<Property> judging;  // what the worker said it is judging for `task`
+    TaskResult so_far;                // and the verdicts it had reached before that
     std::chrono::steady_clock::time_point deadline;
   };
 

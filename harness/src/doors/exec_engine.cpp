@@ -200,6 +200,7 @@ std::shared_ptr<const EngineInfo> exec_engine(const std::string& spec, const std
                       (protocol >= kPersistentProtocol ? " (one process serves many cases)" : "") +
                       ": " + command;
   info->mutant = false;
+  info->out_of_process = true;
   // The pool lives as long as the EngineInfo and the engines made from it.
   info->make = [shared](const EngineConfig& config) -> std::unique_ptr<Engine> {
     return std::make_unique<ExecEngine>(shared, config);

@@ -6,10 +6,21 @@
 //   abort      says so on stderr and calls abort() on its first step (a failed assert)
 //   exit       writes a sanitizer-like report and exits with status 1 on its first step,
 //              as AddressSanitizer does after its report
+//   segfault-in-second
+//              writes through a null pointer when the second engine of its process is made:
+//              in a fresh worker, after prefix has judged the first, under the next property
+//
+// and two that never get as far as a case: kvfuzz check makes every engine once and asks
+// it for its declarations before it generates anything, and must survive that too.
+//
+//   segfault-in-create  writes through a null pointer in create (a driver that is not there)
+//   hang-in-create      never returns from create (a device that never answers)
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "kvfuzz/engine_abi.h"
 
@@ -25,6 +36,25 @@ kvfuzz_engine* create(const kvfuzz_engine_config* /*config*/, const char** error
   return engine;
 }
 
+// Volatile both ways: the compiler may neither assume the pointer is null nor drop the
+// write (a store it can prove undefined is otherwise deleted).
+volatile int* volatile g_nowhere = nullptr;
+
+kvfuzz_engine* create_segfault(const kvfuzz_engine_config*, const char**) {
+  *g_nowhere = 1;
+  return nullptr;
+}
+
+kvfuzz_engine* create_segfault_second(const kvfuzz_engine_config* config, const char** error) {
+  static int made = 0;
+  if (++made == 2) *g_nowhere = 1;
+  return create(config, error);
+}
+
+kvfuzz_engine* create_hang(const kvfuzz_engine_config*, const char**) {
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 void destroy(kvfuzz_engine* engine) {
   delete engine;
 }
@@ -33,9 +63,16 @@ int reset_ok(kvfuzz_engine*, int32_t, const char**) {
   return 0;
 }
 
-// Volatile both ways: the compiler may neither assume the pointer is null nor drop the
-// write (a store it can prove undefined is otherwise deleted).
-volatile int* volatile g_nowhere = nullptr;
+// Rows of zeros, every position 0: wrong (prefix fails it), but no crash.
+int step_ok(kvfuzz_engine*, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* outs, int32_t count,
+            const char**) {
+  for (int32_t i = 0; i < count; ++i) {
+    for (int64_t j = 0; j < outs[i].out_capacity; ++j) outs[i].out[j] = 0;
+    for (int64_t j = 0; j < outs[i].positions_capacity; ++j) outs[i].positions[j] = 0;
+    outs[i].rows = chunks[i].tokens;
+  }
+  return 0;
+}
 
 int step_segfault(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t,
                   const char**) {
@@ -56,11 +93,13 @@ int step_exit(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t
 
 kvfuzz_engine_api entry(const char* name, const char* description,
                         int (*step)(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*,
-                                    int32_t, const char**)) {
+                                    int32_t, const char**),
+                        kvfuzz_engine* (*make)(const kvfuzz_engine_config*,
+                                               const char**) = create) {
   kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
   api.name = name;
   api.description = description;
-  api.create = create;
+  api.create = make;
   api.destroy = destroy;
   api.step = step;
   api.reset = reset_ok;
@@ -68,15 +107,22 @@ kvfuzz_engine_api entry(const char* name, const char* description,
 }
 
 struct Table {
-  kvfuzz_engine_api engines[3];
+  kvfuzz_engine_api engines[6];
   kvfuzz_engine_plugin_table table;
 
   Table()
       : engines{entry("segfault", "Writes through a null pointer on its first step.",
                       step_segfault),
                 entry("abort", "Calls abort() on its first step.", step_abort),
-                entry("exit", "Reports like a sanitizer and exits on its first step.", step_exit)},
-        table{KVFUZZ_ENGINE_ABI_VERSION, 3, engines} {}
+                entry("exit", "Reports like a sanitizer and exits on its first step.", step_exit),
+                entry("segfault-in-create", "Writes through a null pointer when it is made.",
+                      step_segfault, create_segfault),
+                entry("hang-in-create", "Never returns when it is made.", step_segfault,
+                      create_hang),
+                entry("segfault-in-second",
+                      "Writes through a null pointer when its process makes a second one.", step_ok,
+                      create_segfault_second)},
+        table{KVFUZZ_ENGINE_ABI_VERSION, 6, engines} {}
 };
 
 }  // namespace

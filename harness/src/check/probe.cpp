@@ -1,0 +1,207 @@
+// probe_declarations_isolated (kvfuzz/check.h): an engine is made and asked for its
+// declarations in a forked child, as its cases later are in workers, so that a plugin that
+// crashes or hangs in its create, its declarations or its destroy is one line instead of
+// kvfuzz dying with it before the first case. The answer crosses a pipe as JSON.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "check/fork_io.h"
+#include "kvfuzz/check.h"
+
+namespace kvfuzz {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+// An optional as -1 (not said), 0 or 1; a dtype as its enumerator. Both ends are the same
+// binary, so the encoding need not outlive it.
+int tri(const std::optional<bool>& b) {
+  return b ? (*b ? 1 : 0) : -1;
+}
+std::optional<bool> untri(int v) {
+  return v < 0 ? std::nullopt : std::optional(v == 1);
+}
+
+Json encode(const EngineDeclarations& d) {
+  Json dtypes = Json::array();
+  for (DType t : d.supports.dtypes) dtypes.push_back(static_cast<int>(t));
+  const EngineNumerics& n = d.numerics;
+  return {{"truncate", d.capabilities.truncate},
+          {"fork", d.capabilities.fork},
+          {"output", static_cast<int>(n.output)},
+          {"p", n.p ? static_cast<int>(*n.p) : -1},
+          {"score_accumulation", static_cast<int>(n.score_accumulation)},
+          {"value_accumulation", static_cast<int>(n.value_accumulation)},
+          {"rotated_keys_in_storage", tri(n.rotated_keys_in_storage)},
+          {"rotated_queries_in_storage", tri(n.rotated_queries_in_storage)},
+          {"rope_angles_exact", tri(n.rope_angles_exact)},
+          {"dtypes", dtypes},
+          {"head_dim_multiple", d.supports.head_dim_multiple},
+          {"max_head_dim", d.supports.max_head_dim},
+          {"max_q_heads", d.supports.max_q_heads},
+          {"max_context", d.supports.max_context},
+          {"value_dim_is_head_dim", d.supports.value_dim_is_head_dim},
+          {"bitwise_batch", d.bitwise.batch},
+          {"bitwise_schedule", d.bitwise.schedule},
+          {"bitwise_layout", d.bitwise.layout},
+          {"bitwise_poison", d.bitwise.poison}};
+}
+
+EngineDeclarations decode(const Json& j) {
+  EngineDeclarations d;
+  d.capabilities.truncate = j.at("truncate").get<bool>();
+  d.capabilities.fork = j.at("fork").get<bool>();
+  EngineNumerics& n = d.numerics;
+  n.output = static_cast<DType>(j.at("output").get<int>());
+  const int p = j.at("p").get<int>();
+  n.p = p < 0 ? std::nullopt : std::optional(static_cast<DType>(p));
+  n.score_accumulation = static_cast<DType>(j.at("score_accumulation").get<int>());
+  n.value_accumulation = static_cast<DType>(j.at("value_accumulation").get<int>());
+  n.rotated_keys_in_storage = untri(j.at("rotated_keys_in_storage").get<int>());
+  n.rotated_queries_in_storage = untri(j.at("rotated_queries_in_storage").get<int>());
+  n.rope_angles_exact = untri(j.at("rope_angles_exact").get<int>());
+  d.supports.dtypes.clear();
+  for (const Json& t : j.at("dtypes"))
+    d.supports.dtypes.push_back(static_cast<DType>(t.get<int>()));
+  d.supports.head_dim_multiple = j.at("head_dim_multiple").get<int>();
+  d.supports.max_head_dim = j.at("max_head_dim").get<int>();
+  d.supports.max_q_heads = j.at("max_q_heads").get<int>();
+  d.supports.max_context = j.at("max_context").get<int>();
+  d.supports.value_dim_is_head_dim = j.at("value_dim_is_head_dim").get<bool>();
+  d.bitwise.batch = j.at("bitwise_batch").get<bool>();
+  d.bitwise.schedule = j.at("bitwise_schedule").get<bool>();
+  d.bitwise.layout = j.at("bitwise_layout").get<bool>();
+  d.bitwise.poison = j.at("bitwise_poison").get<bool>();
+  return d;
+}
+
+[[noreturn]] void child_main(const EngineInfo& engine, int answer) {
+  // What an engine prints on stdout must not mix with kvfuzz's own output.
+  ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  Json j;
+  try {
+    j["declarations"] = encode(probe_declarations(engine));
+  } catch (const std::exception& e) {
+    j["error"] = e.what();
+  }
+  // Replaced, not refused: an engine's message may hold bytes that are no UTF-8.
+  const std::string text = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  const uint32_t size = static_cast<uint32_t>(text.size());
+  check::write_all(answer, &size, sizeof size);
+  check::write_all(answer, text.data(), text.size());
+  std::fflush(nullptr);
+  ::_exit(0);  // not exit(): kvfuzz's static destructors and atexit handlers are not the child's
+}
+
+std::runtime_error system_error(const std::string& what) {
+  return std::runtime_error("kvfuzz check: " + what + ": " + std::strerror(errno));
+}
+
+// Reaps `pid`, killing it first when it is still there at `deadline`. Returns its status.
+int reap(pid_t pid, Clock::time_point deadline, bool& killed) {
+  int status = 0;
+  killed = false;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return status;
+    if (Clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return status;
+    }
+    ::usleep(2000);
+  }
+}
+
+}  // namespace
+
+EngineDeclarations probe_declarations_isolated(const EngineInfo& engine,
+                                               std::chrono::milliseconds timeout) {
+  if (engine.out_of_process) return probe_declarations(engine);
+  int answer[2];
+  if (::pipe2(answer, O_CLOEXEC) != 0) throw system_error("pipe");
+  std::fflush(nullptr);  // nothing buffered may be written twice, once by the child
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(answer[0]);
+    ::close(answer[1]);
+    throw system_error("fork");
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // it dies with kvfuzz
+    if (::getppid() != parent) ::_exit(1);
+    ::close(answer[0]);
+    child_main(engine, answer[1]);
+  }
+  ::close(answer[1]);
+  // The answer, until it is whole, the child closes the pipe or the time is up.
+  const auto deadline = Clock::now() + timeout;
+  std::string pending;
+  bool whole = false;
+  while (!whole && Clock::now() < deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{answer[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::clamp<long>(left, 1, 100)));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(answer[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // closed: the child ended
+    pending.append(buffer, static_cast<size_t>(n));
+    uint32_t size = 0;
+    if (pending.size() >= sizeof size) {
+      std::memcpy(&size, pending.data(), sizeof size);
+      whole = pending.size() >= sizeof size + size;
+    }
+  }
+  ::close(answer[0]);
+  bool killed = false;
+  // Once it answered, it only has to exit: a moment more, however little time is left.
+  const int status = reap(
+      pid, whole ? std::max(deadline, Clock::now() + std::chrono::seconds(1)) : deadline, killed);
+  const std::string who = "engine '" + engine.name + "'";
+  const std::string when = " while it was made and asked for its declarations (in a child process)";
+  if (!whole) {
+    if (killed) {
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", std::chrono::duration<double>(timeout).count());
+      throw ProbeCrash(engine.name, "timeout",
+                       who + " was still being made or asked for its declarations after " + limit +
+                           " s (in a child process, now killed)");
+    }
+    const std::string signature = check::end_signature(status);
+    const std::string how = WIFSIGNALED(status) ? "died of " + check::signal_name(WTERMSIG(status))
+                                                : "exited with status " + signature.substr(5);
+    throw ProbeCrash(engine.name, signature, who + " " + how + when);
+  }
+  Json j;
+  try {
+    j = Json::parse(pending.substr(sizeof(uint32_t)));
+    if (j.contains("error")) throw EngineError(j.at("error").get<std::string>());
+    return decode(j.at("declarations"));
+  } catch (const Json::exception& e) {
+    throw std::runtime_error("kvfuzz check: the declarations of " + who +
+                             " do not decode: " + e.what());
+  }
+}
+
+}  // namespace kvfuzz
