@@ -157,7 +157,7 @@ TEST(CheckCi, AnAbortingPluginIsAFinding) {
 
 TEST(CheckCi, AnEngineExitingAsASanitizerDoesIsAFinding) {
   expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":exit",
-                                    "exit/1", "exit",
+                                    "asan/heap-buffer-overflow", "exit",
                                     "ERROR: AddressSanitizer: heap-buffer-overflow");
 }
 

@@ -196,9 +196,6 @@ class Progress {
       }
     }
     std::sort(progress.engines_busy.begin(), progress.engines_busy.end());
-    // Between two tasks nothing is in flight: the line names the engines of the last ones.
-    if (progress.engines_busy.empty()) progress.engines_busy = last_busy_;
-    last_busy_ = progress.engines_busy;
     progress.seconds = std::chrono::duration<double>(now - start_).count();
     callbacks_.on_progress(progress);
   }
@@ -207,7 +204,6 @@ class Progress {
   const CheckPlan& plan_;
   const CheckCallbacks& callbacks_;
   Clock::time_point start_, last_;
-  std::vector<size_t> last_busy_;  // the engines of the tasks in flight at the last tick
 };
 
 CheckResult run_in_process(const CheckPlan& plan, const CheckCallbacks& callbacks) {
@@ -260,7 +256,10 @@ CheckResult run_in_workers(const CheckPlan& plan, const CheckCallbacks& callback
       gatherer.take(*due, it->second);
       results.erase(it);
     }
-    progress.tick(gatherer, pool.in_flight());
+    // Between two tasks nothing may be in flight: the line then names the last one handed out.
+    std::vector<TaskId> busy = pool.in_flight();
+    if (busy.empty() && handed) busy.push_back(*handed);
+    progress.tick(gatherer, busy);
   }
   return std::move(gatherer.result());
 }

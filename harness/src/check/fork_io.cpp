@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace kvfuzz::check {
 
@@ -40,6 +41,30 @@ std::string signal_name(int signal) {
 std::string end_signature(int wait_status) {
   if (WIFSIGNALED(wait_status)) return "crash/" + signal_name(WTERMSIG(wait_status));
   return "exit/" + std::to_string(WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1);
+}
+
+std::optional<std::string> sanitizer_signature(std::string_view stderr_tail) {
+  static constexpr std::pair<std::string_view, std::string_view> kSanitizers[] = {
+      {"AddressSanitizer", "asan"},
+      {"UndefinedBehaviorSanitizer", "ubsan"},
+      {"ThreadSanitizer", "tsan"},
+      {"MemorySanitizer", "msan"}};
+  // The last SUMMARY line: a report's own, after whatever the engine printed before it.
+  const size_t at = stderr_tail.rfind("SUMMARY: ");
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view line = stderr_tail.substr(at + 9);
+  line = line.substr(0, line.find('\n'));
+  for (const auto& [name, abbrev] : kSanitizers) {
+    if (!line.starts_with(name) || !line.substr(name.size()).starts_with(": ")) continue;
+    std::string_view kind = line.substr(name.size() + 2);
+    kind = kind.substr(0, kind.find(' '));
+    if (kind.empty()) return std::nullopt;
+    if (abbrev == "asan" && kind == "SEGV") return "crash/SIGSEGV";
+    // LeakSanitizer's summary reads "AddressSanitizer: 24 byte(s) leaked in 1 allocation(s)."
+    if (kind.find_first_not_of("0123456789") == std::string_view::npos) kind = "leak";
+    return std::string(abbrev) + "/" + std::string(kind);
+  }
+  return std::nullopt;
 }
 
 }  // namespace kvfuzz::check

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace kvfuzz::check {
 
@@ -17,5 +19,13 @@ std::string signal_name(int signal);
 // How a child ended, from waitpid()'s status, as a finding's signature: "crash/SIGSEGV"
 // when a signal ended it, "exit/STATUS" when it exited.
 std::string end_signature(int wait_status);
+
+// The signature a sanitizer's report gives an exit, from the child's last stderr: its
+// SUMMARY line names the kind ("SUMMARY: AddressSanitizer: heap-buffer-overflow ...") and
+// becomes "asan/heap-buffer-overflow" ("ubsan/...", "tsan/...", "msan/..."), except that
+// AddressSanitizer's SEGV, a segfault it caught, is "crash/SIGSEGV" as it is without a
+// sanitizer, so that --ignore and the table read the same in both builds. Nothing when
+// the stderr holds no such line.
+std::optional<std::string> sanitizer_signature(std::string_view stderr_tail);
 
 }  // namespace kvfuzz::check

@@ -197,11 +197,20 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
   } else if (WIFSIGNALED(status)) {
     failure.signature = end_signature(status);
     failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status)) + during;
+  } else if (const auto sanitizer = sanitizer_signature(worker.tail)) {
+    failure.signature = *sanitizer;
+    const std::string exited = "exited with status " + end_signature(status).substr(5);
+    failure.line = *sanitizer == "crash/SIGSEGV"
+                       ? "crash: the worker died of SIGSEGV" + during +
+                             " (AddressSanitizer caught it, reported and " + exited + ")"
+                       : "sanitizer: the worker's sanitizer reported " +
+                             failure.signature.substr(failure.signature.find('/') + 1) + during +
+                             " and " + exited;
   } else {
     failure.signature = end_signature(status);
     failure.line = "exit: the worker exited with status " + failure.signature.substr(5) +
                    " in the middle of the case" + (during.empty() ? "" : "," + during) +
-                   " (a sanitizer's report, or exit() in the engine)";
+                   " (exit() in the engine, or a report that did not reach its stderr)";
   }
   failure.report = failure.line + "\n";
   if (!worker.tail.empty()) {

@@ -87,6 +87,8 @@ int step_abort(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_
 
 int step_exit(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t, const char**) {
   std::fputs("==1==ERROR: AddressSanitizer: heap-buffer-overflow (crashing_engines)\n", stderr);
+  std::fputs("SUMMARY: AddressSanitizer: heap-buffer-overflow (crashing_engines) in step_exit\n",
+             stderr);
   std::fflush(stderr);
   std::_Exit(1);
 }
