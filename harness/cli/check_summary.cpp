@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "support/text.h"
+
 namespace kvfuzz::cli {
 
 std::string engine_verdict(const CheckEngine& engine, const CheckEngineResult& result) {
@@ -12,35 +14,6 @@ std::string engine_verdict(const CheckEngine& engine, const CheckEngineResult& r
 
 bool verdict_ok(const CheckEngine& engine, const CheckEngineResult& result) {
   return engine.info->mutant == result.failed();
-}
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default: {
-        const auto u = static_cast<unsigned char>(c);
-        out += u < 0x20 && c != '\t' && c != '\n' && c != '\r' ? '?' : c;
-      }
-    }
-  }
-  return out;
 }
 
 namespace {
@@ -84,29 +57,29 @@ std::string junit_xml(const CheckPlan& plan, const CheckResult& result,
         if (finding_case(f) != name) continue;
         const std::string text = failure_text(f, commands[e][i]);
         if (f.ignored) {
-          body += "<system-out>" + xml_escape("ignored (--ignore " + f.signature + "): " + text) +
+          body += "<system-out>" + markup_text("ignored (--ignore " + f.signature + "): " + text) +
                   "</system-out>";
         } else if (!engine.info->mutant) {
-          body += "<failure type=\"" + xml_escape(f.signature) + "\" message=\"" +
-                  xml_escape(f.line) + "\">" + xml_escape(text) + "</failure>";
+          body += "<failure type=\"" + markup_text(f.signature) + "\" message=\"" +
+                  markup_text(f.line) + "\">" + markup_text(text) + "</failure>";
           ++suite_failures;
         } else {
-          body += "<system-out>" + xml_escape("rejected by: " + text) + "</system-out>";
+          body += "<system-out>" + markup_text("rejected by: " + text) + "</system-out>";
         }
       }
       if (name == "rejected" && !tally.failed()) {
         body +=
             "<failure type=\"not-rejected\" message=\"the suite missed this mutant\">" +
-            xml_escape("no chosen property failed in " + std::to_string(tally.cases) + " cases") +
+            markup_text("no chosen property failed in " + std::to_string(tally.cases) + " cases") +
             "</failure>";
         ++suite_failures;
       }
-      cases += "<testcase classname=\"" + xml_escape(engine.info->name) + "\" name=\"" +
-               xml_escape(name) + "\">" + body + "</testcase>\n";
+      cases += "<testcase classname=\"" + markup_text(engine.info->name) + "\" name=\"" +
+               markup_text(name) + "\">" + body + "</testcase>\n";
     }
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.3f", tally.seconds);
-    suites += "<testsuite name=\"" + xml_escape(engine.info->name) + "\" tests=\"" +
+    suites += "<testsuite name=\"" + markup_text(engine.info->name) + "\" tests=\"" +
               std::to_string(names.size()) + "\" failures=\"" + std::to_string(suite_failures) +
               "\" errors=\"0\" time=\"" + seconds + "\">\n" + cases + "</testsuite>\n";
     tests += static_cast<int>(names.size());

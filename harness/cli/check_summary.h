@@ -18,10 +18,6 @@ using FindingCommands = std::vector<std::vector<std::string>>;
 std::string engine_verdict(const CheckEngine& engine, const CheckEngineResult& result);
 bool verdict_ok(const CheckEngine& engine, const CheckEngineResult& result);
 
-// Text fit for XML: &, <, >, " and ' escaped, the characters XML 1.0 forbids (controls
-// other than tab, newline and return) replaced by '?'.
-std::string xml_escape(const std::string& text);
-
 // testsuites > testsuite per engine > testcase per property, one per kind of crash seen
 // (crash, exit, timeout, engine-error) and, for a mutant, "rejected".
 std::string junit_xml(const CheckPlan& plan, const CheckResult& result,

@@ -153,6 +153,12 @@ TEST(MessageText, CutBytesNeverSplitsACharacter) {
   EXPECT_TRUE(valid_utf8(cut));
 }
 
+TEST(MessageText, MarkupTextEscapesWhatXmlAndHtmlReadAsMarkup) {
+  EXPECT_EQ(markup_text("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+  // Tab, newline and return stay; the controls XML 1.0 forbids do not; UTF-8 passes.
+  EXPECT_EQ(markup_text("x\ty\nz\r\x01\x1b\u00e9"), "x\ty\nz\r??\u00e9");
+}
+
 TEST(MessageText, DescribeSeconds) {
   EXPECT_EQ(describe_seconds(std::chrono::milliseconds(1000)), "1 s");
   EXPECT_EQ(describe_seconds(std::chrono::milliseconds(250)), "0.25 s");

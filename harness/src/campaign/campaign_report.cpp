@@ -17,6 +17,7 @@
 
 #include "campaign/campaign.h"
 #include "generate/events.h"
+#include "support/text.h"
 
 namespace kvfuzz {
 
@@ -339,47 +340,20 @@ std::string markdown_table(const Table& table) {
 
 // --- HTML ----------------------------------------------------------------------------------
 
-std::string html_text(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string html_table(const Table& table) {
   std::string out = "<table>\n<tr>";
-  for (const std::string& cell : table.header) out += "<th>" + html_text(cell) + "</th>";
+  for (const std::string& cell : table.header) out += "<th>" + markup_text(cell) + "</th>";
   out += "</tr>\n";
   for (const auto& row : table.rows) {
     out += "<tr>";
-    for (const std::string& cell : row) out += "<td>" + html_text(cell) + "</td>";
+    for (const std::string& cell : row) out += "<td>" + markup_text(cell) + "</td>";
     out += "</tr>\n";
   }
   return out + "</table>\n";
 }
 
 std::string html_paragraph(std::string_view text) {
-  return "<p>" + html_text(text) + "</p>\n";
+  return "<p>" + markup_text(text) + "</p>\n";
 }
 
 // --- SVG line charts -----------------------------------------------------------------------
@@ -552,7 +526,7 @@ double to_svg_y(const Bounds& b, double y) {
 std::string svg_text(double x, double y, std::string_view anchor, std::string_view text,
                      std::string_view extra = {}) {
   return "<text x=\"" + fixed(x, 1) + "\" y=\"" + fixed(y, 1) + "\" text-anchor=\"" +
-         std::string(anchor) + "\"" + std::string(extra) + ">" + html_text(text) + "</text>\n";
+         std::string(anchor) + "\"" + std::string(extra) + ">" + markup_text(text) + "</text>\n";
 }
 
 std::string svg_line(double x1, double y1, double x2, double y2, std::string_view attributes) {
@@ -630,7 +604,7 @@ std::string svg_chart(const Chart& chart) {
                         kLegendRow * static_cast<double>(chart.series.size()) + 6;
   std::string out = "<svg width=\"" + fixed(kChartWidth, 0) + "\" height=\"" + fixed(height, 0) +
                     "\" viewBox=\"0 0 " + fixed(kChartWidth, 0) + " " + fixed(height, 0) +
-                    "\" role=\"img\" aria-label=\"" + html_text(chart.title) + "\">\n";
+                    "\" role=\"img\" aria-label=\"" + markup_text(chart.title) + "\">\n";
   out += svg_text(kPlotLeft, 18, "start", chart.title, " class=\"chart-title\"");
   out += svg_axes(chart, bounds);
   for (const Series& series : chart.series) out += svg_series(series, bounds);
@@ -803,12 +777,13 @@ std::string html_reproduce(const CampaignRecord& record) {
   std::string rows;
   for (const CampaignFinding& finding : record.findings) {
     if (finding.fixture.empty()) continue;
-    rows += "<tr><td>" + html_text(finding.signature) + "</td><td>" + html_text(finding.artifact) +
-            "</td><td><a href=\"" + html_text(fixture_href(finding.fixture)) + "\">" +
-            html_text(finding.fixture) + "</a></td><td>";
+    rows += "<tr><td>" + markup_text(finding.signature) + "</td><td>" +
+            markup_text(finding.artifact) + "</td><td><a href=\"" +
+            markup_text(fixture_href(finding.fixture)) + "\">" + markup_text(finding.fixture) +
+            "</a></td><td>";
     std::vector<std::string> commands;
     for (const std::string& command : reproduce_commands(record, finding)) {
-      commands.push_back("<code>" + html_text(command) + "</code>");
+      commands.push_back("<code>" + markup_text(command) + "</code>");
     }
     rows += joined(commands, "<br>") + "</td></tr>\n";
   }
@@ -855,7 +830,7 @@ std::string campaign_markdown(const CampaignRecord& record) {
 }
 
 std::string campaign_html(const CampaignRecord& record) {
-  const std::string title = html_text(title_text(record));
+  const std::string title = markup_text(title_text(record));
   return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + title +
          "</title>\n<style>\n" + std::string(kStyle) + "</style>\n</head>\n<body>\n<h1>" + title +
          "</h1>\n<h2>Settings</h2>\n" + html_table(settings_table(record)) + html_findings(record) +

@@ -179,6 +179,35 @@ std::string describe_seconds(std::chrono::milliseconds duration) {
   return text;
 }
 
+std::string markup_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default: {
+        const auto u = static_cast<unsigned char>(c);
+        out += u < 0x20 && c != '\t' && c != '\n' && c != '\r' ? '?' : c;
+      }
+    }
+  }
+  return out;
+}
+
 std::string first_line(std::string_view text) {
   return std::string(text.substr(0, text.find('\n')));
 }

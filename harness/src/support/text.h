@@ -64,6 +64,12 @@ std::string one_line(std::string_view text, size_t max_characters);
 // when `text` is: text that goes into a JSON document passes through safe_utf8 instead.
 std::string escape_controls(std::string_view text);
 
+// `text` fit for XML and HTML, as element text or an attribute value: &, <, >, " and '
+// escaped (' as &#39;, which both read), and the characters XML 1.0 forbids (C0 controls
+// other than tab, newline and return) replaced by '?'. The JUnit report and the campaign's
+// HTML report use it.
+std::string markup_text(std::string_view text);
+
 // `text` up to its first line break (all of it when it has none).
 std::string first_line(std::string_view text);
 
