@@ -16,6 +16,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 #include "check/fork_io.h"
 #include "kvfuzz/check.h"
@@ -129,6 +130,16 @@ int reap(pid_t pid, Clock::time_point deadline, bool& killed) {
   }
 }
 
+// Everything written to `file` so far.
+std::string read_all_of(std::FILE* file) {
+  std::string text;
+  std::rewind(file);
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  return text;
+}
+
 }  // namespace
 
 EngineDeclarations probe_declarations_isolated(const EngineInfo& engine,
@@ -136,18 +147,29 @@ EngineDeclarations probe_declarations_isolated(const EngineInfo& engine,
   if (engine.out_of_process) return probe_declarations(engine);
   int answer[2];
   if (::pipe2(answer, O_CLOEXEC) != 0) throw system_error("pipe");
+  // The child's stderr goes to a file, not the terminal: a sanitizer's report of a crash is
+  // read for its signature, and only kvfuzz's one line is shown. A file, not a pipe, so the
+  // child can never block on it. Copied to kvfuzz's stderr when the probe succeeds.
+  std::FILE* errors = std::tmpfile();
+  if (errors == nullptr) {
+    ::close(answer[0]);
+    ::close(answer[1]);
+    throw system_error("tmpfile");
+  }
   std::fflush(nullptr);  // nothing buffered may be written twice, once by the child
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(answer[0]);
     ::close(answer[1]);
+    std::fclose(errors);
     throw system_error("fork");
   }
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // it dies with kvfuzz
     if (::getppid() != parent) ::_exit(1);
     ::close(answer[0]);
+    ::dup2(::fileno(errors), STDERR_FILENO);
     child_main(engine, answer[1]);
   }
   ::close(answer[1]);
@@ -178,6 +200,8 @@ EngineDeclarations probe_declarations_isolated(const EngineInfo& engine,
   // Once it answered, it only has to exit: a moment more, however little time is left.
   const int status = reap(
       pid, whole ? std::max(deadline, Clock::now() + std::chrono::seconds(1)) : deadline, killed);
+  const std::string child_stderr = read_all_of(errors);
+  std::fclose(errors);
   const std::string who = "engine '" + engine.name + "'";
   const std::string when = " while it was made and asked for its declarations (in a child process)";
   if (!whole) {
@@ -188,11 +212,22 @@ EngineDeclarations probe_declarations_isolated(const EngineInfo& engine,
                        who + " was still being made or asked for its declarations after " + limit +
                            " s (in a child process, now killed)");
     }
-    const std::string signature = check::end_signature(status);
-    const std::string how = WIFSIGNALED(status) ? "died of " + check::signal_name(WTERMSIG(status))
-                                                : "exited with status " + signature.substr(5);
+    const std::optional<std::string> sanitizer =
+        WIFSIGNALED(status) ? std::nullopt : check::sanitizer_signature(child_stderr);
+    const std::string signature = sanitizer ? *sanitizer : check::end_signature(status);
+    std::string how;
+    if (WIFSIGNALED(status)) {
+      how = "died of " + check::signal_name(WTERMSIG(status));
+    } else if (signature == "crash/SIGSEGV") {
+      how = "died of SIGSEGV";  // caught and reported by AddressSanitizer, which then exited
+    } else if (sanitizer) {
+      how = "was stopped by its sanitizer (" + signature + ")";
+    } else {
+      how = "exited with status " + signature.substr(5);
+    }
     throw ProbeCrash(engine.name, signature, who + " " + how + when);
   }
+  std::fputs(child_stderr.c_str(), stderr);  // what the engine said while it was asked
   Json j;
   try {
     j = Json::parse(pending.substr(sizeof(uint32_t)));

@@ -199,13 +199,13 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
     failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status)) + during;
   } else if (const auto sanitizer = sanitizer_signature(worker.tail)) {
     failure.signature = *sanitizer;
-    const std::string exited = "exited with status " + end_signature(status).substr(5);
+    // AddressSanitizer's SEGV reads as the crash it caught, in the same words as without it
+    // (its report is in the stderr tail below).
     failure.line = *sanitizer == "crash/SIGSEGV"
-                       ? "crash: the worker died of SIGSEGV" + during +
-                             " (AddressSanitizer caught it, reported and " + exited + ")"
+                       ? "crash: the worker died of SIGSEGV" + during
                        : "sanitizer: the worker's sanitizer reported " +
                              failure.signature.substr(failure.signature.find('/') + 1) + during +
-                             " and " + exited;
+                             " and exited with status " + end_signature(status).substr(5);
   } else {
     failure.signature = end_signature(status);
     failure.line = "exit: the worker exited with status " + failure.signature.substr(5) +
