@@ -640,7 +640,10 @@ TEST(Plugin, CheckExplainsUnjudgedRowsOfAnEngineThatDeclaresNothing) {
   const std::string out =
       (std::filesystem::temp_directory_path() / ("kvfuzz-plugin-unj-" + std::to_string(::getpid())))
           .string();
-  const std::string args = " --cases 3 --seed 5 --max-tokens 2048 --quiet --out " + out;
+  // Prefix alone: unjudged rows are the reference comparison's, and the invariances would
+  // make this long-context run ten times slower (seven minutes under ASan).
+  const std::string args =
+      " --property prefix --cases 3 --seed 5 --max-tokens 2048 --quiet --out " + out;
   const auto undeclared =
       run_kvfuzz("check --engine plugin:" + std::string(KVFUZZ_PLUGIN_ABI_V1) + ":flash" + args);
   EXPECT_EQ(undeclared.status, 0) << undeclared.out << undeclared.err;
