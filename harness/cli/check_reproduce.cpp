@@ -62,7 +62,11 @@ std::string reproduction_command(const std::vector<std::string>& argv, const std
   kept.push_back("--case-seed");
   kept.push_back(std::to_string(case_seed));
   std::string command;
-  for (const std::string& word : kept) command += (command.empty() ? "" : " ") + shell_quote(word);
+  for (const std::string& word : kept) {
+    if (!command.empty()) command += ' ';
+    command +=
+        shell_quote(word);  // not " " + shell_quote(...): g++ 12 -O3 -Wrestrict false positive
+  }
   return command;
 }
 
