@@ -6,6 +6,8 @@
 #include <iterator>
 #include <string_view>
 
+#include "support/text.h"
+
 namespace kvfuzz::cli {
 
 std::vector<std::string> own_command_line() {
@@ -19,17 +21,6 @@ std::vector<std::string> own_command_line() {
     start = end + 1;
   }
   return argv;
-}
-
-std::string shell_quote(const std::string& word) {
-  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) ||
-           std::string_view("-_./:=,+@%").find(c) != std::string_view::npos;
-  });
-  if (plain) return word;
-  std::string quoted = "'";
-  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
 }
 
 std::string reproduction_command(const std::vector<std::string>& argv, const std::string& engine,
@@ -64,8 +55,7 @@ std::string reproduction_command(const std::vector<std::string>& argv, const std
   std::string command;
   for (const std::string& word : kept) {
     if (!command.empty()) command += ' ';
-    command +=
-        shell_quote(word);  // not " " + shell_quote(...): g++ 12 -O3 -Wrestrict false positive
+    command += shell_word(word);  // not " " + shell_word(...): g++ 12 -O3 -Wrestrict false positive
   }
   return command;
 }

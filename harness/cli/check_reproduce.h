@@ -17,7 +17,4 @@ std::vector<std::string> own_command_line();
 std::string reproduction_command(const std::vector<std::string>& argv, const std::string& engine,
                                  uint64_t case_seed);
 
-// `word` quoted for /bin/sh when it needs it.
-std::string shell_quote(const std::string& word);
-
 }  // namespace kvfuzz::cli

@@ -214,19 +214,6 @@ Table findings_table(const CampaignRecord& record) {
 
 // --- Reproducing a finding ----------------------------------------------------------------
 
-// A word the shell reads back unchanged: as it is when it holds only characters no shell
-// treats specially, else in single quotes (a quote inside as '\'').
-std::string shell_word(std::string_view word) {
-  const auto plain = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
-           std::string_view("_-./:,=+@%").find(c) != std::string_view::npos;
-  };
-  if (!word.empty() && std::all_of(word.begin(), word.end(), plain)) return std::string(word);
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // The folders a campaign writes its fixtures into, under its --out directory, beside the
 // report (campaign_loop.h, CampaignPaths).
 constexpr std::string_view kFixtureFolders[] = {"findings", "shrunk", "artifacts"};

@@ -1,5 +1,7 @@
 #include "support/text.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 
@@ -206,6 +208,17 @@ std::string markup_text(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string shell_word(std::string_view word) {
+  const auto plain = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           std::string_view("_-./:,=+@%").find(c) != std::string_view::npos;
+  };
+  if (!word.empty() && std::all_of(word.begin(), word.end(), plain)) return std::string(word);
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 std::string first_line(std::string_view text) {

@@ -70,6 +70,11 @@ std::string escape_controls(std::string_view text);
 // HTML report use it.
 std::string markup_text(std::string_view text);
 
+// A word the shell reads back unchanged: as it is when it holds only characters no shell
+// treats specially, else in single quotes (a quote inside as '\''). The commands that
+// check and the campaign report print use it.
+std::string shell_word(std::string_view word);
+
 // `text` up to its first line break (all of it when it has none).
 std::string first_line(std::string_view text);
 
