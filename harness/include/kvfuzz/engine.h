@@ -160,6 +160,11 @@ EngineConfig engine_config(const Scenario& scenario);
 
 using EngineFactory = std::function<std::unique_ptr<Engine>(const EngineConfig&)>;
 
+// Engines that run a whole model and return logits (kvfuzz/model_engine.h).
+class ModelEngine;
+struct ModelEngineConfig;
+using ModelEngineFactory = std::function<std::unique_ptr<ModelEngine>(const ModelEngineConfig&)>;
+
 struct EngineInfo {
   std::string name;
   std::string description;  // one sentence
@@ -169,6 +174,9 @@ struct EngineInfo {
   // engine's error, never kvfuzz's: kvfuzz check asks it for its declarations without
   // forking a child for the asking (probe_declarations_isolated, kvfuzz/check.h).
   bool out_of_process = false;
+  // Set for an engine that runs whole models (model scenarios only; `make` is then empty):
+  // the model level gives it vocabulary ids and judges its logits.
+  ModelEngineFactory make_model;
 };
 
 // Every built-in engine, honest ones first, in a fixed order.
