@@ -176,7 +176,7 @@ struct EngineInfo {
   bool out_of_process = false;
   // Set for an engine that runs whole models (model scenarios only; `make` is then empty):
   // the model level gives it vocabulary ids and judges its logits.
-  ModelEngineFactory make_model;
+  ModelEngineFactory make_model = nullptr;
 };
 
 // Every built-in engine, honest ones first, in a fixed order.
