@@ -6,10 +6,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 status=0
+failed=()
 for preset in default sanitize; do
   echo "== build and test: $preset"
   scripts/build.sh "$preset"
-  ctest --preset "$preset" -j"$(nproc)" || status=1
+  if ! ctest --preset "$preset" -j"$(nproc)"; then
+    status=1
+    # ctest's own list of what failed, repeated at the end: a long log's tail must name it.
+    list=build/$preset/Testing/Temporary/LastTestsFailed.log
+    if [[ -f $list ]]; then
+      while IFS= read -r line; do failed+=("$preset: ${line#*:}"); done <"$list"
+    else
+      failed+=("$preset: ctest failed (no list of failed tests at $list)")
+    fi
+  fi
 done
-scripts/plain-build.sh || status=1
+scripts/plain-build.sh || { status=1; failed+=("plain Release build (log: build/plain-release.log)"); }
+if ((status != 0)); then
+  echo "== kvfuzz test: FAILED (${#failed[@]}):" >&2
+  printf '  %s\n' "${failed[@]}" >&2
+fi
 exit $status

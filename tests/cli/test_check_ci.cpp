@@ -314,9 +314,15 @@ TEST(CheckCi, CtrlCPrintsTheSummarySoFarAndExits130) {
                           " check --engine all --cases 1000000 --jobs 2 --out " + dir.string() +
                           " --json " + (dir / "s.json").string() + " --junit " +
                           (dir / "s.xml").string();
-  // sh leaves SIGINT ignored for a background job; kvfuzz installs its own handler.
-  const Result r = run_shell("(" + run + " > " + (dir / "out.txt").string() +
-                             " & pid=$!; sleep 3; kill -INT $pid; wait $pid; echo status=$?)");
+  // sh leaves SIGINT ignored for a background job; kvfuzz installs its own handler. The
+  // interrupt is sent once the progress line counts a finished case (up to 120 s), not
+  // after a fixed 3 s, which a loaded CI machine may spend before the first case ends.
+  const std::string err = (dir / "err.txt").string();
+  const Result r = run_shell(
+      "(" + run + " > " + (dir / "out.txt").string() + " 2> " + err +
+      " & pid=$!; i=0; while [ $i -lt 1200 ] && ! grep -Eq 'check: [1-9][0-9]*/1000000 cases' " +
+      err + "; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid; echo status=$?; cat " +
+      err + " >&2)");
   EXPECT_NE(r.out.find("status=130"), std::string::npos) << r.out << r.err;
   const std::string out = slurp(dir / "out.txt");
   EXPECT_NE(out.find("interrupted after"), std::string::npos) << out;

@@ -184,20 +184,27 @@ def test_a_forked_check_lets_other_threads_run_and_runs_from_a_thread(tmp_path):
 
 
 def test_two_forked_checks_at_once_are_refused_with_one_line(tmp_path):
-    started, errors = threading.Event(), []
+    errors = []
+    marker = tmp_path / "first-is-running"
 
     class Slow(NumpyEngine):
-        def reset(self, seq):
+        # Every case's first step outlives the timeout (1 s): the first check lasts about
+        # 10 s. The marker, written from its worker process, says it is under way (a fixed
+        # sleep before the second check was a race on a loaded machine).
+        def step(self, chunks):
+            marker.touch()
             time.sleep(3)
+            return super().step(chunks)
 
     def first():
-        started.set()
         kvfuzz.check(Slow, cases=10, properties=["prefix"], out=str(tmp_path / "a"), timeout=1)
 
     thread = threading.Thread(target=first)
     thread.start()
-    started.wait()
-    time.sleep(0.5)  # the first is waiting on its workers, the GIL let go
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the first is waiting on its workers, the GIL let go
+    assert marker.exists(), "the first check never reached its engine's step"
     try:
         kvfuzz.check(NumpyEngine, cases=2, out=str(tmp_path / "b"))
     except RuntimeError as error:
