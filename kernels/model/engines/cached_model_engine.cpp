@@ -19,7 +19,7 @@ namespace {
 
 EngineSupports supports_of(Arithmetic arithmetic) {
   if (arithmetic == Arithmetic::f32) return {};
-  return {.dtypes = {DType::f16}};
+  return {.dtypes = {DType::f32, DType::f16}};
 }
 
 // The layer engine of each arithmetic, declaring and computing with its numerics. Rows stay
@@ -166,13 +166,14 @@ std::vector<EngineInfo> registry_entries() {
             "paged KV cache per layer, f32 (model scenarios only).",
             Arithmetic::f32, Bug::none),
       entry("model-cached-f16",
-            "Whole-model engine computing as llama.cpp's CPU path without flash attention: f16 "
-            "K/V holding rotated keys, rotated q rounded to f16, P rounded to f16 before P.V "
-            "(f16 model scenarios only).",
+            "Whole-model engine computing as llama.cpp's CPU path without flash attention: K/V "
+            "in the storage dtype (f16 or f32) holding rotated keys, rotated q rounded to it, P "
+            "rounded to f16 before P.V (model scenarios only).",
             Arithmetic::p_f16, Bug::none),
       entry("model-cached-f16acc",
-            "Whole-model engine computing as ggml's CPU flash attention: f16 K/V holding rotated "
-            "keys, rotated q rounded to f16, P.V summed in f16 (f16 model scenarios only).",
+            "Whole-model engine computing as ggml's CPU flash attention: K/V in the storage dtype "
+            "(f16 or f32) holding rotated keys, rotated q rounded to it, P.V summed in f16 "
+            "(model scenarios only).",
             Arithmetic::acc_f16, Bug::none),
       entry("model-truncate-keeps-one",
             "Whole-model engine whose truncate keeps one token too many in every layer's cache, "
