@@ -267,6 +267,39 @@ TEST(ModelEngines, DeclaredNumericsAreWhatTheToleranceModels) {
   }
 }
 
+// The other way: the mutants computing with the same declared f16 numerics are still
+// rejected, far above the bound the declarations widen.
+TEST(ModelEngines, MutantsWithDeclaredF16NumericsAreStillRejected) {
+  using model_engines::Arithmetic;
+  using model_engines::Bug;
+  for (const Arithmetic arithmetic : {Arithmetic::p_f16, Arithmetic::acc_f16}) {
+    for (const Bug bug : {Bug::truncate_keeps_one, Bug::fork_from_self}) {
+      EngineInfo mutant;
+      mutant.name = "f16-mutant";
+      mutant.mutant = true;
+      mutant.make_model = [arithmetic, bug](const ModelEngineConfig& config) {
+        return model_engines::make_cached_model(config, arithmetic, bug);
+      };
+      int rejected = 0;
+      double least = HUGE_VAL;
+      for (uint64_t seed = 0; seed < 60 && rejected < 3; ++seed) {
+        const Scenario s = generated(engine("model-cached-f16"), seed, DType::f16);
+        const ModelVerdict v = judge_model(s, mutant);
+        if (v.pass) continue;
+        ++rejected;
+        if (v.first_logits) least = std::min(least, v.worst_logits_ratio);
+      }
+      std::printf(
+          "f16 mutant (arithmetic %d, bug %d): rejected %d, least logits error/bound %.3g\n",
+          static_cast<int>(arithmetic), static_cast<int>(bug), rejected, least);
+      EXPECT_GE(rejected, 2);
+      if (least < HUGE_VAL) {
+        EXPECT_GT(least, 5);
+      }
+    }
+  }
+}
+
 TEST(ModelEngines, AWronglyShapedChunkIsAnEngineError) {
   const Scenario s = generated(engine("model-cached"), 2);
   const ModelVerdict v = judge_model(s, wrapped("model-cached", Wrapped::Change::short_logits));
