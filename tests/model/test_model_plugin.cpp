@@ -97,9 +97,9 @@ TEST(ModelPlugin, AnAttentionScenarioIsSkippedForIt) {
 }
 
 TEST(ModelPlugin, CheckRunsThemInForkedWorkers) {
-  const auto result =
-      test::run_kvfuzz("check --engine " + spec("model-cached") + "," + spec("model-fork-ignored") +
-                       " --cases 30 --jobs 2 --out " + testing::TempDir() + "/model-plugin-check");
+  const auto result = test::run_kvfuzz(
+      "check --engine " + spec("model-cached") + "," + spec("model-truncate-keeps-one") +
+      " --cases 12 --jobs 2 --out " + testing::TempDir() + "/model-plugin-check");
   EXPECT_EQ(result.status, 0) << result.out << result.err;
   EXPECT_NE(result.out.find("ok   pass"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("ok   rejected at case"), std::string::npos) << result.out;
