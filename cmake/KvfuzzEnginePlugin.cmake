@@ -13,7 +13,9 @@
 #     [NAME name]                the engine's name in reports and file names (default ENGINE;
 #                                letters, digits, '.', '_' and '-')
 #     [DESCRIPTION text]         one sentence for `kvfuzz list --engine plugin:...`
-#     [MUTANT])                  a deliberately wrong engine, which kvfuzz must reject
+#     [MUTANT]                   a deliberately wrong engine, which kvfuzz must reject
+#     [MODEL])                   ENGINE is a kvfuzz::ModelEngine (kvfuzz/model_engine.h):
+#                                a whole-model engine, given model scenarios only
 #
 # The glue between the class and the C ABI is generated (kvfuzz::export_engines,
 # kvfuzz/engine_plugin.h); the library exports kvfuzz_engine_plugin and nothing else.
@@ -22,8 +24,10 @@
 include_guard(GLOBAL)
 
 # kvfuzz_add_plugin_library(target sources...): a shared library speaking the engine plugin
-# ABI that exports kvfuzz_engine_plugin and nothing else. kvfuzz's own plugins use it
-# directly (plugins/builtin, the deliberately broken plugins of the tests).
+# ABI that exports kvfuzz_engine_plugin (and kvfuzz_model_door, the C++ door of
+# whole-model engines, kvfuzz/engine_plugin.h, when it defines one) and nothing else.
+# kvfuzz's own plugins use it directly (plugins/builtin, the deliberately broken plugins of
+# the tests).
 #
 # Why only one symbol: a plugin that links kvfuzz's static libraries carries its own copy
 # of them. Were those symbols exported, the copy in the plugin and the one in the kvfuzz
@@ -42,7 +46,8 @@ include_guard(GLOBAL)
 # also counts the plugin's edges: its counters register when it is loaded.
 function(kvfuzz_add_plugin_library target)
   set(exports ${CMAKE_BINARY_DIR}/kvfuzz_plugin_exports.map)
-  file(CONFIGURE OUTPUT ${exports} CONTENT "{\n  global: kvfuzz_engine_plugin;\n  local: *;\n};\n")
+  file(CONFIGURE OUTPUT ${exports}
+       CONTENT "{\n  global: kvfuzz_engine_plugin; kvfuzz_model_door;\n  local: *;\n};\n")
   add_library(${target} SHARED ${ARGN})
   # Inside kvfuzz's own build the ABI header comes from the source tree; an installed
   # package's users get it through kvfuzz::doors.
@@ -78,6 +83,7 @@ set(_KVFUZZ_ENGINE_PLUGIN_GLUE [=[
 #include <vector>
 
 #include "kvfuzz/engine_plugin.h"
+#include "kvfuzz/model_engine.h"
 #include @KVFUZZ_INCLUDE@
 
 extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
@@ -86,16 +92,25 @@ extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_
     engine.name = R"kvfuzz(@KVFUZZ_NAME@)kvfuzz";
     engine.description = R"kvfuzz(@KVFUZZ_DESCRIPTION@)kvfuzz";
     engine.mutant = @KVFUZZ_MUTANT@;
-    engine.make = [](const kvfuzz::EngineConfig& config) -> std::unique_ptr<kvfuzz::Engine> {
+    engine.@KVFUZZ_FACTORY@ = [](const kvfuzz::@KVFUZZ_CONFIG@& config)
+        -> std::unique_ptr<kvfuzz::@KVFUZZ_BASE@> {
       return std::make_unique<@KVFUZZ_ENGINE@>(config);
     };
     return std::vector<kvfuzz::EngineInfo>{engine};
   });
 }
+
+// The C++ door of whole-model engines (MODEL): kvfuzz takes make_model from here.
+extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz::ModelDoor* kvfuzz_model_door(void) {
+  return kvfuzz::exported_model_door();
+}
 ]=])
+# Global, not a variable of the directory that included this file first (include_guard):
+# kvfuzz's own build calls the function from other directories too (tests/model).
+set_property(GLOBAL PROPERTY _KVFUZZ_ENGINE_PLUGIN_GLUE "${_KVFUZZ_ENGINE_PLUGIN_GLUE}")
 
 function(kvfuzz_add_engine_plugin)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "MUTANT" "TARGET;ENGINE;HEADER;NAME;DESCRIPTION"
+  cmake_parse_arguments(PARSE_ARGV 0 arg "MUTANT;MODEL" "TARGET;ENGINE;HEADER;NAME;DESCRIPTION"
                         "SOURCES;LIBRARIES")
   foreach(required TARGET ENGINE HEADER)
     if(NOT arg_${required})
@@ -129,10 +144,22 @@ function(kvfuzz_add_engine_plugin)
   else()
     set(KVFUZZ_MUTANT false)
   endif()
+  # MODEL: a whole-model engine (kvfuzz::ModelEngine, kvfuzz/model_engine.h, constructible
+  # from const kvfuzz::ModelEngineConfig&), which kvfuzz gives model scenarios only.
+  if(arg_MODEL)
+    set(KVFUZZ_FACTORY make_model)
+    set(KVFUZZ_CONFIG ModelEngineConfig)
+    set(KVFUZZ_BASE ModelEngine)
+  else()
+    set(KVFUZZ_FACTORY make)
+    set(KVFUZZ_CONFIG EngineConfig)
+    set(KVFUZZ_BASE Engine)
+  endif()
   _kvfuzz_include_line(KVFUZZ_INCLUDE ${arg_HEADER})
   # Written only when its text changes, so an unchanged configure rebuilds nothing.
   set(glue ${CMAKE_CURRENT_BINARY_DIR}/${arg_TARGET}_kvfuzz_plugin.cpp)
-  file(CONFIGURE OUTPUT ${glue} CONTENT "${_KVFUZZ_ENGINE_PLUGIN_GLUE}" @ONLY)
+  get_property(glue_text GLOBAL PROPERTY _KVFUZZ_ENGINE_PLUGIN_GLUE)
+  file(CONFIGURE OUTPUT ${glue} CONTENT "${glue_text}" @ONLY)
 
   kvfuzz_add_plugin_library(${arg_TARGET} ${glue} ${arg_SOURCES})
   if(TARGET kvfuzz::doors)

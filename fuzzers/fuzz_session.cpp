@@ -68,6 +68,7 @@ GeneratorOptions generator_options() {
   GeneratorOptions options;
   options.truncate = g_settings.capabilities.truncate;
   options.fork = g_settings.capabilities.fork;
+  if (g_settings.whole_model) options.model = ModelOptions{};
   return options;
 }
 
@@ -125,7 +126,9 @@ void initialize(int argc, char** argv) {
     }
   }
   try {
-    g_settings.capabilities = probe_capabilities(*g_settings.engine);
+    const EngineDeclarations declared = probe_declarations(*g_settings.engine);
+    g_settings.capabilities = declared.capabilities;
+    g_settings.whole_model = declared.whole_model;
   } catch (const EngineError& e) {
     std::fprintf(stderr, "kvfuzz fuzz target (KVFUZZ_ENGINE): %s\n", e.what());
     std::exit(2);
@@ -148,6 +151,7 @@ std::optional<Scenario> decode_input(const uint8_t* data, size_t size) {
           parse_fixture(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz input");
       if (attention_cost(s) > kMaxFixtureCost) return std::nullopt;
       if (unsupported_operation(s, g_settings.capabilities)) return std::nullopt;
+      if (g_settings.whole_model && !s.model) return std::nullopt;  // says nothing about it
       return s;
     } catch (const FixtureError&) {
       return std::nullopt;

@@ -34,7 +34,8 @@ struct Settings {
   const EngineInfo* engine = nullptr;
   std::shared_ptr<const EngineInfo> engine_owner;  // a plugin or exec engine stays loaded
   EngineCapabilities capabilities;                 // what the generator may use
-  std::string artifact_prefix = "./";              // libFuzzer's -artifact_prefix=
+  bool whole_model = false;  // a whole-model engine: model scenarios only (kvfuzz/model_engine.h)
+  std::string artifact_prefix = "./";  // libFuzzer's -artifact_prefix=
   std::string events_dir;
   std::string decode_out;
   bool event_counters = true;

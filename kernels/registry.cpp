@@ -8,6 +8,7 @@
 #include "cpu/numerics_profiles.h"
 #include "cpu/paged_engine.h"
 #include "kvfuzz/engine.h"
+#include "model/engines/model_engines.h"
 #include "mutants/mutants.h"
 
 namespace kvfuzz {
@@ -95,9 +96,16 @@ const std::vector<EngineInfo>& engine_registry() {
   return registry;
 }
 
+const std::vector<EngineInfo>& model_engine_registry() {
+  static const std::vector<EngineInfo> registry = model_engines::registry_entries();
+  return registry;
+}
+
 const EngineInfo* find_engine(std::string_view name) {
-  for (const EngineInfo& info : engine_registry()) {
-    if (info.name == name) return &info;
+  for (const auto* registry : {&engine_registry(), &model_engine_registry()}) {
+    for (const EngineInfo& info : *registry) {
+      if (info.name == name) return &info;
+    }
   }
   return nullptr;
 }
@@ -125,16 +133,20 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 std::string did_you_mean(std::string_view name) {
   const EngineInfo* best = nullptr;
   size_t best_distance = 3;  // at most two edits
-  for (const EngineInfo& e : engine_registry()) {
-    const size_t distance = edit_distance(name, e.name);
-    if (distance < best_distance) best = &e, best_distance = distance;
+  for (const auto* registry : {&engine_registry(), &model_engine_registry()}) {
+    for (const EngineInfo& e : *registry) {
+      const size_t distance = edit_distance(name, e.name);
+      if (distance < best_distance) best = &e, best_distance = distance;
+    }
   }
   return best ? " (did you mean '" + best->name + "'?)" : "";
 }
 
 std::string engine_names() {
   std::string names;
-  for (const EngineInfo& e : engine_registry()) names += (names.empty() ? "" : ", ") + e.name;
+  for (const auto* registry : {&engine_registry(), &model_engine_registry()}) {
+    for (const EngineInfo& e : *registry) names += (names.empty() ? "" : ", ") + e.name;
+  }
   return names;
 }
 

@@ -149,7 +149,21 @@ GeneratorOptions generator_options(const CheckOptions& options, std::vector<Engi
                      std::to_string(can.head_dim_multiple) + " for the engines, but at most " +
                      std::to_string(most_dim) + " here (--max-head-dim, long contexts: 16)");
   }
-  if (options.model) generator.model = ModelOptions{};
+  // A whole-model engine says something only about model scenarios: engines that all run
+  // whole models get them without --model; beside attention engines, --model must say that
+  // every engine is to be judged at model level.
+  std::string whole, attention;
+  for (const EngineTally& t : tallies) {
+    std::string& names = t.declared.whole_model ? whole : attention;
+    names += (names.empty() ? "" : ", ") + t.engine->name;
+  }
+  if (!whole.empty() && !attention.empty() && !options.model) {
+    throw UsageError("--engine: " + whole +
+                     " run whole models only (model scenarios), the others (" + attention +
+                     ") attention too: add --model to judge them all at model level, or check "
+                     "them apart");
+  }
+  if (options.model || (!whole.empty() && attention.empty())) generator.model = ModelOptions{};
   apply_filters(options.filters, generator);
   return generator;
 }

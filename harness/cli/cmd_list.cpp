@@ -76,6 +76,10 @@ void print_declarations(const EngineInfo& engine) {
   }
   std::printf("engine        %s (%s)\n", engine.name.c_str(), engine.mutant ? "mutant" : "honest");
   if (!engine.description.empty()) std::printf("description   %s\n", engine.description.c_str());
+  if (declared.whole_model) {
+    std::printf(
+        "runs          whole models (vocabulary ids in, logits out): model scenarios only\n");
+  }
   std::printf("capabilities  truncate %s, fork %s\n",
               yes_no(declared.capabilities.truncate).c_str(),
               yes_no(declared.capabilities.fork).c_str());
@@ -87,6 +91,13 @@ void print_declarations(const EngineInfo& engine) {
 void print_registry() {
   std::printf("%-24s %-7s %s\n", "engine", "kind", "description");
   for (const EngineInfo& info : engine_registry()) {
+    std::printf("%-24s %-7s %s\n", info.name.c_str(), info.mutant ? "mutant" : "honest",
+                info.description.c_str());
+  }
+  std::printf(
+      "\nwhole-model engines (vocabulary ids in, logits out: model scenarios only; named "
+      "on their own, never by all, mutants or every):\n");
+  for (const EngineInfo& info : model_engine_registry()) {
     std::printf("%-24s %-7s %s\n", info.name.c_str(), info.mutant ? "mutant" : "honest",
                 info.description.c_str());
   }

@@ -168,7 +168,8 @@ int run_replay(const ReplayOptions& options) {
   for (const auto& [directory, tally] : by_directory) {
     std::printf("%s: %d fixtures, %d passed, %d failed, %d bad", directory.c_str(), tally.total,
                 tally.passed, tally.failed, tally.bad);
-    if (tally.skipped > 0) std::printf(", %d skipped (operations not announced)", tally.skipped);
+    if (tally.skipped > 0)
+      std::printf(", %d skipped (not judgeable by an engine, as said above)", tally.skipped);
     std::printf("\n");
     all.failed += tally.failed;
     all.bad += tally.bad;

@@ -68,6 +68,13 @@ struct Perturbation {
   double rope_per_position = 0;
   double k_store = 0;    // rotated k stored again in the dtype: k_store * |x| (RoPE only)
   double attention = 0;  // attention output: attention * (2 sqrt(n) + 4) * max |v| visible
+  // Declared numerics (EngineNumerics; model_tolerance.cpp says which declaration sets
+  // which term):
+  double q_store = 0;          // rotated q rounded to the dtype: q_store * |x| (RoPE only)
+  double score_sum = 0;        // each score: score_sum * 2 sqrt(head_dim) * scale * sum |q_i k_i|
+  double p_round = 0;          // each softmax weight: p_round * |w|
+  double attention_round = 0;  // each attention output value: attention_round * |x|
+  double logits_round = 0;     // each logit: logits_round * |x|
 };
 
 // The reference evaluation, optionally perturbed: every (sequence, epoch) stream on its full

@@ -105,9 +105,23 @@ enum Site : uint64_t {
   kSites
 };
 
+// The sites of declared numerics, apart from the others (so that an engine declaring
+// nothing draws exactly the noise it drew before numerics could be declared).
+enum NumericsSite : uint64_t {
+  kQStore = 1ull << 40,
+  kScoreSum,
+  kPRound,
+  kAttentionRound,
+  kLogitsRound,
+  kNumericsSites = kLogitsRound - kQStore + 1
+};
+
 // A site of layer l: distinct per layer.
 uint64_t at_layer(Site site, size_t layer) {
   return static_cast<uint64_t>(site) + kSites * static_cast<uint64_t>(layer);
+}
+uint64_t at_layer(NumericsSite site, size_t layer) {
+  return static_cast<uint64_t>(site) + kNumericsSites * static_cast<uint64_t>(layer);
 }
 
 }  // namespace
@@ -192,6 +206,7 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
               noise.absolute(kp + g * hd, hd, rel * rms(kp + g * hd, hd), at_layer(kKRope, l));
             }
             noise.relative(kp, ks, (*noise).k_store, at_layer(kKStore, l));
+            noise.relative(qp, qs, (*noise).q_store, at_layer(kQStore, l));
           }
         }
       }
@@ -206,18 +221,33 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
         for (size_t hq = 0; hq < d.q_heads; ++hq) {
           const size_t g = hq / group;
           const double* qh = q.data() + p * qs + hq * hd;
+          const bool score_noise = noise && (*noise).score_sum > 0;
           double best = -HUGE_VAL;
           for (size_t j = lo; j <= p; ++j) {
             const double* kh = k.data() + j * ks + g * hd;
-            double dot = 0;
+            double dot = 0, magnitude = 0;
             for (size_t i = 0; i < hd; ++i) dot += qh[i] * kh[i];
             scores[j - lo] = scale * dot;
+            if (score_noise) {
+              for (size_t i = 0; i < hd; ++i) magnitude += std::fabs(qh[i] * kh[i]);
+              noise.absolute(&scores[j - lo], 1,
+                             (*noise).score_sum * 2 * std::sqrt(static_cast<double>(hd)) *
+                                 std::fabs(scale) * magnitude,
+                             at_layer(kScoreSum, l));
+            }
             best = std::max(best, scores[j - lo]);
           }
           double total = 0;
           for (double& sc : scores) {
             sc = std::exp(sc - best);
             total += sc;
+          }
+          if (noise && (*noise).p_round > 0) {
+            // P rounded after the normaliser was summed (FlashAttention-2; llama.cpp rounds
+            // the normalised P, the same relative error per weight).
+            for (double& sc : scores) sc /= total;
+            total = 1;
+            noise.relative(scores.data(), visible, (*noise).p_round, at_layer(kPRound, l));
           }
           double* out = a.data() + p * as + hq * vd;
           std::fill(out, out + vd, 0.0);
@@ -235,6 +265,7 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
                 out, vd,
                 (*noise).attention * (2 * std::sqrt(static_cast<double>(visible)) + 4) * largest,
                 at_layer(kAttentionSum, l));
+            noise.relative(out, vd, (*noise).attention_round, at_layer(kAttentionRound, l));
           }
         }
       }
@@ -269,6 +300,7 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
       noise.product(x.data(), W, W, kFinalNorm);
       mat_vec(x.data(), weights.lm_head, W, d.vocab, logits.data());
       noise.product(logits.data(), d.vocab, W, kLogitsProduct);
+      noise.relative(logits.data(), d.vocab, noise ? (*noise).logits_round : 0, kLogitsRound);
       TransformerRow& row = rows[p - first_row];
       row.logits = logits;
       result.emplace(row.key, std::move(row));

@@ -63,6 +63,8 @@ struct TransformerRun {
   std::string error;                 // an engine threw or returned a wrong shape
   RowOrigin error_at;
   int error_layer = -1;
+  // What the layers' engines declare (layer 0's): the model tolerance models it.
+  EngineNumerics numerics;
 };
 
 // `layer_engines[l]` makes layer l's engine (layer_engines.size() == model.layers).

@@ -99,7 +99,7 @@ struct EngineNumerics {
 };
 
 // Whether the engine computes as the defaults say: f32 rows, f32 sums, P not rounded (how
-// it caches rotated keys aside). The model level judges only such engines.
+// it caches rotated keys aside).
 bool computes_in_f32(const EngineNumerics& numerics);
 
 // What an engine can be given: the generator makes only such scenarios, so that an adapter
@@ -176,11 +176,18 @@ struct EngineInfo {
   bool out_of_process = false;
   // Set for an engine that runs whole models (model scenarios only; `make` is then empty):
   // the model level gives it vocabulary ids and judges its logits.
-  ModelEngineFactory make_model = nullptr;
+  ModelEngineFactory make_model = {};
 };
 
-// Every built-in engine, honest ones first, in a fixed order.
+// Every built-in attention engine, honest ones first, in a fixed order. The groups all,
+// mutants and every of an --engine spec, and every loop of the tests over "the engines",
+// mean these.
 const std::vector<EngineInfo>& engine_registry();
+// The built-in whole-model engines (make_model only: model scenarios), honest ones first:
+// named on their own (--engine model-cached), never by a group, since a group's engines
+// share each case's scenario and an attention scenario says nothing about them.
+const std::vector<EngineInfo>& model_engine_registry();
+// A name of either registry.
 const EngineInfo* find_engine(std::string_view name);
 // Every registry name, comma-separated: what an "unknown engine" error offers instead.
 std::string engine_names();
@@ -199,13 +206,18 @@ struct EngineDeclarations {
   EngineNumerics numerics;
   EngineSupports supports;
   BitwiseClaims bitwise;
+  // It runs whole models only (EngineInfo::make_model without make): model scenarios only.
+  bool whole_model = false;
 };
+// A whole-model engine is made as a ModelEngine for the same layout and ModelConfig's
+// defaults (vocab 16, width 8, one layer, ffn 16), and asked for its capabilities, numerics
+// and supports (it claims nothing bit for bit).
 EngineDeclarations probe_declarations(const EngineInfo& engine);
 
 // Why `scenario` says nothing about an engine with these declarations, as a phrase to
 // follow the engine's name: "uses truncate, which it does not announce", "lies outside
-// its supports: storage dtype f32 (...)", or "is a model scenario, and the model level
-// judges only engines with the default numerics". Nothing when it can be judged. Replay,
+// its supports: storage dtype f32 (...)", or "is an attention scenario, and the engine runs
+// whole models only". Nothing when it can be judged. Replay,
 // explain, shrink and the corpus tests skip (or refuse) such a scenario.
 std::optional<std::string> unjudgeable(const Scenario& scenario,
                                        const EngineDeclarations& declared);

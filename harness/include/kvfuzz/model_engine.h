@@ -64,4 +64,9 @@ class ModelEngine {
   }
 };
 
+// A reset, truncate or fork fed to a model engine as apply_history_op (kvfuzz/engine.h)
+// feeds an attention engine: an optional operation it does not announce is refused with an
+// EngineError, never called.
+void apply_history_op(ModelEngine& engine, const Op& op);
+
 }  // namespace kvfuzz

@@ -59,7 +59,8 @@ Json encode(const EngineDeclarations& d) {
           {"bitwise_batch", d.bitwise.batch},
           {"bitwise_schedule", d.bitwise.schedule},
           {"bitwise_layout", d.bitwise.layout},
-          {"bitwise_poison", d.bitwise.poison}};
+          {"bitwise_poison", d.bitwise.poison},
+          {"whole_model", d.whole_model}};
 }
 
 EngineDeclarations decode(const Json& j) {
@@ -87,6 +88,7 @@ EngineDeclarations decode(const Json& j) {
   d.bitwise.schedule = j.at("bitwise_schedule").get<bool>();
   d.bitwise.layout = j.at("bitwise_layout").get<bool>();
   d.bitwise.poison = j.at("bitwise_poison").get<bool>();
+  d.whole_model = j.at("whole_model").get<bool>();
   return d;
 }
 

@@ -128,7 +128,13 @@ kvfuzz_engine* create_engine(size_t index, const kvfuzz_engine_config* config,
   try {
     const kvfuzz::EngineConfig cpp_config = engine_config(config);
     auto handle = std::make_unique<kvfuzz_engine>();
-    handle->engine = g_engines->at(index).make(cpp_config);
+    const kvfuzz::EngineInfo& info = g_engines->at(index);
+    if (!info.make) {
+      throw EngineError("engine " + info.name +
+                        " runs whole models only (kvfuzz loads it through the plugin's model "
+                        "door, kvfuzz/engine_plugin.h)");
+    }
+    handle->engine = info.make(cpp_config);
     if (!handle->engine) throw EngineError("the engine's factory returned no engine");
     handle->layout = cpp_config.layout;
     return handle.release();
@@ -318,13 +324,24 @@ struct ExportedTable {
 
 namespace kvfuzz {
 
+namespace {
+
+ModelDoor g_model_door;  // engines set once the table is built
+
+}  // namespace
+
 const kvfuzz_engine_plugin_table* export_engines(std::vector<EngineInfo> (*engines)()) noexcept {
   try {
     static const ExportedTable exported(engines());  // thread-safe static initialisation
+    g_model_door.engines = &exported.infos;
     return &exported.table;
   } catch (...) {
     return nullptr;  // kvfuzz reports a plugin without a table
   }
+}
+
+const ModelDoor* exported_model_door() noexcept {
+  return g_model_door.engines != nullptr ? &g_model_door : nullptr;
 }
 
 }  // namespace kvfuzz

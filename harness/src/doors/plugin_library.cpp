@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvfuzz/engine_plugin.h"
 #include "kvfuzz/engine_spec.h"
 #include "support/text.h"
 
@@ -290,6 +291,40 @@ std::string take_table(const kvfuzz_engine_plugin_table* given, std::vector<Plug
   return "";
 }
 
+// The model door (kvfuzz/engine_plugin.h), when the library has one: each exported C++
+// EngineInfo with make_model gives its table entry of the same name a model factory. What
+// is wrong with it, or "" (also when there is no door).
+std::string take_model_door(void* handle, PluginLibrary& library) {
+  void* symbol = dlsym(handle, KVFUZZ_MODEL_DOOR_SYMBOL);
+  if (symbol == nullptr) return "";
+  const ModelDoor* door = nullptr;
+  try {
+    door = reinterpret_cast<ModelDoorFn>(symbol)();
+  } catch (...) {
+    return std::string(KVFUZZ_MODEL_DOOR_SYMBOL) + "() threw; expected it to return the door";
+  }
+  if (door == nullptr) return "";  // a door with nothing behind it: the table alone
+  if (door->version != kModelDoorVersion || door->struct_size != sizeof(ModelDoor)) {
+    return std::string(KVFUZZ_MODEL_DOOR_SYMBOL) + "() returned version " +
+           std::to_string(door->version) + " (struct size " + std::to_string(door->struct_size) +
+           "); expected version " + std::to_string(kModelDoorVersion) + " (struct size " +
+           std::to_string(sizeof(ModelDoor)) + "): rebuild the plugin against this kvfuzz";
+  }
+  if (door->engines == nullptr) return "";
+  for (const EngineInfo& info : *door->engines) {
+    if (!info.make_model) continue;
+    const bool listed = std::any_of(library.engines.begin(), library.engines.end(),
+                                    [&](const PluginEntry& e) { return e.name == info.name; });
+    if (!listed) {
+      return "the model door names engine " + quote_excerpt(info.name) +
+             ", which the plugin's table does not; expected every model engine in the table";
+    }
+    library.model_factories[info.name] = info.make_model;
+    if (!info.make) library.whole_model_only.insert(info.name);
+  }
+  return "";
+}
+
 // Loads and checks; the caller caches.
 std::shared_ptr<PluginLibrary> load(const std::string& spec, const std::string& canonical) {
   const auto refuse = [&](const std::string& problem) {
@@ -322,6 +357,9 @@ std::shared_ptr<PluginLibrary> load(const std::string& spec, const std::string& 
   }
   auto library = std::make_shared<PluginLibrary>();
   if (std::string problem = take_table(table, library->engines); !problem.empty()) {
+    throw refuse(problem);
+  }
+  if (std::string problem = take_model_door(handle, *library); !problem.empty()) {
     throw refuse(problem);
   }
   library->handle = handle;

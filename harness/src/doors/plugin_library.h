@@ -2,8 +2,10 @@
 // file.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,11 @@ struct PluginLibrary {
   void* handle = nullptr;  // from dlopen, never closed
   // At least one; filled at load and never changed afterwards.
   std::vector<PluginEntry> engines;
+  // The whole-model factories of the plugin's model door (kvfuzz/engine_plugin.h), by
+  // engine name, and the names of those that run whole models only (no attention factory).
+  // Empty for a plugin without the door.
+  std::map<std::string, ModelEngineFactory> model_factories;
+  std::set<std::string> whole_model_only;
   // The ABI keeps create's error message valid only until the next create of the library,
   // so kvfuzz never runs two creates of one library at once.
   std::mutex create_mutex;

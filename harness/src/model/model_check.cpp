@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/model_engine_run.h"
 #include "model/transformer.h"
 #include "model_tolerance.h"
 
@@ -117,17 +118,31 @@ ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
   const ModelConfig& model = *scenario.model;
   const TransformerWeights weights = make_weights(model, scenario.layout);
   const auto reference = reference_transformer(scenario, weights);
-  const auto bounds = model::model_bounds(scenario, weights, reference);
-
-  std::vector<const EngineInfo*> engines(static_cast<size_t>(std::max(0, model.layers)), &engine);
-  if (faulty && faulty->first >= 0 && static_cast<size_t>(faulty->first) < engines.size()) {
-    engines[static_cast<size_t>(faulty->first)] = faulty->second;
-  }
-  const TransformerRun run = run_transformer(scenario, weights, engines);
 
   ModelVerdict verdict;
+  // A whole-model engine computes every layer itself; an attention engine runs in each
+  // layer of kvfuzz's own cached forward.
+  verdict.whole_model = static_cast<bool>(engine.make_model);
+  TransformerRun run;
+  EngineNumerics numerics;
+  size_t layers = 0;
+  if (verdict.whole_model) {
+    model::WholeModelRun whole = model::run_model_engine(scenario, engine);
+    run = std::move(whole.run);
+    numerics = whole.numerics;
+  } else {
+    std::vector<const EngineInfo*> engines(static_cast<size_t>(std::max(0, model.layers)), &engine);
+    if (faulty && faulty->first >= 0 && static_cast<size_t>(faulty->first) < engines.size()) {
+      engines[static_cast<size_t>(faulty->first)] = faulty->second;
+    }
+    run = run_transformer(scenario, weights, engines);
+    numerics = run.numerics;
+    layers = engines.size();
+  }
+  const auto bounds =
+      model::model_bounds(scenario, weights, reference, {numerics, verdict.whole_model});
+
   std::optional<ModelDivergence> first_position;  // the first wrong reported position
-  const size_t layers = engines.size();
   const size_t value_dim = static_cast<size_t>(std::max(1, scenario.layout.value_dim));
 
   // The logits, row by row in program order.
@@ -155,6 +170,24 @@ ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
       d.top_got = top5(row.logits);
       d.top_expected = top5(ref->second.logits);
       verdict.first_logits = d;
+    }
+  }
+
+  // A whole-model engine reports one position per row, the model's.
+  for (const TransformerRow& row : run.rows) {
+    if (!verdict.whole_model || first_position) break;
+    if (row.reported_positions.size() == 1 && row.reported_positions[0] != row.key.pos) {
+      ModelDivergence d;
+      d.kind = FailureKind::wrong_position;
+      d.key = row.key;
+      d.origin = row.origin;
+      d.where = "position";
+      d.got = static_cast<double>(row.reported_positions[0]);
+      d.expected = static_cast<double>(row.key.pos);
+      d.error = std::fabs(d.got - d.expected);
+      d.detail =
+          "the engine reported this token at position " + std::to_string(row.reported_positions[0]);
+      first_position = d;
     }
   }
 
@@ -200,9 +233,10 @@ ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
     }
     if (run.error_layer == layer && !verdict.first_layer) verdict.first_layer = engine_error(run);
   }
-  if (!run.error.empty() && run.error_layer < 0 && !verdict.first_layer) {
+  if (!run.error.empty() && run.error_layer < 0 && !verdict.first_layer && !verdict.whole_model) {
     verdict.first_layer = engine_error(run);
   }
+  if (verdict.whole_model) verdict.first_position = first_position;
   if (verdict.first_logits) {
     verdict.failure = verdict.first_logits;
   } else if (first_position) {
@@ -270,6 +304,12 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
     }
     if (verdict.pass) {
       text += "  (the logits stay within tolerance, so this does not fail the check)\n";
+    }
+  } else if (verdict.whole_model && !verdict.pass) {
+    text += "layers: not located (the engine runs the whole model and returns only logits)\n";
+    if (const auto& p = verdict.first_position) {
+      text += "position: first wrong at " + to_string(p->key) + " (" + to_string(p->origin) +
+              "): " + p->detail + "\n";
     }
   }
   // The logits agree and the first layer found is an excursion that fails nothing: name

@@ -33,9 +33,14 @@ struct ModelDivergence {
 
 struct ModelVerdict {
   bool pass = true;
+  // The engine ran the whole model (EngineInfo::make_model): only logits and positions came
+  // back, so no layer is ever named (first_layer stays empty).
+  bool whole_model = false;
   int rows_compared = 0;
   std::optional<ModelDivergence> first_logits;  // the first diverging logits row
   std::optional<ModelDivergence> first_layer;   // the first layer that went wrong
+  // A whole-model engine's first wrong reported position (its rows have no layers).
+  std::optional<ModelDivergence> first_position;
   // What fails the verdict: the first logits row when one diverges, else the first wrong
   // reported position (layer order, then program order), else the engine error. Nothing
   // when the verdict passes. The property's signature comes from it.
@@ -47,7 +52,9 @@ struct ModelVerdict {
 };
 
 // Every layer runs `engine`; with `faulty`, layer faulty->first runs faulty->second
-// instead (localisation tests: a mutant in one layer only).
+// instead (localisation tests: a mutant in one layer only). An engine with make_model runs
+// the whole scenario as one ModelEngine instead (`faulty` is then ignored): its logits and
+// positions are judged, under the tolerance of the numerics it declares.
 ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
                          std::optional<std::pair<int, const EngineInfo*>> faulty = std::nullopt);
 

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <string>
 
+#include "kvfuzz/model_engine.h"
+
 namespace kvfuzz {
 
 // The defaults of the optional operations: an engine that does not announce them refuses.
@@ -38,7 +40,11 @@ EngineConfig engine_config(const Scenario& scenario) {
   return config;
 }
 
-void apply_history_op(Engine& engine, const Op& op) {
+namespace {
+
+// One rule for both kinds of engine: an unannounced optional operation is refused.
+template <class E>
+void apply_history(E& engine, const Op& op) {
   const EngineCapabilities can = engine.capabilities();
   if (op.kind == OpKind::reset) {
     engine.reset(op.seq);
@@ -49,6 +55,16 @@ void apply_history_op(Engine& engine, const Op& op) {
   } else {
     throw EngineError("the engine does not announce this operation in capabilities()");
   }
+}
+
+}  // namespace
+
+void apply_history_op(Engine& engine, const Op& op) {
+  apply_history(engine, op);
+}
+
+void apply_history_op(ModelEngine& engine, const Op& op) {
+  apply_history(engine, op);
 }
 
 std::string describe_history_op(const Op& op) {
@@ -75,6 +91,12 @@ EngineDeclarations probe_declarations(const EngineInfo& engine) {
   config.sequences = 4;
   config.page_order = {0, 1, 2, 3};
   try {
+    if (engine.make_model && !engine.make) {
+      const std::unique_ptr<ModelEngine> probe = engine.make_model({config, ModelConfig{}});
+      if (!probe) throw EngineError("its factory returned no engine");
+      return {probe->capabilities(), probe->numerics(), probe->supports(), {}, true};
+    }
+    if (!engine.make) throw EngineError("it has no factory");
     const std::unique_ptr<Engine> probe = engine.make(config);
     if (!probe) throw EngineError("its factory returned no engine");
     return {probe->capabilities(), probe->numerics(), probe->supports(), probe->bitwise_claims()};
@@ -101,9 +123,9 @@ std::optional<std::string> unjudgeable(const Scenario& scenario,
   if (const auto outside = unsupported_layout(scenario, declared.supports)) {
     return "lies outside its supports: " + *outside;
   }
-  if (scenario.model && !computes_in_f32(declared.numerics)) {
-    return "is a model scenario, and the model level judges only engines with the default "
-           "numerics (f32 rows and sums, P not rounded)";
+  if (!scenario.model && declared.whole_model) {
+    return "is an attention scenario, and the engine runs whole models only (vocabulary ids "
+           "in, logits out)";
   }
   return std::nullopt;
 }

@@ -1,0 +1,172 @@
+// The cached forward, one step at a time (model/cached_transformer.h). Float arithmetic
+// throughout; q, k and v are rounded to the layout's dtype before they reach the engine
+// (every engine input is representable in its storage), and the engine applies RoPE at
+// the positions it assigns itself: the model hands it unrotated q and k.
+#include "model/cached_transformer.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <utility>
+
+#include "kvfuzz/dtype.h"
+
+namespace kvfuzz::model {
+
+namespace {
+
+std::vector<double> widen(const float* x, size_t n) {
+  return std::vector<double>(x, x + n);
+}
+
+}  // namespace
+
+CachedTransformer::CachedTransformer(const TransformerWeights& weights, const ModelConfig& model,
+                                     const EngineConfig& config,
+                                     std::span<const EngineInfo* const> layer_engines)
+    : weights_(weights), d_(dims_of(model, config.layout)), layout_(config.layout) {
+  if (weights.layers.size() != d_.layers || layer_engines.size() != d_.layers) {
+    throw LayerFailure("the model has " + std::to_string(d_.layers) + " layers, the weights " +
+                           std::to_string(weights.layers.size()) + " and the engines " +
+                           std::to_string(layer_engines.size()),
+                       -1);
+  }
+  engines_.resize(d_.layers);
+  for (size_t l = 0; l < d_.layers; ++l) {
+    try {
+      if (layer_engines[l] == nullptr || !layer_engines[l]->make) {
+        throw EngineError("no attention engine for this layer");
+      }
+      engines_[l] = layer_engines[l]->make(config);
+      if (!engines_[l]) throw EngineError("the factory returned no engine");
+    } catch (const std::exception& e) {
+      throw LayerFailure(std::string("engine could not be made: ") + e.what(), static_cast<int>(l));
+    }
+  }
+}
+
+void CachedTransformer::history(const Op& op) {
+  for (size_t l = 0; l < engines_.size(); ++l) {
+    try {
+      apply_history_op(*engines_[l], op);
+    } catch (const std::exception& e) {
+      throw LayerFailure("engine threw on " + describe_history_op(op) + ": " + e.what(),
+                         static_cast<int>(l));
+    }
+  }
+}
+
+std::vector<StepRow> CachedTransformer::step(std::span<const ModelChunkIn> chunks) {
+  const TransformerWeights& weights = weights_;
+  const Dims& d = d_;
+  const size_t W = d.width, F = d.ffn;
+  const size_t qs = d.q_size(), ks = d.k_size(), vs = d.v_size(), as = d.attention_size();
+
+  // Each chunk's first row; the embedding starts every row's hidden state.
+  std::vector<size_t> chunk_first;
+  size_t total = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    chunk_first.push_back(total);
+    for (const int id : chunks[c].ids) {
+      if (id < 0 || static_cast<size_t>(id) >= d.vocab) {
+        throw LayerFailure("token id " + std::to_string(id) + " is not in the vocabulary (" +
+                               std::to_string(d.vocab) + " ids)",
+                           -1, static_cast<int>(c));
+      }
+    }
+    total += chunks[c].ids.size();
+  }
+  chunk_first.push_back(total);
+  std::vector<StepRow> rows(total);
+  h_.resize(total * W);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    for (size_t t = 0; t < chunks[c].ids.size(); ++t) {
+      const auto id = static_cast<size_t>(chunks[c].ids[t]);
+      std::copy_n(weights.embedding.begin() + static_cast<std::ptrdiff_t>(id * W), W,
+                  h_.begin() + static_cast<std::ptrdiff_t>((chunk_first[c] + t) * W));
+    }
+  }
+  n_.resize(total * W);
+  q_.resize(total * qs);
+  k_.resize(total * ks);
+  v_.resize(total * vs);
+  attn_.resize(total * as);
+  o_.resize(W);
+  gate_.resize(F);
+  up_.resize(F);
+  logits_.resize(d.vocab);
+
+  for (size_t l = 0; l < d.layers; ++l) {
+    const TransformerWeights::Layer& w = weights.layers[l];
+    const int layer = static_cast<int>(l);
+    for (size_t r = 0; r < total; ++r) {
+      float* x = n_.data() + r * W;
+      rms_norm(h_.data() + r * W, w.attention_norm.data(), W, x);
+      mat_vec(x, w.wq, W, qs, q_.data() + r * qs);
+      mat_vec(x, w.wk, W, ks, k_.data() + r * ks);
+      mat_vec(x, w.wv, W, vs, v_.data() + r * vs);
+    }
+    for (float& x : q_) x = round_to_dtype(x, layout_.dtype);
+    for (float& x : k_) x = round_to_dtype(x, layout_.dtype);
+    for (float& x : v_) x = round_to_dtype(x, layout_.dtype);
+
+    ins_.clear();
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const size_t at = chunk_first[c], count = chunk_first[c + 1] - at;
+      ChunkIn in;
+      in.seq = chunks[c].seq;
+      in.tokens = static_cast<int>(count);
+      in.q = std::span<const float>(q_).subspan(at * qs, count * qs);
+      in.k = std::span<const float>(k_).subspan(at * ks, count * ks);
+      in.v = std::span<const float>(v_).subspan(at * vs, count * vs);
+      ins_.push_back(in);
+    }
+    outs_.assign(ins_.size(), ChunkOut{});
+    try {
+      engines_[l]->step(std::span<const ChunkIn>(ins_), std::span<ChunkOut>(outs_));
+    } catch (const std::exception& e) {
+      throw LayerFailure(std::string("engine threw: ") + e.what(), layer);
+    }
+    for (size_t c = 0; c < ins_.size(); ++c) {
+      const size_t at = chunk_first[c], count = chunk_first[c + 1] - at;
+      if (outs_[c].out.size() != count * as || outs_[c].positions.size() != count) {
+        throw LayerFailure(
+            "engine returned a wrongly shaped chunk " + std::to_string(c) + " (seq " +
+                std::to_string(ins_[c].seq) + ", " + std::to_string(count) +
+                " tokens): " + std::to_string(outs_[c].out.size()) + " values and " +
+                std::to_string(outs_[c].positions.size()) + " positions; expected " +
+                std::to_string(count * as) + " values and " + std::to_string(count) + " positions",
+            layer, static_cast<int>(c));
+      }
+      std::copy(outs_[c].out.begin(), outs_[c].out.end(),
+                attn_.begin() + static_cast<std::ptrdiff_t>(at * as));
+      for (size_t t = 0; t < count; ++t) rows[at + t].positions.push_back(outs_[c].positions[t]);
+    }
+
+    for (size_t r = 0; r < total; ++r) {
+      float* x = h_.data() + r * W;
+      const float* a = attn_.data() + r * as;
+      rows[r].attention.push_back(widen(a, as));
+      mat_vec(a, w.wo, as, W, o_.data());
+      for (size_t i = 0; i < W; ++i) x[i] += o_[i];
+      float* y = n_.data() + r * W;
+      rms_norm(x, w.mlp_norm.data(), W, y);
+      mat_vec(y, w.w_gate, W, F, gate_.data());
+      mat_vec(y, w.w_up, W, F, up_.data());
+      for (size_t i = 0; i < F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+      mat_vec(gate_.data(), w.w_down, F, W, o_.data());
+      for (size_t i = 0; i < W; ++i) x[i] += o_[i];
+      rows[r].hidden.push_back(widen(x, W));
+    }
+  }
+
+  for (size_t r = 0; r < total; ++r) {
+    float* y = n_.data() + r * W;
+    rms_norm(h_.data() + r * W, weights.final_norm.data(), W, y);
+    mat_vec(y, weights.lm_head, W, d.vocab, logits_.data());
+    rows[r].logits = widen(logits_.data(), d.vocab);
+  }
+  return rows;
+}
+
+}  // namespace kvfuzz::model

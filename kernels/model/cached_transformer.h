@@ -1,0 +1,67 @@
+// The tiny transformer's cached forward as a server runs it, one batched step at a time:
+// each layer's attention is one engine instance holding that layer's KV cache. Two callers
+// share it, so the forward exists once: run_transformer (the program op by op through
+// attention engines, for the model level's judge and its layer localisation) and the
+// built-in whole-model engines (model_engines.h: ids in, logits out, as llama.cpp is
+// driven). Private to kernels/model and harness/src/model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvfuzz/engine.h"
+#include "kvfuzz/model_engine.h"
+#include "model/model_math.h"
+#include "model/transformer.h"
+
+namespace kvfuzz::model {
+
+// Something went wrong in layer `layer` (-1: outside the layers, say a token id outside
+// the vocabulary); `chunk` is the step's chunk it concerns, -1 for the whole step.
+struct LayerFailure : EngineError {
+  LayerFailure(const std::string& message, int failed_layer, int failed_chunk = -1)
+      : EngineError(message), layer(failed_layer), chunk(failed_chunk) {}
+  int layer;
+  int chunk;
+};
+
+// One token's trip through one step: per layer the position the layer's engine reported,
+// its attention output and the hidden state after it; then the logits.
+struct StepRow {
+  std::vector<int64_t> positions;
+  std::vector<std::vector<double>> attention, hidden;
+  std::vector<double> logits;
+};
+
+class CachedTransformer {
+ public:
+  // `weights` must outlive the transformer. layer_engines.size() == model.layers; every
+  // layer's engine is made with `config`. Throws LayerFailure naming the layer whose
+  // engine could not be made.
+  CachedTransformer(const TransformerWeights& weights, const ModelConfig& model,
+                    const EngineConfig& config, std::span<const EngineInfo* const> layer_engines);
+
+  // One batched forward: rows in chunk order, then token order. Throws LayerFailure (an
+  // engine threw, or returned a wrongly shaped chunk).
+  std::vector<StepRow> step(std::span<const ModelChunkIn> chunks);
+  // A reset, truncate or fork sent to every layer (apply_history_op: an unannounced op is
+  // refused). Throws LayerFailure.
+  void history(const Op& op);
+
+  const Engine& layer(size_t l) const { return *engines_.at(l); }
+
+ private:
+  const TransformerWeights& weights_;
+  Dims d_;
+  Layout layout_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+  // Reused from step to step.
+  std::vector<float> h_, n_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
+  std::vector<ChunkIn> ins_;
+  std::vector<ChunkOut> outs_;
+};
+
+}  // namespace kvfuzz::model
