@@ -1,5 +1,6 @@
 #include "llama_cpp_run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -18,6 +19,39 @@ std::map<int, std::vector<PlacedChunk>> chunks_by_op(const Scenario& scenario) {
 }
 
 }  // namespace
+
+namespace {
+
+double rms_of(const std::map<RowKey, TransformerRow>& reference) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& [key, row] : reference) {
+    for (const double x : row.logits) sum += x * x;
+    n += row.logits.size();
+  }
+  return n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 1.0;
+}
+
+}  // namespace
+
+double own_forward_error(const Scenario& scenario, const char* engine) {
+  const TransformerWeights weights = make_weights(*scenario.model, scenario.layout);
+  const std::map<RowKey, TransformerRow> reference = reference_transformer(scenario, weights);
+  const EngineInfo* info = find_engine(engine);
+  if (!info) return std::numeric_limits<double>::infinity();
+  const std::vector<const EngineInfo*> layers(static_cast<size_t>(scenario.model->layers), info);
+  const TransformerRun run = run_transformer(scenario, weights, layers);
+  if (!run.error.empty()) return std::numeric_limits<double>::infinity();
+  const double rms = rms_of(reference);
+  double worst = 0;
+  for (const TransformerRow& row : run.rows) {
+    const auto found = reference.find(row.key);
+    if (found == reference.end()) continue;
+    for (size_t v = 0; v < row.logits.size(); ++v)
+      worst = std::max(worst, std::fabs(row.logits[v] - found->second.logits[v]) / rms);
+  }
+  return worst;
+}
 
 ModelEngineMeasure measure_model_engine(const Scenario& scenario, const ModelEngineFactory& make) {
   ModelEngineMeasure m;
@@ -68,13 +102,7 @@ ModelEngineMeasure measure_model_engine(const Scenario& scenario, const ModelEng
   } catch (const std::exception& e) {
     m.error = e.what();
   }
-  double sum = 0;
-  size_t n = 0;
-  for (const auto& [key, row] : reference) {
-    for (const double x : row.logits) sum += x * x;
-    n += row.logits.size();
-  }
-  const double rms = n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 1.0;
+  const double rms = rms_of(reference);
   for (const auto& [key, row] : reference) {
     const auto found = got.find(key);
     if (found == got.end()) {

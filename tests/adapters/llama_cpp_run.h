@@ -27,4 +27,10 @@ struct ModelEngineMeasure {
 
 ModelEngineMeasure measure_model_engine(const Scenario& scenario, const ModelEngineFactory& make);
 
+// The same measure of kvfuzz's own cached forward (run_transformer) with the built-in
+// engine `engine` in every layer: how far honest f32 arithmetic with the layout's dtype moves
+// this scenario's logits, the yardstick of an ill-conditioned scenario (large scores over
+// spread-out values amplify every rounding).
+double own_forward_error(const Scenario& scenario, const char* engine);
+
 }  // namespace kvfuzz::test

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -32,6 +33,14 @@ using test::ModelEngineMeasure;
 // decode path, through the layers (measured: 7.7e-3 at most).
 constexpr double kF32Bound = 5e-5;
 constexpr double kF16Bound = 2e-2;
+// Some scenarios are ill-conditioned (large scores over spread-out values, through up to
+// three layers amplify every rounding): there kvfuzz's own honest cached forward
+// (run_transformer with the contiguous engine, q/k/v rounded to the layout's dtype, angles
+// in double) moves the logits too. Such a scenario's bound is this many times that error:
+// over 2,000 generated cases per engine llama.cpp's error stayed below 47 times it with the
+// f32 cache (its RoPE angles in f32 add an error growing with the position) and below 9
+// times with the f16 cache.
+constexpr double kConditioning = 64;
 // A deliberate bug must move some logit by at least this much (relative to the rms), far
 // above both bounds, or misplace a row.
 constexpr double kBugMargin = 5e-2;
@@ -91,19 +100,31 @@ std::string describe(const ModelEngineMeasure& m) {
          (m.error.empty() ? "" : ", error: " + m.error);
 }
 
+// The bound of an honest run of `s`: the fixed bound, or kConditioning times kvfuzz's own
+// forward error where that is larger.
+double honest_bound(const Scenario& s, const EngineOptions& options) {
+  return std::max(bound_of(options), kConditioning * test::own_forward_error(s, "contiguous"));
+}
+
 ModelEngineMeasure expect_honest(const Scenario& s, const EngineOptions& options,
                                  const std::string& what) {
   const ModelEngineMeasure m = measure_model_engine(s, factory(options));
   EXPECT_TRUE(m.error.empty()) << what << ": " << describe(m);
   EXPECT_EQ(m.missing, 0) << what << ": " << describe(m);
   EXPECT_EQ(m.wrong_positions, 0) << what << ": " << describe(m);
-  EXPECT_LE(m.max_relative_error, bound_of(options)) << what << ": " << describe(m);
+  if (m.max_relative_error > bound_of(options)) {
+    const double bound = honest_bound(s, options);
+    EXPECT_LE(m.max_relative_error, bound) << what << ": " << describe(m) << " (bound "
+                                           << kConditioning << " x kvfuzz's own forward error)";
+  }
   return m;
 }
 
-bool caught(const ModelEngineMeasure& m) {
+// A bug is caught when a row is misplaced or missing, or the error exceeds both the
+// margin and the scenario's honest bound (with the f32 cache).
+bool caught(const Scenario& s, const ModelEngineMeasure& m) {
   return !m.error.empty() || m.missing > 0 || m.wrong_positions > 0 ||
-         m.max_relative_error >= kBugMargin;
+         (m.max_relative_error >= kBugMargin && m.max_relative_error > honest_bound(s, kF32));
 }
 
 class LlamaCpp : public ::testing::TestWithParam<EngineOptions> {};
@@ -160,13 +181,19 @@ GeneratorOptions llama_generator(const EngineOptions& options) {
   return o;
 }
 
-constexpr int kGeneratedCases = 40;
+// 40 per engine in the suite (a second or so each); KVFUZZ_LLAMA_CPP_CASES=N for a longer
+// run (docs/findings/llama.cpp.md counts what 2,000 per engine exercised).
+int generated_cases() {
+  const char* n = std::getenv("KVFUZZ_LLAMA_CPP_CASES");
+  return n && std::atoi(n) > 0 ? std::atoi(n) : 40;
+}
 
 TEST_P(LlamaCpp, GeneratedModelScenariosMatchTheReference) {
   const GeneratorOptions options = llama_generator(GetParam());
   Coverage coverage;
   double worst = 0;
-  for (int i = 0; i < kGeneratedCases; ++i) {
+  const int cases = generated_cases();
+  for (int i = 0; i < cases; ++i) {
     PrngChoiceSource choices(case_seed(1, i));
     const Scenario s = generate_scenario(choices, options);
     ASSERT_EQ(unsupported_layout(s, options.supports), std::nullopt);
@@ -205,18 +232,18 @@ TEST(LlamaCppBugs, RopeLanesInKvfuzzOrderAreCaught) {
 TEST(LlamaCppBugs, TruncateOffByOneIsCaught) {
   llama_cpp::EngineBugs bugs;
   bugs.truncate_keeps_one_more = true;
-  const ModelEngineMeasure m = measure_model_engine(fixture("model-fork-then-rollback.json", kF32),
-                                                    factory(with_bugs(kF32, bugs)));
-  EXPECT_TRUE(caught(m)) << describe(m);
+  const Scenario s = fixture("model-fork-then-rollback.json", kF32);
+  const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
+  EXPECT_TRUE(caught(s, m)) << describe(m);
   EXPECT_GT(m.wrong_positions, 0) << describe(m);
 }
 
 TEST(LlamaCppBugs, ForkWithoutCopyIsCaught) {
   llama_cpp::EngineBugs bugs;
   bugs.fork_without_copy = true;
-  const ModelEngineMeasure m = measure_model_engine(fixture("model-fork-then-rollback.json", kF32),
-                                                    factory(with_bugs(kF32, bugs)));
-  EXPECT_TRUE(caught(m)) << describe(m);
+  const Scenario s = fixture("model-fork-then-rollback.json", kF32);
+  const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
+  EXPECT_TRUE(caught(s, m)) << describe(m);
 }
 
 // Over generated scenarios the RoPE bug is caught wherever the lane orders differ (head_dim
@@ -233,7 +260,7 @@ TEST(LlamaCppBugs, RopeBugIsCaughtInGeneratedScenarios) {
     if (s.layout.head_dim < 4 || max_epoch_length(s) < 2) continue;
     ++tried;
     const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
-    caught_cases += caught(m) ? 1 : 0;
+    caught_cases += caught(s, m) ? 1 : 0;
   }
   EXPECT_GT(tried, 10);
   EXPECT_EQ(caught_cases, tried);
