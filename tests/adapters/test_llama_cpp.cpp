@@ -208,6 +208,24 @@ TEST_P(LlamaCpp, GeneratedModelScenariosMatchTheReference) {
             << "; largest relative logit error " << worst << "\n";
 }
 
+// Contexts up to the adapter's 1024 tokens per sequence (long prefills and decode runs,
+// where RoPE's f32 angles drift furthest and flash attention's paths change).
+TEST_P(LlamaCpp, LongContextsMatchTheReference) {
+  GeneratorOptions options = llama_generator(GetParam());
+  options.long_context = LongContextOptions{.max_tokens = llama_cpp::kContextPerSequence};
+  const char* n = std::getenv("KVFUZZ_LLAMA_CPP_LONG_CASES");
+  const int cases = n && std::atoi(n) > 0 ? std::atoi(n) : 4;
+  Coverage coverage;
+  for (int i = 0; i < cases; ++i) {
+    PrngChoiceSource choices(case_seed(3, i));
+    const Scenario s = generate_scenario(choices, options);
+    coverage.add(s);
+    coverage.rows += expect_honest(s, GetParam(), "long case " + std::to_string(i)).rows;
+  }
+  std::cout << "llama-cpp (" << name_of(GetParam()) << "), long contexts: " << coverage.text()
+            << "\n";
+}
+
 INSTANTIATE_TEST_SUITE_P(Engine, LlamaCpp, ::testing::Values(kF32, kF16, kF16Unfused),
                          [](const auto& param) { return std::string(name_of(param.param)); });
 
