@@ -60,3 +60,5 @@ install_python_environment() {
 
 install_debian_packages
 install_python_environment
+# The llama.cpp adapter's source (third_party/llama.cpp), after the .venv whose pip fetches it.
+scripts/fetch-llama-cpp.sh

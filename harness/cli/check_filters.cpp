@@ -94,6 +94,8 @@ std::string flag_of(FilterConflict::Filter filter) {
       return "--dtype";
     case FilterConflict::Filter::rope:
       return "--rope";
+    case FilterConflict::Filter::window:
+      return "--window";
     case FilterConflict::Filter::sequences:
       return "--sequences";
     case FilterConflict::Filter::max_context:

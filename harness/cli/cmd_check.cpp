@@ -101,6 +101,8 @@ EngineSupports common_supports(const std::vector<EngineTally>& tallies) {
     common.max_q_heads = tighter(common.max_q_heads, s.max_q_heads);
     common.max_context = tighter(common.max_context, s.max_context);
     common.value_dim_is_head_dim = common.value_dim_is_head_dim || s.value_dim_is_head_dim;
+    common.rope_required = common.rope_required || s.rope_required;
+    common.windows = common.windows && s.windows;
   }
   if (common.dtypes.empty()) common.dtypes = any;
   return common;

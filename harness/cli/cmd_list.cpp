@@ -54,7 +54,8 @@ std::string supports_text(const EngineSupports& s) {
   }
   return "storage " + (dtypes.empty() ? std::string("none") : dtypes) + "; head_dim " + head_dim +
          (s.value_dim_is_head_dim ? " (value_dim = head_dim)" : "") + "; q heads " +
-         limit(s.max_q_heads) + "; context " + limit(s.max_context, " tokens");
+         limit(s.max_q_heads) + "; context " + limit(s.max_context, " tokens") +
+         (s.rope_required ? "; RoPE only" : "") + (s.windows ? "" : "; no windows");
 }
 
 std::string bitwise_text(const BitwiseClaims& b) {

@@ -108,6 +108,8 @@ nb::dict declarations_dict(const EngineDeclarations& d) {
   supports["max_q_heads"] = d.supports.max_q_heads;
   supports["max_context"] = d.supports.max_context;
   supports["value_dim_is_head_dim"] = d.supports.value_dim_is_head_dim;
+  supports["rope_required"] = d.supports.rope_required;
+  supports["windows"] = d.supports.windows;
   out["supports"] = supports;
   return out;
 }

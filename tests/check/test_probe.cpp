@@ -43,6 +43,8 @@ class Declaring final : public Engine {
     s.max_q_heads = 12;
     s.max_context = 4096;
     s.value_dim_is_head_dim = true;
+    s.rope_required = true;  // both away from their defaults, so that the trip carries them
+    s.windows = false;
     return s;
   }
   void step(std::span<const ChunkIn>, std::span<ChunkOut>) override {}

@@ -276,7 +276,9 @@ TEST(ExecEngine, NumericsAndSupportsInHelloAreReadBackExactly) {
                                           .max_head_dim = 256,
                                           .max_q_heads = 64,
                                           .max_context = 4096,
-                                          .value_dim_is_head_dim = true}));
+                                          .value_dim_is_head_dim = true,
+                                          .rope_required = true,
+                                          .windows = false}));
 
   const EngineDeclarations some = probe_declarations(*exec_engine(misbehaving("declares-some")));
   EXPECT_EQ(some.numerics, (EngineNumerics{.rotated_keys_in_storage = false}));

@@ -113,6 +113,10 @@ struct EngineSupports {
   int max_context = 0;  // tokens of one (sequence, epoch)
   // Only layouts whose value_dim equals head_dim (kernels with one head size for q, k, v).
   bool value_dim_is_head_dim = false;
+  // Only layouts with RoPE (an architecture that always rotates, as llama.cpp's "llama").
+  bool rope_required = false;
+  // Sliding windows (Layout::window); false: only layouts without one.
+  bool windows = true;
   bool operator==(const EngineSupports&) const = default;
 };
 

@@ -138,7 +138,7 @@ struct GeneratorOptions {
 // allow), naming the filter; nullopt
 // when they can. generate_scenario throws std::invalid_argument with it.
 struct FilterConflict {
-  enum class Filter { dtypes, rope, sequences, max_context, min_context };
+  enum class Filter { dtypes, rope, window, sequences, max_context, min_context };
   Filter filter;
   std::string message;  // "expected ..., got ..." without the filter's name
 };

@@ -56,6 +56,8 @@ Json encode(const EngineDeclarations& d) {
           {"max_q_heads", d.supports.max_q_heads},
           {"max_context", d.supports.max_context},
           {"value_dim_is_head_dim", d.supports.value_dim_is_head_dim},
+          {"rope_required", d.supports.rope_required},
+          {"windows", d.supports.windows},
           {"bitwise_batch", d.bitwise.batch},
           {"bitwise_schedule", d.bitwise.schedule},
           {"bitwise_layout", d.bitwise.layout},
@@ -84,6 +86,8 @@ EngineDeclarations decode(const Json& j) {
   d.supports.max_q_heads = j.at("max_q_heads").get<int>();
   d.supports.max_context = j.at("max_context").get<int>();
   d.supports.value_dim_is_head_dim = j.at("value_dim_is_head_dim").get<bool>();
+  d.supports.rope_required = j.at("rope_required").get<bool>();
+  d.supports.windows = j.at("windows").get<bool>();
   d.bitwise.batch = j.at("bitwise_batch").get<bool>();
   d.bitwise.schedule = j.at("bitwise_schedule").get<bool>();
   d.bitwise.layout = j.at("bitwise_layout").get<bool>();

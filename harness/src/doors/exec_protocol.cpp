@@ -205,11 +205,14 @@ EngineSupports read_supports(const JsonNode& reply) {
   const JsonNode node = reply.field("supports");
   if (!node.present()) return supports;
   if (!node.json().is_object()) node.expected(R"(an object such as {"dtypes": ["f16"]})");
-  const JsonObject object = node.to_object({"dtypes", "head_dim_multiple", "max_head_dim",
-                                            "max_q_heads", "max_context", "value_dim_is_head_dim"});
+  const JsonObject object =
+      node.to_object({"dtypes", "head_dim_multiple", "max_head_dim", "max_q_heads", "max_context",
+                      "value_dim_is_head_dim", "rope_required", "windows"});
   if (const auto same = object.get("value_dim_is_head_dim")) {
     supports.value_dim_is_head_dim = same->to_bool();
   }
+  if (const auto rope = object.get("rope_required")) supports.rope_required = rope->to_bool();
+  if (const auto windows = object.get("windows")) supports.windows = windows->to_bool();
   if (const auto dtypes = object.get("dtypes")) {
     const char* what = R"(a non-empty array of storage dtypes such as ["f16", "bf16"])";
     if (!dtypes->json().is_array() || dtypes->json().empty()) dtypes->expected(what);
@@ -400,6 +403,8 @@ std::optional<std::string> changed_declaration(const HelloReply& first, const He
       {"$.supports.max_context", a.supports.max_context == b.supports.max_context},
       {"$.supports.value_dim_is_head_dim",
        a.supports.value_dim_is_head_dim == b.supports.value_dim_is_head_dim},
+      {"$.supports.rope_required", a.supports.rope_required == b.supports.rope_required},
+      {"$.supports.windows", a.supports.windows == b.supports.windows},
   };
   for (const auto& [path, same] : fields) {
     if (!same) return std::string(path);

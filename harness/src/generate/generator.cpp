@@ -101,6 +101,10 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.supports = can;
   b.supports.dtypes = filtered_dtypes(o);
   b.filters = o.filters;
+  // An engine that always rotates (rope_required) or has no windows narrows the filters as
+  // a --rope on or --window off would: the choices are drawn either way.
+  if (can.rope_required) b.filters.rope = OnOff::on;
+  if (!can.windows) b.filters.window = OnOff::off;
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);
   const int max_epoch = most_context(o);
   const int max_dim = most_head_dim(o);
@@ -122,7 +126,7 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
     b.q_heads = std::min(b.q_heads, b.max_q_heads);
   }
   // RoPE needs head_dim 2 or more: a filter that wants it on lifts a typical bound of 1.
-  if (o.filters.rope == OnOff::on) b.head_dim = std::max(b.head_dim, std::min(2, max_dim));
+  if (b.filters.rope == OnOff::on) b.head_dim = std::max(b.head_dim, std::min(2, max_dim));
   // A filter's minimum context lifts a typical context below it.
   b.epoch_tokens = std::max(b.epoch_tokens, std::min(o.filters.min_context, max_epoch));
   return b;
@@ -851,7 +855,17 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                                               names(o.supports.dtypes) + "), got " +
                                               names(f.dtypes)};
   }
-  if (f.rope == OnOff::on && most_head_dim(o) < 2) {
+  if (o.supports.rope_required && f.rope == OnOff::off) {
+    return FilterConflict{Filter::rope,
+                          "expected RoPE on or any (the engine supports only "
+                          "RoPE layouts), got off"};
+  }
+  if (!o.supports.windows && f.window == OnOff::on) {
+    return FilterConflict{Filter::window,
+                          "expected windows off or any (the engine supports "
+                          "no windows), got on"};
+  }
+  if ((f.rope == OnOff::on || o.supports.rope_required) && most_head_dim(o) < 2) {
     return FilterConflict{Filter::rope,
                           "expected head_dim of at least 2 for RoPE, but head_dim "
                           "is at most 1 here"};

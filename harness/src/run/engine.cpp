@@ -155,6 +155,12 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
     return "value_dim " + std::to_string(l.value_dim) + " with head_dim " +
            std::to_string(l.head_dim) + " (the engine supports only equal dims)";
   }
+  if (supports.rope_required && !l.rope_theta) {
+    return "a layout without RoPE (the engine supports only RoPE layouts)";
+  }
+  if (!supports.windows && l.window) {
+    return "a sliding window of " + std::to_string(*l.window) + " (the engine supports no windows)";
+  }
   if (supports.max_q_heads > 0 && l.q_heads > supports.max_q_heads) {
     return std::to_string(l.q_heads) + " q heads (the engine supports at most " +
            std::to_string(supports.max_q_heads) + ")";

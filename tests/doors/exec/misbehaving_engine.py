@@ -78,6 +78,8 @@ DECLARED_SUPPORTS = {
     "max_q_heads": 64,
     "max_context": 4096,
     "value_dim_is_head_dim": True,
+    "rope_required": True,
+    "windows": False,
 }
 DECLARATIONS = {
     "declares-all": {"numerics": DECLARED_NUMERICS, "supports": DECLARED_SUPPORTS},

@@ -1,0 +1,253 @@
+#include "llama_engine.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "llama.h"
+#include "model/transformer.h"
+
+namespace kvfuzz::llama_cpp {
+
+namespace {
+
+// llama.cpp's log, kept quiet: its last error line goes into the EngineError that a failed
+// load or decode throws, nothing reaches kvfuzz's stderr.
+std::string& last_error() {
+  static std::string line;
+  return line;
+}
+
+void quiet_log(ggml_log_level level, const char* text, void*) {
+  if (level == GGML_LOG_LEVEL_ERROR && text) {
+    std::string line = text;
+    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) last_error() = line;
+  }
+}
+
+void init_backend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llama_log_set(quiet_log, nullptr);
+    llama_backend_init();
+  });
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  const std::string why = last_error().empty() ? "" : " (llama.cpp: " + last_error() + ")";
+  throw EngineError("llama.cpp: " + what + why);
+}
+
+// A GGUF file of its own for each engine, removed as soon as llama.cpp has read it.
+class TempFile {
+ public:
+  TempFile() {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir && *dir ? dir : "/tmp") + "/kvfuzz-llama-XXXXXX.gguf";
+    const int fd = mkstemps(path_.data(), 5);
+    if (fd < 0) fail("cannot create a temporary file " + path_);
+    close(fd);
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+struct LlamaCppEngine::State {
+  llama_model* model = nullptr;
+  llama_context* context = nullptr;
+  int vocab = 0;
+  ~State() {
+    if (context) llama_free(context);
+    if (model) llama_model_free(model);
+  }
+  llama_memory_t memory() const { return llama_get_memory(context); }
+};
+
+LlamaCppEngine::LlamaCppEngine(const ModelEngineConfig& config, const EngineOptions& options)
+    : state_(std::make_unique<State>()), options_(options) {
+  init_backend();
+  last_error().clear();
+  const Layout& layout = config.engine.layout;
+  if (const std::string why = unexpressible(layout); !why.empty())
+    throw EngineError("llama.cpp: the llama architecture cannot express " + why);
+  const int sequences = std::max(1, config.engine.sequences);
+  {
+    TempFile file;
+    try {
+      write_gguf(file.path(), config.model, layout, make_weights(config.model, layout),
+                 options.bugs.model);
+    } catch (const std::runtime_error& e) {
+      fail(std::string("writing the GGUF model: ") + e.what());
+    }
+    llama_model_params mp = llama_model_default_params();
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;  // read, not mapped: the file goes right after
+    mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
+    state_->model = llama_model_load_from_file(file.path().c_str(), mp);
+    if (!state_->model) fail("llama_model_load_from_file failed");
+  }
+  state_->vocab = config.model.vocab;
+
+  llama_context_params cp = llama_context_default_params();
+  // Without a unified cache each sequence has n_ctx / n_seq_max cells of its own.
+  cp.n_seq_max = static_cast<uint32_t>(sequences);
+  cp.n_ctx = static_cast<uint32_t>(kContextPerSequence * sequences);
+  cp.n_batch = cp.n_ctx;  // a step may feed every sequence a full context
+  cp.n_threads = 1;       // kvfuzz runs one worker per core
+  cp.n_threads_batch = 1;
+  const ggml_type type = options.cache == CacheType::f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+  cp.type_k = type;
+  cp.type_v = type;
+  cp.flash_attn_type = options.attention == Attention::automatic ? LLAMA_FLASH_ATTN_TYPE_AUTO
+                                                                 : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  state_->context = llama_init_from_model(state_->model, cp);
+  if (!state_->context) fail("llama_init_from_model failed");
+  length_.assign(static_cast<size_t>(sequences), 0);
+}
+
+LlamaCppEngine::~LlamaCppEngine() = default;
+
+// What ggml-cpu does (the vendored ggml/src/ggml-cpu/ops.cpp and ggml-cpu.c), the README
+// beside this folder says more.
+EngineNumerics declared_numerics(const EngineOptions& options) {
+  EngineNumerics n;
+  // Keys are rotated in f32, then stored in the cache's type; ggml's RoPE computes its
+  // angles in f32 (theta *= theta_scale, powf), not in double.
+  n.rotated_keys_in_storage = true;
+  n.rope_angles_exact = false;
+  if (options.cache == CacheType::f32) return n;  // f32 throughout (no flash attention)
+  if (options.attention == Attention::automatic) {
+    // Flash attention over an f16 V cache accumulates exp(s - M) * v in an f16 vector
+    // (ggml_vec_mad_f16) whenever a head has fewer query rows than a tile (decode and
+    // short chunks), in f32 on the tiled path; q.k sums in f32 on both. Queries are
+    // rounded to f16 on the first path but not on the tiled one: not declared either way.
+    n.value_accumulation = DType::f16;
+  } else {
+    // mul_mat(k, q) over an f16 cache converts q to f16 (the vec_dot type of f16) and sums
+    // in f32; softmax in f32; mul_mat(v, P) converts P to f16 the same way.
+    n.rotated_queries_in_storage = true;
+    n.p = DType::f16;
+  }
+  return n;
+}
+
+EngineSupports declared_supports(const EngineOptions& options) {
+  EngineSupports s;
+  s.dtypes = {options.cache == CacheType::f16 ? DType::f16 : DType::f32};
+  // The llama architecture (gguf_export.h, unexpressible): always RoPE over the whole head,
+  // no sliding window, one head size.
+  s.rope_required = true;
+  s.windows = false;
+  s.value_dim_is_head_dim = true;
+  s.max_context = kContextPerSequence;
+  return s;
+}
+
+EngineNumerics LlamaCppEngine::numerics() const {
+  return declared_numerics(options_);
+}
+EngineSupports LlamaCppEngine::supports() const {
+  return declared_supports(options_);
+}
+
+void LlamaCppEngine::step(std::span<const ModelChunkIn> chunks, std::span<ModelChunkOut> outs) {
+  size_t tokens = 0;
+  for (const ModelChunkIn& c : chunks) {
+    if (c.seq < 0 || static_cast<size_t>(c.seq) >= length_.size())
+      throw EngineError("llama.cpp: sequence " + std::to_string(c.seq) + " out of range");
+    tokens += c.ids.size();
+  }
+  if (tokens == 0) {
+    for (size_t i = 0; i < chunks.size(); ++i) outs[i] = {};
+    return;
+  }
+  llama_batch batch = llama_batch_init(static_cast<int32_t>(tokens), 0, 1);
+  struct BatchFree {
+    llama_batch* b;
+    ~BatchFree() { llama_batch_free(*b); }
+  } batch_free{&batch};
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ModelChunkIn& c = chunks[i];
+    ModelChunkOut& out = outs[i];
+    out.positions.clear();
+    for (const int id : c.ids) {
+      const int32_t at = batch.n_tokens++;
+      const int64_t pos = length_[static_cast<size_t>(c.seq)]++;
+      batch.token[at] = id;
+      batch.pos[at] = static_cast<llama_pos>(pos);
+      batch.n_seq_id[at] = 1;
+      batch.seq_id[at][0] = c.seq;
+      batch.logits[at] = 1;
+      out.positions.push_back(pos);
+    }
+  }
+  last_error().clear();
+  if (const int32_t status = llama_decode(state_->context, batch); status != 0)
+    fail("llama_decode returned " + std::to_string(status));
+  const auto vocab = static_cast<size_t>(state_->vocab);
+  int32_t at = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ModelChunkOut& out = outs[i];
+    out.logits.resize(chunks[i].ids.size() * vocab);
+    for (size_t t = 0; t < chunks[i].ids.size(); ++t, ++at) {
+      const float* row = llama_get_logits_ith(state_->context, at);
+      if (!row) fail("no logits for batch token " + std::to_string(at));
+      std::copy(row, row + vocab, out.logits.begin() + static_cast<ptrdiff_t>(t * vocab));
+    }
+  }
+}
+
+void LlamaCppEngine::reset(int seq) {
+  llama_memory_seq_rm(state_->memory(), seq, -1, -1);
+  length_.at(static_cast<size_t>(seq)) = 0;
+}
+
+void LlamaCppEngine::truncate(int seq, int64_t keep) {
+  const int64_t from = options_.bugs.truncate_keeps_one_more ? keep + 1 : keep;
+  if (!llama_memory_seq_rm(state_->memory(), seq, static_cast<llama_pos>(from), -1))
+    fail("llama_memory_seq_rm(" + std::to_string(seq) + ", " + std::to_string(from) + ") failed");
+  length_.at(static_cast<size_t>(seq)) = from;
+}
+
+void LlamaCppEngine::fork(int src, int dst) {
+  llama_memory_seq_rm(state_->memory(), dst, -1, -1);
+  if (options_.bugs.fork_without_copy) {
+    length_.at(static_cast<size_t>(dst)) = 0;
+    return;
+  }
+  llama_memory_seq_cp(state_->memory(), src, dst, -1, -1);
+  length_.at(static_cast<size_t>(dst)) = length_.at(static_cast<size_t>(src));
+}
+
+std::vector<EngineInfo> engines() {
+  const auto info = [](std::string name, std::string description, EngineOptions options) {
+    EngineInfo e;
+    e.name = std::move(name);
+    e.description = std::move(description);
+    e.make_model = [options](const ModelEngineConfig& config) -> std::unique_ptr<ModelEngine> {
+      return std::make_unique<LlamaCppEngine>(config, options);
+    };
+    return e;
+  };
+  return {info("llama-cpp",
+               "llama.cpp (CPU) running the scenario's model as a GGUF llama model with its "
+               "defaults: f16 K/V cache, flash attention.",
+               {.cache = CacheType::f16, .attention = Attention::automatic, .bugs = {}}),
+          info("llama-cpp-unfused",
+               "llama.cpp (CPU), f16 K/V cache, flash attention off (mul_mat, softmax, mul_mat).",
+               {.cache = CacheType::f16, .attention = Attention::unfused, .bugs = {}}),
+          info("llama-cpp-f32", "llama.cpp (CPU), f32 K/V cache, flash attention off.",
+               {.cache = CacheType::f32, .attention = Attention::unfused, .bugs = {}})};
+}
+
+}  // namespace kvfuzz::llama_cpp
