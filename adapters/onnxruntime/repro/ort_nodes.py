@@ -20,27 +20,38 @@ def _session(node, inputs, outputs, opsets):
     return ort.InferenceSession(model, providers=["CPUExecutionProvider"])
 
 
-def gqa_prompt(q, k, v, **attributes):
-    """GroupQueryAttention (com.microsoft) over one prompt with an empty past, batch 1:
-    q (tokens, heads, head_size), k and v (tokens, kv_heads, head_size), in one dtype.
-    Returns the output (tokens, heads, head_size)."""
+GQA_INPUTS = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length",
+              "cos_cache", "sin_cache", "position_ids"]  # fmt: skip
+INTEGERS = {"seqlens_k": proto.INT32, "total_sequence_length": proto.INT32, "position_ids": proto.INT64}
+
+
+def gqa_prompt(q, k, v, past=None, extra=None, present=False, **attributes):
+    """GroupQueryAttention (com.microsoft) at batch 1: q (tokens, heads, head_size), k and v
+    (tokens, kv_heads, head_size), in one dtype, after past = (keys, values) of shape
+    (kv_heads, cached, head_size) (default: none cached); extra: more inputs by name
+    (cos_cache, sin_cache, position_ids). Returns the output (tokens, heads, head_size), and
+    with present=True also the present keys (kv_heads, total, head_size)."""
     tokens, heads, size = q.shape
     kv_heads = k.shape[1]
+    if past is None:
+        past = (np.zeros((kv_heads, 0, size), q.dtype),) * 2
+    total = past[0].shape[1] + tokens
+    feeds = {"query": q.reshape(1, tokens, -1), "key": k.reshape(1, tokens, -1), "value": v.reshape(1, tokens, -1),
+             "past_key": past[0][None], "past_value": past[1][None], "seqlens_k": np.array([total - 1], np.int32),
+             "total_sequence_length": np.array(total, np.int32), **(extra or {})}  # fmt: skip
+    names = [n if n in feeds else "" for n in GQA_INPUTS]
+    while not names[-1]:
+        names.pop()
     f = ELEMENTS[q.dtype.type]
-    names = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length"]
-    inputs = [proto.value_info(n, f, [1, tokens, h * size]) for n, h in zip(names, (heads, kv_heads, kv_heads))]
-    inputs += [proto.value_info(n, f, [1, kv_heads, 0, size]) for n in names[3:5]]
-    inputs += [proto.value_info(names[5], proto.INT32, [1]), proto.value_info(names[6], proto.INT32, [])]
+    inputs = [proto.value_info(n, INTEGERS.get(n, f), list(feeds[n].shape)) for n in names if n]
     outputs = [proto.value_info("output", f, [1, tokens, heads * size])]
-    outputs += [proto.value_info(n, f, [1, kv_heads, tokens, size]) for n in ("present_key", "present_value")]
+    outputs += [proto.value_info(n, f, [1, kv_heads, total, size]) for n in ("present_key", "present_value")]
     attributes = {"num_heads": heads, "kv_num_heads": kv_heads, **attributes}
     node = proto.node("GroupQueryAttention", names, ["output", "present_key", "present_value"], "com.microsoft", attributes)
     session = _session(node, inputs, outputs, {"": 21, "com.microsoft": 1})
-    empty = np.zeros((1, kv_heads, 0, size), q.dtype)
-    feeds = {"query": q.reshape(1, tokens, -1), "key": k.reshape(1, tokens, -1), "value": v.reshape(1, tokens, -1),
-             "past_key": empty, "past_value": empty, "seqlens_k": np.array([tokens - 1], np.int32),
-             "total_sequence_length": np.array(tokens, np.int32)}  # fmt: skip
-    return session.run(None, feeds)[0].reshape(tokens, heads, size)
+    out, keys, _ = session.run(None, feeds)
+    out = out.reshape(tokens, heads, size)
+    return (out, keys[0]) if present else out
 
 
 def attention_prompt(q, k, v, opset=23, **attributes):
