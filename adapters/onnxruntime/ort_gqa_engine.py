@@ -19,6 +19,10 @@ Three ways to call the kernel (--path), each a real caller's:
     IOBinding as both past_key and present_key (the kernel writes the new tokens into it
     at seqlens_k), total_sequence_length = the capacity (a static cache); rows past the
     sequence's length hold poison.
+  * window (layouts with a window; others run the legacy path): sliding_window_cache = 1,
+    a window-sized buffer per sequence (W + 4 rows) that ORT evicts from itself; a
+    truncate ORT's schema calls exact leaves it untouched, another is re-materialized
+    from the keys the adapter passed (so it needs --rope adapter).
 ORT numbers a chunk's tokens from its row's past length, so a token's position is its
 index in the cache, which is kvfuzz's position: reset, truncate and fork are exact.
 
@@ -51,7 +55,7 @@ from ort_common import proto
 # a multiple of 16" and "cos_cache dimension 1 must be <= head_size / 2 and a multiple of 8".
 HEAD_SIZE_MULTIPLE = 8
 ROTARY_MULTIPLE = 16
-PATHS = ("legacy", "batched", "shared")
+PATHS = ("legacy", "batched", "shared", "window")
 BUGS = ("window", "scale", "rope", "numerics")
 ROPE_MODES = ("ort", "adapter")
 ROTARY_STYLES = ("half", "interleaved")
@@ -63,6 +67,7 @@ INPUTS = ["query", "key", "value", "past_key", "past_value", "seqlens_k", "total
 INTEGER_INPUTS = {"seqlens_k": proto.INT32, "total_sequence_length": proto.INT32,
                   "query_seqlens": proto.INT32, "position_ids": proto.INT64}  # fmt: skip
 SHARED_CAPACITY = 32  # a shared buffer's first capacity; it doubles when a chunk needs more
+WINDOW_SLACK = 4  # a window cache holds W + 4 tokens, so ORT evicts 5 at a time
 
 
 class Lanes:
@@ -97,6 +102,9 @@ def parse(argv=None):
     options.rope = options.rope or DEFAULT_ROPE[options.dtype]
     if options.rope != "ort" and (options.position_ids or options.rotary_style != "half"):
         parser.error("--position-ids and --rotary-style interleaved need --rope ort (ORT rotates)")
+    if options.path == "window" and options.rope != "adapter":
+        # A truncate may need evicted keys again; the adapter keeps them as it passed them.
+        parser.error("--path window needs --rope adapter (the adapter keeps the keys it passed)")
     return options
 
 
@@ -123,6 +131,8 @@ def model(config, options, lanes):
     }
     if options.bug != "scale":
         attributes["scale"] = float(config.scale)
+    if options.path == "window" and config.window:
+        attributes["sliding_window_cache"] = 1
     q_width, kv_width = config.q_heads * head_size, config.kv_heads * head_size
     shapes = {
         "query": [element, ["batch", "new", q_width]],
@@ -198,6 +208,9 @@ class OrtGqaEngine:
         self.caches = common.Caches(config, self.np_dtype, self.head_size, self.head_size)
         if options.path == "shared":
             self.caches = SharedBuffers(config, self.np_dtype, self.head_size, self.poison)
+        self.windowed = options.path == "window" and bool(config.window)
+        if self.windowed:
+            self.caches = WindowCaches(config, self.np_dtype, self.head_size, self.poison)
 
     # The protocol's operations ---------------------------------------------------------
 
@@ -207,7 +220,9 @@ class OrtGqaEngine:
             return self._batched(chunks)
         if self.options.path == "shared":
             return [self._shared(chunk) for chunk in chunks]
-        return [self._legacy(chunk) for chunk in chunks]
+        if self.windowed:
+            return [self._windowed(chunk) for chunk in chunks]
+        return [self._legacy(chunk) for chunk in chunks]  # and --path window without a window
 
     def reset(self, seq):
         self.caches.reset(seq)
@@ -330,6 +345,24 @@ class OrtGqaEngine:
         return range(past, total), self._rows(out[0], new)
 
 
+    def _windowed(self, chunk):
+        caches = self.caches
+        past, new = caches.length(chunk.seq), len(chunk.q)
+        total = past + new
+        keys, values = caches.buffers[chunk.seq]
+        feeds = self._chunk_feeds([chunk], [past], new)
+        feeds |= {
+            "past_key": keys,
+            "past_value": values,
+            "seqlens_k": np.array([total - 1], np.int32),
+            "total_sequence_length": np.array(total, np.int32),
+        }
+        out, present_keys, present_values = self.session.run(None, feeds)
+        caches.buffers[chunk.seq] = (present_keys, present_values)
+        caches.appended(chunk.seq, feeds["key"], feeds["value"])
+        return range(past, total), self._rows(out[0], new)
+
+
 class SharedBuffers:
     """Per sequence, a preallocated buffer (1, kv_heads, capacity, head_size) for keys and
     one for values, and the sequence's length; rows at or past the length hold poison
@@ -386,9 +419,68 @@ class SharedBuffers:
         self.lengths[dst] = self.lengths[src]
 
 
+class WindowCaches:
+    """sliding_window_cache = 1: per sequence a window-sized buffer (1, kv_heads, C,
+    head_size), C = W + WINDOW_SLACK, that ORT itself evicts from: after T tokens its rows
+    [0, L(T)) hold the L(T) most recent positions (the schema's formula, resident()), the
+    rest poison or stale rows. Beside it the adapter keeps every key and value it passed
+    (already rotated: --rope adapter), for what ORT cannot do: a truncate to a length whose
+    window was evicted is re-materialized from them; one the schema says is exact
+    (L(T - k) == L(T) - k) leaves the buffer untouched, as it prescribes."""
+
+    def __init__(self, config, np_dtype, head_size, poison):
+        self.window, self.capacity = config.window, config.window + WINDOW_SLACK
+        self.kv_heads, self.head_size = config.kv_heads, head_size
+        self.np_dtype, self.poison = np_dtype, poison
+        self.passed = common.Caches(config, np_dtype, head_size, head_size)
+        self.buffers = [self._fresh() for _ in range(config.sequences)]
+
+    def _fresh(self):
+        shape = (1, self.kv_heads, self.capacity, self.head_size)
+        return np.full(shape, self.poison, self.np_dtype), np.full(shape, self.poison, self.np_dtype)
+
+    def resident(self, total):
+        """L(T): how many of the most recent positions ORT keeps after T tokens."""
+        if total <= self.capacity:
+            return total
+        evicted_at_once = self.capacity - self.window + 1
+        return total - evicted_at_once * -(-(total - self.capacity) // evicted_at_once)
+
+    def check(self, seq):
+        self.passed.check(seq)
+
+    def length(self, seq):
+        return self.passed.length(seq)
+
+    def appended(self, seq, keys, values):
+        """The chunk's key and value inputs (1, tokens, kv_heads * head_size), as passed."""
+        entry = self.passed.entries[seq]
+        new = [a.reshape(a.shape[1], self.kv_heads, self.head_size).transpose(1, 0, 2)[None] for a in (keys, values)]
+        self.passed.entries[seq] = tuple(np.concatenate([old, n], axis=2) for old, n in zip(entry, new))
+
+    def reset(self, seq):
+        self.passed.reset(seq)
+        self.buffers[seq] = self._fresh()
+
+    def truncate(self, seq, keep):
+        total = self.length(seq)
+        self.passed.truncate(seq, keep)
+        if self.resident(keep) == self.resident(total) - (total - keep):
+            return  # ORT's rollback: rerun with the shorter length, the buffer untouched
+        resident = self.resident(keep)
+        self.buffers[seq] = self._fresh()
+        for buffer, passed in zip(self.buffers[seq], self.passed.entries[seq]):
+            buffer[:, :, :resident] = passed[:, :, keep - resident : keep]
+
+    def fork(self, src, dst):
+        self.passed.fork(src, dst)
+        self.buffers[dst] = tuple(buffer.copy() for buffer in self.buffers[src])
+
+
 def main():
     common.serve_exec(factory())
 
 
 if __name__ == "__main__":
     main()
+

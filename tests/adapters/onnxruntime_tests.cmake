@@ -49,6 +49,8 @@ kvfuzz_ort_test(ort_attention_bug_rope 1 60 ${attention} --dtype f32 --bug rope)
 # The f16 kernel judged under its declared numerics still catches a wrong mapping, and the
 # same kernel declaring nothing fails by its output rounding (half an f16 ulp).
 kvfuzz_ort_test(ort_gqa_f16_bug_window 1 60 ${gqa} --dtype f16 --bug window)
+kvfuzz_ort_test(ort_gqa_window_cache_bug_window 1 60 ${gqa} --dtype f32 --path window --rope adapter
+                --bug window CHECK --window on)
 kvfuzz_ort_test(ort_gqa_f16_undeclared 1 60 ${gqa} --dtype f16 --bug numerics)
 kvfuzz_ort_test(ort_gqa_f32_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path legacy)
 if(KVFUZZ_SANITIZE)
@@ -62,6 +64,11 @@ kvfuzz_ort_test(ort_gqa_f16_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --pa
 kvfuzz_ort_test(ort_gqa_f16_batched 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path batched)
 kvfuzz_ort_test(ort_gqa_f16_shared 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path shared)
 kvfuzz_ort_test(ort_attention_f32 0 ${KVFUZZ_ORT_CASES} ${attention} --dtype f32)
+# ORT's own sliding-window cache (sliding_window_cache = 1): windowed cases only.
+kvfuzz_ort_test(ort_gqa_f32_window_cache 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path window
+                --rope adapter CHECK --window on)
+kvfuzz_ort_test(ort_gqa_f16_window_cache 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path window
+                CHECK --window on)
 # ORT's rotary in its other style and with explicit positions: RoPE cases only (a fifth
 # of the generator's otherwise), on the batched and the shared path.
 kvfuzz_ort_test(ort_gqa_f32_batched_interleaved_position_ids 0 ${KVFUZZ_ORT_CASES} ${gqa}
