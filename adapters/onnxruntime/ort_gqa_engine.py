@@ -7,7 +7,7 @@
     import kvfuzz, ort_gqa_engine                        # in-process, the same engine
     kvfuzz.check(ort_gqa_engine.factory(["--dtype", "f32"]), cases=100)
 
-Three ways to call the kernel (--path), each a real caller's:
+Four ways to call the kernel (--path), each a real caller's:
   * legacy: every chunk of a step is one run at batch 1; past_key/past_value hold exactly
     the sequence's cached tokens, present_key/present_value (past + new) become the next past.
   * batched: one run per step for all its chunks, batch = chunks: the query right-padded to
