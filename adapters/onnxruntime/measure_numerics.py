@@ -24,7 +24,8 @@ import onnxruntime as ort
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ort_gqa_engine import DEFAULT_ROPE, NUMPY_DTYPES, ROPE_MODES, OrtGqaEngine  # noqa: E402
+from ort_common import NUMPY_DTYPES  # noqa: E402
+from ort_gqa_engine import PATHS, ROPE_MODES, OrtGqaEngine, parse  # noqa: E402
 
 
 def rotate(x, position, theta):
@@ -91,7 +92,7 @@ def run(engine, config, qs, ks, vs, rng):
         chunk = SimpleNamespace(seq=0, q=qs[done : done + size].tolist(),
                                 k=ks[done : done + size].tolist(), v=vs[done : done + size].tolist())  # fmt: skip
         [(positions, out)] = engine.step([chunk])
-        assert positions == list(range(done, done + size)), positions
+        assert list(positions) == list(range(done, done + size)), positions
         rows.extend(out)
         done += size
     return np.array(rows)
@@ -109,15 +110,17 @@ def main():
     parser.add_argument("--rows", type=int, default=4000, help="output rows to measure")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rope", choices=ROPE_MODES, help="who rotates q and k (default: by dtype)")
+    parser.add_argument("--path", choices=PATHS, default="legacy", help="how the kernel is called")
     args = parser.parse_args()
-    rope = args.rope or DEFAULT_ROPE[args.dtype]
+    options = parse(["--dtype", args.dtype, "--path", args.path] + (["--rope", args.rope] if args.rope else []))
+    rope = options.rope
     rng = np.random.default_rng(args.seed)
     t = NUMPY_DTYPES[args.dtype]
     rows = 0
     by_kind = collections.defaultdict(lambda: {"cases": 0, "ulps": [], "excess": [], "equal": 0})
     while rows < args.rows:
         config, qs, ks, vs = random_case(rng, args.dtype)
-        got = run(OrtGqaEngine(config, args.dtype, rope, None), config, qs, ks, vs, rng)
+        got = run(OrtGqaEngine(config, options), config, qs, ks, vs, rng)
         want = reference(config, qs, ks, vs)
         kind = by_kind["rope" if config.rope_theta else "no rope"]
         kind["cases"] += 1

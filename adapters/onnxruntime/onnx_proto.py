@@ -12,6 +12,8 @@ import struct
 # TensorProto.DataType
 FLOAT = 1
 INT32 = 6
+INT64 = 7
+BOOL = 9
 FLOAT16 = 10
 
 _ATTRIBUTE_FLOAT = 1  # AttributeProto.AttributeType

@@ -1,36 +1,86 @@
-# ONNX Runtime's CPU GroupQueryAttention (adapters/onnxruntime): the f32 and f16 kernels
-# must pass kvfuzz check, and each deliberately wrong mapping (--bug) must be caught.
+# ONNX Runtime (adapters/onnxruntime): every shipped variant of the GroupQueryAttention
+# adapter and of the ONNX Attention adapter must pass kvfuzz check on all six properties at
+# the default sizes, through the exec door (the README's command) and in-process (the
+# Python package); each deliberately wrong mapping (--bug) must be caught on a row.
 #
 # They need the project's .venv with onnxruntime and numpy (scripts/setup.sh). That is
 # checked when the tests run, not when CMake configures (a configure-time answer would go
 # stale once setup has run): ort_venv fails naming what is missing, and the tests that
 # require it are then not run, which ctest counts as failures too. Never a silent skip.
 set(KVFUZZ_VENV_PYTHON ${PROJECT_SOURCE_DIR}/.venv/bin/python)
+set(KVFUZZ_ORT_DIR ${PROJECT_SOURCE_DIR}/adapters/onnxruntime)
 add_test(NAME ort_venv COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/require_venv.sh ${KVFUZZ_VENV_PYTHON}
                                numpy onnxruntime)
-set_tests_properties(ort_venv PROPERTIES FIXTURES_SETUP ort_venv)
+set_tests_properties(ort_venv PROPERTIES FIXTURES_SETUP ort_venv LABELS adapters)
 
-set(KVFUZZ_ORT_ENGINE "exec:${KVFUZZ_VENV_PYTHON} ${PROJECT_SOURCE_DIR}/adapters/onnxruntime/ort_gqa_engine.py")
-# Two workers: check judges all six properties, several runs of the engine per case (a
-# process each, until the exec door keeps one per worker).
-set(KVFUZZ_ORT_CHECK --cases 60 --seed 1 --jobs 2 --quiet --out ${CMAKE_CURRENT_BINARY_DIR}/kvfuzz-out)
+# The sanitize preset runs only the honest legacy path and the negative controls, at fewer
+# cases: what it adds is kvfuzz's exec door under ASan, not more of ORT.
+if(KVFUZZ_SANITIZE)
+  set(KVFUZZ_ORT_CASES 40)
+else()
+  set(KVFUZZ_ORT_CASES 150)
+endif()
+set(KVFUZZ_ORT_CHECK --seed 1 --jobs 2 --quiet --out ${CMAKE_CURRENT_BINARY_DIR}/kvfuzz-out)
 
-# kvfuzz_ort_test(NAME EXIT ENGINE_FLAGS...): kvfuzz check of the adapter with those flags,
-# expecting exit status EXIT (expect_exit.sh).
-function(kvfuzz_ort_test name exit)
-  list(JOIN ARGN " " flags)
+# kvfuzz_ort_test(NAME EXIT CASES SCRIPT ENGINE_FLAGS... [CHECK check flags...]): kvfuzz
+# check --cases CASES of adapters/onnxruntime/SCRIPT with those flags, expecting exit
+# status EXIT (expect_exit.sh: a 1 must be a wrong row, not an engine error).
+function(kvfuzz_ort_test name exit cases script)
+  cmake_parse_arguments(PARSE_ARGV 4 arg "" "" "CHECK")
+  list(JOIN arg_UNPARSED_ARGUMENTS " " flags)
   add_test(NAME ${name}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh ${exit} $<TARGET_FILE:kvfuzz> check
-                   --engine "${KVFUZZ_ORT_ENGINE} ${flags}" ${KVFUZZ_ORT_CHECK})
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 600)
+                   --engine "exec:${KVFUZZ_VENV_PYTHON} ${KVFUZZ_ORT_DIR}/${script} ${flags}"
+                   --cases ${cases} ${KVFUZZ_ORT_CHECK} ${arg_CHECK})
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 600 LABELS adapters)
 endfunction()
 
-kvfuzz_ort_test(ort_gqa_f32 0 --dtype f32)
-kvfuzz_ort_test(ort_gqa_f16 0 --dtype f16)
-kvfuzz_ort_test(ort_gqa_bug_window 1 --dtype f32 --bug window)
-kvfuzz_ort_test(ort_gqa_bug_scale 1 --dtype f32 --bug scale)
-kvfuzz_ort_test(ort_gqa_bug_rope 1 --dtype f32 --bug rope)
+set(gqa ort_gqa_engine.py)
+set(attention ort_attention_engine.py)
+# The negative controls: a check stops at the first failure, so 60 cases cost little.
+kvfuzz_ort_test(ort_gqa_bug_window 1 60 ${gqa} --dtype f32 --bug window)
+kvfuzz_ort_test(ort_gqa_bug_scale 1 60 ${gqa} --dtype f32 --bug scale)
+kvfuzz_ort_test(ort_gqa_bug_rope 1 60 ${gqa} --dtype f32 --bug rope)
+kvfuzz_ort_test(ort_gqa_interleaved_bug_rope 1 60 ${gqa} --dtype f32 --path batched
+                --rotary-style interleaved --bug rope)
+kvfuzz_ort_test(ort_attention_bug_window 1 60 ${attention} --dtype f32 --bug window)
+kvfuzz_ort_test(ort_attention_bug_scale 1 60 ${attention} --dtype f32 --bug scale)
+kvfuzz_ort_test(ort_attention_bug_rope 1 60 ${attention} --dtype f32 --bug rope)
 # The f16 kernel judged under its declared numerics still catches a wrong mapping, and the
 # same kernel declaring nothing fails by its output rounding (half an f16 ulp).
-kvfuzz_ort_test(ort_gqa_f16_bug_window 1 --dtype f16 --bug window)
-kvfuzz_ort_test(ort_gqa_f16_undeclared 1 --dtype f16 --bug numerics)
+kvfuzz_ort_test(ort_gqa_f16_bug_window 1 60 ${gqa} --dtype f16 --bug window)
+kvfuzz_ort_test(ort_gqa_window_cache_bug_window 1 60 ${gqa} --dtype f32 --path window --rope adapter
+                --bug window CHECK --window on)
+kvfuzz_ort_test(ort_gqa_f16_undeclared 1 60 ${gqa} --dtype f16 --bug numerics)
+kvfuzz_ort_test(ort_gqa_f32_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path legacy)
+if(KVFUZZ_SANITIZE)
+  return()
+endif()
+
+# Every shipped variant, all six properties, default sizes.
+kvfuzz_ort_test(ort_gqa_f32_batched 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path batched)
+kvfuzz_ort_test(ort_gqa_f32_shared 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path shared)
+kvfuzz_ort_test(ort_gqa_f16_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path legacy)
+kvfuzz_ort_test(ort_gqa_f16_batched 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path batched)
+kvfuzz_ort_test(ort_gqa_f16_shared 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path shared)
+kvfuzz_ort_test(ort_attention_f32 0 ${KVFUZZ_ORT_CASES} ${attention} --dtype f32)
+# ORT's own sliding-window cache (sliding_window_cache = 1): windowed cases only.
+kvfuzz_ort_test(ort_gqa_f32_window_cache 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path window
+                --rope adapter CHECK --window on)
+kvfuzz_ort_test(ort_gqa_f16_window_cache 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path window
+                CHECK --window on)
+# ORT's rotary in its other style and with explicit positions: RoPE cases only (a fifth
+# of the generator's otherwise), on the batched and the shared path.
+kvfuzz_ort_test(ort_gqa_f32_batched_interleaved_position_ids 0 ${KVFUZZ_ORT_CASES} ${gqa}
+                --dtype f32 --path batched --rotary-style interleaved --position-ids CHECK --rope on)
+kvfuzz_ort_test(ort_gqa_f32_shared_position_ids 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32
+                --path shared --position-ids CHECK --rope on)
+
+# In-process: the same classes through kvfuzz.check (the package python_install puts in
+# .venv; tests/python).
+add_test(NAME ort_inprocess
+         COMMAND ${KVFUZZ_VENV_PYTHON} -m pytest -q -p no:cacheprovider
+                 ${CMAKE_CURRENT_SOURCE_DIR}/test_ort_inprocess.py
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(ort_inprocess PROPERTIES FIXTURES_REQUIRED "ort_venv;python_package"
+                                              TIMEOUT 600 LABELS adapters)
