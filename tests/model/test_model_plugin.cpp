@@ -9,6 +9,7 @@
 #include "command.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
+#include "kvfuzz/engine_plugin.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/generator.h"
 #include "model/model_check.h"
@@ -94,6 +95,28 @@ TEST(ModelPlugin, AnAttentionScenarioIsSkippedForIt) {
   EXPECT_NE(result.out.find("is an attention scenario, and the engine runs whole models only"),
             std::string::npos)
       << result.out;
+}
+
+std::string spec_error(const std::string& spec) {
+  try {
+    resolve_engine(spec);
+  } catch (const EngineSpecError& e) {
+    return e.what();
+  }
+  return "(resolved)";
+}
+
+TEST(ModelPlugin, AWrongDoorIsRefusedWithOneLine) {
+  const std::string version = std::string("plugin:") + KVFUZZ_BAD_DOOR_VERSION;
+  EXPECT_EQ(spec_error(version),
+            "--engine " + version + ": kvfuzz_model_door() returned version 99 (struct size " +
+                std::to_string(sizeof(ModelDoor)) + "); expected version 1 (struct size " +
+                std::to_string(sizeof(ModelDoor)) + "): rebuild the plugin against this kvfuzz");
+  const std::string unlisted = std::string("plugin:") + KVFUZZ_BAD_DOOR_UNLISTED;
+  EXPECT_EQ(spec_error(unlisted),
+            "--engine " + unlisted +
+                ": the model door names engine 'not-in-the-table', which the plugin's table "
+                "does not; expected every model engine in the table");
 }
 
 TEST(ModelPlugin, CheckRunsThemInForkedWorkers) {

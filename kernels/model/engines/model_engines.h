@@ -16,8 +16,9 @@ namespace kvfuzz::model_engines {
 // How the layers' attention computes (each layer's cache is one built-in CPU engine).
 enum class Arithmetic {
   f32,     // paged engine, f32 throughout
-  p_f16,   // flash engine: f16 K/V holding rotated keys, rotated q rounded to f16, P rounded
-           // to f16 before P.V (llama.cpp's CPU path without flash attention)
+  p_f16,   // flash engine: K/V in the storage dtype (f32 or f16) holding rotated keys,
+           // rotated q rounded to it, P rounded to f16 before P.V (llama.cpp's CPU path
+           // without flash attention, whose cache is f16)
   acc_f16  // contiguous engine: as p_f16 but P kept and P.V summed in f16 (ggml's CPU
            // flash attention)
 };
