@@ -59,7 +59,8 @@ def coverage(scenarios):
             elif kind == "fork":
                 lengths[op["dst"]] = lengths[op["src"]]
             longest = max([longest, *lengths.values()])
-        c["context"][(longest - 1) // 32 * 32 + 32 if longest else 0] += 1  # upper bound of a bin of 32
+        width = 32 if longest <= 160 else 512  # bins of 32 tokens, of 512 for long contexts
+        c["context"][(longest - 1) // width * width + width if longest else 0] += 1  # a bin's upper bound
     report = {"cases": len(scenarios), "ops": dict(totals)}
     report |= {name: histogram(counter) for name, counter in sorted(c.items())}
     report["context"] = {f"<= {k}": v for k, v in report["context"].items()}
@@ -70,12 +71,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-tokens", type=int, default=0, help="as check's --max-tokens (0: default sizes)")
     parser.add_argument("adapter", help="the adapter's file in this folder, e.g. ort_gqa_engine.py")
     parser.add_argument("flags", nargs=argparse.REMAINDER, help="the adapter's flags")
     args = parser.parse_args()
     module = importlib.import_module(os.path.splitext(os.path.basename(args.adapter))[0])
     factory = module.factory(args.flags)
-    scenarios = [kvfuzz.generate(kvfuzz.case_seed(args.seed, i), factory) for i in range(args.cases)]
+    seeds = [kvfuzz.case_seed(args.seed, i) for i in range(args.cases)]
+    scenarios = [kvfuzz.generate(seed, factory, max_tokens=args.max_tokens) for seed in seeds]
     print(json.dumps(coverage(scenarios), indent=1))
 
 

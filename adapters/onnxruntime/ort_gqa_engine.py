@@ -39,8 +39,9 @@ What maps to what (README.md in this folder has the reasoning and the measuremen
     them once to the kernel's dtype; do_rotary = 0 (ORT's f16 rotary rounds cos/sin to f16).
   * head sizes: one head size for q, k and v, a multiple of 8 (16 with do_rotary), zero-padded.
 
---bug window|scale|rope|numerics breaks one mapping on purpose (negative controls):
-window W + 1, ORT's default scale, the other rotary style, no numerics declared.
+--bug window|scale|rope|numerics|positions breaks one mapping on purpose (negative
+controls): window W + 1, ORT's default scale, the other rotary style, no numerics
+declared, position_ids of a chunk after a past one late (which shows ORT reads them).
 """
 
 import argparse
@@ -56,7 +57,7 @@ from ort_common import proto
 HEAD_SIZE_MULTIPLE = 8
 ROTARY_MULTIPLE = 16
 PATHS = ("legacy", "batched", "shared", "window")
-BUGS = ("window", "scale", "rope", "numerics")
+BUGS = ("window", "scale", "rope", "numerics", "positions")
 ROPE_MODES = ("ort", "adapter")
 ROTARY_STYLES = ("half", "interleaved")
 DEFAULT_ROPE = {"f32": "ort", "f16": "adapter"}
@@ -102,6 +103,8 @@ def parse(argv=None):
     options.rope = options.rope or DEFAULT_ROPE[options.dtype]
     if options.rope != "ort" and (options.position_ids or options.rotary_style != "half"):
         parser.error("--position-ids and --rotary-style interleaved need --rope ort (ORT rotates)")
+    if options.bug == "positions" and not options.position_ids:
+        parser.error("--bug positions needs --position-ids")
     if options.path == "window" and options.rope != "adapter":
         # A truncate may need evicted keys again; the adapter keeps them as it passed them.
         parser.error("--path window needs --rope adapter (the adapter keeps the keys it passed)")
@@ -262,11 +265,16 @@ class OrtGqaEngine:
         and position_ids when asked for."""
         if not self.lanes.rotary:
             return {}
+        positions += int(self.options.bug == "positions")  # room for the late position
         angles = np.zeros((positions, self.lanes.rotary // 2))
         angles[:, : self.config.head_dim // 2] = common.rope_angles(self.config, np.arange(positions))
         feeds = {"cos_cache": np.cos(angles).astype(self.np_dtype), "sin_cache": np.sin(angles).astype(self.np_dtype)}
         if self.options.position_ids:
-            feeds["position_ids"] = np.array([np.arange(p, p + tokens) for p in firsts], np.int64)
+            # --bug positions: a chunk after a past one position late (a gap, as after a
+            # skipped token). A shift of every position would not do: RoPE scores depend
+            # only on the distance between q and k.
+            late = [int(self.options.bug == "positions" and p > 0) for p in firsts]
+            feeds["position_ids"] = np.array([np.arange(p, p + tokens) + d for p, d in zip(firsts, late)], np.int64)
         return feeds
 
     def _rows(self, out, tokens):

@@ -9,8 +9,10 @@ are compared with the float64 rotation of the same keys rounded once to f16, in 
 of each pair's norm (the scale of the rotation's own error).
 
 Output with onnxruntime 1.32.0:
-  f16 do_rotary: |cached - exact| up to 0.98 f16 ulps of the pair's norm (one rounding of the exact key: 0.50); 25% of elements differ from it
-  f32 do_rotary: |cached - exact| up to 1.29 f32 ulps of the pair's norm (one rounding of the exact key: 0.50); 31% of elements differ from it
+  f16 do_rotary: |cached - exact| up to 0.98 f16 ulps of the pair's norm
+    (one rounding of the exact key: 0.50); 25% of elements differ from it
+  f32 do_rotary: |cached - exact| up to 1.29 f32 ulps of the pair's norm
+    (one rounding of the exact key: 0.50); 31% of elements differ from it
 In f32 that is noise far below kvfuzz's f32 bound; in f16 it is twice what one rounding
 allows, which is why the f16 adapter rotates q and k itself (--rope adapter).
 """
@@ -45,5 +47,6 @@ for dtype in (np.float16, np.float32):
     name = "f16" if dtype is np.float16 else "f32"
     worst_ort = (np.abs(got - exact) / ulp).max()
     worst_once = (np.abs(once - exact) / ulp).max()
-    print(f"  {name} do_rotary: |cached - exact| up to {worst_ort:.2f} {name} ulps of the pair's norm "
-          f"(one rounding of the exact key: {worst_once:.2f}); {100 * np.mean(got != once):.0f}% of elements differ from it")  # fmt: skip
+    print(f"  {name} do_rotary: |cached - exact| up to {worst_ort:.2f} {name} ulps of the pair's norm\n"
+          f"    (one rounding of the exact key: {worst_once:.2f}); "
+          f"{100 * np.mean(got != once):.0f}% of elements differ from it")  # fmt: skip

@@ -47,7 +47,8 @@ def gqa_prompt(q, k, v, past=None, extra=None, present=False, **attributes):
     outputs = [proto.value_info("output", f, [1, tokens, heads * size])]
     outputs += [proto.value_info(n, f, [1, kv_heads, total, size]) for n in ("present_key", "present_value")]
     attributes = {"num_heads": heads, "kv_num_heads": kv_heads, **attributes}
-    node = proto.node("GroupQueryAttention", names, ["output", "present_key", "present_value"], "com.microsoft", attributes)
+    outs = ["output", "present_key", "present_value"]
+    node = proto.node("GroupQueryAttention", names, outs, "com.microsoft", attributes)
     session = _session(node, inputs, outputs, {"": 21, "com.microsoft": 1})
     out, keys, _ = session.run(None, feeds)
     out = out.reshape(tokens, heads, size)
