@@ -250,18 +250,21 @@ TEST(LlamaCppBugs, RopeLanesInKvfuzzOrderAreCaught) {
 TEST(LlamaCppBugs, TruncateOffByOneIsCaught) {
   llama_cpp::EngineBugs bugs;
   bugs.truncate_keeps_one_more = true;
-  const Scenario s = fixture("model-fork-then-rollback.json", kF32);
-  const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
-  EXPECT_TRUE(caught(s, m)) << describe(m);
-  EXPECT_GT(m.wrong_positions, 0) << describe(m);
+  for (const char* name : {"model-fork-then-rollback.json", "model-rope-gqa-history.json"}) {
+    const Scenario s = fixture(name, kF32);
+    const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
+    EXPECT_TRUE(caught(s, m)) << name << ": " << describe(m);
+  }
 }
 
 TEST(LlamaCppBugs, ForkWithoutCopyIsCaught) {
   llama_cpp::EngineBugs bugs;
   bugs.fork_without_copy = true;
-  const Scenario s = fixture("model-fork-then-rollback.json", kF32);
-  const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
-  EXPECT_TRUE(caught(s, m)) << describe(m);
+  for (const char* name : {"model-fork-then-rollback.json", "model-rope-gqa-history.json"}) {
+    const Scenario s = fixture(name, kF32);
+    const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
+    EXPECT_TRUE(caught(s, m)) << name << ": " << describe(m);
+  }
 }
 
 // Over generated scenarios the RoPE bug is caught wherever the lane orders differ (head_dim
