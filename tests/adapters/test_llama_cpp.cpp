@@ -250,18 +250,21 @@ TEST(LlamaCppBugs, RopeLanesInKvfuzzOrderAreCaught) {
 TEST(LlamaCppBugs, TruncateOffByOneIsCaught) {
   llama_cpp::EngineBugs bugs;
   bugs.truncate_keeps_one_more = true;
-  const Scenario s = fixture("model-fork-then-rollback.json", kF32);
-  const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
-  EXPECT_TRUE(caught(s, m)) << describe(m);
-  EXPECT_GT(m.wrong_positions, 0) << describe(m);
+  for (const char* name : {"model-fork-then-rollback.json", "model-rope-gqa-history.json"}) {
+    const Scenario s = fixture(name, kF32);
+    const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
+    EXPECT_TRUE(caught(s, m)) << name << ": " << describe(m);
+  }
 }
 
 TEST(LlamaCppBugs, ForkWithoutCopyIsCaught) {
   llama_cpp::EngineBugs bugs;
   bugs.fork_without_copy = true;
-  const Scenario s = fixture("model-fork-then-rollback.json", kF32);
-  const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
-  EXPECT_TRUE(caught(s, m)) << describe(m);
+  for (const char* name : {"model-fork-then-rollback.json", "model-rope-gqa-history.json"}) {
+    const Scenario s = fixture(name, kF32);
+    const ModelEngineMeasure m = measure_model_engine(s, factory(with_bugs(kF32, bugs)));
+    EXPECT_TRUE(caught(s, m)) << name << ": " << describe(m);
+  }
 }
 
 // Over generated scenarios the RoPE bug is caught wherever the lane orders differ (head_dim
@@ -294,9 +297,11 @@ TEST(LlamaCppFindings, F32CacheUnderFlashAttentionComputesAtF16Precision) {
   const Scenario s = fixture("model-fork-then-rollback.json", flash);
   const ModelEngineMeasure fused = measure_model_engine(s, factory(flash));
   const ModelEngineMeasure unfused = measure_model_engine(s, factory(kF32));
+  std::cout << "f32 cache: " << unfused.max_relative_error << " without flash attention, "
+            << fused.max_relative_error << " with it\n";
   EXPECT_LE(unfused.max_relative_error, kF32Bound) << describe(unfused);
   // f16 rounding of k and v is 2^-11 = 4.9e-4 relative: above 1e-4, and 100 times the f32
-  // cache's own error (4e-7 here).
+  // cache's own error (measured: 7.5e-4 against 1.1e-6).
   EXPECT_GT(fused.max_relative_error, 1e-4) << describe(fused);
   EXPECT_GT(fused.max_relative_error, 100 * unfused.max_relative_error) << describe(unfused);
   EXPECT_LE(fused.max_relative_error, kF16Bound) << describe(fused);
