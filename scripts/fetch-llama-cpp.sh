@@ -35,6 +35,10 @@ got=$(sha256sum "$archive" | cut -d' ' -f1)
 top=$(basename "$archive" .tar.gz)
 tar xzf "$archive" -C "$tmp" "$top/vendor/llama.cpp" || fail "$(basename "$archive") has no $top/vendor/llama.cpp"
 [[ -f $tmp/$top/vendor/llama.cpp/include/llama.h ]] || fail "$(basename "$archive"): vendor/llama.cpp has no include/llama.h"
+# The sdist keeps the submodule's .git file (gitdir: ../../.git/modules/...), which points
+# nowhere here: llama.cpp's CMake would ask git for its build number and print "fatal: not
+# a git repository" at every configure.
+rm -f "$tmp/$top/vendor/llama.cpp/.git"
 mkdir -p third_party
 rm -rf "$dest"
 mv "$tmp/$top/vendor/llama.cpp" "$dest"

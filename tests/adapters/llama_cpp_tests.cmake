@@ -28,3 +28,28 @@ if(TARGET kvfuzz-llama-export)
   set_tests_properties(llama_export_writes_gguf llama_export_refuses_without_rope PROPERTIES
                        LABELS llama.cpp)
 endif()
+
+# Through kvfuzz's own door, as a user runs it: `kvfuzz check` with all six properties on
+# the plugin's engines (model scenarios, judged by the model level's tolerance with the
+# engines' declared numerics). The honest three pass 100 cases; each mutant (one mapping
+# broken on purpose) is rejected on a row, not by an engine error (expect_exit.sh). The
+# mutants die within a few cases (rope-unpermuted at case 2, truncate-keeps-one at 4,
+# fork-without-copy at 17 with the default seed); 100 cases is the margin.
+if(TARGET kvfuzz_llama_cpp_plugin)
+  set(plugin plugin:$<TARGET_FILE:kvfuzz_llama_cpp_plugin>)
+  foreach(engine llama-cpp llama-cpp-unfused llama-cpp-f32 llama-cpp-rope-unpermuted
+                 llama-cpp-truncate-keeps-one llama-cpp-fork-without-copy)
+    add_test(NAME llama_cpp:check-${engine}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
+                     --engine ${plugin}:${engine} --cases 100 --jobs 2 --quiet
+                     --out ${CMAKE_CURRENT_BINARY_DIR}/llama-check-${engine})
+    set_tests_properties(llama_cpp:check-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp)
+    if(engine MATCHES "rope-unpermuted|truncate-keeps-one|fork-without-copy")
+      set_tests_properties(llama_cpp:check-${engine} PROPERTIES
+                           PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case")
+    else()
+      set_tests_properties(llama_cpp:check-${engine} PROPERTIES
+                           PASS_REGULAR_EXPRESSION "honest +100 .* pass")
+    endif()
+  endforeach()
+endif()

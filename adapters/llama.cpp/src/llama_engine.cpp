@@ -75,7 +75,18 @@ struct LlamaCppEngine::State {
 };
 
 LlamaCppEngine::LlamaCppEngine(const ModelEngineConfig& config, const EngineOptions& options)
-    : state_(std::make_unique<State>()), options_(options) {
+    : config_(config), options_(options) {
+  length_.assign(static_cast<size_t>(std::max(1, config.engine.sequences)), 0);
+}
+
+// The model and context are made at the first call that needs them, not in the
+// constructor: kvfuzz asks an engine for its declarations by making one for the smallest
+// layout (no RoPE, head_dim 1), which the llama architecture cannot express.
+LlamaCppEngine::State& LlamaCppEngine::state() {
+  if (state_) return *state_;
+  auto made = std::make_unique<State>();
+  const ModelEngineConfig& config = config_;
+  const EngineOptions& options = options_;
   init_backend();
   last_error().clear();
   const Layout& layout = config.engine.layout;
@@ -93,10 +104,10 @@ LlamaCppEngine::LlamaCppEngine(const ModelEngineConfig& config, const EngineOpti
     llama_model_params mp = llama_model_default_params();
     mp.load_mode = LLAMA_LOAD_MODE_NONE;  // read, not mapped: the file goes right after
     mp.lazy_mode = LLAMA_LAZY_MODE_OFF;
-    state_->model = llama_model_load_from_file(file.path().c_str(), mp);
-    if (!state_->model) fail("llama_model_load_from_file failed");
+    made->model = llama_model_load_from_file(file.path().c_str(), mp);
+    if (!made->model) fail("llama_model_load_from_file failed");
   }
-  state_->vocab = config.model.vocab;
+  made->vocab = config.model.vocab;
 
   llama_context_params cp = llama_context_default_params();
   // Without a unified cache each sequence has n_ctx / n_seq_max cells of its own.
@@ -110,9 +121,10 @@ LlamaCppEngine::LlamaCppEngine(const ModelEngineConfig& config, const EngineOpti
   cp.type_v = type;
   cp.flash_attn_type = options.attention == Attention::automatic ? LLAMA_FLASH_ATTN_TYPE_AUTO
                                                                  : LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  state_->context = llama_init_from_model(state_->model, cp);
-  if (!state_->context) fail("llama_init_from_model failed");
-  length_.assign(static_cast<size_t>(sequences), 0);
+  made->context = llama_init_from_model(made->model, cp);
+  if (!made->context) fail("llama_init_from_model failed");
+  state_ = std::move(made);
+  return *state_;
 }
 
 LlamaCppEngine::~LlamaCppEngine() = default;
@@ -192,9 +204,9 @@ void LlamaCppEngine::step(std::span<const ModelChunkIn> chunks, std::span<ModelC
     }
   }
   last_error().clear();
-  if (const int32_t status = llama_decode(state_->context, batch); status != 0)
+  if (const int32_t status = llama_decode(state().context, batch); status != 0)
     fail("llama_decode returned " + std::to_string(status));
-  const auto vocab = static_cast<size_t>(state_->vocab);
+  const auto vocab = static_cast<size_t>(state_->vocab);  // made by the decode above
   int32_t at = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     ModelChunkOut& out = outs[i];
@@ -208,24 +220,24 @@ void LlamaCppEngine::step(std::span<const ModelChunkIn> chunks, std::span<ModelC
 }
 
 void LlamaCppEngine::reset(int seq) {
-  llama_memory_seq_rm(state_->memory(), seq, -1, -1);
+  llama_memory_seq_rm(state().memory(), seq, -1, -1);
   length_.at(static_cast<size_t>(seq)) = 0;
 }
 
 void LlamaCppEngine::truncate(int seq, int64_t keep) {
   const int64_t from = options_.bugs.truncate_keeps_one_more ? keep + 1 : keep;
-  if (!llama_memory_seq_rm(state_->memory(), seq, static_cast<llama_pos>(from), -1))
+  if (!llama_memory_seq_rm(state().memory(), seq, static_cast<llama_pos>(from), -1))
     fail("llama_memory_seq_rm(" + std::to_string(seq) + ", " + std::to_string(from) + ") failed");
   length_.at(static_cast<size_t>(seq)) = from;
 }
 
 void LlamaCppEngine::fork(int src, int dst) {
-  llama_memory_seq_rm(state_->memory(), dst, -1, -1);
+  llama_memory_seq_rm(state().memory(), dst, -1, -1);
   if (options_.bugs.fork_without_copy) {
     length_.at(static_cast<size_t>(dst)) = 0;
     return;
   }
-  llama_memory_seq_cp(state_->memory(), src, dst, -1, -1);
+  llama_memory_seq_cp(state().memory(), src, dst, -1, -1);
   length_.at(static_cast<size_t>(dst)) = length_.at(static_cast<size_t>(src));
 }
 
@@ -234,20 +246,42 @@ std::vector<EngineInfo> engines() {
     EngineInfo e;
     e.name = std::move(name);
     e.description = std::move(description);
+    e.mutant = options.bugs.model.skip_rope_permutation || options.bugs.truncate_keeps_one_more ||
+               options.bugs.fork_without_copy;
     e.make_model = [options](const ModelEngineConfig& config) -> std::unique_ptr<ModelEngine> {
       return std::make_unique<LlamaCppEngine>(config, options);
     };
     return e;
   };
-  return {info("llama-cpp",
-               "llama.cpp (CPU) running the scenario's model as a GGUF llama model with its "
-               "defaults: f16 K/V cache, flash attention.",
-               {.cache = CacheType::f16, .attention = Attention::automatic, .bugs = {}}),
-          info("llama-cpp-unfused",
-               "llama.cpp (CPU), f16 K/V cache, flash attention off (mul_mat, softmax, mul_mat).",
-               {.cache = CacheType::f16, .attention = Attention::unfused, .bugs = {}}),
-          info("llama-cpp-f32", "llama.cpp (CPU), f32 K/V cache, flash attention off.",
-               {.cache = CacheType::f32, .attention = Attention::unfused, .bugs = {}})};
+  return {
+      info("llama-cpp",
+           "llama.cpp (CPU) running the scenario's model as a GGUF llama model with its "
+           "defaults: f16 K/V cache, flash attention.",
+           {.cache = CacheType::f16, .attention = Attention::automatic, .bugs = {}}),
+      info("llama-cpp-unfused",
+           "llama.cpp (CPU), f16 K/V cache, flash attention off (mul_mat, softmax, mul_mat).",
+           {.cache = CacheType::f16, .attention = Attention::unfused, .bugs = {}}),
+      info("llama-cpp-f32", "llama.cpp (CPU), f32 K/V cache, flash attention off.",
+           {.cache = CacheType::f32, .attention = Attention::unfused, .bugs = {}}),
+      // The negative controls, for `kvfuzz check` through the plugin door (ctest's
+      // llama_cpp:check-mutant-*): llama-cpp with one mapping broken on purpose.
+      info("llama-cpp-rope-unpermuted",
+           "Mutant: llama-cpp with q and k written in kvfuzz's half-split lane order, so "
+           "llama.cpp rotates the wrong pairs.",
+           {.cache = CacheType::f16,
+            .attention = Attention::automatic,
+            .bugs = {.model = {.skip_rope_permutation = true}}}),
+      info("llama-cpp-truncate-keeps-one",
+           "Mutant: llama-cpp whose truncate keeps one token more than asked.",
+           {.cache = CacheType::f16,
+            .attention = Attention::automatic,
+            .bugs = {.model = {}, .truncate_keeps_one_more = true}}),
+      info("llama-cpp-fork-without-copy",
+           "Mutant: llama-cpp whose fork empties the destination instead of copying the "
+           "source into it.",
+           {.cache = CacheType::f16,
+            .attention = Attention::automatic,
+            .bugs = {.model = {}, .truncate_keeps_one_more = false, .fork_without_copy = true}})};
 }
 
 }  // namespace kvfuzz::llama_cpp

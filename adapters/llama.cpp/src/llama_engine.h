@@ -46,8 +46,9 @@ inline constexpr int kContextPerSequence = 1024;
 
 class LlamaCppEngine final : public ModelEngine {
  public:
-  // Throws EngineError when llama.cpp cannot load the model or make the context (the
-  // message carries llama.cpp's last error line).
+  // Makes nothing yet: the first step, reset, truncate or fork writes and loads the model
+  // and throws EngineError when the layout cannot be expressed or llama.cpp cannot load
+  // the model or make the context (the message carries llama.cpp's last error line).
   LlamaCppEngine(const ModelEngineConfig& config, const EngineOptions& options);
   ~LlamaCppEngine() override;
 
@@ -61,7 +62,9 @@ class LlamaCppEngine final : public ModelEngine {
 
  private:
   struct State;
+  State& state();  // made at the first call
   std::unique_ptr<State> state_;
+  ModelEngineConfig config_;
   EngineOptions options_;
   std::vector<int64_t> length_;  // next position of every sequence
 };
