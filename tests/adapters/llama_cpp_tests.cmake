@@ -53,3 +53,18 @@ if(TARGET kvfuzz_llama_cpp_plugin)
     endif()
   endforeach()
 endif()
+
+# The corpus's model fixtures replayed on llama.cpp, as a user replays them: those its
+# engines can be given (RoPE; the cache's storage dtype) reproduce kvfuzz's own full-prefix
+# logits within the model tolerance of the engine's declared numerics; the rest are skipped
+# with the reason. At least one fixture per engine must be judged ("[1-9] passed").
+if(TARGET kvfuzz_llama_cpp_plugin)
+  foreach(engine llama-cpp llama-cpp-unfused llama-cpp-f32)
+    add_test(NAME llama_cpp:replay-corpus-model-${engine}
+             COMMAND $<TARGET_FILE:kvfuzz> replay ${PROJECT_SOURCE_DIR}/corpus/model
+                     --engine ${plugin}:${engine})
+    set_tests_properties(llama_cpp:replay-corpus-model-${engine} PROPERTIES
+                         PASS_REGULAR_EXPRESSION " [1-9][0-9]* passed, 0 failed, 0 bad"
+                         TIMEOUT 300 LABELS llama.cpp)
+  endforeach()
+endif()
