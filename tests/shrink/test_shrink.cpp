@@ -732,3 +732,64 @@ TEST_F(ShrinkCommand, TimeZeroSavesTheInputAsTheResult) {
 
 }  // namespace
 }  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// mask-origin, declaring one head size for q, k and v in multiples of 4 (as ONNX Runtime's
+// kernels do): the shrinker must stay inside those supports, or replay would skip the
+// shrunk fixture as saying nothing about the engine.
+class OneHeadSizeMaskOrigin final : public Engine {
+ public:
+  explicit OneHeadSizeMaskOrigin(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {}
+  EngineCapabilities capabilities() const override { return inner_->capabilities(); }
+  EngineSupports supports() const override {
+    EngineSupports s;
+    s.head_dim_multiple = 4;
+    s.value_dim_is_head_dim = true;
+    return s;
+  }
+  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
+    inner_->step(chunks, outs);
+  }
+  void reset(int seq) override { inner_->reset(seq); }
+  void truncate(int seq, int64_t keep) override { inner_->truncate(seq, keep); }
+  void fork(int src, int dst) override { inner_->fork(src, dst); }
+
+ private:
+  std::unique_ptr<Engine> inner_;
+};
+
+TEST(Shrink, StaysInsideTheEnginesDeclaredSupports) {
+  EngineInfo narrow = engine("mask-origin");
+  narrow.name = "mask-origin-one-head-size";
+  const EngineFactory inner = narrow.make;
+  narrow.make = [inner](const EngineConfig& config) -> std::unique_ptr<Engine> {
+    return std::make_unique<OneHeadSizeMaskOrigin>(inner(config));
+  };
+  GeneratorOptions options;
+  options.supports = probe_declarations(narrow).supports;
+  int shrunk = 0;
+  for (uint64_t seed = 1; seed <= 40 && shrunk < 3; ++seed) {
+    PrngChoiceSource choices(seed);
+    const Scenario failing = generate_scenario(choices, options);
+    if (judge_property(Property::prefix, failing, narrow).pass) continue;
+    const auto result = shrink(failing, narrow, {});
+    ASSERT_TRUE(result) << seed;
+    const Layout& l = result->scenario.layout;
+    EXPECT_EQ(l.head_dim % 4, 0) << summary(result->scenario);
+    EXPECT_EQ(l.value_dim, l.head_dim) << summary(result->scenario);
+    EXPECT_FALSE(unjudgeable(result->scenario, probe_declarations(narrow)))
+        << summary(result->scenario);
+    // Without the declaration the same failure shrinks to head_dim 1 (so the filter is
+    // what kept it at 4).
+    const auto free = shrink(failing, engine("mask-origin"), {});
+    ASSERT_TRUE(free);
+    EXPECT_EQ(free->scenario.layout.head_dim, 1) << summary(free->scenario);
+    ++shrunk;
+  }
+  EXPECT_EQ(shrunk, 3);
+}
+
+}  // namespace
+}  // namespace kvfuzz

@@ -18,11 +18,13 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
 #include <utility>
 
+#include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/shrink.h"
 #include "shrink/measure.h"
@@ -56,6 +58,16 @@ class Search {
         start_(Clock::now()),
         current_measure_(shrinking::measure(result.scenario)) {
     result_.moves = count_rows();
+    // What the engine declares, asked once: a candidate outside it (say value_dim 1 for an
+    // engine with one head size) says nothing about the engine, and replay would skip the
+    // shrunk fixture. An engine that cannot even be probed is shrunk without the filter.
+    if (engine_) {
+      try {
+        declared_ = probe_declarations(*engine_);
+      } catch (const std::exception&) {
+        declared_.reset();
+      }
+    }
   }
 
   void run() {
@@ -120,7 +132,9 @@ class Search {
   // Accepts `candidate` if it is smaller, valid and fails the same way.
   bool try_candidate(Scenario&& candidate, const shrinking::Move& move, MoveCounts& counts) {
     shrinking::Measure size = shrinking::measure(candidate);
-    if (!(size < current_measure_) || validate(candidate) || out_of_time()) return false;
+    if (!(size < current_measure_) || validate(candidate) || outside_the_engine(candidate) ||
+        out_of_time())
+      return false;
     PropertyOutcome outcome;
     if (!fails_the_same(candidate, outcome, counts)) return false;
     result_.scenario = std::move(candidate);
@@ -170,7 +184,7 @@ class Search {
       const shrinking::Made made = split_move.make(result_.scenario, index, split);
       if (made == shrinking::Made::end) return false;
       if (out_of_time()) return false;
-      if (made == shrinking::Made::skip || validate(split)) continue;
+      if (made == shrinking::Made::skip || validate(split) || outside_the_engine(split)) continue;
       PropertyOutcome outcome;
       if (!fails_the_same(split, outcome, counts)) continue;
       for (const shrinking::Move& move : shrinking::drop_moves()) {
@@ -180,7 +194,12 @@ class Search {
     }
   }
 
+  bool outside_the_engine(const Scenario& scenario) const {
+    return declared_ && unjudgeable(scenario, *declared_).has_value();
+  }
+
   const EngineInfo* engine_;
+  std::optional<EngineDeclarations> declared_;
   const std::function<bool(const Scenario&)>* judge_;
   const ShrinkOptions& options_;
   ShrinkResult& result_;
