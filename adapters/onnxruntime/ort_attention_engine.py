@@ -90,7 +90,7 @@ def model(config, options):
     return proto.model(node, inputs, outputs, {"": OPSET})
 
 
-class OrtAttentionEngine:
+class OrtAttentionEngine(common.CacheHistory):
     def __init__(self, config, options):
         self.config, self.options = config, options
         self.dtype = options.dtype
@@ -120,15 +120,6 @@ class OrtAttentionEngine:
     def step(self, chunks):
         common.check_step(chunks, self.caches, self.config, self.dtype)
         return [self._forward(chunk) for chunk in chunks]
-
-    def reset(self, seq):
-        self.caches.reset(seq)
-
-    def truncate(self, seq, keep):
-        self.caches.truncate(seq, keep)
-
-    def fork(self, src, dst):
-        self.caches.fork(src, dst)
 
     def _input(self, rows, rotate_from=None):
         """rows[token][head][lane] as (1, tokens, heads * lanes) in the kernel's dtype."""

@@ -121,6 +121,19 @@ def check_step(chunks, caches, config, dtype):
         )
 
 
+class CacheHistory:
+    """reset, truncate and fork of an engine whose per-sequence caches are `self.caches`."""
+
+    def reset(self, seq):
+        self.caches.reset(seq)
+
+    def truncate(self, seq, keep):
+        self.caches.truncate(seq, keep)
+
+    def fork(self, src, dst):
+        self.caches.fork(src, dst)
+
+
 class JsonRows:
     """The exec door's view of an engine: the same engine, its rows as JSON lists."""
 

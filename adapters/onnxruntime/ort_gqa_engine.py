@@ -172,7 +172,7 @@ def model(config, options, lanes):
     return proto.model(node, inputs, outputs, {"": 21, "com.microsoft": 1})
 
 
-class OrtGqaEngine:
+class OrtGqaEngine(common.CacheHistory):
     def __init__(self, config, options):
         self.config, self.options = config, options
         self.dtype = options.dtype
@@ -226,15 +226,6 @@ class OrtGqaEngine:
         if self.windowed:
             return [self._windowed(chunk) for chunk in chunks]
         return [self._legacy(chunk) for chunk in chunks]  # and --path window without a window
-
-    def reset(self, seq):
-        self.caches.reset(seq)
-
-    def truncate(self, seq, keep):
-        self.caches.truncate(seq, keep)
-
-    def fork(self, src, dst):
-        self.caches.fork(src, dst)
 
     # Inputs ----------------------------------------------------------------------------
 

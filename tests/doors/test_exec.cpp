@@ -36,6 +36,7 @@
 #include "kvfuzz/judge.h"
 #include "kvfuzz/property.h"
 #include "run/runner.h"
+#include "spec_error.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
@@ -714,14 +715,7 @@ struct SpecFailure {
   const char* timeout = kGenerousTimeout;
 };
 
-std::string spec_error(const std::string& spec) {
-  try {
-    resolve_engine(spec);
-  } catch (const EngineSpecError& e) {
-    return e.what();
-  }
-  return "(resolved)";
-}
+using test::spec_error;
 
 TEST(ExecResolve, CommandsThatAreNoEngineFailWithOneLine) {
   const std::vector<SpecFailure> failures = {

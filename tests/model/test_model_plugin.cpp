@@ -13,6 +13,7 @@
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/generator.h"
 #include "model/model_check.h"
+#include "spec_error.h"
 
 namespace kvfuzz {
 namespace {
@@ -97,14 +98,7 @@ TEST(ModelPlugin, AnAttentionScenarioIsSkippedForIt) {
       << result.out;
 }
 
-std::string spec_error(const std::string& spec) {
-  try {
-    resolve_engine(spec);
-  } catch (const EngineSpecError& e) {
-    return e.what();
-  }
-  return "(resolved)";
-}
+using test::spec_error;
 
 TEST(ModelPlugin, AWrongDoorIsRefusedWithOneLine) {
   const std::string version = std::string("plugin:") + KVFUZZ_BAD_DOOR_VERSION;
