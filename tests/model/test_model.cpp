@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cpu/flash_constants.h"
+#include "forwarding_engine.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
@@ -446,21 +447,16 @@ TEST(ModelMutants, TheFaultyLayerIsTheFirstDivergingLayer) {
 }
 
 // An engine that works for `good_steps` steps and then throws.
-class FailingEngine final : public Engine {
+class FailingEngine final : public test::ForwardingEngine {
  public:
   FailingEngine(const EngineConfig& config, int good_steps)
-      : inner_(find_engine("contiguous")->make(config)), left_(good_steps) {}
-  EngineCapabilities capabilities() const override { return inner_->capabilities(); }
+      : ForwardingEngine(find_engine("contiguous")->make(config)), left_(good_steps) {}
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
     if (left_-- <= 0) throw EngineError("out of memory (test)");
-    inner_->step(chunks, outs);
+    ForwardingEngine::step(chunks, outs);
   }
-  void reset(int seq) override { inner_->reset(seq); }
-  void truncate(int seq, int64_t keep) override { inner_->truncate(seq, keep); }
-  void fork(int src, int dst) override { inner_->fork(src, dst); }
 
  private:
-  std::unique_ptr<Engine> inner_;
   int left_;
 };
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "command.h"
+#include "forwarding_engine.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
@@ -739,25 +740,15 @@ namespace {
 // mask-origin, declaring one head size for q, k and v in multiples of 4 (as ONNX Runtime's
 // kernels do): the shrinker must stay inside those supports, or replay would skip the
 // shrunk fixture as saying nothing about the engine.
-class OneHeadSizeMaskOrigin final : public Engine {
+class OneHeadSizeMaskOrigin final : public test::ForwardingEngine {
  public:
-  explicit OneHeadSizeMaskOrigin(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {}
-  EngineCapabilities capabilities() const override { return inner_->capabilities(); }
+  using ForwardingEngine::ForwardingEngine;
   EngineSupports supports() const override {
     EngineSupports s;
     s.head_dim_multiple = 4;
     s.value_dim_is_head_dim = true;
     return s;
   }
-  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
-    inner_->step(chunks, outs);
-  }
-  void reset(int seq) override { inner_->reset(seq); }
-  void truncate(int seq, int64_t keep) override { inner_->truncate(seq, keep); }
-  void fork(int src, int dst) override { inner_->fork(src, dst); }
-
- private:
-  std::unique_ptr<Engine> inner_;
 };
 
 TEST(Shrink, StaysInsideTheEnginesDeclaredSupports) {
