@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 status=0
 failed=()
+tails=() # (preset, test name) pairs whose output is repeated at the end
 for preset in default sanitize; do
   echo "== build and test: $preset"
   scripts/build.sh "$preset"
@@ -15,7 +16,10 @@ for preset in default sanitize; do
     # ctest's own list of what failed, repeated at the end: a long log's tail must name it.
     list=build/$preset/Testing/Temporary/LastTestsFailed.log
     if [[ -f $list ]]; then
-      while IFS= read -r line; do failed+=("$preset: ${line#*:}"); done <"$list"
+      while IFS= read -r line; do
+        failed+=("$preset: ${line#*:}")
+        tails+=("$preset" "${line#*:}")
+      done <"$list"
     else
       failed+=("$preset: ctest failed (no list of failed tests at $list)")
     fi
@@ -23,6 +27,14 @@ for preset in default sanitize; do
 done
 scripts/plain-build.sh || { status=1; failed+=("plain Release build (log: build/plain-release.log)"); }
 if ((status != 0)); then
+  # The end of each failed test's own output, from ctest's log: CI shows only the tail.
+  for ((i = 0; i < ${#tails[@]}; i += 2)); do
+    echo "== output of ${tails[i]}: ${tails[i + 1]} (its last 80 lines)" >&2
+    awk -v name="${tails[i + 1]}" '
+      $0 ~ "^[0-9]+/[0-9]+ Testing: " && substr($0, index($0, ": ") + 2) == name { on = 1; next }
+      on && /^<end of output>$/ { exit }
+      on { print }' "build/${tails[i]}/Testing/Temporary/LastTest.log" | tail -n 80 >&2 || true
+  done
   echo "== kvfuzz test: FAILED (${#failed[@]}):" >&2
   printf '  %s\n' "${failed[@]}" >&2
 fi
