@@ -205,9 +205,12 @@ TEST(Campaign, CtrlCStopsWithTheRecordSavedAndTheSameCommandResumes) {
   bool interrupted = false;
   while (process.poll_lines(std::chrono::milliseconds(100),
                             [&](const std::string& line) { output += line + "\n"; })) {
-    // Once a fork-mode job has finished (coverage in the progress line), its inputs are in
-    // the campaign's corpus; then Ctrl-C.
-    if (!interrupted && std::regex_search(output, std::regex(" cov [1-9]"))) {
+    // Once a fork-mode job has finished, its inputs are in the campaign's corpus; then
+    // Ctrl-C. Coverage in the progress line alone can come before the first job's inputs
+    // are merged (a loaded machine, under ASan, showed that), so wait for the files too.
+    const fs::path corpus = dir / "run" / "corpus" / "fuzz_prefix";
+    if (!interrupted && std::regex_search(output, std::regex(" cov [1-9]")) &&
+        fs::is_directory(corpus) && !fs::is_empty(corpus)) {
       interrupted = true;
       process.interrupt();
     }
