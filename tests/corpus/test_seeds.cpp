@@ -120,8 +120,9 @@ const std::vector<Prediction>& predictions() {
         {{0, 0, 1},
          {10 * kE / (1 + kE), (100 * kE * kE + 200) / (1 + kE * kE), 10 * kE / (1 + kE), 150}}}},
       {"poisoned-page-tail", "page-tail-read", {{{0, 0, 2}, {kNaN}}}},
-      // B reuses a page A filled: only re-poisoning on reset makes its tail NaN again.
-      {"reset-reuses-poisoned-page", "page-tail-read", {{{0, 1, 2}, {kNaN}}}},
+      // B's decode at 6 ends in a page A filled: only re-poisoning on reset makes its tail
+      // NaN again; its decode at 9 ends in a fresh page.
+      {"reset-reuses-poisoned-page", "page-tail-read", {{{0, 1, 6}, {kNaN}}, {{0, 1, 9}, {kNaN}}}},
       // The counter stays at 3 after truncating to 1: rows come back at 3 and 4 (the
       // values are right: the buffer was cut, only the positions are wrong).
       {"truncate-rollback", "truncate-keeps-position", {{{0, 1, 3}, {9}}, {{0, 1, 4}, {50.0 / 3}}}},
