@@ -40,8 +40,8 @@ TEST(ScoreSpreads, ReachPastExpRangeAtTheirRate) {
   std::printf("of %d cases: %d with split rows, %d with a partition max > the first's + 88.7, "
               "%d with every max outside exp's range\n",
               kCases, split, first_max, unshifted);
-  // Measured (seed 1, 400 cases): see the bounds' comment in docs/BENCHMARKS.md.
-  EXPECT_GE(first_max, kCases * 3 / 100);
+  // Measured (seed 1, 400 cases): 44 and 48 of 400 (11%, 12%); without the spread 0 and 0.
+  EXPECT_GE(first_max, kCases * 6 / 100);
   EXPECT_GE(unshifted, kCases * 6 / 100);
 }
 
@@ -135,10 +135,12 @@ TEST(SplitEdges, BatchedRowsReachEverySideOfTheEdgesAtTheirRate) {
   std::printf("of %d cases, a shorter row of a batched split decode: %d below the threshold, "
               "%d on a partition edge, %d one past, %d one before\n",
               kCases, below, on, past, before);
-  EXPECT_GE(below, kCases * 10 / 100);
-  EXPECT_GE(on, kCases * 5 / 100);
-  EXPECT_GE(past, kCases * 5 / 100);
-  EXPECT_GE(before, kCases * 5 / 100);
+  // Measured (seed 1, 400 cases): 67, 41, 59, 34; without the split-edge tail 49, 23, 40,
+  // 23. The bounds lie between the two, so the tail is what meets them.
+  EXPECT_GE(below, kCases * 14 / 100);
+  EXPECT_GE(on, kCases * 8 / 100);
+  EXPECT_GE(past, kCases * 12 / 100);
+  EXPECT_GE(before, kCases * 7 / 100);
 }
 
 TEST(SplitEdges, TheEdgeMutantFailsExactlyWhereARowEndsOnAnEdge) {
