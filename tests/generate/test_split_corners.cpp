@@ -37,9 +37,10 @@ TEST(ScoreSpreads, ReachPastExpRangeAtTheirRate) {
     first_max += counts.first_max_overflows > 0;
     unshifted += counts.unshifted_out_of_range > 0;
   }
-  std::printf("of %d cases: %d with split rows, %d with a partition max > the first's + 88.7, "
-              "%d with every max outside exp's range\n",
-              kCases, split, first_max, unshifted);
+  std::printf(
+      "of %d cases: %d with split rows, %d with a partition max > the first's + 88.7, "
+      "%d with every max outside exp's range\n",
+      kCases, split, first_max, unshifted);
   // Measured (seed 1, 400 cases): 44 and 48 of 400 (11%, 12%); without the spread 0 and 0.
   EXPECT_GE(first_max, kCases * 6 / 100);
   EXPECT_GE(unshifted, kCases * 6 / 100);
@@ -103,7 +104,8 @@ TEST(SplitEdges, PlanBringsTheBatchToEdgesBelowTheLeader) {
   c.leader_edge = 2;  // partition edges at and above the threshold 32: 32, 48, ...: 48
   c.leader_offset = 0;
   c.decodes = 3;
-  c.followers = {{}, {.joins = true, .kind = SplitFollower::partition_edge, .partitions_below = 1},
+  c.followers = {{},
+                 {.joins = true, .kind = SplitFollower::partition_edge, .partitions_below = 1},
                  {.joins = true, .kind = SplitFollower::tiny, .tiny = 2},
                  {.joins = true, .kind = SplitFollower::threshold, .offset = -1},
                  {.joins = false}};
@@ -132,9 +134,10 @@ TEST(SplitEdges, BatchedRowsReachEverySideOfTheEdgesAtTheirRate) {
     past += counts.past_edge > 0;
     before += counts.before_edge > 0;
   }
-  std::printf("of %d cases, a shorter row of a batched split decode: %d below the threshold, "
-              "%d on a partition edge, %d one past, %d one before\n",
-              kCases, below, on, past, before);
+  std::printf(
+      "of %d cases, a shorter row of a batched split decode: %d below the threshold, "
+      "%d on a partition edge, %d one past, %d one before\n",
+      kCases, below, on, past, before);
   // Measured (seed 1, 400 cases): 67, 41, 59, 34; without the split-edge tail 49, 23, 40,
   // 23. The bounds lie between the two, so the tail is what meets them.
   EXPECT_GE(below, kCases * 14 / 100);

@@ -546,8 +546,8 @@ class ProgramBuilder {
 
   // A batched decode run at split edges against the batch's longest row (split_edges.h).
   void split_edges(const SplitEdgeChoices& choices) {
-    const SplitEdgePlan plan = plan_split_edges(choices, length_, rooms(), bounds_.edges,
-                                                bounds_.filters.ops.batch);
+    const SplitEdgePlan plan =
+        plan_split_edges(choices, length_, rooms(), bounds_.edges, bounds_.filters.ops.batch);
     for (int seq : plan.batch) {
       const int n = std::min(plan.fill[static_cast<size_t>(seq)], room(seq));
       if (n >= 1) emit({Chunk{seq, feed(seq, n)}});

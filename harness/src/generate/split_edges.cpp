@@ -36,9 +36,9 @@ SplitEdgePlan plan_split_edges(const SplitEdgeChoices& choices, const std::vecto
   const int part = std::max(1, edges.partition_keys);
   const int leader = choices.leader % sequences;
   const int above = (threshold + part - 1) / part;  // the first partition edge >= threshold
-  const int leader_keys =
-      std::max(1, (choices.leader_edge == 0 ? threshold : part * (above + choices.leader_edge - 1)) +
-                      choices.leader_offset);
+  const int leader_keys = std::max(
+      1, (choices.leader_edge == 0 ? threshold : part * (above + choices.leader_edge - 1)) +
+             choices.leader_offset);
   const int leader_parts = (leader_keys + part - 1) / part;
   plan.decodes = choices.decodes;
   // A row's first decode sees its length + 1 keys: bring it to keys - 1, leaving room for
