@@ -30,8 +30,8 @@
 //     resolve_pages      identity, reversed, shuffled or interleaved page list
 //     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
 //                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
-//     pick_score_spread  (score_spreads.h) now and then a scale that spreads scores across
-//                        split partitions past f32's exp range
+//     score spread       (score_spreads.h) now and then a scale that spreads scores across
+//                        split partitions past f32's exp range (from the token seed)
 #include "kvfuzz/generator.h"
 
 #include <algorithm>
@@ -949,8 +949,8 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   } else {
     s.tokens = make_tokens(c, token_choices, s.layout, ids.count());
   }
-  // Drawn last, so that a scenario without a score spread is the one it was before.
-  apply_score_spread(pick_score_spread(c), s);
+  // From the token seed, drawn already: a scenario without a score spread is as before.
+  apply_score_spread(score_spread_from_seed(token_choices.seed), s);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

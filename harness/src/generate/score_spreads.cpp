@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "kvfuzz/prng.h"
 #include "kvfuzz/token_table.h"
 #include "scenario/rope.h"
 
@@ -18,55 +19,30 @@ const double kExpOverflow = std::log(static_cast<double>(std::numeric_limits<flo
 const double kExpUnderflow =
     std::log(static_cast<double>(std::numeric_limits<float>::denorm_min()));
 
-// Explicit q and k are multiplied by this (small integers in [-4, 4] become multiples of 8
-// up to 32: exact in every dtype).
-constexpr double kExplicitGain = 8;
-
-double largest_norm(std::span<const float> heads, int dim) {
-  double most = 0;
-  for (size_t at = 0; at < heads.size(); at += static_cast<size_t>(dim)) {
-    double sum = 0;
-    for (size_t d = 0; d < static_cast<size_t>(dim); ++d) {
-      sum += static_cast<double>(heads[at + d]) * heads[at + d];
-    }
-    most = std::max(most, std::sqrt(sum));
-  }
-  return most;
+// The largest |q| or |k| generated or explicit token data has (prng.h's mappings and the
+// generator's explicit small integers): 4, and 1 for uniform.
+double largest_value(const TokenSource& tokens) {
+  const auto* generated = std::get_if<GeneratedTokens>(&tokens);
+  return generated && generated->distribution == Distribution::uniform ? 1.0 : 4.0;
 }
 
 }  // namespace
 
-ScoreSpreadChoices pick_score_spread(ChoiceSource& c) {
-  ScoreSpreadChoices s;
-  s.on = rarely(c, 4);
-  s.bound_log2 = 10 + 2 * c.pick_int(0, 2);
-  return s;
+ScoreSpreadChoices score_spread_from_seed(uint64_t seed) {
+  // splitmix64 of the seed, so that its low bits (which the token data also uses) do not
+  // decide alone.
+  uint64_t state = seed;
+  const uint64_t bits = splitmix64(state);
+  return {.on = seed != 0 && bits % 4 == 3, .bound_log2 = 12 + 2 * static_cast<int>(bits / 4 % 3)};
 }
 
 void apply_score_spread(const ScoreSpreadChoices& choices, Scenario& s) {
   if (!choices.on || s.model) return;
-  if (auto* generated = std::get_if<GeneratedTokens>(&s.tokens)) {
-    generated->zero_scores = false;
-  } else if (auto* tokens = std::get_if<std::vector<ExplicitToken>>(&s.tokens)) {
-    for (ExplicitToken& token : *tokens) {
-      for (auto* heads : {&token.q, &token.k}) {
-        for (auto& head : *heads) {
-          for (double& x : head) x *= kExplicitGain;
-        }
-      }
-    }
-  }
-  // Norms are what RoPE keeps (it turns pairs), so the bound holds at every position.
-  const TokenTable table(s.tokens, s.layout);
-  double q_norm = 0, k_norm = 0;
-  for (int t = 0; t < table.count(); ++t) {
-    q_norm = std::max(q_norm, largest_norm(table.q(t), s.layout.head_dim));
-    k_norm = std::max(k_norm, largest_norm(table.k(t), s.layout.head_dim));
-  }
-  if (q_norm * k_norm == 0) return;  // all-zero q or k (explicit zero scores): no spread
-  // The largest power of two <= 2^bound / (|q| |k|): frexp is exact, no libm rounding.
+  if (auto* generated = std::get_if<GeneratedTokens>(&s.tokens)) generated->zero_scores = false;
+  // The largest power of two <= 2^bound / (A^2 head_dim): frexp is exact, no libm rounding.
+  const double a = largest_value(s.tokens);
   int exponent = 0;
-  std::frexp(std::ldexp(1.0, choices.bound_log2) / (q_norm * k_norm), &exponent);
+  std::frexp(std::ldexp(1.0, choices.bound_log2) / (a * a * s.layout.head_dim), &exponent);
   s.layout.scale = std::ldexp(1.0, exponent - 1);
 }
 

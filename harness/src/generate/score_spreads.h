@@ -5,17 +5,18 @@
 // whichever partition's max m_q the merge uses; f32's exp overflows past ln(FLT_MAX) ~ 88.7
 // and reaches 0 below about -103.
 //
-// The generator's last choices (drawn after everything else, so that every scenario
-// without the spread is the one it was before): now and then the scale is raised so that
-// the Cauchy-Schwarz bound of every score, scale * max ||q|| * max ||k||, is 2^10, 2^12 or
-// 2^14 (a power of two, exact in every dtype), explicit token data gets |q| and |k| eight
-// times larger (integers up to 32), and generated data gets non-zero scores. Then
-// partitions of one decode row differ by hundreds or thousands in their max.
+// Now and then (one scenario in four) the scale is raised to the power of two that makes
+// scale * A^2 * head_dim, the largest score the token data can give (A the largest |q| or
+// |k| of its distribution: 4, or 1 for uniform), 2^12, 2^14 or 2^16, and generated data
+// gets non-zero scores. Then partitions of one decode row differ by hundreds or thousands
+// in their max. The decision and the bound come from the token data's seed, a choice the
+// generator has drawn already, so that adding the spread shifts no choice (a scenario
+// without it is the one it was before) and the layout does not depend on the program (an
+// engine without truncate gets the same layout). The seed 0 (its low end) never spreads.
 #pragma once
 
 #include <cstdint>
 
-#include "kvfuzz/choice_source.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/scenario.h"
 
@@ -23,11 +24,11 @@ namespace kvfuzz {
 
 struct ScoreSpreadChoices {
   bool on = false;
-  int bound_log2 = 10;  // the score bound when on: 2^10, 2^12 or 2^14
+  int bound_log2 = 12;  // the score bound when on: 2^12, 2^14 or 2^16
 };
 
-// Off first (one in four on); the smallest bound first.
-ScoreSpreadChoices pick_score_spread(ChoiceSource& c);
+// From the token data's seed: off for seed 0 and three seeds in four.
+ScoreSpreadChoices score_spread_from_seed(uint64_t seed);
 
 // The spread applied to a built attention scenario (model scenarios are left alone: their
 // q and k come from the weights). Keeps validate() true.
