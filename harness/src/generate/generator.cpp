@@ -649,7 +649,8 @@ std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, 
   if (b.long_context) program.prefill();
   const int steps = c.pick_int(1, b.steps);
   for (int i = 0; i < steps; ++i) program.add_step();
-  program.split_edges(pick_split_edges(c, b.sequences));
+  // Attention scenarios only: at model level no choice is drawn (the same scenarios).
+  if (model == nullptr) program.split_edges(pick_split_edges(c, b.sequences));
   program.reach(b.filters.min_context);
   return program.take();
 }
