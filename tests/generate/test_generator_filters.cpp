@@ -61,7 +61,7 @@ TEST(GeneratorFilters, TheDefaultsLeaveEveryScenarioAsItWas) {
   EXPECT_EQ(digest({}, 300), 0xec1b1e354f7c3624ull);
   GeneratorOptions long_context;
   long_context.long_context = LongContextOptions{};
-  EXPECT_EQ(digest(long_context, 100), 0x905e0d0da15a8526ull);
+  EXPECT_EQ(digest(long_context, 100), 0x025153440c8aeb87ull);
   GeneratorOptions model;
   model.model = ModelOptions{};
   EXPECT_EQ(digest(model, 100), 0xe10c7744c094aa4eull);

@@ -950,8 +950,10 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   } else {
     s.tokens = make_tokens(c, token_choices, s.layout, ids.count());
   }
-  // From the token seed, drawn already: a scenario without a score spread is as before.
-  apply_score_spread(score_spread_from_seed(token_choices.seed), s);
+  // From the token seed, drawn already: a scenario without a score spread is as before. Not
+  // for long contexts: their RoPE rows at thousands of positions would get bounds as large
+  // as their values (unjudged rows).
+  if (!options.long_context) apply_score_spread(score_spread_from_seed(token_choices.seed), s);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);
