@@ -27,5 +27,7 @@ std::unique_ptr<Engine> make_wrong_kv_head(const EngineConfig& config);
 std::unique_ptr<Engine> make_truncate_keeps_position(const EngineConfig& config);
 std::unique_ptr<Engine> make_fork_restarts_positions(const EngineConfig& config);
 std::unique_ptr<Engine> make_truncate_shared_in_place(const EngineConfig& config);
+std::unique_ptr<Engine> make_split_merge_first_max(const EngineConfig& config);
+std::unique_ptr<Engine> make_split_edge_nan(const EngineConfig& config);
 
 }  // namespace kvfuzz::mutants

@@ -207,8 +207,11 @@ TEST(Cli, CheckPassesHonestEnginesRejectsMutantsAndSavesReplayableFixtures) {
   int saved = 0;
   for (const auto& entry : fs::directory_iterator(out)) {
     ++saved;
-    const std::string name = entry.path().stem().string();  // check-<engine>-<seed>
-    const std::string engine = name.substr(6, name.rfind('-') - 6);
+    const std::string name = entry.path().stem().string();  // check-<engine>-<seed>[-<property>]
+    std::string stem = name;
+    const std::string last = stem.substr(stem.rfind('-') + 1);
+    if (last.find_first_not_of("0123456789") != std::string::npos) stem.resize(stem.rfind('-'));
+    const std::string engine = stem.substr(6, stem.rfind('-') - 6);
     EXPECT_EQ(kvfuzz("replay " + entry.path().string() + " --engine " + engine).status, 1) << name;
     EXPECT_EQ(kvfuzz("replay " + entry.path().string()).status, 0) << name;
   }

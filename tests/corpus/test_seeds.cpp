@@ -180,6 +180,10 @@ const std::vector<Prediction>& predictions() {
           (1 + 2 / kE) / (1 + 1 / kE), 100 * (1 + 2 / kE) / (1 + 1 / kE),
           (1 + 2 * kE * kE) / (1 + kE * kE), 100 * (1 + 2 * kE) / (1 + kE)}}}},
       {"mqa-eight-heads", "mask-origin", {{{0, 0, 2}, {1, 1, 1, 1, 1, 1, 1, 1}}}},
+      // Partition 1's max (100) exceeds partition 0's (0) past ln(FLT_MAX): exp overflows.
+      {"split-partition-spread", "split-merge-first-max", {{{0, 0, 32}, {kNaN}}}},
+      // Sequence 1's 16 keys end on a partition edge of its batch's 3 partitions.
+      {"batch-split-partition-edge", "split-edge-nan", {{{1, 0, 15}, {kNaN}}}},
   };
   return table;
 }

@@ -168,6 +168,8 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       {"truncate-keeps-position", "truncate-rollback", FailureKind::wrong_position},
       {"fork-restarts-positions", "fork-shared-prefix", FailureKind::wrong_position},
       {"truncate-shared-in-place", "fork-then-rollback", FailureKind::not_finite},
+      {"split-merge-first-max", "split-partition-spread", FailureKind::not_finite},
+      {"split-edge-nan", "batch-split-partition-edge", FailureKind::not_finite},
   };
   std::set<std::string> rejected;
   for (const Targeted& c : cases) {

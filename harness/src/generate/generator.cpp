@@ -24,10 +24,14 @@
 //     pick_program       steps: an append, a decode run, a batched step, resets, a
 //                        truncate, a fork (or none); each chunk length from
 //                        pick_chunk_length, aimed at page, window and engine edges
-//                        (GeneratorOptions::edges) by pick_edge
+//                        (GeneratorOptions::edges) by pick_edge; then now and then a
+//                        batched decode run at split edges against the batch's longest
+//                        row (split_edges.h)
 //     resolve_pages      identity, reversed, shuffled or interleaved page list
 //     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
 //                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
+//     score spread       (score_spreads.h) now and then a scale that spreads scores across
+//                        split partitions past f32's exp range (from the token seed)
 #include "kvfuzz/generator.h"
 
 #include <algorithm>
@@ -40,6 +44,8 @@
 #include <utility>
 #include <vector>
 
+#include "generate/score_spreads.h"
+#include "generate/split_edges.h"
 #include "kvfuzz/prng.h"
 #include "scenario/limits.h"
 
@@ -538,6 +544,17 @@ class ProgramBuilder {
     if (n >= 1) emit({Chunk{seq, feed(seq, n)}});
   }
 
+  // A batched decode run at split edges against the batch's longest row (split_edges.h).
+  void split_edges(const SplitEdgeChoices& choices) {
+    const SplitEdgePlan plan =
+        plan_split_edges(choices, length_, rooms(), bounds_.edges, bounds_.filters.ops.batch);
+    for (int seq : plan.batch) {
+      const int n = std::min(plan.fill[static_cast<size_t>(seq)], room(seq));
+      if (n >= 1) emit({Chunk{seq, feed(seq, n)}});
+    }
+    decode_run(plan.batch, plan.decodes);
+  }
+
   std::vector<Op> take() { return std::move(ops_); }
 
  private:
@@ -555,6 +572,11 @@ class ProgramBuilder {
   int length(int seq) const { return length_[static_cast<size_t>(seq)]; }
   int room(int seq) const {
     return std::min(bounds_.epoch_tokens - length(seq), program_tokens_ - total_);
+  }
+  std::vector<int> rooms() const {
+    std::vector<int> out;
+    for (int seq = 0; seq < sequences(); ++seq) out.push_back(room(seq));
+    return out;
   }
 
   std::vector<int> feed(int seq, int n) {
@@ -627,6 +649,8 @@ std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, 
   if (b.long_context) program.prefill();
   const int steps = c.pick_int(1, b.steps);
   for (int i = 0; i < steps; ++i) program.add_step();
+  // Attention scenarios only: at model level no choice is drawn (the same scenarios).
+  if (model == nullptr) program.split_edges(pick_split_edges(c, b.sequences));
   program.reach(b.filters.min_context);
   return program.take();
 }
@@ -926,6 +950,10 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   } else {
     s.tokens = make_tokens(c, token_choices, s.layout, ids.count());
   }
+  // From the token seed, drawn already: a scenario without a score spread is as before. Not
+  // for long contexts: their RoPE rows at thousands of positions would get bounds as large
+  // as their values (unjudged rows).
+  if (!options.long_context) apply_score_spread(score_spread_from_seed(token_choices.seed), s);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);
