@@ -53,6 +53,16 @@ Made simplify_epoch_ops(const Scenario& s, int index, Scenario& out);
 // Never smaller by itself; the search only keeps it when a drop then makes it smaller.
 Made split_chunk(const Scenario& s, int index, Scenario& out);
 
+// Cuts that keep a query's place against the engine's edges (moves_edges.cpp): several
+// keys at once, where a single cut moves every later key off its slot. The split path's
+// edges are the built-in flash engine's (EngineEdges' defaults).
+// The last one-token chunk of each epoch that takes the split path: the keys just before
+// it or the first it sees, down to exactly the split threshold; or one whole partition.
+Made cut_to_split_edge(const Scenario& s, int index, Scenario& out);
+// Keys inside the window of each epoch's last query, when a key lies beyond its edge:
+// the window shrinks by as many, so the same keys stay on each side of the edge.
+Made cut_inside_window(const Scenario& s, int index, Scenario& out);
+
 // The model, at model level only (moves_model.cpp).
 Made reduce_model_size(const Scenario& s, int index, Scenario& out);
 Made reduce_vocab(const Scenario& s, int index, Scenario& out);
@@ -61,6 +71,8 @@ Made merge_vocab_ids(const Scenario& s, int index, Scenario& out);
 // The layout and the placement (moves_shape.cpp).
 Made reduce_heads(const Scenario& s, int index, Scenario& out);
 Made reduce_head_dim(const Scenario& s, int index, Scenario& out);
+// head_dim 1 with the scores of one anchor query kept exactly (moves_concentrate.cpp).
+Made concentrate_scores(const Scenario& s, int index, Scenario& out);
 Made reduce_value_dim(const Scenario& s, int index, Scenario& out);
 Made simplify_layout(const Scenario& s, int index, Scenario& out);
 Made simplify_placement(const Scenario& s, int index, Scenario& out);

@@ -1,0 +1,327 @@
+// The shrinker's moves that keep the failing mass while they cut: each against a
+// hand-made engine whose failure needs what the move keeps, shrunk with every move and
+// with every move but that one, to the stated minimum and to where the search stopped
+// before (printed, and bounded from below so the test says the move is what got there).
+//   head_dim 1 keeping scores: an engine whose exp overflows above a score of 88.7;
+//   cut to the split edge:     an engine wrong on a split decode that sees a multiple of
+//                              the partition size;
+//   cut inside the window:     an engine wrong on every query with a key beyond its
+//                              window's edge.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "forwarding_engine.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/engine.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/generator.h"
+#include "kvfuzz/property.h"
+#include "kvfuzz/shrink.h"
+#include "shrink/measure.h"
+#include "shrink/moves.h"
+#include "shrink/search.h"
+#include "test_scenarios.h"
+
+namespace kvfuzz {
+namespace {
+
+const EngineInfo& engine(const char* name) {
+  const EngineInfo* info = find_engine(name);
+  if (info == nullptr) throw std::runtime_error(std::string("no engine ") + name);
+  return *info;
+}
+
+// Every move but `name`.
+std::vector<shrinking::Move> moves_without(std::string_view name) {
+  std::vector<shrinking::Move> kept;
+  for (const shrinking::Move& move : shrinking::moves()) {
+    if (move.name != name) kept.push_back(move);
+  }
+  EXPECT_EQ(kept.size() + 1, shrinking::moves().size()) << "no move " << name;
+  return kept;
+}
+
+// The result of shrinking with every move and with every move but `name`, each judged on
+// the engine and checked to keep the failure's signature.
+struct WithAndWithout {
+  ShrinkResult with, without;
+};
+
+WithAndWithout shrink_both(const Scenario& failing, const EngineInfo& info, std::string_view name) {
+  ShrinkOptions unbounded;  // sizes, not speed
+  unbounded.time_budget_seconds = 1e9;
+  const auto with = shrink(failing, info, unbounded);
+  const auto without = shrinking::shrink_with_moves(failing, info, unbounded, moves_without(name));
+  EXPECT_TRUE(with && without);
+  if (!with || !without) return {};
+  EXPECT_FALSE(with->timed_out);
+  for (const ShrinkResult* r : {&*with, &*without}) {
+    EXPECT_FALSE(validate(r->scenario));
+    const PropertyOutcome outcome = judge_property(Property::prefix, r->scenario, info);
+    EXPECT_TRUE(outcome.signature && *outcome.signature == r->signature);
+    // The fixture fails only on the bug: every honest engine passes it.
+    for (const char* honest : {"contiguous", "paged", "flash"}) {
+      EXPECT_TRUE(judge_property(Property::prefix, r->scenario, engine(honest)).pass)
+          << honest << "\n"
+          << write_fixture(r->scenario);
+    }
+  }
+  // The move itself was accepted in the shrink that has it.
+  for (const MoveCounts& row : with->moves) {
+    if (row.move == name) {
+      EXPECT_GT(row.accepted, 0) << name;
+    }
+  }
+  return {*with, *without};
+}
+
+void print(std::string_view what, const Scenario& from, const ShrinkResult& r) {
+  const Scenario& s = r.scenario;
+  std::printf("%-28s %d ops/%d tokens, head_dim %d -> %d ops/%d tokens, head_dim %d%s, %d tried\n",
+              std::string(what).c_str(), static_cast<int>(from.program.size()),
+              program_tokens(from), from.layout.head_dim, static_cast<int>(s.program.size()),
+              program_tokens(s), s.layout.head_dim,
+              s.layout.window ? (", window " + std::to_string(*s.layout.window)).c_str() : "",
+              r.tried);
+}
+
+// ---- head_dim 1 keeping scores ----
+
+// An engine that takes exp of raw scores without subtracting the maximum first (the
+// softmax everyone writes once): exp overflows f32 above log(FLT_MAX) = 88.72, and the
+// row is inf / inf = NaN. It keeps every sequence's keys to see the scores.
+class NaiveExpEngine final : public test::ForwardingEngine {
+ public:
+  NaiveExpEngine(const EngineConfig& config, std::unique_ptr<Engine> inner)
+      : ForwardingEngine(std::move(inner)), layout_(config.layout) {}
+
+  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
+    ForwardingEngine::step(chunks, outs);
+    const Layout& l = layout_;
+    const size_t hd = static_cast<size_t>(l.head_dim);
+    const size_t kv_row = static_cast<size_t>(l.kv_heads) * hd;
+    const size_t out_row = static_cast<size_t>(l.q_heads) * static_cast<size_t>(l.value_dim);
+    const double overflow = std::log(static_cast<double>(std::numeric_limits<float>::max()));
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      std::vector<float>& keys = keys_[chunks[c].seq];
+      keys.insert(keys.end(), chunks[c].k.begin(), chunks[c].k.end());
+      for (size_t i = 0; i < static_cast<size_t>(chunks[c].tokens); ++i) {
+        const int64_t pos = outs[c].positions[i];
+        const int64_t lo = l.window ? std::max<int64_t>(0, pos - *l.window + 1) : 0;
+        for (int h = 0; h < l.q_heads; ++h) {
+          const float* q = chunks[c].q.data() +
+                           (i * static_cast<size_t>(l.q_heads) + static_cast<size_t>(h)) * hd;
+          for (int64_t j = lo; j <= pos; ++j) {
+            const float* k = keys.data() + static_cast<size_t>(j) * kv_row +
+                             static_cast<size_t>(l.kv_head_of(h)) * hd;
+            double dot = 0;
+            for (size_t d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * k[d];
+            if (l.softmax_scale() * dot > overflow) {
+              std::fill_n(outs[c].out.begin() + static_cast<std::ptrdiff_t>(i * out_row), out_row,
+                          std::numeric_limits<float>::quiet_NaN());
+            }
+          }
+        }
+      }
+    }
+  }
+  void reset(int seq) override {
+    ForwardingEngine::reset(seq);
+    keys_[seq].clear();
+  }
+  void truncate(int seq, int64_t keep) override {
+    ForwardingEngine::truncate(seq, keep);
+    keys_[seq].resize(static_cast<size_t>(keep) * static_cast<size_t>(layout_.kv_heads) *
+                      static_cast<size_t>(layout_.head_dim));
+  }
+  void fork(int src, int dst) override {
+    ForwardingEngine::fork(src, dst);
+    keys_[dst] = keys_[src];
+  }
+
+ private:
+  Layout layout_;
+  std::map<int, std::vector<float>> keys_;
+};
+
+EngineInfo naive_exp() {
+  return {"naive-exp", "test engine", true, [](const EngineConfig& config) {
+            return std::make_unique<NaiveExpEngine>(config, engine("contiguous").make(config));
+          }};
+}
+
+// head_dim 64, every q and k dim 4: each score is 16 * 64 / sqrt(64) = 128, over 88.72.
+// A plain cut keeps 16 d / sqrt(d) = 16 sqrt(d): above 88.72 down to d = 31, so every cut
+// past 31 dims loses the failure. Token 0 only gives a key (q = 0), token 1 is the query.
+Scenario spread_score() {
+  Scenario s;
+  s.name = "spread-score";
+  s.layout = test::make_layout({.head_dim = 64});
+  const std::vector<double> fours(64, 4.0), zeros(64, 0.0);
+  s.tokens = std::vector<ExplicitToken>{{{zeros}, {fours}, {{1}}}, {{fours}, {fours}, {{2}}}};
+  s.program = {Op::append(0, {0, 1})};
+  return s;
+}
+
+TEST(ShrinkEdges, HeadDimOneKeepingScoresReachesOneDimWhereCutsStopAt31) {
+  const EngineInfo info = naive_exp();
+  const Scenario failing = spread_score();
+  ASSERT_EQ(to_string(*judge_property(Property::prefix, failing, info).signature),
+            "prefix/not-finite");
+  const auto [with, without] = shrink_both(failing, info, "head_dim 1 keeping scores");
+  print("head_dim 1 keeping scores", failing, with);
+  print("  without it", failing, without);
+  // The known minimum: one token that is its own key, head_dim 1, q.k over 88.72 in one
+  // product. The plain cuts go first, to 31 dims (scores 16 sqrt(31) = 89.08); the move
+  // puts that score into one dim (the anchor's q = 1, k = 89.08), and the value moves
+  // round it to 89, the smallest integer whose exp overflows.
+  const Scenario& s = with.scenario;
+  EXPECT_EQ(s.layout.head_dim, 1) << write_fixture(s);
+  EXPECT_EQ(program_tokens(s), 1) << write_fixture(s);
+  const auto& table = std::get<std::vector<ExplicitToken>>(s.tokens);
+  ASSERT_EQ(table.size(), 1u);
+  EXPECT_EQ(table[0].q[0][0] * table[0].k[0][0], 89) << write_fixture(s);
+  // Without the move the head_dim cuts stop where 16 sqrt(d) passes 88.72.
+  EXPECT_EQ(without.scenario.layout.head_dim, 31) << write_fixture(without.scenario);
+}
+
+// ---- cut to the split edge ----
+
+// The flash engine, wrong on a split decode (a one-token chunk that sees at least the
+// split threshold of keys) whose keys fill whole partitions: as if its merge skipped a
+// last partition that is full. A plain cut of one key, or of any number but a multiple
+// of the partition size, leaves the last partition partial and the rows right.
+class FullPartitionEngine final : public test::ForwardingEngine {
+ public:
+  FullPartitionEngine(const EngineConfig& config, std::unique_ptr<Engine> inner)
+      : ForwardingEngine(std::move(inner)), layout_(config.layout) {}
+  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
+    ForwardingEngine::step(chunks, outs);
+    const EngineEdges edges;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].tokens != 1) continue;
+      const int64_t pos = outs[c].positions[0];
+      const int64_t seen = layout_.window ? std::min<int64_t>(*layout_.window, pos + 1) : pos + 1;
+      if (seen >= edges.split_threshold && seen % edges.partition_keys == 0) outs[c].out[0] += 1;
+    }
+  }
+
+ private:
+  Layout layout_;
+};
+
+EngineInfo full_partition() {
+  return {"full-partition", "test engine", true, [](const EngineConfig& config) {
+            return std::make_unique<FullPartitionEngine>(config, engine("flash").make(config));
+          }};
+}
+
+// A prefill of 47 tokens, then a one-token decode that sees 48 keys, three full
+// partitions. Dropping tokens from the prefill in halves, quarters, ... or one by one
+// never removes exactly 16 (the parts of 47 are 23 or 24, 11 or 12, 5 or 6, ...), and
+// the split lookahead's splits (at 23, 1 and 46) give no part of 16 either.
+Scenario long_decode() {
+  Scenario s;
+  s.name = "long-decode";
+  std::vector<double> values;
+  for (int t = 0; t < 48; ++t) values.push_back(t % 5);
+  s.tokens = test::zero_score_tokens(values);
+  std::vector<int> prefill;
+  for (int t = 0; t < 47; ++t) prefill.push_back(t);
+  s.program = {Op::append(0, prefill), Op::append(0, {47})};
+  return s;
+}
+
+TEST(ShrinkEdges, CutToTheSplitEdgeReachesTheThresholdWhereCutsStopAt48) {
+  const EngineInfo info = full_partition();
+  const Scenario failing = long_decode();
+  ASSERT_FALSE(judge_property(Property::prefix, failing, info).pass);
+  const auto [with, without] = shrink_both(failing, info, "cut to the split edge");
+  print("cut to the split edge", failing, with);
+  print("  without it", failing, without);
+  // The known minimum: a decode that sees exactly the split threshold (32 keys, two full
+  // partitions), after a prefill of 31: two appends, 32 tokens.
+  const EngineEdges edges;
+  const Scenario& s = with.scenario;
+  EXPECT_EQ(program_tokens(s), edges.split_threshold) << write_fixture(s);
+  ASSERT_EQ(s.program.size(), 2u) << write_fixture(s);
+  EXPECT_EQ(s.program[1].tokens.size(), 1u);
+  // Without it nothing removes exactly 16 keys: the input's 48 stay.
+  EXPECT_EQ(program_tokens(without.scenario), 48) << write_fixture(without.scenario);
+}
+
+// ---- cut inside the window ----
+
+// Wrong on every row whose query has a key just beyond its window's edge (position
+// pos - window): as if the window let one key too many in. Any cut keeps failing while
+// some query still has such a key, so plain cuts stop at window + 1 tokens.
+class BeyondTheEdgeEngine final : public test::ForwardingEngine {
+ public:
+  BeyondTheEdgeEngine(const EngineConfig& config, std::unique_ptr<Engine> inner)
+      : ForwardingEngine(std::move(inner)), layout_(config.layout) {}
+  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
+    ForwardingEngine::step(chunks, outs);
+    if (!layout_.window) return;
+    const size_t out_row =
+        static_cast<size_t>(layout_.q_heads) * static_cast<size_t>(layout_.value_dim);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      for (size_t i = 0; i < outs[c].positions.size(); ++i) {
+        if (outs[c].positions[i] >= *layout_.window) outs[c].out[i * out_row] += 1;
+      }
+    }
+  }
+
+ private:
+  Layout layout_;
+};
+
+EngineInfo beyond_the_edge() {
+  return {"beyond-the-edge", "test engine", true, [](const EngineConfig& config) {
+            return std::make_unique<BeyondTheEdgeEngine>(config, engine("paged").make(config));
+          }};
+}
+
+// Window 20 over 30 tokens in three appends.
+Scenario windowed() {
+  Scenario s;
+  s.name = "windowed";
+  s.layout = test::make_layout({.window = 20});
+  std::vector<double> values;
+  for (int t = 0; t < 30; ++t) values.push_back(t % 3);
+  s.tokens = test::zero_score_tokens(values);
+  std::vector<int> a, b, c;
+  for (int t = 0; t < 30; ++t) (t < 10 ? a : t < 25 ? b : c).push_back(t);
+  s.program = {Op::append(0, a), Op::append(0, b), Op::append(0, c)};
+  return s;
+}
+
+TEST(ShrinkEdges, CutInsideTheWindowReachesWindowOneWhereCutsStopAtWindowPlusOne) {
+  const EngineInfo info = beyond_the_edge();
+  const Scenario failing = windowed();
+  ASSERT_FALSE(judge_property(Property::prefix, failing, info).pass);
+  const auto [with, without] = shrink_both(failing, info, "cut inside the window");
+  print("cut inside the window", failing, with);
+  print("  without it", failing, without);
+  // The known minimum: window 1 and two tokens in one append, the second's query with
+  // the first just beyond its edge.
+  const Scenario& s = with.scenario;
+  EXPECT_EQ(s.layout.window, 1) << write_fixture(s);
+  EXPECT_EQ(program_tokens(s), 2) << write_fixture(s);
+  EXPECT_EQ(s.program.size(), 1u) << write_fixture(s);
+  // Without it the window stays 20 and one query needs a key beyond it: 21 tokens.
+  EXPECT_EQ(without.scenario.layout.window, 20);
+  EXPECT_EQ(program_tokens(without.scenario), 21) << write_fixture(without.scenario);
+}
+
+}  // namespace
+}  // namespace kvfuzz
