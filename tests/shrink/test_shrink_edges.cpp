@@ -57,7 +57,8 @@ struct WithAndWithout {
   ShrinkResult with, without;
 };
 
-WithAndWithout shrink_both(const Scenario& failing, const EngineInfo& info, std::string_view name) {
+WithAndWithout shrink_both(const Scenario& failing, const EngineInfo& info, std::string_view name,
+                           bool move_accepted = true) {
   ShrinkOptions unbounded;  // sizes, not speed
   unbounded.time_budget_seconds = 1e9;
   const auto with = shrink(failing, info, unbounded);
@@ -76,9 +77,9 @@ WithAndWithout shrink_both(const Scenario& failing, const EngineInfo& info, std:
           << write_fixture(r->scenario);
     }
   }
-  // The move itself was accepted in the shrink that has it.
+  // The move itself was accepted in the shrink that has it (when the test says so).
   for (const MoveCounts& row : with->moves) {
-    if (row.move == name) {
+    if (row.move == name && move_accepted) {
       EXPECT_GT(row.accepted, 0) << name;
     }
   }
@@ -321,6 +322,88 @@ TEST(ShrinkEdges, CutInsideTheWindowReachesWindowOneWhereCutsStopAtWindowPlusOne
   // Without it the window stays 20 and one query needs a key beyond it: 21 tokens.
   EXPECT_EQ(without.scenario.layout.window, 20);
   EXPECT_EQ(program_tokens(without.scenario), 21) << write_fixture(without.scenario);
+}
+
+}  // namespace
+}  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// ---- On the generator's failures ----
+
+struct Size {
+  int tokens = 0;
+  int head_dim = 0;
+  int window = 0;  // 0 without one
+};
+
+Size size_of(const Scenario& s) {
+  return {program_tokens(s), s.layout.head_dim, s.layout.window.value_or(0)};
+}
+
+// The first `count` generated scenarios (seeds from 1) that fail `info` and pass the
+// honest engine it wraps, shrunk with every move and without `name`: the sizes printed,
+// and the sums returned.
+std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* honest,
+                                       std::string_view name, const GeneratorOptions& options,
+                                       int count, bool move_accepted = true) {
+  Size with_sum, without_sum;
+  int found = 0;
+  for (uint64_t seed = 1; seed < 2000 && found < count; ++seed) {
+    PrngChoiceSource choices(seed);
+    const Scenario s = generate_scenario(choices, options);
+    if (judge_property(Property::prefix, s, info).pass) continue;
+    if (!judge_property(Property::prefix, s, engine(honest)).pass) continue;
+    ++found;
+    const auto [with, without] = shrink_both(s, info, name, move_accepted);
+    const Size a = size_of(s), b = size_of(with.scenario), c = size_of(without.scenario);
+    std::printf(
+        "%-16s seed %-4d %4d tokens d %3d w %3d -> with %3d tokens d %3d w %3d, without %3d tokens "
+        "d %3d w %3d\n",
+        info.name.c_str(), static_cast<int>(seed), a.tokens, a.head_dim, a.window, b.tokens,
+        b.head_dim, b.window, c.tokens, c.head_dim, c.window);
+    for (auto [sum, one] : {std::pair{&with_sum, b}, std::pair{&without_sum, c}}) {
+      sum->tokens += one.tokens;
+      sum->head_dim += one.head_dim;
+      sum->window += one.window;
+    }
+  }
+  EXPECT_EQ(found, count) << info.name;
+  return {with_sum, without_sum};
+}
+
+// Large scores: the generator's wide values at large head_dims. Measured: 6, 10 and 16
+// dims without the move, 1 with it.
+TEST(ShrinkEdgesGenerated, HeadDimOneKeepingScores) {
+  GeneratorOptions options;
+  options.typical_head_dim = 128;
+  const auto [with, without] =
+      shrink_generated(naive_exp(), "contiguous", "head_dim 1 keeping scores", options, 3);
+  EXPECT_EQ(with.head_dim, 3);
+  EXPECT_GT(without.head_dim, 3 * 2);
+}
+
+// The generator's programs decode many tokens in a row: a plain cut lands some decode on
+// exactly 32 keys, so these shrink to the split threshold with the move or without it.
+TEST(ShrinkEdgesGenerated, CutToTheSplitEdge) {
+  const auto [with, without] =
+      shrink_generated(full_partition(), "flash", "cut to the split edge", {}, 3, false);
+  const EngineEdges edges;
+  EXPECT_EQ(with.tokens, 3 * edges.split_threshold);
+  EXPECT_EQ(without.tokens, 3 * edges.split_threshold);
+}
+
+// Measured: windows 6, 17 and 17 and window + 1 tokens without the move; window 1 and two
+// tokens with it.
+TEST(ShrinkEdgesGenerated, CutInsideTheWindow) {
+  GeneratorOptions options;
+  options.filters.window = OnOff::on;
+  const auto [with, without] =
+      shrink_generated(beyond_the_edge(), "paged", "cut inside the window", options, 3);
+  EXPECT_EQ(with.tokens, 3 * 2);
+  EXPECT_EQ(with.window, 3 * 1);
+  EXPECT_GT(without.window, 3 * 2);
 }
 
 }  // namespace
