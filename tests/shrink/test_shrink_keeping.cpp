@@ -174,7 +174,7 @@ Scenario spread_score() {
   return s;
 }
 
-TEST(ShrinkEdges, HeadDimOneKeepingScoresReachesOneDimWhereCutsStopAt31) {
+TEST(ShrinkKeeping, HeadDimOneKeepingScoresReachesOneDimWhereCutsStopAt31) {
   const EngineInfo info = naive_exp();
   const Scenario failing = spread_score();
   ASSERT_EQ(to_string(*judge_property(Property::prefix, failing, info).signature),
@@ -243,7 +243,7 @@ Scenario long_decode() {
   return s;
 }
 
-TEST(ShrinkEdges, CutToTheSplitEdgeReachesTheThresholdWhereCutsStopAt48) {
+TEST(ShrinkKeeping, CutToTheSplitEdgeReachesTheThresholdWhereCutsStopAt48) {
   const EngineInfo info = full_partition();
   const Scenario failing = long_decode();
   ASSERT_FALSE(judge_property(Property::prefix, failing, info).pass);
@@ -306,7 +306,7 @@ Scenario windowed() {
   return s;
 }
 
-TEST(ShrinkEdges, CutInsideTheWindowReachesWindowOneWhereCutsStopAtWindowPlusOne) {
+TEST(ShrinkKeeping, CutInsideTheWindowReachesWindowOneWhereCutsStopAtWindowPlusOne) {
   const EngineInfo info = beyond_the_edge();
   const Scenario failing = windowed();
   ASSERT_FALSE(judge_property(Property::prefix, failing, info).pass);
@@ -375,7 +375,7 @@ std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* hones
 
 // Large scores: the generator's wide values at large head_dims. Measured: 6, 10 and 16
 // dims without the move, 1 with it.
-TEST(ShrinkEdgesGenerated, HeadDimOneKeepingScores) {
+TEST(ShrinkKeepingGenerated, HeadDimOneKeepingScores) {
   GeneratorOptions options;
   options.typical_head_dim = 128;
   const auto [with, without] =
@@ -386,7 +386,7 @@ TEST(ShrinkEdgesGenerated, HeadDimOneKeepingScores) {
 
 // The generator's programs decode many tokens in a row: a plain cut lands some decode on
 // exactly 32 keys, so these shrink to the split threshold with the move or without it.
-TEST(ShrinkEdgesGenerated, CutToTheSplitEdge) {
+TEST(ShrinkKeepingGenerated, CutToTheSplitEdge) {
   const auto [with, without] =
       shrink_generated(full_partition(), "flash", "cut to the split edge", {}, 3, false);
   const EngineEdges edges;
@@ -396,7 +396,7 @@ TEST(ShrinkEdgesGenerated, CutToTheSplitEdge) {
 
 // Measured: windows 6, 17 and 17 and window + 1 tokens without the move; window 1 and two
 // tokens with it.
-TEST(ShrinkEdgesGenerated, CutInsideTheWindow) {
+TEST(ShrinkKeepingGenerated, CutInsideTheWindow) {
   GeneratorOptions options;
   options.filters.window = OnOff::on;
   const auto [with, without] =
@@ -404,6 +404,192 @@ TEST(ShrinkEdgesGenerated, CutInsideTheWindow) {
   EXPECT_EQ(with.tokens, 3 * 2);
   EXPECT_EQ(with.window, 3 * 1);
   EXPECT_GT(without.window, 3 * 2);
+}
+
+}  // namespace
+}  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// ---- What each candidate keeps ----
+
+std::vector<Scenario> candidates_of(const Scenario& base, shrinking::MakeCandidate make) {
+  std::vector<Scenario> out;
+  for (int index = 0;; ++index) {
+    Scenario candidate;
+    const shrinking::Made made = make(base, index, candidate);
+    if (made == shrinking::Made::end) break;
+    if (made == shrinking::Made::candidate) out.push_back(std::move(candidate));
+  }
+  return out;
+}
+
+// What the last token of sequence 0's last epoch sees: the token ids inside its window,
+// and the id of the key just beyond the edge (-1 without one).
+struct LastQuery {
+  std::vector<int> visible;
+  int beyond = -1;
+  bool operator==(const LastQuery&) const = default;
+};
+
+LastQuery last_query(const Scenario& s) {
+  const std::vector<LogicalStream> streams = logical_streams(s);
+  const LogicalStream& last = streams.back();
+  const auto p = static_cast<int64_t>(last.tokens.size()) - 1;
+  const int64_t lo = s.layout.window ? std::max<int64_t>(0, p - *s.layout.window + 1) : 0;
+  LastQuery q;
+  q.visible.assign(last.tokens.begin() + lo, last.tokens.end());
+  if (lo > 0) q.beyond = last.tokens[static_cast<size_t>(lo - 1)];
+  return q;
+}
+
+// Removes `cut` from `ids`.
+std::vector<int> without_ids(std::vector<int> ids, const std::vector<int>& cut) {
+  std::erase_if(ids, [&](int id) { return std::find(cut.begin(), cut.end(), id) != cut.end(); });
+  return ids;
+}
+
+// The ids of the tokens a candidate lost (every id appears once in these scenarios).
+std::vector<int> cut_ids(const Scenario& base, const Scenario& candidate) {
+  std::vector<int> kept, lost;
+  for (const LogicalStream& s : logical_streams(candidate)) {
+    kept.insert(kept.end(), s.tokens.begin(), s.tokens.end());
+  }
+  for (const LogicalStream& s : logical_streams(base)) {
+    for (int id : s.tokens) {
+      if (std::find(kept.begin(), kept.end(), id) == kept.end()) lost.push_back(id);
+    }
+  }
+  return lost;
+}
+
+TEST(ShrinkKeepingCandidates, SplitEdgeCutsLeaveTheDecodeOnTheSplitPath) {
+  const EngineEdges edges;
+  Scenario base = long_decode();
+  const shrinking::Measure size = shrinking::measure(base);
+  // No window: the 16 keys before the decode, the first 16, and the second partition
+  // (the first is the same cut as the first 16 keys; the third holds the decode).
+  std::vector<std::vector<int>> cuts;
+  for (const Scenario& c : candidates_of(base, shrinking::cut_to_split_edge)) {
+    EXPECT_FALSE(validate(c));
+    EXPECT_LT(shrinking::measure(c), size);
+    EXPECT_EQ(std::ssize(last_query(c).visible), edges.split_threshold);
+    EXPECT_EQ(c.program.back(), base.program.back());  // the decode itself stays
+    cuts.push_back(cut_ids(base, c));
+  }
+  const auto ids = [](int from, int to) {
+    std::vector<int> v;
+    for (int i = from; i < to; ++i) v.push_back(i);
+    return v;
+  };
+  EXPECT_EQ(cuts, (std::vector<std::vector<int>>{ids(31, 47), ids(0, 16), ids(16, 32)}));
+
+  // A window of 40: the decode sees keys 8..47; the cuts inside it shrink the window, so
+  // that the decode sees 32 keys and key 7 is still the one just beyond the edge.
+  base.layout.window = 40;
+  const LastQuery before = last_query(base);
+  ASSERT_EQ(before.beyond, 7);
+  const std::vector<Scenario> windowed = candidates_of(base, shrinking::cut_to_split_edge);
+  ASSERT_EQ(windowed.size(), 2u);  // 40 - 16 < 32: no partition cut
+  for (const Scenario& c : windowed) {
+    EXPECT_FALSE(validate(c));
+    EXPECT_EQ(c.layout.window, edges.split_threshold);
+    const LastQuery after = last_query(c);
+    EXPECT_EQ(after.beyond, 7) << write_fixture(c);
+    EXPECT_EQ(after.visible, without_ids(before.visible, cut_ids(base, c)));
+  }
+  // At the threshold there is nothing left to cut.
+  EXPECT_TRUE(candidates_of(windowed[0], shrinking::cut_to_split_edge).empty());
+}
+
+TEST(ShrinkKeepingCandidates, WindowCutsKeepTheKeysOnEachSideOfTheEdge) {
+  const Scenario base = windowed();  // window 20, the last query at 29: keys 10..29
+  const LastQuery before = last_query(base);
+  ASSERT_EQ(before.beyond, 9);
+  const std::vector<Scenario> cuts = candidates_of(base, shrinking::cut_inside_window);
+  // 19 keys (all but the query: before it and after the edge are the same cut), 10 and 1,
+  // each before the query and after the edge.
+  ASSERT_EQ(cuts.size(), 5u);
+  for (const Scenario& c : cuts) {
+    EXPECT_FALSE(validate(c));
+    EXPECT_LT(shrinking::measure(c), shrinking::measure(base));
+    const std::vector<int> cut = cut_ids(base, c);
+    EXPECT_EQ(*c.layout.window, 20 - std::ssize(cut));
+    const LastQuery after = last_query(c);
+    EXPECT_EQ(after.beyond, 9) << write_fixture(c);
+    EXPECT_EQ(after.visible, without_ids(before.visible, cut));
+  }
+  // Without a key beyond the edge there is no edge to keep.
+  Scenario wide = base;
+  wide.layout.window = 30;
+  EXPECT_TRUE(candidates_of(wide, shrinking::cut_inside_window).empty());
+}
+
+// Scores of every used token pair per q head, as the scenario's values give them.
+double score(const Layout& l, const ExplicitToken& query, int h, const ExplicitToken& key) {
+  double dot = 0;
+  const auto& q = query.q[static_cast<size_t>(h)];
+  const auto& k = key.k[static_cast<size_t>(l.kv_head_of(h))];
+  for (size_t d = 0; d < q.size(); ++d) dot += q[d] * k[d];
+  return l.softmax_scale() * dot;
+}
+
+// On the generator's scenarios (GQA, RoPE, windows, every dtype): every candidate is one
+// dim and keeps exactly the scores of one anchor query, a token and a head offset in
+// every group, against every token of the table.
+TEST(ShrinkKeepingCandidates, HeadDimOneKeepsEveryScoreOfItsAnchor) {
+  int candidates = 0;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    PrngChoiceSource choices(seed);
+    const Scenario base = generate_scenario(choices);
+    const std::vector<ExplicitToken> old_tokens = [&] {
+      Scenario explicit_base;
+      EXPECT_EQ(shrinking::compact_tokens(base, 0, explicit_base),
+                std::holds_alternative<GeneratedTokens>(base.tokens) ? shrinking::Made::candidate
+                                                                     : shrinking::Made::skip);
+      return std::get<std::vector<ExplicitToken>>(
+          std::holds_alternative<GeneratedTokens>(base.tokens) ? explicit_base.tokens
+                                                               : base.tokens);
+    }();
+    for (const Scenario& c : candidates_of(base, shrinking::concentrate_scores)) {
+      ++candidates;
+      SCOPED_TRACE("seed " + std::to_string(seed));
+      EXPECT_FALSE(validate(c));
+      EXPECT_LT(shrinking::measure(c), shrinking::measure(base));
+      EXPECT_EQ(c.layout.head_dim, 1);
+      EXPECT_FALSE(c.layout.rope_theta);
+      const auto& tokens = std::get<std::vector<ExplicitToken>>(c.tokens);
+      const Layout& l = base.layout;
+      bool anchored = false;
+      for (size_t u = 0; u < tokens.size() && !anchored; ++u) {
+        for (int r = 0; r < l.group() && !anchored; ++r) {
+          bool all = true;
+          for (int g = 0; g < l.kv_heads && all; ++g) {
+            const int h = g * l.group() + r;
+            for (size_t t = 0; t < tokens.size() && all; ++t) {
+              const double was = score(l, old_tokens[u], h, old_tokens[t]);
+              const double is = score(c.layout, tokens[u], h, tokens[t]);
+              all = std::fabs(is - was) <= 1e-9 * std::max(1.0, std::fabs(was));
+            }
+          }
+          anchored = all;
+        }
+      }
+      EXPECT_TRUE(anchored) << write_fixture(c);
+    }
+  }
+  EXPECT_GT(candidates, 30);
+}
+
+TEST(ShrinkKeepingCandidates, IsDeterministic) {
+  const EngineInfo info = naive_exp();
+  const auto first = shrink(spread_score(), info, {});
+  const auto second = shrink(spread_score(), info, {});
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->scenario, second->scenario);
+  EXPECT_EQ(first->tried, second->tried);
+  EXPECT_EQ(write_fixture(first->scenario), write_fixture(second->scenario));
 }
 
 }  // namespace
