@@ -32,6 +32,7 @@
 #include "kvfuzz/shrink.h"
 #include "shrink/measure.h"
 #include "shrink/moves.h"
+#include "shrink/search.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
@@ -786,8 +787,22 @@ TEST(Shrink, StaysInsideTheEnginesDeclaredSupports) {
     const auto result = shrink(failing, narrow, {});
     ASSERT_TRUE(result) << seed;
     const Layout& l = result->scenario.layout;
-    EXPECT_EQ(l.head_dim % 4, 0) << summary(result->scenario);
+    // The smallest head size the engine takes: q, k and v cut as one.
+    EXPECT_EQ(l.head_dim, 4) << summary(result->scenario);
     EXPECT_EQ(l.value_dim, l.head_dim) << summary(result->scenario);
+    // Without that move a head_dim or value_dim cut alone is outside the declaration, and
+    // the head size stays the generated one.
+    std::vector<shrinking::Move> alone;
+    for (const shrinking::Move& move : shrinking::moves()) {
+      if (move.name != "smaller head size" && move.name != "head_dim cut keeping scores") {
+        alone.push_back(move);
+      }
+    }
+    const auto cut_alone = shrinking::shrink_with_moves(failing, narrow, {}, alone);
+    ASSERT_TRUE(cut_alone);
+    EXPECT_EQ(cut_alone->scenario.layout.head_dim, failing.layout.head_dim);
+    std::printf("one head size x4: head_dim %d -> %d (%d with head_dim and value_dim cut alone)\n",
+                failing.layout.head_dim, l.head_dim, cut_alone->scenario.layout.head_dim);
     EXPECT_FALSE(unjudgeable(result->scenario, probe_declarations(narrow)))
         << summary(result->scenario);
     // Without the declaration the same failure shrinks to head_dim 1 (so the filter is

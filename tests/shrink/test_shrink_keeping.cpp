@@ -2,7 +2,8 @@
 // hand-made engine whose failure needs what the move keeps, shrunk with every move and
 // with every move but that one, to the stated minimum and to where the search stopped
 // before (printed, and bounded from below so the test says the move is what got there).
-//   head_dim 1 keeping scores: an engine whose exp overflows above a score of 88.7;
+//   head_dim cut keeping scores: an engine whose exp overflows above a score of 88.7,
+//                              alone and declaring one head size in multiples of 4;
 //   cut to the split edge:     an engine wrong on a split decode that sees a multiple of
 //                              the partition size;
 //   cut inside the window:     an engine wrong on every query with a key beyond its
@@ -96,7 +97,7 @@ void print(std::string_view what, const Scenario& from, const ShrinkResult& r) {
               r.tried);
 }
 
-// ---- head_dim 1 keeping scores ----
+// ---- head_dim cut keeping scores ----
 
 // An engine that takes exp of raw scores without subtracting the maximum first (the
 // softmax everyone writes once): exp overflows f32 above log(FLT_MAX) = 88.72, and the
@@ -179,8 +180,8 @@ TEST(ShrinkKeeping, HeadDimOneKeepingScoresReachesOneDimWhereCutsStopAt31) {
   const Scenario failing = spread_score();
   ASSERT_EQ(to_string(*judge_property(Property::prefix, failing, info).signature),
             "prefix/not-finite");
-  const auto [with, without] = shrink_both(failing, info, "head_dim 1 keeping scores");
-  print("head_dim 1 keeping scores", failing, with);
+  const auto [with, without] = shrink_both(failing, info, "head_dim cut keeping scores");
+  print("head_dim cut keeping scores", failing, with);
   print("  without it", failing, without);
   // The known minimum: one token that is its own key, head_dim 1, q.k over 88.72 in one
   // product. The plain cuts go first, to 31 dims (scores 16 sqrt(31) = 89.08); the move
@@ -194,6 +195,46 @@ TEST(ShrinkKeeping, HeadDimOneKeepingScoresReachesOneDimWhereCutsStopAt31) {
   EXPECT_EQ(table[0].q[0][0] * table[0].k[0][0], 89) << write_fixture(s);
   // Without the move the head_dim cuts stop where 16 sqrt(d) passes 88.72.
   EXPECT_EQ(without.scenario.layout.head_dim, 31) << write_fixture(without.scenario);
+}
+
+// naive-exp declaring one head size for q, k and v in multiples of 4 (as ONNX Runtime's
+// kernels do): the move's 1 and 2 dims lie outside it and go unjudged; 4 is inside.
+class OneHeadSizeNaiveExp final : public test::ForwardingEngine {
+ public:
+  using ForwardingEngine::ForwardingEngine;
+  EngineSupports supports() const override {
+    EngineSupports s;
+    s.head_dim_multiple = 4;
+    s.value_dim_is_head_dim = true;
+    return s;
+  }
+};
+
+TEST(ShrinkKeeping, HeadDimCutKeepingScoresReachesTheEnginesSmallestHeadSize) {
+  EngineInfo info = naive_exp();
+  info.name = "naive-exp-one-head-size";
+  const EngineFactory inner = info.make;
+  info.make = [inner](const EngineConfig& config) -> std::unique_ptr<Engine> {
+    return std::make_unique<OneHeadSizeNaiveExp>(inner(config));
+  };
+  Scenario failing = spread_score();
+  failing.layout.value_dim = 64;
+  for (auto& t : std::get<std::vector<ExplicitToken>>(failing.tokens)) {
+    t.v[0].assign(64, t.v[0][0]);
+  }
+  ASSERT_FALSE(unjudgeable(failing, probe_declarations(info)));
+  const auto [with, without] = shrink_both(failing, info, "head_dim cut keeping scores");
+  print("  one head size, x4", failing, with);
+  print("  without it", failing, without);
+  // The smallest head size the engine takes, with the score in dim 0.
+  EXPECT_EQ(with.scenario.layout.head_dim, 4) << write_fixture(with.scenario);
+  EXPECT_EQ(with.scenario.layout.value_dim, 4);
+  // Without it the plain cuts of the one head size (q, k and v together) go from 64 to 32
+  // (16 sqrt(32) = 90.5), and no multiple of 4 lies between 16 (64, below 88.72) and 32.
+  EXPECT_EQ(without.scenario.layout.head_dim, 32) << write_fixture(without.scenario);
+  for (const ShrinkResult* r : {&with, &without}) {
+    EXPECT_FALSE(unjudgeable(r->scenario, probe_declarations(info)));
+  }
 }
 
 // ---- cut to the split edge ----
@@ -375,11 +416,11 @@ std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* hones
 
 // Large scores: the generator's wide values at large head_dims. Measured: 6, 10 and 16
 // dims without the move, 1 with it.
-TEST(ShrinkKeepingGenerated, HeadDimOneKeepingScores) {
+TEST(ShrinkKeepingGenerated, HeadDimCutKeepingScores) {
   GeneratorOptions options;
   options.typical_head_dim = 128;
   const auto [with, without] =
-      shrink_generated(naive_exp(), "contiguous", "head_dim 1 keeping scores", options, 3);
+      shrink_generated(naive_exp(), "contiguous", "head_dim cut keeping scores", options, 3);
   EXPECT_EQ(with.head_dim, 3);
   EXPECT_GT(without.head_dim, 3 * 2);
 }
@@ -535,10 +576,11 @@ double score(const Layout& l, const ExplicitToken& query, int h, const ExplicitT
   return l.softmax_scale() * dot;
 }
 
-// On the generator's scenarios (GQA, RoPE, windows, every dtype): every candidate is one
-// dim and keeps exactly the scores of one anchor query, a token and a head offset in
-// every group, against every token of the table.
-TEST(ShrinkKeepingCandidates, HeadDimOneKeepsEveryScoreOfItsAnchor) {
+// On the generator's scenarios (GQA, RoPE, windows, every dtype): every candidate has a
+// power of two dims, all but the first 0, no RoPE, and keeps exactly the scores of one
+// anchor query, a token and a head offset in every group, against every token of the
+// table.
+TEST(ShrinkKeepingCandidates, HeadDimCutsKeepEveryScoreOfTheirAnchor) {
   int candidates = 0;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     PrngChoiceSource choices(seed);
@@ -557,9 +599,19 @@ TEST(ShrinkKeepingCandidates, HeadDimOneKeepsEveryScoreOfItsAnchor) {
       SCOPED_TRACE("seed " + std::to_string(seed));
       EXPECT_FALSE(validate(c));
       EXPECT_LT(shrinking::measure(c), shrinking::measure(base));
-      EXPECT_EQ(c.layout.head_dim, 1);
+      const int dims = c.layout.head_dim;
+      EXPECT_LT(dims, base.layout.head_dim);
+      EXPECT_EQ(dims & (dims - 1), 0) << dims;
       EXPECT_FALSE(c.layout.rope_theta);
       const auto& tokens = std::get<std::vector<ExplicitToken>>(c.tokens);
+      for (const ExplicitToken& t : tokens) {
+        for (const auto* heads : {&t.q, &t.k}) {
+          for (const auto& head : *heads) {
+            ASSERT_EQ(std::ssize(head), dims);
+            EXPECT_TRUE(std::all_of(head.begin() + 1, head.end(), [](double x) { return x == 0; }));
+          }
+        }
+      }
       const Layout& l = base.layout;
       bool anchored = false;
       for (size_t u = 0; u < tokens.size() && !anchored; ++u) {

@@ -71,9 +71,12 @@ Made merge_vocab_ids(const Scenario& s, int index, Scenario& out);
 // The layout and the placement (moves_shape.cpp).
 Made reduce_heads(const Scenario& s, int index, Scenario& out);
 Made reduce_head_dim(const Scenario& s, int index, Scenario& out);
-// head_dim 1 with the scores of one anchor query kept exactly (moves_concentrate.cpp).
+// head_dim 1 (then 2, 4, ...) with the scores of one anchor query kept exactly
+// (moves_concentrate.cpp).
 Made concentrate_scores(const Scenario& s, int index, Scenario& out);
 Made reduce_value_dim(const Scenario& s, int index, Scenario& out);
+// head_dim and value_dim cut as one when they are equal (one head size for q, k and v).
+Made reduce_head_size(const Scenario& s, int index, Scenario& out);
 Made simplify_layout(const Scenario& s, int index, Scenario& out);
 Made simplify_placement(const Scenario& s, int index, Scenario& out);
 Made reduce_page_size(const Scenario& s, int index, Scenario& out);

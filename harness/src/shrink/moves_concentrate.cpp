@@ -1,12 +1,13 @@
 // The score-keeping head_dim cut (shrink/moves.h). A plain cut keeps some dims and
 // drops the rest, and with them their share of every score q.k: a failure that needs a
 // large score (an exp that overflows, a maximum that must stand out) is lost by every cut
-// once the kept dims no longer add up to it. This move goes to head_dim 1 in one step and
-// writes the scores into the one dim that is left: for one anchor query (a token and a q
-// head of each group), k'[t] is its score against token t, so every score of the anchor
-// survives exactly; every other query gets the q' that fits its own scores best (least
-// squares against the new keys). Values become fractions; the value moves round them
-// later, as far as the failure allows.
+// once the kept dims no longer add up to it. This move goes to a head_dim of 1 (then 2,
+// 4, 8, ... for an engine that declares multiples) in one step and writes the scores into
+// dim 0, the others 0: for one anchor query (a token and a q head of each group), k'[t] is
+// its score against token t, so every score of the anchor survives exactly; every other
+// query gets the q' that fits its own scores best (least squares against the new keys).
+// Values become fractions; the value moves round them later, as far as the failure
+// allows. RoPE goes (the rotation would make the scores depend on positions again).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -66,13 +67,23 @@ Made concentrate_scores(const Scenario& s, int index, Scenario& out) {
   std::vector<ExplicitToken> tokens = materialise(s);
   const std::vector<int> used = first_use_order(s);
   const std::vector<Anchor> choices = anchors(l, tokens, used);
-  if (static_cast<size_t>(index) >= choices.size()) return Made::end;
-  const Anchor& anchor = choices[static_cast<size_t>(index)];
+  if (choices.empty()) return Made::end;
+  // Every anchor at head_dim 1, then every anchor at 2, at 4, ...: an engine that takes
+  // only multiples of some size rejects the smaller ones unjudged (the search asks its
+  // declarations first).
+  int dims = 1;
+  for (int level = index / static_cast<int>(choices.size()); level > 0; --level) dims *= 2;
+  if (dims >= l.head_dim) return Made::end;
+  const Anchor& anchor = choices[static_cast<size_t>(index) % choices.size()];
   if (anchor.norm == 0) return Made::skip;  // no score to keep
 
   out = start_candidate(s);
-  out.layout.head_dim = 1;
-  out.layout.rope_theta.reset();  // RoPE needs an even head_dim
+  out.layout.head_dim = dims;
+  out.layout.rope_theta.reset();
+  // One head size for q, k and v stays one: above 1 dim (where value_dim 1 would be the
+  // plain value_dim cut's business) the first values go along.
+  const bool one_head_size = l.value_dim == l.head_dim && dims > 1;
+  if (one_head_size) out.layout.value_dim = dims;
   const double old_scale = l.softmax_scale();
   const double new_scale = out.layout.softmax_scale();
   const size_t kv = static_cast<size_t>(l.kv_heads);
@@ -113,9 +124,14 @@ Made concentrate_scores(const Scenario& s, int index, Scenario& out) {
       } else if (norm2[g] > 0) {
         q = old_scale * dot(token.q[h], weighted[g]) / (new_scale * norm2[g]);
       }
-      token.q[h] = {q + 0.0};
+      token.q[h].assign(static_cast<size_t>(dims), 0.0);
+      token.q[h][0] = q + 0.0;
     }
-    for (size_t g = 0; g < kv; ++g) token.k[g] = {new_k[t][g] + 0.0};
+    for (size_t g = 0; g < kv; ++g) {
+      token.k[g].assign(static_cast<size_t>(dims), 0.0);
+      token.k[g][0] = new_k[t][g] + 0.0;
+      if (one_head_size) token.v[g].resize(static_cast<size_t>(dims));
+    }
   }
   out.tokens = std::move(tokens);
   return Made::candidate;
