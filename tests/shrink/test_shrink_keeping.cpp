@@ -1,13 +1,16 @@
-// The shrinker's moves that keep the failing mass while they cut: each against a
-// hand-made engine whose failure needs what the move keeps, shrunk with every move and
-// with every move but that one, to the stated minimum and to where the search stopped
-// before (printed, and bounded from below so the test says the move is what got there).
+// The shrinker's moves that keep the failing mass while they cut (issue 15): each against
+// an engine whose failure needs what the move keeps, shrunk with every move (to the stated
+// minimum, the move accepted on the way) and with the moves the shrinker had before (to
+// where it stopped then, stated too, so the test says the new moves are what got there).
 //   head_dim cut keeping scores: an engine whose exp overflows above a score of 88.7,
-//                              alone and declaring one head size in multiples of 4;
-//   cut to the split edge:     an engine wrong on a split decode that sees a multiple of
-//                              the partition size;
-//   cut inside the window:     an engine wrong on every query with a key beyond its
-//                              window's edge.
+//                                alone and declaring one head size in multiples of 4;
+//   cut to the split edge:       an engine wrong on a split decode that sees a multiple
+//                                of the partition size;
+//   cut inside the window:       an engine wrong on every query with a key beyond its
+//                                window's edge;
+//   cut whole pages:             truncate-shared-in-place after a long prefix.
+// Then the same on the generator's failures of those engines, and what each candidate
+// keeps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,18 +45,25 @@ const EngineInfo& engine(const char* name) {
   return *info;
 }
 
-// Every move but `name`.
-std::vector<shrinking::Move> moves_without(std::string_view name) {
+// The moves issue 15 added: without them, the shrinker as it was before.
+constexpr std::string_view kNewMoves[] = {"cut to the split edge", "cut inside the window",
+                                          "cut whole pages", "smaller head size",
+                                          "head_dim cut keeping scores"};
+
+std::vector<shrinking::Move> moves_before() {
   std::vector<shrinking::Move> kept;
   for (const shrinking::Move& move : shrinking::moves()) {
-    if (move.name != name) kept.push_back(move);
+    if (std::find(std::begin(kNewMoves), std::end(kNewMoves), move.name) == std::end(kNewMoves)) {
+      kept.push_back(move);
+    }
   }
-  EXPECT_EQ(kept.size() + 1, shrinking::moves().size()) << "no move " << name;
+  EXPECT_EQ(kept.size() + std::size(kNewMoves), shrinking::moves().size());
   return kept;
 }
 
-// The result of shrinking with every move and with every move but `name`, each judged on
-// the engine and checked to keep the failure's signature.
+// The result of shrinking with every move and with the moves before issue 15, each judged
+// on the engine and checked to keep the failure's signature; the move `name` was accepted
+// in the first (unless the caller says it need not be).
 struct WithAndWithout {
   ShrinkResult with, without;
 };
@@ -63,7 +73,7 @@ WithAndWithout shrink_both(const Scenario& failing, const EngineInfo& info, std:
   ShrinkOptions unbounded;  // sizes, not speed
   unbounded.time_budget_seconds = 1e9;
   const auto with = shrink(failing, info, unbounded);
-  const auto without = shrinking::shrink_with_moves(failing, info, unbounded, moves_without(name));
+  const auto without = shrinking::shrink_with_moves(failing, info, unbounded, moves_before());
   EXPECT_TRUE(with && without);
   if (!with || !without) return {};
   EXPECT_FALSE(with->timed_out);
@@ -175,14 +185,14 @@ Scenario spread_score() {
   return s;
 }
 
-TEST(ShrinkKeeping, HeadDimOneKeepingScoresReachesOneDimWhereCutsStopAt31) {
+TEST(ShrinkKeeping, HeadDimCutKeepingScoresReachesOneDimWhereCutsStopAt31) {
   const EngineInfo info = naive_exp();
   const Scenario failing = spread_score();
   ASSERT_EQ(to_string(*judge_property(Property::prefix, failing, info).signature),
             "prefix/not-finite");
   const auto [with, without] = shrink_both(failing, info, "head_dim cut keeping scores");
   print("head_dim cut keeping scores", failing, with);
-  print("  without it", failing, without);
+  print("  before issue 15", failing, without);
   // The known minimum: one token that is its own key, head_dim 1, q.k over 88.72 in one
   // product. The plain cuts go first, to 31 dims (scores 16 sqrt(31) = 89.08); the move
   // puts that score into one dim (the anchor's q = 1, k = 89.08), and the value moves
@@ -193,7 +203,7 @@ TEST(ShrinkKeeping, HeadDimOneKeepingScoresReachesOneDimWhereCutsStopAt31) {
   const auto& table = std::get<std::vector<ExplicitToken>>(s.tokens);
   ASSERT_EQ(table.size(), 1u);
   EXPECT_EQ(table[0].q[0][0] * table[0].k[0][0], 89) << write_fixture(s);
-  // Without the move the head_dim cuts stop where 16 sqrt(d) passes 88.72.
+  // Before, the head_dim cuts stopped where 16 sqrt(d) passes 88.72.
   EXPECT_EQ(without.scenario.layout.head_dim, 31) << write_fixture(without.scenario);
 }
 
@@ -225,13 +235,24 @@ TEST(ShrinkKeeping, HeadDimCutKeepingScoresReachesTheEnginesSmallestHeadSize) {
   ASSERT_FALSE(unjudgeable(failing, probe_declarations(info)));
   const auto [with, without] = shrink_both(failing, info, "head_dim cut keeping scores");
   print("  one head size, x4", failing, with);
-  print("  without it", failing, without);
+  print("  before issue 15", failing, without);
   // The smallest head size the engine takes, with the score in dim 0.
   EXPECT_EQ(with.scenario.layout.head_dim, 4) << write_fixture(with.scenario);
   EXPECT_EQ(with.scenario.layout.value_dim, 4);
-  // Without it the plain cuts of the one head size (q, k and v together) go from 64 to 32
-  // (16 sqrt(32) = 90.5), and no multiple of 4 lies between 16 (64, below 88.72) and 32.
-  EXPECT_EQ(without.scenario.layout.head_dim, 32) << write_fixture(without.scenario);
+  // Before, the head_dim stayed 64: a head_dim cut alone leaves value_dim at 64, outside
+  // the one head size, and a value_dim cut likewise. (With the one-head-size cut but not
+  // this move it goes to 32: 16 sqrt(32) = 90.5, and no multiple of 4 lies between 16,
+  // whose 64 is below 88.72, and 32.)
+  EXPECT_EQ(without.scenario.layout.head_dim, 64) << write_fixture(without.scenario);
+  std::vector<shrinking::Move> no_scores;
+  for (const shrinking::Move& move : shrinking::moves()) {
+    if (move.name != "head_dim cut keeping scores") no_scores.push_back(move);
+  }
+  ShrinkOptions unbounded;
+  unbounded.time_budget_seconds = 1e9;
+  const auto head_size_only = shrinking::shrink_with_moves(failing, info, unbounded, no_scores);
+  ASSERT_TRUE(head_size_only);
+  EXPECT_EQ(head_size_only->scenario.layout.head_dim, 32);
   for (const ShrinkResult* r : {&with, &without}) {
     EXPECT_FALSE(unjudgeable(r->scenario, probe_declarations(info)));
   }
@@ -290,7 +311,7 @@ TEST(ShrinkKeeping, CutToTheSplitEdgeReachesTheThresholdWhereCutsStopAt48) {
   ASSERT_FALSE(judge_property(Property::prefix, failing, info).pass);
   const auto [with, without] = shrink_both(failing, info, "cut to the split edge");
   print("cut to the split edge", failing, with);
-  print("  without it", failing, without);
+  print("  before issue 15", failing, without);
   // The known minimum: a decode that sees exactly the split threshold (32 keys, two full
   // partitions), after a prefill of 31: two appends, 32 tokens.
   const EngineEdges edges;
@@ -298,7 +319,7 @@ TEST(ShrinkKeeping, CutToTheSplitEdgeReachesTheThresholdWhereCutsStopAt48) {
   EXPECT_EQ(program_tokens(s), edges.split_threshold) << write_fixture(s);
   ASSERT_EQ(s.program.size(), 2u) << write_fixture(s);
   EXPECT_EQ(s.program[1].tokens.size(), 1u);
-  // Without it nothing removes exactly 16 keys: the input's 48 stay.
+  // Before, nothing removed exactly 16 keys: the input's 48 stayed.
   EXPECT_EQ(program_tokens(without.scenario), 48) << write_fixture(without.scenario);
 }
 
@@ -353,16 +374,50 @@ TEST(ShrinkKeeping, CutInsideTheWindowReachesWindowOneWhereCutsStopAtWindowPlusO
   ASSERT_FALSE(judge_property(Property::prefix, failing, info).pass);
   const auto [with, without] = shrink_both(failing, info, "cut inside the window");
   print("cut inside the window", failing, with);
-  print("  without it", failing, without);
+  print("  before issue 15", failing, without);
   // The known minimum: window 1 and two tokens in one append, the second's query with
   // the first just beyond its edge.
   const Scenario& s = with.scenario;
   EXPECT_EQ(s.layout.window, 1) << write_fixture(s);
   EXPECT_EQ(program_tokens(s), 2) << write_fixture(s);
   EXPECT_EQ(s.program.size(), 1u) << write_fixture(s);
-  // Without it the window stays 20 and one query needs a key beyond it: 21 tokens.
+  // Before, the window stayed 20 and one query needs a key beyond it: 21 tokens.
   EXPECT_EQ(without.scenario.layout.window, 20);
   EXPECT_EQ(program_tokens(without.scenario), 21) << write_fixture(without.scenario);
+}
+
+// ---- cut whole pages ----
+
+// What the shrinker left of a long-context failure of truncate-shared-in-place (seed 29
+// of the long-context generator, before this move): 194 tokens in pages of 2, a fork, the
+// child truncated to 193 (into the last page, which the fork shares: the mutant poisons
+// slot 193 in place), a token on the parent, which reads that poison. A cut of any number
+// of tokens but an even one moves the truncate off the page's middle (and a keep it no
+// longer has is invalid), so every plain cut loses the failure.
+Scenario shared_page_after_a_long_prefix() {
+  Scenario s;
+  s.name = "shared-page";
+  s.layout = test::make_layout({.page_size = 2});
+  s.tokens = test::zero_score_tokens({0});
+  s.sequences = 2;
+  s.program = {Op::append(0, std::vector<int>(194, 0)), Op::fork(0, 1), Op::truncate(1, 193),
+               Op::append(0, {0})};
+  return s;
+}
+
+TEST(ShrinkKeeping, CutWholePagesReachesTheMutantsMinimumWhereCutsStopAt195) {
+  const EngineInfo& info = engine("truncate-shared-in-place");
+  const Scenario failing = shared_page_after_a_long_prefix();
+  ASSERT_FALSE(judge_property(Property::prefix, failing, info).pass);
+  const auto [with, without] = shrink_both(failing, info, "cut whole pages");
+  print("cut whole pages", failing, with);
+  print("  before issue 15", failing, without);
+  // The mutant's own minimum (test_shrink's bounds): two tokens filling a page, fork,
+  // the child truncated into that page, a token on the parent.
+  const Scenario& s = with.scenario;
+  EXPECT_EQ(program_tokens(s), 3) << write_fixture(s);
+  EXPECT_EQ(s.sequences, 2);
+  EXPECT_EQ(program_tokens(without.scenario), 195) << write_fixture(without.scenario);
 }
 
 }  // namespace
@@ -384,7 +439,7 @@ Size size_of(const Scenario& s) {
 }
 
 // The first `count` generated scenarios (seeds from 1) that fail `info` and pass the
-// honest engine it wraps, shrunk with every move and without `name`: the sizes printed,
+// honest engine it wraps, shrunk with every move and with those before issue 15: the sizes printed,
 // and the sums returned.
 std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* honest,
                                        std::string_view name, const GeneratorOptions& options,
@@ -400,7 +455,7 @@ std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* hones
     const auto [with, without] = shrink_both(s, info, name, move_accepted);
     const Size a = size_of(s), b = size_of(with.scenario), c = size_of(without.scenario);
     std::printf(
-        "%-16s seed %-4d %4d tokens d %3d w %3d -> with %3d tokens d %3d w %3d, without %3d tokens "
+        "%-16s seed %-4d %4d tokens d %3d w %3d -> with %3d tokens d %3d w %3d, before %3d tokens "
         "d %3d w %3d\n",
         info.name.c_str(), static_cast<int>(seed), a.tokens, a.head_dim, a.window, b.tokens,
         b.head_dim, b.window, c.tokens, c.head_dim, c.window);
@@ -415,7 +470,7 @@ std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* hones
 }
 
 // Large scores: the generator's wide values at large head_dims. Measured: 6, 10 and 16
-// dims without the move, 1 with it.
+// dims before issue 15, 1 with its moves.
 TEST(ShrinkKeepingGenerated, HeadDimCutKeepingScores) {
   GeneratorOptions options;
   options.typical_head_dim = 128;
@@ -426,7 +481,7 @@ TEST(ShrinkKeepingGenerated, HeadDimCutKeepingScores) {
 }
 
 // The generator's programs decode many tokens in a row: a plain cut lands some decode on
-// exactly 32 keys, so these shrink to the split threshold with the move or without it.
+// exactly 32 keys, so these shrink to the split threshold with the new moves or without them.
 TEST(ShrinkKeepingGenerated, CutToTheSplitEdge) {
   const auto [with, without] =
       shrink_generated(full_partition(), "flash", "cut to the split edge", {}, 3, false);
@@ -435,8 +490,8 @@ TEST(ShrinkKeepingGenerated, CutToTheSplitEdge) {
   EXPECT_EQ(without.tokens, 3 * edges.split_threshold);
 }
 
-// Measured: windows 6, 17 and 17 and window + 1 tokens without the move; window 1 and two
-// tokens with it.
+// Measured: windows 6, 17 and 17 and window + 1 tokens before issue 15; window 1 and two
+// tokens with them.
 TEST(ShrinkKeepingGenerated, CutInsideTheWindow) {
   GeneratorOptions options;
   options.filters.window = OnOff::on;
@@ -565,6 +620,33 @@ TEST(ShrinkKeepingCandidates, WindowCutsKeepTheKeysOnEachSideOfTheEdge) {
   Scenario wide = base;
   wide.layout.window = 30;
   EXPECT_TRUE(candidates_of(wide, shrinking::cut_inside_window).empty());
+}
+
+TEST(ShrinkKeepingCandidates, PageCutsKeepEveryTokensSlotInItsPageAndTheTruncateFollows) {
+  const Scenario base = shared_page_after_a_long_prefix();  // 97 pages of 2, keep 193
+  const std::vector<Scenario> cuts = candidates_of(base, shrinking::cut_whole_pages);
+  // All 97 pages, then halves, quarters, ... down to 32 parts: 1 + 2 + 4 + ... + 32.
+  EXPECT_EQ(cuts.size(), 63u);
+  int into_a_page = 0;
+  for (const Scenario& c : cuts) {
+    EXPECT_FALSE(validate(c)) << write_fixture(c);
+    EXPECT_LT(shrinking::measure(c), shrinking::measure(base));
+    const int64_t cut = program_tokens(base) - program_tokens(c);
+    EXPECT_EQ(cut % 2, 0);  // whole pages
+    const Op& truncate = c.program[c.program.size() - 2];
+    ASSERT_EQ(truncate.kind, OpKind::truncate) << write_fixture(c);
+    // The same tokens kept: 193 less the cut ones, into the middle of a page still; or,
+    // for the 6 cuts (one per level) that take the last page and with it the token past
+    // the keep, everything that is left.
+    const int64_t left = 194 - cut;
+    if (truncate.keep == 193 - cut) ++into_a_page;
+    EXPECT_TRUE(truncate.keep == 193 - cut || truncate.keep == left) << truncate.keep;
+  }
+  EXPECT_EQ(into_a_page, 63 - 6);
+  // Pages of one token: the plain cuts are these.
+  Scenario single = base;
+  single.layout.page_size = 1;
+  EXPECT_TRUE(candidates_of(single, shrinking::cut_whole_pages).empty());
 }
 
 // Scores of every used token pair per q head, as the scenario's values give them.

@@ -18,6 +18,7 @@ const std::vector<Move>& moves() {
       {"drop tokens", drop_tokens},
       {"cut to the split edge", cut_to_split_edge},
       {"cut inside the window", cut_inside_window},
+      {"cut whole pages", cut_whole_pages},
       {"merge appends", merge_appends},
       {"step to append", step_to_append},
       {"truncate/fork to reset", simplify_epoch_ops},

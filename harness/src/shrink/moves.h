@@ -54,14 +54,18 @@ Made simplify_epoch_ops(const Scenario& s, int index, Scenario& out);
 Made split_chunk(const Scenario& s, int index, Scenario& out);
 
 // Cuts that keep a query's place against the engine's edges (moves_edges.cpp): several
-// keys at once, where a single cut moves every later key off its slot. The split path's
-// edges are the built-in flash engine's (EngineEdges' defaults).
+// keys at once, where a single cut moves every later key off its slot; a later truncate
+// keeps the same tokens. The split path's edges are the built-in flash engine's
+// (EngineEdges' defaults).
 // The last one-token chunk of each epoch that takes the split path: the keys just before
 // it or the first it sees, down to exactly the split threshold; or one whole partition.
 Made cut_to_split_edge(const Scenario& s, int index, Scenario& out);
 // Keys inside the window of each epoch's last query, when a key lies beyond its edge:
 // the window shrinks by as many, so the same keys stay on each side of the edge.
 Made cut_inside_window(const Scenario& s, int index, Scenario& out);
+// Runs of whole pages of an epoch's own tokens (every later token keeps its slot in its
+// page), halves down to 32 parts.
+Made cut_whole_pages(const Scenario& s, int index, Scenario& out);
 
 // The model, at model level only (moves_model.cpp).
 Made reduce_model_size(const Scenario& s, int index, Scenario& out);

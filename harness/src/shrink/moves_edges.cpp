@@ -1,9 +1,10 @@
 // Moves that cut tokens but keep where a query stands against an engine's edges
-// (shrink/moves.h): the split path's threshold and partitions, and the window's edge.
-// A plain cut of d keys moves every later key d places: a failure that needs a key in a
-// given slot of a partition, a decode that sees exactly a partition multiple, or a key
-// just outside the window is lost by every single cut. These cut d keys at once where the
-// slots of the others survive, and shrink the window by d when the cut lies inside it.
+// (shrink/moves.h): the split path's threshold and partitions, the window's edge, the
+// pages. A plain cut of d keys moves every later key d places: a failure that needs a key
+// in a given slot of a partition or a page, a decode that sees exactly a partition
+// multiple, or a key just outside the window is lost by every single cut. These cut d
+// keys at once where the slots of the others survive, shrink the window by d when the cut
+// lies inside it, and lower every later truncate's keep by the cut tokens it kept.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -64,13 +65,62 @@ struct Cut {
   int64_t hi = 0;
 };
 
+// For every truncate op of `s` (by op index), how many of the positions it keeps the cut
+// removes: the cut positions of epoch `e`, followed through forks (which copy them) and
+// truncates (which keep a prefix), so that each truncate can keep the same tokens.
+std::map<size_t, int64_t> cut_from_keeps(const Scenario& s, const Epoch& e, Cut cut) {
+  std::map<size_t, int64_t> cut_kept;
+  std::vector<std::vector<bool>> marks(static_cast<size_t>(s.sequences));  // [seq][pos]
+  std::vector<int> epoch(static_cast<size_t>(s.sequences), 0);
+  for (size_t o = 0; o < s.program.size(); ++o) {
+    const Op& op = s.program[o];
+    const auto seq = static_cast<size_t>(op.seq);
+    switch (op.kind) {
+      case OpKind::reset:
+        marks[seq].clear();
+        ++epoch[seq];
+        break;
+      case OpKind::truncate: {
+        const auto keep =
+            static_cast<size_t>(std::clamp<int64_t>(op.keep, 0, std::ssize(marks[seq])));
+        cut_kept[o] = std::count(marks[seq].begin(),
+                                 marks[seq].begin() + static_cast<std::ptrdiff_t>(keep), true);
+        marks[seq].resize(keep);
+        ++epoch[seq];
+        break;
+      }
+      case OpKind::fork:
+        marks[seq] = marks[static_cast<size_t>(op.src)];
+        ++epoch[seq];
+        break;
+      case OpKind::append:
+      case OpKind::step:
+        for (const Chunk& chunk : op.batch()) {
+          std::vector<bool>& m = marks[static_cast<size_t>(chunk.seq)];
+          const bool in_e = chunk.seq == e.seq && epoch[static_cast<size_t>(chunk.seq)] == e.epoch;
+          for (size_t i = 0; i < chunk.tokens.size(); ++i) {
+            const auto pos = std::ssize(m);
+            m.push_back(in_e && pos >= cut.lo && pos < cut.hi);
+          }
+        }
+        break;
+    }
+  }
+  return cut_kept;
+}
+
 // `s` without positions [cut.lo, cut.hi) of epoch `e`, every one fed in that epoch. Chunks
-// left empty go, and so do ops left without chunks. When the cut lies inside the window
-// of the query at `query` and that query has keys beyond the edge, the window shrinks by
-// the cut's length, so the query keeps the same keys on each side of its edge.
+// left empty go, and so do ops left without chunks; every later truncate keeps the same
+// tokens (its `keep` less the cut ones it kept). When the cut lies inside the window of
+// the query at `query` and that query has keys beyond the edge, the window shrinks by the
+// cut's length, so the query keeps the same keys on each side of its edge.
 Made cut_positions(const Scenario& s, const Epoch& e, Cut cut, int64_t query, Scenario& out) {
   if (cut.lo < e.fed_from || cut.hi <= cut.lo || cut.hi > e.length) return Made::skip;
   out = start_candidate(s);
+  // The keeps first: the ops still have the input's indices.
+  for (const auto& [op, cut_kept] : cut_from_keeps(s, e, cut)) {
+    out.program[op].keep -= cut_kept;
+  }
   std::vector<std::pair<PlacedChunk, std::vector<int>*>> hit;
   for_each_chunk(s, [&](const PlacedChunk& c) {
     if (c.seq != e.seq || c.epoch != e.epoch) return;
@@ -151,6 +201,26 @@ std::vector<Cut> window_cuts(const Layout& l, const Epoch& e) {
   return cuts;
 }
 
+// Runs of whole pages of an epoch's own tokens (pages of the layout's page size from
+// position 0): all of them, halves, quarters, ... down to 32 parts. Every token after a
+// cut keeps its slot in its page, so a failure that needs a token at a page's edge (a
+// truncate into a page a fork shares, a read past a page's tail) survives the cut.
+std::vector<Cut> page_cuts(const Layout& l, const Epoch& e) {
+  std::vector<Cut> cuts;
+  const int64_t page = l.page_size;
+  if (page < 2) return cuts;  // pages of one token: drop_tokens makes these cuts
+  const int64_t first = (e.fed_from + page - 1) / page;  // the first page all fed here
+  const int64_t end = e.length / page;                   // past the last full page
+  const int64_t n = end - first;
+  for (int64_t k = 1; k <= std::min<int64_t>(n, 32); k *= 2) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t a = first + j * n / k, b = first + (j + 1) * n / k;
+      if (a < b) add_cut(cuts, {a * page, b * page});
+    }
+  }
+  return cuts;
+}
+
 // Candidate `index` over every epoch's cuts, in order.
 Made nth_cut(const Scenario& s, int index, std::vector<Cut> (*cuts_of)(const Layout&, const Epoch&),
              bool split, Scenario& out) {
@@ -172,6 +242,10 @@ Made cut_to_split_edge(const Scenario& s, int index, Scenario& out) {
 
 Made cut_inside_window(const Scenario& s, int index, Scenario& out) {
   return nth_cut(s, index, window_cuts, false, out);
+}
+
+Made cut_whole_pages(const Scenario& s, int index, Scenario& out) {
+  return nth_cut(s, index, page_cuts, false, out);
 }
 
 }  // namespace kvfuzz::shrinking
