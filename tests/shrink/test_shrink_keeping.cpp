@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -724,6 +725,54 @@ TEST(ShrinkKeepingCandidates, IsDeterministic) {
   EXPECT_EQ(first->scenario, second->scenario);
   EXPECT_EQ(first->tried, second->tried);
   EXPECT_EQ(write_fixture(first->scenario), write_fixture(second->scenario));
+}
+
+}  // namespace
+}  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// ---- A measurement, not a test (docs/BENCHMARKS.md, "Issue 15: SHRINKMOVES") ----
+
+// Every mutant's first failures from the generator, at the default sizes and at long
+// contexts (up to 1,024 tokens), shrunk with every move and with those before issue 15
+// (30 s each): sizes, candidates judged, seconds. Minutes of work: run it with
+// --gtest_also_run_disabled_tests --gtest_filter='*MutantsBeforeAndAfter*'.
+TEST(ShrinkKeepingMeasure, DISABLED_MutantsBeforeAndAfter) {
+  GeneratorOptions long_context;
+  long_context.long_context = LongContextOptions{1024};
+  for (const GeneratorOptions& options : {GeneratorOptions{}, long_context}) {
+    for (const EngineInfo& info : engine_registry()) {
+      if (!info.mutant) continue;
+      int found = 0;
+      for (uint64_t seed = 1; seed < 300 && found < 3; ++seed) {
+        PrngChoiceSource choices(seed);
+        const Scenario s = generate_scenario(choices, options);
+        if (judge_property(Property::prefix, s, info).pass) continue;
+        ++found;
+        ShrinkOptions budget;
+        budget.time_budget_seconds = 30;
+        for (const bool before : {false, true}) {
+          const auto start = std::chrono::steady_clock::now();
+          const auto r = before ? shrinking::shrink_with_moves(s, info, budget, moves_before())
+                                : shrink(s, info, budget);
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          ASSERT_TRUE(r);
+          const Size a = size_of(s), b = size_of(r->scenario);
+          std::printf(
+              "%-5s %-24s seed %3d %-6s %3d ops %4d tokens d %3d w %3d -> %d ops %d tokens d %d "
+              "w %d, %d judged, %.2f s%s\n",
+              options.long_context ? "long" : "dflt", info.name.c_str(), static_cast<int>(seed),
+              before ? "before" : "after", static_cast<int>(s.program.size()), a.tokens, a.head_dim,
+              a.window, static_cast<int>(r->scenario.program.size()), b.tokens, b.head_dim,
+              b.window, r->tried, seconds, r->timed_out ? " (budget)" : "");
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
