@@ -32,6 +32,7 @@
 #include "kvfuzz/shrink.h"
 #include "shrink/measure.h"
 #include "shrink/moves.h"
+#include "shrink/search.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
@@ -96,9 +97,20 @@ void expect_mask_origin_minimum(const Scenario& s) {
 
 bool is_mask_origin_minimum(const Scenario& s) {
   return s.sequences == 1 && s.layout.q_heads == 1 && s.layout.kv_heads == 1 &&
-         s.layout.head_dim == 1 && s.layout.value_dim == 1 && zero_scores(s) &&
+         s.layout.head_dim == 1 && s.layout.value_dim == 1 && !s.layout.window && zero_scores(s) &&
          token_count(s.tokens) == 2 &&
          s.program == std::vector<Op>{Op::append(0, {0}), Op::append(0, {1})};
+}
+
+// The mutant also ignores the window (its mask is [0, r] whatever the layout says), so a
+// windowed failure has a smaller minimum still, one op where the other has two: window 1
+// and one chunk of two tokens, whose second row sees key 0 beyond the edge. The shrinker
+// reaches it since it cuts inside a window and shrinks the window with the cut.
+bool is_mask_origin_window_minimum(const Scenario& s) {
+  return s.sequences == 1 && s.layout.q_heads == 1 && s.layout.kv_heads == 1 &&
+         s.layout.head_dim == 1 && s.layout.value_dim == 1 && s.layout.window == 1 &&
+         zero_scores(s) && token_count(s.tokens) == 2 &&
+         s.program == std::vector<Op>{Op::append(0, {0, 1})};
 }
 
 TEST(Shrink, WorkedExampleShrinksToTheKnownMinimum) {
@@ -372,7 +384,7 @@ std::optional<Scenario> failing_seed_fixture(const EngineInfo& info) {
 TEST(Shrink, RandomMaskOriginFailuresShrinkToTheKnownMinimum) {
   const EngineInfo& mutant = engine("mask-origin");
   uint64_t seed = 1;
-  int minimal = 0;
+  int minimal = 0, windowed = 0;
   std::string misses;
   for (int i = 0; i < 20; ++i) {
     const auto failing = first_failing(mutant, seed, 200);
@@ -383,6 +395,9 @@ TEST(Shrink, RandomMaskOriginFailuresShrinkToTheKnownMinimum) {
     EXPECT_FALSE(result->timed_out) << "seed " << this_seed;
     if (is_mask_origin_minimum(result->scenario)) {
       ++minimal;
+    } else if (is_mask_origin_window_minimum(result->scenario)) {
+      ++minimal;
+      ++windowed;
     } else {
       misses += "seed " + std::to_string(this_seed) + ":\n" + summary(result->scenario);
     }
@@ -392,8 +407,12 @@ TEST(Shrink, RandomMaskOriginFailuresShrinkToTheKnownMinimum) {
     EXPECT_EQ(result->scenario.layout.head_dim, 1) << this_seed;
     EXPECT_LE(tokens_of(result->scenario), 5) << this_seed;
   }
-  std::printf("mask-origin: %d of 20 random failures shrank to the known minimum\n", minimal);
+  std::printf(
+      "mask-origin: %d of 20 random failures shrank to a known minimum (%d to the windowed "
+      "one)\n",
+      minimal, windowed);
   EXPECT_GE(minimal, 19) << misses;
+  EXPECT_GT(windowed, 0);  // the generator's windows: some failures keep theirs
 }
 
 // What each mutant's failure shrinks to, at most: the bug's own minimum.
@@ -777,8 +796,22 @@ TEST(Shrink, StaysInsideTheEnginesDeclaredSupports) {
     const auto result = shrink(failing, narrow, {});
     ASSERT_TRUE(result) << seed;
     const Layout& l = result->scenario.layout;
-    EXPECT_EQ(l.head_dim % 4, 0) << summary(result->scenario);
+    // The smallest head size the engine takes: q, k and v cut as one.
+    EXPECT_EQ(l.head_dim, 4) << summary(result->scenario);
     EXPECT_EQ(l.value_dim, l.head_dim) << summary(result->scenario);
+    // Without that move a head_dim or value_dim cut alone is outside the declaration, and
+    // the head size stays the generated one.
+    std::vector<shrinking::Move> alone;
+    for (const shrinking::Move& move : shrinking::moves()) {
+      if (move.name != "smaller head size" && move.name != "head_dim cut keeping scores") {
+        alone.push_back(move);
+      }
+    }
+    const auto cut_alone = shrinking::shrink_with_moves(failing, narrow, {}, alone);
+    ASSERT_TRUE(cut_alone);
+    EXPECT_EQ(cut_alone->scenario.layout.head_dim, failing.layout.head_dim);
+    std::printf("one head size x4: head_dim %d -> %d (%d with head_dim and value_dim cut alone)\n",
+                failing.layout.head_dim, l.head_dim, cut_alone->scenario.layout.head_dim);
     EXPECT_FALSE(unjudgeable(result->scenario, probe_declarations(narrow)))
         << summary(result->scenario);
     // Without the declaration the same failure shrinks to head_dim 1 (so the filter is
