@@ -86,6 +86,22 @@ std::vector<EngineInfo> build_registry() {
        "Paged engine whose truncate poisons the dropped slots of a page a fork still shares, "
        "in place instead of in a copy, so the other holder loses its tokens.",
        true, mutants::make_truncate_shared_in_place},
+      {"block-table-u8",
+       "Paged engine whose attention kernel keeps block-table entries in uint8_t, so a "
+       "physical page past 255 is read as page mod 256.",
+       true, mutants::make_block_table_u8},
+      {"slot-offset-u16",
+       "Paged engine whose attention kernel computes a key's physical slot in uint16_t, so a "
+       "slot past 65535 is read at slot mod 65536.",
+       true, mutants::make_slot_offset_u16},
+      {"slot-mapping-i16",
+       "Paged engine whose cache write keeps the slot mapping in int16_t and skips a negative "
+       "(padding) slot, so tokens stored at slots 32768..65535 are never written.",
+       true, mutants::make_slot_mapping_i16},
+      {"window-evicts-early",
+       "Paged engine whose decode path drops the page holding the window's first key once "
+       "only its last slot is still visible, one token early.",
+       true, mutants::make_window_evicts_early},
   };
 }
 

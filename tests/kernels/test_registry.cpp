@@ -22,7 +22,11 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "wrong-kv-head",
                                        "truncate-keeps-position",
                                        "fork-restarts-positions",
-                                       "truncate-shared-in-place"};
+                                       "truncate-shared-in-place",
+                                       "block-table-u8",
+                                       "slot-offset-u16",
+                                       "slot-mapping-i16",
+                                       "window-evicts-early"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "generate/integer_limits.h"
+#include "generate/windows_at_edges.h"
 #include "kvfuzz/prng.h"
 #include "scenario/limits.h"
 
@@ -427,7 +429,8 @@ int pick_chunk_length(ChoiceSource& c, const Aim& aim, int cached, int room) {
 }
 
 // `skip` adds nothing: at the low end, it lets shrinking delete any step, not only the last.
-enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork };
+// `window_run` (windows_at_edges.h) is an append without a window.
+enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork, window_run };
 
 // Builds the program step by step, tracking each sequence's current epoch length.
 class ProgramBuilder {
@@ -451,12 +454,14 @@ class ProgramBuilder {
                                              {StepKind::batch, 3},
                                              {StepKind::resets, 2},
                                              {StepKind::truncate, 2},
-                                             {StepKind::fork, 2}});
+                                             {StepKind::fork, 2},
+                                             {StepKind::window_run, 2}});
     // An engine without truncate or fork, or a filter without them or resets, gets an
     // append in their place (same choices).
     if ((kind == StepKind::truncate && !bounds_.truncate) ||
         (kind == StepKind::fork && !bounds_.fork) ||
-        (kind == StepKind::resets && !bounds_.filters.ops.reset)) {
+        (kind == StepKind::resets && !bounds_.filters.ops.reset) ||
+        (kind == StepKind::window_run && !aim_.window)) {
       kind = StepKind::append;
     }
     const int seq = c_.pick_int(0, sequences() - 1);
@@ -485,6 +490,7 @@ class ProgramBuilder {
     const bool rollback = c_.pick_bool();
     const bool rollback_child = c_.pick_bool();
     const int rollback_keep = c_.pick_int(0, bounds_.epoch_tokens);
+    const WindowRunChoices window_choices = pick_window_run(c_);
     switch (kind) {
       case StepKind::skip:
         break;
@@ -513,6 +519,12 @@ class ProgramBuilder {
           ops_.push_back(Op::truncate(target, rollback_keep % (length(target) + 1)));
           length_[static_cast<size_t>(target)] = rollback_keep % (length(target) + 1);
         }
+        break;
+      }
+      case StepKind::window_run: {
+        const WindowRun run = window_run(window_choices, *aim_.window, aim_.page_size, aim_.edges);
+        forward({seq}, std::vector<int>(static_cast<size_t>(seq) + 1, run.chunk));
+        decode_run({seq}, run.decodes);
         break;
       }
     }
@@ -682,6 +694,7 @@ struct PlacementChoices {
   Poison poison = Poison::nan;
   int spare = 0;
   OrderKind order = OrderKind::identity;
+  WidePoolChoices wide;  // integer_limits.h: sometimes a pool past 2^8, 2^15 or 2^16 pages
 };
 
 PlacementChoices pick_placement(ChoiceSource& c) {
@@ -695,6 +708,7 @@ PlacementChoices pick_placement(ChoiceSource& c) {
                                          {OrderKind::reversed, 2},
                                          {OrderKind::shuffled, 2},
                                          {OrderKind::interleaved, 2}});
+  p.wide = pick_wide_pool(c);
   return p;
 }
 
@@ -824,6 +838,7 @@ Placement resolve_pages(ChoiceSource& c, const PlacementChoices& choices, const 
       p.order = PageOrder::explicit_list;
       p.pages = interleaved_page_order(s, pool);
   }
+  apply_wide_pool(choices.wide, s, p);
   return p;
 }
 
