@@ -19,13 +19,15 @@
 //     pick_layout        pick_heads, pick_rope, pick_head_dim, pick_page_size, pick_dtype,
 //                        pick_window, pick_scale
 //     pick_token_choices zero scores, distribution, seeds, sequential or repeated ids
-//     pick_placement     poison, spare pages, page order kind
+//     pick_placement     poison, spare pages, page order kind, a wide pool (integer_limits.h)
 //     pick_model         (model level only) layers, width, ffn, spare vocabulary, seed
 //     pick_program       steps: an append, a decode run, a batched step, resets, a
-//                        truncate, a fork (or none); each chunk length from
+//                        truncate, a fork, a window run (windows_at_edges.h) (or none);
+//                        each chunk length from
 //                        pick_chunk_length, aimed at page, window and engine edges
 //                        (GeneratorOptions::edges) by pick_edge
-//     resolve_pages      identity, reversed, shuffled or interleaved page list
+//     resolve_pages      identity, reversed, shuffled or interleaved page list; a wide
+//                        pool, reversed, in their place
 //     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
 //                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
 #include "kvfuzz/generator.h"
