@@ -136,6 +136,14 @@ const std::vector<Prediction>& predictions() {
       {"poisoned-page-tail-huge",
        "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},
+      // Issue 15's corners: the first pages handed out lie past 2^16 and 2^15 - 1.
+      {"wide-pool-high-pages-first", "block-table-u8", {{{0, 0, 0}, {kNaN}}, {{0, 0, 1}, {kNaN}}}},
+      {"wide-pool-high-pages-first", "slot-offset-u16", {{{0, 0, 0}, {kNaN}}, {{0, 0, 1}, {kNaN}}}},
+      {"wide-pool-high-pages-first", "slot-mapping-i16", {{{0, 0, 0}, {2}}, {{0, 0, 1}, {kNaN}}}},
+      // The window's first key on the last slot of a page: dropped one token early.
+      {"window-slides-past-page-edge",
+       "window-evicts-early",
+       {{{0, 0, 5}, {30}}, {{0, 0, 6}, {224.0 / 3}}}},
   };
   return table;
 }

@@ -99,8 +99,8 @@ TEST(WidePools, ReachPagesSlotsAndElementsPastEachWidthAtTheStatedRates) {
                 widths[w], percent(pages[w]), percent(slots[w]), percent(elements[w]), kCases);
   }
   std::printf("highest page >= 256 (any order): %.2f%%\n", percent(wide));
-  // Measured (seed 1, 2000 cases): pages past 2^8 11.9%, 2^15 3.5%, 2^16 1.05%; slots past
-  // 2^16 3.05%. Before wide pools: 0.1%, 0, 0; 0.
+  // Measured (seed 1, 2000 cases): pages past 2^8 11.85%, 2^15 3.5%, 2^16 1.05%; slots
+  // past 2^16 3.05%. Before wide pools: 0.1%, 0, 0; 0.
   EXPECT_GE(percent(pages[0]), 8.0);
   EXPECT_GE(percent(pages[1]), 2.0);
   EXPECT_GE(percent(pages[2]), 0.5);
@@ -161,10 +161,12 @@ TEST(WindowsAtEdges, LongDecodeRunsSlidePastWindowsAtEdgesAtTheStatedRates) {
       "windowed %.2f%%, window at an edge %.2f%%, and a slid decode run of a page or more "
       "%.2f%%, of two pages or partitions or more %.2f%% (of %d default scenarios)\n",
       percent(windowed), percent(at_edge), percent(slid_page), percent(slid_two_periods), kCases);
-  // Measured (seed 1, 2000 cases): 17.05% and 10.65%; before the window-run step 7.8% and
-  // 3.1% (the windows themselves, 34.55%, are drawn as before).
-  EXPECT_GE(percent(slid_page), 12.0);
-  EXPECT_GE(percent(slid_two_periods), 7.0);
+  // Measured (seed 1, 2000 cases): 13.25% and 7.85%; before the window-run step 7.8% and
+  // 3.1% (the windows themselves, 34.55%, are drawn as before). The step's weight is 1 of
+  // 18: at 2 the rates were 17.05% and 10.65%, but the runs took so much of the programs'
+  // room that fork-then-rollback programs (truncate-shared-in-place) became 3x rarer.
+  EXPECT_GE(percent(slid_page), 10.0);
+  EXPECT_GE(percent(slid_two_periods), 5.5);
 }
 
 TEST(CornersA, TheGeneratorStaysDeterministic) {
@@ -252,12 +254,12 @@ TEST(CornersA, EachMutantDiesOnGeneratedScenariosAtTheStatedRate) {
     std::string mutant;
     int at_least;  // of the first 500 default scenarios
   };
-  // Measured (seed 1): 63, 18, 18 and 92; before wide pools and the window-run step 0, 0,
+  // Measured (seed 1): 62, 19, 20 and 78; before wide pools and the window-run step 0, 0,
   // 0 and 51.
   const std::vector<Rate> rates = {{"block-table-u8", 40},
                                    {"slot-offset-u16", 9},
                                    {"slot-mapping-i16", 9},
-                                   {"window-evicts-early", 65}};
+                                   {"window-evicts-early", 60}};
   for (const Rate& r : rates) {
     const int k = killed(r.mutant, 500);
     std::printf("%s: killed by %d of 500 default scenarios\n", r.mutant.c_str(), k);

@@ -443,6 +443,7 @@ class ProgramBuilder {
         bounds_(b),
         aim_{l.page_size, l.window, b.edges},
         program_tokens_(program_token_budget(b, l, model)),
+        model_level_(model != nullptr),
         length_(static_cast<size_t>(sequences), 0),
         ids_(ids) {}
 
@@ -457,7 +458,7 @@ class ProgramBuilder {
                                              {StepKind::resets, 2},
                                              {StepKind::truncate, 2},
                                              {StepKind::fork, 2},
-                                             {StepKind::window_run, 2}});
+                                             {StepKind::window_run, model_level_ ? 0 : 1}});
     // An engine without truncate or fork, or a filter without them or resets, gets an
     // append in their place (same choices).
     if ((kind == StepKind::truncate && !bounds_.truncate) ||
@@ -492,7 +493,8 @@ class ProgramBuilder {
     const bool rollback = c_.pick_bool();
     const bool rollback_child = c_.pick_bool();
     const int rollback_keep = c_.pick_int(0, bounds_.epoch_tokens);
-    const WindowRunChoices window_choices = pick_window_run(c_);
+    // Not at model level (yet): no choice is drawn there (model scenarios stay as they were).
+    const WindowRunChoices window_choices = model_level_ ? WindowRunChoices{} : pick_window_run(c_);
     switch (kind) {
       case StepKind::skip:
         break;
@@ -559,6 +561,7 @@ class ProgramBuilder {
   const Bounds& bounds_;
   Aim aim_;
   int program_tokens_;
+  bool model_level_;
   int total_ = 0;
   int longest_ = 0;          // the longest epoch so far, of any sequence
   std::vector<int> length_;  // tokens in each sequence's current epoch
@@ -699,7 +702,7 @@ struct PlacementChoices {
   WidePoolChoices wide;  // integer_limits.h: sometimes a pool past 2^8, 2^15 or 2^16 pages
 };
 
-PlacementChoices pick_placement(ChoiceSource& c) {
+PlacementChoices pick_placement(ChoiceSource& c, bool model_level) {
   PlacementChoices p;
   static constexpr std::array kPoisons{Poison::nan, Poison::pos_inf, Poison::neg_inf, Poison::huge};
   p.poison = c.pick_from(kPoisons);
@@ -710,7 +713,9 @@ PlacementChoices pick_placement(ChoiceSource& c) {
                                          {OrderKind::reversed, 2},
                                          {OrderKind::shuffled, 2},
                                          {OrderKind::interleaved, 2}});
-  p.wide = pick_wide_pool(c);
+  // Not at model level (yet): there no choice is drawn for it, so model scenarios stay as
+  // they were.
+  if (!model_level) p.wide = pick_wide_pool(c);
   return p;
 }
 
@@ -926,7 +931,7 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   s.layout = pick_layout(c, bounds);
   s.sequences = c.pick_int(std::max(1, options.filters.min_sequences), bounds.sequences);
   const TokenChoices token_choices = pick_token_choices(c);
-  const PlacementChoices placement_choices = pick_placement(c);
+  const PlacementChoices placement_choices = pick_placement(c, options.model.has_value());
   // Only at model level: without the option no choice is drawn (the same scenarios).
   std::optional<ModelChoices> model;
   if (options.model) model = pick_model(c, *options.model);
