@@ -111,6 +111,22 @@ std::vector<EngineInfo> build_registry() {
        "flash-batch-split whose merge skips the partitions past a shorter row's keys off by "
        "one: the empty partition right after a row ending on a partition edge gives 0 / 0.",
        true, mutants::make_split_edge_nan},
+      {"block-table-u8",
+       "Paged engine whose attention kernel keeps block-table entries in uint8_t, so a "
+       "physical page past 255 is read as page mod 256.",
+       true, mutants::make_block_table_u8},
+      {"slot-offset-u16",
+       "Paged engine whose attention kernel computes a key's physical slot in uint16_t, so a "
+       "slot past 65535 is read at slot mod 65536.",
+       true, mutants::make_slot_offset_u16},
+      {"slot-mapping-i16",
+       "Paged engine whose cache write keeps the slot mapping in int16_t and skips a negative "
+       "(padding) slot, so tokens stored at slots 32768..65535 are never written.",
+       true, mutants::make_slot_mapping_i16},
+      {"window-evicts-early",
+       "Paged engine whose decode path drops the page holding the window's first key once "
+       "only its last slot is still visible, one token early.",
+       true, mutants::make_window_evicts_early},
   };
 }
 

@@ -45,7 +45,7 @@ void PrintTo(const MutantRow& row, std::ostream* os) {
 const std::vector<MutantRow>& rejection_table() {
   static const std::vector<MutantRow> table = {
       //  mutant                      property             bound  measured
-      {"mask-origin",             {{Property::prefix,   10,    1},
+      {"mask-origin",             {{Property::prefix,   10,    0},
                                    {Property::schedule, 10,    0}}},
       {"stale-position",          {{Property::prefix,   10,    2},
                                    {Property::reset,    10,    2}}},
@@ -65,6 +65,14 @@ const std::vector<MutantRow>& rejection_table() {
       // `kvfuzz check` did not reject it in 1000 cases.
       {"split-merge-first-max",   {{Property::prefix,   60,   18}}},
       {"split-edge-nan",          {{Property::prefix,   40,   13}}},
+      {"block-table-u8",          {{Property::prefix,   40,    5},
+                                   {Property::layout,   40,    7}}},
+      {"slot-offset-u16",         {{Property::prefix,   40,    5},
+                                   {Property::layout,   40,    5}}},
+      {"slot-mapping-i16",        {{Property::prefix,   40,    5},
+                                   {Property::layout,   40,    5}}},
+      {"window-evicts-early",     {{Property::prefix,   20,    1},
+                                   {Property::schedule, 20,    1}}},
   };
   return table;
 }

@@ -184,6 +184,14 @@ const std::vector<Prediction>& predictions() {
       {"split-partition-spread", "split-merge-first-max", {{{0, 0, 32}, {kNaN}}}},
       // Sequence 1's 16 keys end on a partition edge of its batch's 3 partitions.
       {"batch-split-partition-edge", "split-edge-nan", {{{1, 0, 15}, {kNaN}}}},
+      // Issue 15's corners: the first pages handed out lie past 2^16 and 2^15 - 1.
+      {"wide-pool-high-pages-first", "block-table-u8", {{{0, 0, 0}, {kNaN}}, {{0, 0, 1}, {kNaN}}}},
+      {"wide-pool-high-pages-first", "slot-offset-u16", {{{0, 0, 0}, {kNaN}}, {{0, 0, 1}, {kNaN}}}},
+      {"wide-pool-high-pages-first", "slot-mapping-i16", {{{0, 0, 0}, {2}}, {{0, 0, 1}, {kNaN}}}},
+      // The window's first key on the last slot of a page: dropped one token early.
+      {"window-slides-past-page-edge",
+       "window-evicts-early",
+       {{{0, 0, 5}, {30}}, {{0, 0, 6}, {224.0 / 3}}}},
   };
   return table;
 }

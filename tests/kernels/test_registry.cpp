@@ -26,7 +26,11 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "fork-restarts-positions",
                                        "truncate-shared-in-place",
                                        "split-merge-first-max",
-                                       "split-edge-nan"};
+                                       "split-edge-nan",
+                                       "block-table-u8",
+                                       "slot-offset-u16",
+                                       "slot-mapping-i16",
+                                       "window-evicts-early"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

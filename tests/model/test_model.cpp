@@ -412,7 +412,7 @@ TEST(ModelHonest, PassGeneratedScenariosInEveryDtype) {
 TEST(ModelMutants, EveryMutantFailsWhereItsBugIsExercised) {
   double least = HUGE_VAL;
   for (const EngineInfo* mutant : registry(true)) {
-    const auto cases = mutant_cases(*mutant, 3, 80);
+    const auto cases = mutant_cases(*mutant, 3, 300);
     ASSERT_FALSE(cases.empty()) << mutant->name << ": no generated scenario exercises it";
     for (const MutantCase& c : cases) {
       for (DType dtype : kDTypes) {
@@ -435,7 +435,7 @@ TEST(ModelMutants, EveryMutantFailsWhereItsBugIsExercised) {
 TEST(ModelMutants, TheFaultyLayerIsTheFirstDivergingLayer) {
   const EngineInfo* honest = find_engine("flash");
   for (const EngineInfo* mutant : registry(true)) {
-    const auto cases = mutant_cases(*mutant, 1, 80);
+    const auto cases = mutant_cases(*mutant, 1, 300);
     ASSERT_FALSE(cases.empty()) << mutant->name;
     for (DType dtype : {DType::f32, DType::bf16}) {
       Scenario base = cases[0].attention;
@@ -499,7 +499,7 @@ std::vector<std::pair<int, double>> top5(const std::vector<double>& logits) {
 
 TEST(ModelReport, FirstDivergingLogitsRowAndItsTopFive) {
   const EngineInfo* mutant = find_engine("stale-kv");
-  const auto cases = mutant_cases(*mutant, 1, 80);
+  const auto cases = mutant_cases(*mutant, 1, 300);
   ASSERT_FALSE(cases.empty());
   const Scenario s = with_model(cases[0].attention, small_model(2, 21));
   const ModelVerdict v = judge_model(s, *mutant);
@@ -546,7 +546,7 @@ TEST(ModelReport, LogitsCatchWhatGreedyTokensMiss) {
   const EngineInfo* honest = find_engine("paged");
   bool found = false;
   for (const EngineInfo* mutant : registry(true)) {
-    for (const MutantCase& c : mutant_cases(*mutant, 3, 80)) {
+    for (const MutantCase& c : mutant_cases(*mutant, 3, 300)) {
       for (uint64_t model_seed = 1; model_seed <= 3 && !found; ++model_seed) {
         const Scenario s = with_model(c.attention, small_model(2, model_seed));
         const TransformerWeights w = make_weights(*s.model, s.layout);

@@ -19,15 +19,17 @@
 //     pick_layout        pick_heads, pick_rope, pick_head_dim, pick_page_size, pick_dtype,
 //                        pick_window, pick_scale
 //     pick_token_choices zero scores, distribution, seeds, sequential or repeated ids
-//     pick_placement     poison, spare pages, page order kind
+//     pick_placement     poison, spare pages, page order kind, a wide pool (integer_limits.h)
 //     pick_model         (model level only) layers, width, ffn, spare vocabulary, seed
 //     pick_program       steps: an append, a decode run, a batched step, resets, a
-//                        truncate, a fork (or none); each chunk length from
+//                        truncate, a fork, a window run (windows_at_edges.h) (or none);
+//                        each chunk length from
 //                        pick_chunk_length, aimed at page, window and engine edges
 //                        (GeneratorOptions::edges) by pick_edge; then now and then a
 //                        batched decode run at split edges against the batch's longest
 //                        row (split_edges.h)
-//     resolve_pages      identity, reversed, shuffled or interleaved page list
+//     resolve_pages      identity, reversed, shuffled or interleaved page list; a wide
+//                        pool, reversed, in their place
 //     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
 //                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
 //     score spread       (score_spreads.h) now and then a scale that spreads scores across
@@ -44,8 +46,10 @@
 #include <utility>
 #include <vector>
 
+#include "generate/integer_limits.h"
 #include "generate/score_spreads.h"
 #include "generate/split_edges.h"
+#include "generate/windows_at_edges.h"
 #include "kvfuzz/prng.h"
 #include "scenario/limits.h"
 
@@ -433,7 +437,8 @@ int pick_chunk_length(ChoiceSource& c, const Aim& aim, int cached, int room) {
 }
 
 // `skip` adds nothing: at the low end, it lets shrinking delete any step, not only the last.
-enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork };
+// `window_run` (windows_at_edges.h) is an append without a window.
+enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork, window_run };
 
 // Builds the program step by step, tracking each sequence's current epoch length.
 class ProgramBuilder {
@@ -444,6 +449,7 @@ class ProgramBuilder {
         bounds_(b),
         aim_{l.page_size, l.window, b.edges},
         program_tokens_(program_token_budget(b, l, model)),
+        model_level_(model != nullptr),
         length_(static_cast<size_t>(sequences), 0),
         ids_(ids) {}
 
@@ -457,12 +463,14 @@ class ProgramBuilder {
                                              {StepKind::batch, 3},
                                              {StepKind::resets, 2},
                                              {StepKind::truncate, 2},
-                                             {StepKind::fork, 2}});
+                                             {StepKind::fork, 2},
+                                             {StepKind::window_run, model_level_ ? 0 : 1}});
     // An engine without truncate or fork, or a filter without them or resets, gets an
     // append in their place (same choices).
     if ((kind == StepKind::truncate && !bounds_.truncate) ||
         (kind == StepKind::fork && !bounds_.fork) ||
-        (kind == StepKind::resets && !bounds_.filters.ops.reset)) {
+        (kind == StepKind::resets && !bounds_.filters.ops.reset) ||
+        (kind == StepKind::window_run && !aim_.window)) {
       kind = StepKind::append;
     }
     const int seq = c_.pick_int(0, sequences() - 1);
@@ -491,6 +499,8 @@ class ProgramBuilder {
     const bool rollback = c_.pick_bool();
     const bool rollback_child = c_.pick_bool();
     const int rollback_keep = c_.pick_int(0, bounds_.epoch_tokens);
+    // Not at model level (yet): no choice is drawn there (model scenarios stay as they were).
+    const WindowRunChoices window_choices = model_level_ ? WindowRunChoices{} : pick_window_run(c_);
     switch (kind) {
       case StepKind::skip:
         break;
@@ -519,6 +529,12 @@ class ProgramBuilder {
           ops_.push_back(Op::truncate(target, rollback_keep % (length(target) + 1)));
           length_[static_cast<size_t>(target)] = rollback_keep % (length(target) + 1);
         }
+        break;
+      }
+      case StepKind::window_run: {
+        const WindowRun run = window_run(window_choices, *aim_.window, aim_.page_size, aim_.edges);
+        forward({seq}, std::vector<int>(static_cast<size_t>(seq) + 1, run.chunk));
+        decode_run({seq}, run.decodes);
         break;
       }
     }
@@ -562,6 +578,7 @@ class ProgramBuilder {
   const Bounds& bounds_;
   Aim aim_;
   int program_tokens_;
+  bool model_level_;
   int total_ = 0;
   int longest_ = 0;          // the longest epoch so far, of any sequence
   std::vector<int> length_;  // tokens in each sequence's current epoch
@@ -706,9 +723,10 @@ struct PlacementChoices {
   Poison poison = Poison::nan;
   int spare = 0;
   OrderKind order = OrderKind::identity;
+  WidePoolChoices wide;  // integer_limits.h: sometimes a pool past 2^8, 2^15 or 2^16 pages
 };
 
-PlacementChoices pick_placement(ChoiceSource& c) {
+PlacementChoices pick_placement(ChoiceSource& c, bool model_level) {
   PlacementChoices p;
   static constexpr std::array kPoisons{Poison::nan, Poison::pos_inf, Poison::neg_inf, Poison::huge};
   p.poison = c.pick_from(kPoisons);
@@ -719,6 +737,9 @@ PlacementChoices pick_placement(ChoiceSource& c) {
                                          {OrderKind::reversed, 2},
                                          {OrderKind::shuffled, 2},
                                          {OrderKind::interleaved, 2}});
+  // Not at model level (yet): there no choice is drawn for it, so model scenarios stay as
+  // they were.
+  if (!model_level) p.wide = pick_wide_pool(c);
   return p;
 }
 
@@ -848,6 +869,7 @@ Placement resolve_pages(ChoiceSource& c, const PlacementChoices& choices, const 
       p.order = PageOrder::explicit_list;
       p.pages = interleaved_page_order(s, pool);
   }
+  apply_wide_pool(choices.wide, s, p);
   return p;
 }
 
@@ -933,7 +955,7 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   s.layout = pick_layout(c, bounds);
   s.sequences = c.pick_int(std::max(1, options.filters.min_sequences), bounds.sequences);
   const TokenChoices token_choices = pick_token_choices(c);
-  const PlacementChoices placement_choices = pick_placement(c);
+  const PlacementChoices placement_choices = pick_placement(c, options.model.has_value());
   // Only at model level: without the option no choice is drawn (the same scenarios).
   std::optional<ModelChoices> model;
   if (options.model) model = pick_model(c, *options.model);
