@@ -13,8 +13,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const CampaignLayout kLayout{"../libexec/kvfuzz", "../share/kvfuzz", "/build/sanitize/fuzzers",
-                             "/checkout"};
+const CampaignLayout kLayout{"../libexec/kvfuzz", "../share/kvfuzz", "/build/fuzz/fuzzers",
+                             "/checkout", "/build/sanitize/fuzzers"};
 
 fs::path fresh_prefix(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("kvfuzz-campaign-defaults-" + name);
@@ -29,6 +29,8 @@ TEST(CampaignDefaults, AnInstalledKvfuzzTakesTheInstalledTargetsCorpusAndDiction
   const CampaignDefaults d = campaign_defaults(prefix / "bin" / "kvfuzz", kLayout);
   EXPECT_TRUE(d.installed);
   EXPECT_EQ(d.fuzzers, (prefix / "libexec" / "kvfuzz").string());
+  // Those of the build that was installed, for --sanitize as well.
+  EXPECT_EQ(d.sanitized_fuzzers, d.fuzzers);
   EXPECT_EQ(d.seeds, (prefix / "share" / "kvfuzz" / "corpus").string());
   EXPECT_EQ(d.dict, (prefix / "share" / "kvfuzz" / "fixture.dict").string());
   fs::remove_all(prefix);
@@ -38,7 +40,9 @@ TEST(CampaignDefaults, TheBuildTreesKvfuzzTakesTheBuildsTargetsAndTheCheckoutsFi
   const fs::path prefix = fresh_prefix("build");  // no share/kvfuzz/corpus beside it
   const CampaignDefaults d = campaign_defaults(prefix / "bin" / "kvfuzz", kLayout);
   EXPECT_FALSE(d.installed);
-  EXPECT_EQ(d.fuzzers, "/build/sanitize/fuzzers");
+  // Coverage-only targets by default; the sanitized ones for --sanitize.
+  EXPECT_EQ(d.fuzzers, "/build/fuzz/fuzzers");
+  EXPECT_EQ(d.sanitized_fuzzers, "/build/sanitize/fuzzers");
   EXPECT_EQ(d.seeds, "/checkout/corpus");
   EXPECT_EQ(d.dict, "/checkout/fuzzers/fixture.dict");
   fs::remove_all(prefix);
@@ -47,6 +51,8 @@ TEST(CampaignDefaults, TheBuildTreesKvfuzzTakesTheBuildsTargetsAndTheCheckoutsFi
 TEST(CampaignDefaults, ThisBuildsLayoutIsAbsoluteWhereItIsNotRelativeToTheExecutable) {
   const CampaignLayout layout = built_layout();
   EXPECT_TRUE(layout.build_fuzzers.is_absolute());
+  EXPECT_TRUE(layout.build_sanitized_fuzzers.is_absolute());
+  EXPECT_NE(layout.build_fuzzers, layout.build_sanitized_fuzzers);
   EXPECT_TRUE(layout.source.is_absolute());
   EXPECT_TRUE(layout.installed_data.is_relative());
   EXPECT_TRUE(layout.installed_fuzzers.is_relative());

@@ -13,6 +13,7 @@
 
 #include "command.h"
 #include "fuzz_choices.h"
+#include "fuzz_sizes.h"
 #include "generate/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
@@ -101,19 +102,28 @@ INSTANTIATE_TEST_SUITE_P(Mutants, MutantIsFound, ::testing::ValuesIn(mutant_name
                            return name;
                          });
 
+// At the sizes the input's length allows (fuzz_sizes.h), or at the defaults with
+// KVFUZZ_FULL_SIZE=1.
 TEST(FuzzTarget, DecodeOnlyWritesTheScenarioTheGeneratorMakesOfTheBytes) {
   const fs::path dir = fresh_dir("decode");
   const std::string bytes = "kvfuzz decodes these bytes \x01\x02\x03\xff into one scenario";
+  ASSERT_LT(bytes.size(), fuzz::kFullSizeBytes);
   std::ofstream(dir / "input", std::ios::binary) << bytes;
   for (const char* engine : {"contiguous", "mask-origin"}) {
-    const test::CommandResult r =
-        run_shell("KVFUZZ_ENGINE=" + std::string(engine) +
-                  " KVFUZZ_DECODE_OUT=" + (dir / "decoded.json").string() + " " +
-                  target("fuzz_reset") + " " + (dir / "input").string() + " 2>&1");
-    ASSERT_EQ(r.status, 0) << r.out;  // no engine ran, so not even the mutant fails
-    fuzz::FuzzedChoiceSource choices(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    EXPECT_EQ(write_fixture(load_fixture(dir / "decoded.json")),
-              write_fixture(generate_scenario(choices)));
+    for (const bool full_size : {false, true}) {
+      const test::CommandResult r = run_shell(
+          "KVFUZZ_ENGINE=" + std::string(engine) + (full_size ? " KVFUZZ_FULL_SIZE=1" : "") +
+          " KVFUZZ_DECODE_OUT=" + (dir / "decoded.json").string() + " " + target("fuzz_reset") +
+          " " + (dir / "input").string() + " 2>&1");
+      ASSERT_EQ(r.status, 0) << r.out;  // no engine ran, so not even the mutant fails
+      fuzz::FuzzedChoiceSource choices(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                       bytes.size());
+      const GeneratorOptions options =
+          full_size ? GeneratorOptions{} : fuzz::input_sized_options({}, bytes.size());
+      EXPECT_EQ(write_fixture(load_fixture(dir / "decoded.json")),
+                write_fixture(generate_scenario(choices, options)))
+          << engine << (full_size ? " at full size" : "");
+    }
   }
 }
 
