@@ -245,6 +245,7 @@ TEST(Campaign, BadInputIsOneLineAndStatus2) {
       {"--engine paged --jobs 0", "--jobs: expected at least 1"},
       {"--engine paged --targets prefix,nope", "--targets: unknown target 'nope'"},
       {"--engine paged --fuzzers /nonexistent", "--fuzzers: no fuzz target /nonexistent/fuzz_"},
+      {"--engine paged --sanitize --fuzzers /nonexistent", "--sanitize: picks the sanitize build"},
       {"--engine paged --time 8h --dict 'a b.dict'", "--dict: 'a b.dict' has a space"},
   };
   for (const Case& c : cases) {

@@ -1,12 +1,14 @@
 // Where `kvfuzz campaign` finds its fuzz targets, seeds and dictionary unless told
 // (campaign/campaign_defaults.h): next to an installed kvfuzz the installed ones, from the
-// build tree the build's and the checkout's, never relative to the working directory.
+// build tree the build's and the checkout's, never relative to the working directory; the
+// coverage-only targets by default, the sanitized ones for --sanitize.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
 #include "campaign/campaign_defaults.h"
+#include "campaign/campaign_loop.h"
 
 namespace kvfuzz::campaign {
 namespace {
@@ -60,6 +62,31 @@ TEST(CampaignDefaults, ThisBuildsLayoutIsAbsoluteWhereItIsNotRelativeToTheExecut
   EXPECT_FALSE(d.installed);
   EXPECT_TRUE(fs::is_directory(d.seeds)) << d.seeds;
   EXPECT_TRUE(fs::is_regular_file(d.dict)) << d.dict;
+}
+
+// A missing target names the build that makes the kind asked for.
+TEST(CampaignDefaults, AMissingTargetSaysWhichBuildMakesIt) {
+  EXPECT_NE(how_to_build_fuzzers(false).find("scripts/build.sh fuzz"), std::string::npos);
+  EXPECT_NE(how_to_build_fuzzers(false).find("--sanitize"), std::string::npos);
+  EXPECT_NE(how_to_build_fuzzers(true).find("scripts/build.sh sanitize"), std::string::npos);
+  const fs::path out = fresh_prefix("missing");
+  CampaignOptions options;
+  options.engine = "paged";
+  options.out = (out / "run").string();
+  options.fuzzers = (out / "no-fuzzers").string();
+  options.fuzzers_hint = how_to_build_fuzzers(false);
+  try {
+    run_campaign(options, {[](const std::string&) {}, {}});
+    ADD_FAILURE() << "a campaign without targets started";
+  } catch (const CampaignSetupError& e) {
+    const std::string line = e.what();
+    EXPECT_NE(line.find("--fuzzers: no fuzz target " + options.fuzzers + "/fuzz_prefix"),
+              std::string::npos)
+        << line;
+    EXPECT_NE(line.find(options.fuzzers_hint), std::string::npos) << line;
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  }
+  fs::remove_all(out);
 }
 
 }  // namespace
