@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Inputs per second of fuzz targets on one core (one libFuzzer process: what -jobs=1
+# -workers=1 gives each job), from an empty corpus, for docs/BENCHMARKS.md. For each build
+# (the fuzz preset's coverage-only targets, the sanitize preset's ASan + UBSan ones), each
+# target, tiny scenarios (inputs of at most 8 bytes: fuzzers/fuzz_sizes.h bounds their
+# sizes) and default sizes (the same inputs with KVFUZZ_FULL_SIZE=1: every scenario at the
+# generator's defaults, as every input was before sizes followed the input), with the
+# cache-state counters on and off (KVFUZZ_EVENT_COUNTERS=0): libFuzzer's
+# average_exec_per_sec, per repetition and the median. Prints a Markdown table.
+#
+# usage: bench/fuzz_speed.sh [SECONDS=10] [REPEATS=3] [ENGINE=paged] [TARGETS="prefix schedule"]
+#   BUILDS="fuzz sanitize" in the environment picks the builds (build/BUILD/fuzzers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+repeats=${2:-3}
+engine=${3:-paged}
+targets=${4:-prefix schedule}
+builds=${BUILDS:-fuzz sanitize}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for build in $builds; do
+  for t in $targets; do
+    binary=build/$build/fuzzers/fuzz_$t
+    [[ -x $binary ]] || { echo "fuzz_speed: $binary not built (scripts/build.sh $build)" >&2; exit 2; }
+    # A copy, so that a rebuild during the measurement does not change the binary under it.
+    mkdir -p "$work/$build"
+    cp "$binary" "$work/$build/fuzz_$t"
+  done
+done
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+echo "| build | target | sizes | counters | inputs/s (median) | runs |"
+echo "|---|---|---|---|---:|---|"
+for build in $builds; do
+  for t in $targets; do
+    for sizes in tiny default; do
+      for counters in on off; do
+        rates=()
+        for ((r = 1; r <= repeats; ++r)); do
+          rm -rf "$work/corpus" && mkdir "$work/corpus"
+          full=$([[ $sizes == default ]] && echo 1 || echo 0)
+          events=$([[ $counters == on ]] && echo 1 || echo 0)
+          rate=$(KVFUZZ_ENGINE=$engine KVFUZZ_FULL_SIZE=$full KVFUZZ_EVENT_COUNTERS=$events \
+            "$work/$build/fuzz_$t" -seed="$r" -max_len=8 -max_total_time="$seconds" \
+            -print_final_stats=1 -rss_limit_mb=4096 "$work/corpus" 2>&1 |
+            awk '/stat::average_exec_per_sec/ {print $2}')
+          rates+=("${rate:-0}")
+        done
+        med=$(printf '%s\n' "${rates[@]}" | median)
+        echo "| $build | fuzz_$t | $sizes | $counters | $med | ${rates[*]} |"
+      done
+    done
+  done
+done
