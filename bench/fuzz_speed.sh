@@ -9,7 +9,8 @@
 # average_exec_per_sec, per repetition and the median. Prints a Markdown table.
 #
 # usage: bench/fuzz_speed.sh [SECONDS=10] [REPEATS=3] [ENGINE=paged] [TARGETS="prefix schedule"]
-#   BUILDS="fuzz sanitize" in the environment picks the builds (build/BUILD/fuzzers).
+#   BUILDS="fuzz sanitize" in the environment picks the builds: a preset's name
+#   (build/NAME/fuzzers) or a directory of targets (with a slash, e.g. a saved older build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
@@ -19,13 +20,16 @@ targets=${4:-prefix schedule}
 builds=${BUILDS:-fuzz sanitize}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+copy=0
 for build in $builds; do
+  dir=$([[ $build == */* ]] && echo "$build" || echo "build/$build/fuzzers")
+  copy=$((copy + 1))
   for t in $targets; do
-    binary=build/$build/fuzzers/fuzz_$t
+    binary=$dir/fuzz_$t
     [[ -x $binary ]] || { echo "fuzz_speed: $binary not built (scripts/build.sh $build)" >&2; exit 2; }
     # A copy, so that a rebuild during the measurement does not change the binary under it.
-    mkdir -p "$work/$build"
-    cp "$binary" "$work/$build/fuzz_$t"
+    mkdir -p "$work/$copy"
+    cp "$binary" "$work/$copy/fuzz_$t"
   done
 done
 
@@ -33,7 +37,9 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 
 echo "| build | target | sizes | counters | inputs/s (median) | runs |"
 echo "|---|---|---|---|---:|---|"
+copy=0
 for build in $builds; do
+  copy=$((copy + 1))
   for t in $targets; do
     for sizes in tiny default; do
       for counters in on off; do
@@ -43,7 +49,7 @@ for build in $builds; do
           full=$([[ $sizes == default ]] && echo 1 || echo 0)
           events=$([[ $counters == on ]] && echo 1 || echo 0)
           rate=$(KVFUZZ_ENGINE=$engine KVFUZZ_FULL_SIZE=$full KVFUZZ_EVENT_COUNTERS=$events \
-            "$work/$build/fuzz_$t" -seed="$r" -max_len=8 -max_total_time="$seconds" \
+            "$work/$copy/fuzz_$t" -seed="$r" -max_len=8 -max_total_time="$seconds" \
             -print_final_stats=1 -rss_limit_mb=4096 "$work/corpus" 2>&1 |
             awk '/stat::average_exec_per_sec/ {print $2}')
           rates+=("${rate:-0}")
