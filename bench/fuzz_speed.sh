@@ -53,7 +53,7 @@ for build in $builds; do
           full=$([[ $sizes == default ]] && echo 1 || echo 0)
           events=$([[ $counters == on ]] && echo 1 || echo 0)
           run=("$work/$copy/fuzz_$t" -seed="$r" -max_len=8 -max_total_time="$seconds"
-            -print_final_stats=1 -rss_limit_mb=4096 "$work/corpus")
+            -print_final_stats=1 -rss_limit_mb=4096 -artifact_prefix="$work/" "$work/corpus")
           KVFUZZ_ENGINE=$engine KVFUZZ_FULL_SIZE=$full KVFUZZ_EVENT_COUNTERS=$events \
             /usr/bin/time -f "cpu %U %S" -o "$work/time" "${run[@]}" >"$work/log" 2>&1 || true
           rate=$(awk '/stat::average_exec_per_sec/ {print $2}' "$work/log")
