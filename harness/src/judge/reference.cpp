@@ -91,14 +91,13 @@ PWeights p_weights(const double* p, int count, double total, DType dtype,
 
 }  // namespace
 
-StreamKeys stream_keys(const Layout& layout, const TokenTable& table, const LogicalStream& stream,
-                       const EngineNumerics& numerics) {
+void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStream& stream,
+                 const EngineNumerics& numerics, StreamKeys& out) {
   const int n = static_cast<int>(stream.tokens.size());
   const int kv_heads = layout.kv_heads;
   const auto hd = static_cast<size_t>(layout.head_dim);
   const auto vd = static_cast<size_t>(layout.value_dim);
   const bool rope = layout.rope_theta.has_value();
-  StreamKeys out;
   out.k_stride = static_cast<size_t>(kv_heads) * hd;
   out.v_stride = static_cast<size_t>(kv_heads) * vd;
   out.keys.resize(static_cast<size_t>(n) * out.k_stride);
@@ -139,7 +138,6 @@ StreamKeys stream_keys(const Layout& layout, const TokenTable& table, const Logi
       out.value_max[jg] = largest;
     }
   }
-  return out;
 }
 
 std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
@@ -243,7 +241,8 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
   const double scale = layout.softmax_scale();
   const auto hd = static_cast<size_t>(head_dim);
   const auto vd = static_cast<size_t>(value_dim);
-  const StreamKeys keys = stream_keys(layout, table, stream, numerics);
+  StreamKeys keys;
+  stream_keys(layout, table, stream, numerics, keys);
 
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));

@@ -49,7 +49,8 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
   const int group = std::max(1, layout.group());
   const auto hd = static_cast<size_t>(layout.head_dim);
   const auto vd = static_cast<size_t>(layout.value_dim);
-  const StreamKeys keys = stream_keys(layout, table, stream, numerics);
+  thread_local StreamKeys keys;
+  stream_keys(layout, table, stream, numerics, keys);
   for (int p = first_row; p < n; ++p) rows.push_back(empty_row(layout, stream, p));
 
   // A block: `heads` q heads of one group times `span` consecutive rows.
@@ -103,6 +104,7 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
         b.first = lo / kLanes * kLanes;
         b.end = p0 + block_rows;
         attend(b);
+        KeyMaxima maxima;
         for (int qi = 0; qi < b.queries; ++qi) {
           const int p = p0 + qi / block_heads, h = h0 + qi % block_heads;
           ReferenceRow& row = rows[static_cast<size_t>(p - first_row)];
@@ -117,9 +119,12 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
               .magnitude = b.magnitude[qi],
           };
           const auto [q_norm, q_error_norm] = q_norms[static_cast<size_t>(qi)];
-          finish_head(row, h, layout, numerics, attention,
-                      key_maxima(layout, keys, b.lo[qi], p, g, b.q[qi]), q_norm, q_error_norm,
-                      cells);
+          // The maxima depend on the query only through the rotated keys' ambiguity: without
+          // it, once per row for the block's heads.
+          if (keys.round_rotated || qi % block_heads == 0) {
+            maxima = key_maxima(layout, keys, b.lo[qi], p, g, b.q[qi]);
+          }
+          finish_head(row, h, layout, numerics, attention, maxima, q_norm, q_error_norm, cells);
         }
       }
     }

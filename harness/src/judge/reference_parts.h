@@ -30,8 +30,10 @@ struct StreamKeys {
   std::vector<double> key_error;
   std::vector<char> key_ambiguous;
 };
-StreamKeys stream_keys(const Layout& layout, const TokenTable& table, const LogicalStream& stream,
-                       const EngineNumerics& numerics);
+// Into `out`, whose vectors' capacity is reused (the blocked form keeps one per thread:
+// allocating these afresh on every call costs page faults).
+void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStream& stream,
+                 const EngineNumerics& numerics, StreamKeys& out);
 
 // Head h's query at position p, rotated (and rounded, where the engine declares rotated queries
 // in the storage dtype), into q[head_dim]; `q_error` is scratch of head_dim. Returns
