@@ -3,7 +3,9 @@
 // with the parts timed apart: the cached forward (weights + one engine per layer over the
 // program), the reference (one double-precision full-prefix pass) and the rest of
 // judge_model (the tolerance's perturbed reference passes and the judging).
-// Usage: bench_model [--seconds S] [--repeats R]. Prints a Markdown table of medians.
+// A second table: every honest attention engine on each scenario, with the tolerance's
+// perturbed passes shared across them (model_tolerance.h) and not.
+// Usage: bench_model [--seconds S] [--repeats R]. Prints Markdown tables of medians.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include "bench_support.h"
 #include "kvfuzz/engine.h"
 #include "model/model_check.h"
+#include "model/model_tolerance.h"
 #include "model/transformer.h"
 
 namespace kvfuzz {
@@ -82,6 +85,29 @@ Sample measure(const EngineInfo& engine, DType dtype, double budget, uint64_t& s
           std::max(0.0, total / n - forward / n - reference / n)};
 }
 
+// Every honest attention engine judged on each scenario, as `kvfuzz check --model` with several
+// engines does: checks (judge_model calls) per second with the perturbed passes shared
+// through the bounds cache, and with the cache emptied before every check.
+double shared_rate(DType dtype, double budget, uint64_t& seed, bool share) {
+  std::vector<const EngineInfo*> engines;
+  for (const EngineInfo& engine : engine_registry()) {
+    if (!engine.mutant && !engine.make_model) engines.push_back(&engine);
+  }
+  double total = 0;
+  long checks = 0;
+  while (total < budget) {
+    const Scenario s = make_scenario(dtype, ++seed);
+    const auto start = Clock::now();
+    for (const EngineInfo* engine : engines) {
+      if (!share) model::clear_model_bounds_cache();
+      if (!judge_model(s, *engine).pass) std::exit(1);
+      ++checks;
+    }
+    total += seconds_since(start);
+  }
+  return static_cast<double>(checks) / total;
+}
+
 }  // namespace
 }  // namespace kvfuzz
 
@@ -113,6 +139,18 @@ int main(int argc, char** argv) {
                   std::string(dtype_name(dtype)).c_str(), engine.name.c_str(), median(rate),
                   median(forward), median(reference), median(rest));
     }
+  }
+  std::printf(
+      "\n| dtype | every honest attention engine per scenario | checks/s, passes shared | "
+      "checks/s, not shared |\n|---|---|---:|---:|\n");
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    std::vector<double> shared, alone;
+    for (int r = 0; r < repeats; ++r) {
+      shared.push_back(shared_rate(dtype, seconds, seed, true));
+      alone.push_back(shared_rate(dtype, seconds, seed, false));
+    }
+    std::printf("| %s | judge_model | %.1f | %.1f |\n", std::string(dtype_name(dtype)).c_str(),
+                median(shared), median(alone));
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 // The oracle's plain form, and what it shares with the blocked form (reference_parts.h).
 // Everything here is double precision and written the obvious way: for every query position p
 // of one (sequence, epoch) stream, every q head, look at keys [lo, p], score them, softmax
-// them, average the values. No chunks, no pages, no caches, no vectors.
+// them, average the values. No chunks, no pages, no caches; `omp simd` only where the
+// compiler may use vector lanes for a plain loop (as the reference did before the blocked form).
 #include "judge/reference.h"
 
 #include <algorithm>
@@ -23,6 +24,12 @@ namespace {
 // for RoPE, whose rotation errors are relative per rotated pair rather than per element,
 // and the norms are the same before and after the rotation. It costs O(1) per key in the
 // loop below instead of a second dot product.
+// out += w * v. The pointers never alias; saying so lets the compiler vectorise the loop.
+void add_scaled(double* __restrict out, const double* __restrict v, double w, int n) {
+#pragma omp simd
+  for (int d = 0; d < n; ++d) out[d] += w * v[d];
+}
+
 }  // namespace
 
 double norm(const double* x, int head_dim) {
@@ -265,7 +272,10 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
       double* lp = logits.data();
       for (int j = lo; j <= p; ++j) {
         const double* kp = keys.keys.data() + static_cast<size_t>(j) * keys.k_stride + head_at;
+        // `omp simd` lets the compiler reorder this double sum into vector lanes; the
+        // result is as exact as any summation order.
         double dot = 0;
+#pragma omp simd reduction(+ : dot)
         for (int d = 0; d < head_dim; ++d) dot += qp[d] * kp[d];
         lp[j - lo] = scale * dot;
         if (lp[j - lo] > max_logit) max_logit = lp[j - lo];
@@ -285,7 +295,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
       for (int j = lo; j <= p; ++j) {
         const double w = lp[j - lo] / total;
         const double* v = value_of(j);
-        for (size_t d = 0; d < vd; ++d) out[d] += w * v[d];
+        add_scaled(out, v, w, value_dim);
       }
       // The values' mean absolute deviation around the row, per dim (tolerance.cpp, step 4).
       // And their mean magnitude, for f16 value sums (step 7).
