@@ -71,6 +71,8 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
   b.v_stride = v_stride;
   b.stride = stride;
   b.scale = layout.softmax_scale();
+  // The weighted mean |v| enters only the tolerance of f16 value sums (tolerance.cpp).
+  b.magnitude_needed = numerics.value_accumulation == DType::f16;
   b.scores = scores.data();
   b.weights = weights.data();
   b.out = out.data();
@@ -82,7 +84,7 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
       const double* value = keys.values.data() + static_cast<size_t>(j) * keys.v_stride + g * vd;
       for (size_t d = 0; d < vd; ++d) {
         v[static_cast<size_t>(j) * v_stride + d] = value[d];
-        v_abs[static_cast<size_t>(j) * v_stride + d] = std::fabs(value[d]);
+        if (b.magnitude_needed) v_abs[static_cast<size_t>(j) * v_stride + d] = std::fabs(value[d]);
       }
     }
     for (int h0 = g * group; h0 < (g + 1) * group; h0 += heads) {

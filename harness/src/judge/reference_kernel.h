@@ -32,6 +32,7 @@ struct Block {
   size_t v_stride = 0;
   size_t stride = 0;  // of kt, scores and weights; >= first + a whole number of tiles
   double scale = 0;
+  bool magnitude_needed = true;                    // else `magnitude` is 0 and v_abs is not read
   int queries = 0;                                 // 1..kMaxQueries
   const double* q[kMaxQueries] = {};               // rotated queries, head_dim each
   int lo[kMaxQueries] = {}, hi[kMaxQueries] = {};  // each query's keys: [lo, hi]

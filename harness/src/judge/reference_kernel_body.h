@@ -67,7 +67,9 @@ KVFUZZ_KERNEL_TARGET inline void lanes_of(typename V::T x, double* lanes) {
   V::store(lanes, x);
 }
 
-template <class V, int NQ>
+// kMagnitude: compute the weighted mean |v| (only f16 value sums' tolerance needs it; a
+// quarter of the arithmetic).
+template <class V, int NQ, bool kMagnitude>
 KVFUZZ_KERNEL_TARGET void attend_block(Block& b) {
   using T = typename V::T;
   const int tiles = (b.end - b.first + kTile - 1) / kTile;
@@ -147,12 +149,18 @@ KVFUZZ_KERNEL_TARGET void attend_block(Block& b) {
     for (int qi = 0; qi < NQ; ++qi) out[qi] = mag[qi] = V::zero();
     for (int j = 0; j < keys; ++j) {
       const T vj = V::load(v + static_cast<size_t>(j) * b.v_stride);
-      const T aj = V::load(a + static_cast<size_t>(j) * b.v_stride);
 #pragma GCC unroll 8
       for (int qi = 0; qi < NQ; ++qi) {
         const T w = V::set1(b.weights[static_cast<size_t>(qi) * b.stride + j]);
         out[qi] = V::fma(w, vj, out[qi]);
-        mag[qi] = V::fma(w, aj, mag[qi]);
+      }
+      if constexpr (kMagnitude) {
+        const T aj = V::load(a + static_cast<size_t>(j) * b.v_stride);
+#pragma GCC unroll 8
+        for (int qi = 0; qi < NQ; ++qi) {
+          const T w = V::set1(b.weights[static_cast<size_t>(qi) * b.stride + j]);
+          mag[qi] = V::fma(w, aj, mag[qi]);
+        }
       }
     }
     T dev[NQ];
@@ -181,26 +189,32 @@ KVFUZZ_KERNEL_TARGET void attend_block(Block& b) {
   }
 }
 
-template <class V>
-KVFUZZ_KERNEL_TARGET void attend(Block& b) {
+template <class V, bool kMagnitude>
+KVFUZZ_KERNEL_TARGET void attend_queries(Block& b) {
   switch (b.queries) {
     case 1:
-      return attend_block<V, 1>(b);
+      return attend_block<V, 1, kMagnitude>(b);
     case 2:
-      return attend_block<V, 2>(b);
+      return attend_block<V, 2, kMagnitude>(b);
     case 3:
-      return attend_block<V, 3>(b);
+      return attend_block<V, 3, kMagnitude>(b);
     case 4:
-      return attend_block<V, 4>(b);
+      return attend_block<V, 4, kMagnitude>(b);
     case 5:
-      return attend_block<V, 5>(b);
+      return attend_block<V, 5, kMagnitude>(b);
     case 6:
-      return attend_block<V, 6>(b);
+      return attend_block<V, 6, kMagnitude>(b);
     case 7:
-      return attend_block<V, 7>(b);
+      return attend_block<V, 7, kMagnitude>(b);
     default:
-      return attend_block<V, 8>(b);
+      return attend_block<V, 8, kMagnitude>(b);
   }
+}
+
+template <class V>
+KVFUZZ_KERNEL_TARGET void attend(Block& b) {
+  if (b.magnitude_needed) return attend_queries<V, true>(b);
+  attend_queries<V, false>(b);
 }
 
 }  // namespace
