@@ -23,6 +23,14 @@ Scenario scenario(uint64_t seed) {
   return generate_scenario(choices, options);
 }
 
+// One sequence of 4 generated tokens, one append.
+Scenario test_tiny() {
+  Scenario s;
+  s.tokens = GeneratedTokens{0, 4};
+  s.program = {Op::append(0, {0, 1, 2, 3})};
+  return s;
+}
+
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
@@ -86,6 +94,22 @@ TEST(ReferenceCache, KeyedOnWhatTheRowsDependOn) {
   expect_same(prepare(dtype).reference, fresh(dtype));
   EXPECT_EQ(reference_cache_stats().hits, streams);
   EXPECT_EQ(reference_cache_stats().misses, 4 * streams);
+}
+
+TEST(ReferenceCache, KeepsAtMostItsEntries) {
+  clear_reference_cache();
+  Scenario s = test_tiny();
+  for (uint64_t seed = 0; seed < kReferenceCacheEntries + 20; ++seed) {
+    std::get<GeneratedTokens>(s.tokens).seed = seed;
+    prepare(s);
+  }
+  EXPECT_EQ(reference_cache_stats().entries, kReferenceCacheEntries);
+  std::get<GeneratedTokens>(s.tokens).seed = 0;  // the oldest: dropped
+  prepare(s);
+  EXPECT_EQ(reference_cache_stats().hits, 0);
+  std::get<GeneratedTokens>(s.tokens).seed = kReferenceCacheEntries + 19;  // the newest: kept
+  prepare(s);
+  EXPECT_EQ(reference_cache_stats().hits, 1);
 }
 
 TEST(ReferenceCache, SeveralEnginesAndEveryPropertyComputeEachStreamOnce) {

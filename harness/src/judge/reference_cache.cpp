@@ -94,7 +94,7 @@ std::shared_ptr<const std::vector<ReferenceRow>> cached_reference_rows(
   if (bytes > kReferenceCacheBytes) return rows;  // too large to keep
   c.entries.push_front(Entry{std::move(key), rows, bytes});
   c.stats.bytes += bytes;
-  while (c.stats.bytes > kReferenceCacheBytes) {
+  while (c.stats.bytes > kReferenceCacheBytes || c.entries.size() > kReferenceCacheEntries) {
     c.stats.bytes -= c.entries.back().bytes;
     c.entries.pop_back();
   }

@@ -8,7 +8,8 @@
 // computation would: the reference is deterministic.
 //
 // Per thread (no locks; kvfuzz check's workers are processes), least recently used entries
-// dropped beyond kReferenceCacheBytes.
+// dropped beyond kReferenceCacheBytes or kReferenceCacheEntries (a lookup scans the entries:
+// a fuzz target's stream of tiny scenarios must not make that scan long).
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,7 @@
 namespace kvfuzz {
 
 constexpr size_t kReferenceCacheBytes = size_t{64} << 20;
+constexpr size_t kReferenceCacheEntries = 256;
 
 // reference_rows(layout, table, stream, numerics), from the cache when it holds them;
 // `table` must be TokenTable(tokens, layout).
