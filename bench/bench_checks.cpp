@@ -1,7 +1,8 @@
-// Checks per second for three fixed scenario shapes, per engine, with the time split
-// between generate (scenario + token table), engine (construction + program), reference
-// and compare. Usage: bench_checks [--seconds S] [--repeats R]
-// Prints a Markdown table (medians over R repeats) for docs/BENCHMARKS.md.
+// For three fixed scenario shapes: first the reference alone, plain form against blocked form
+// (CPU time, and GFLOP/s of the attention flops); then checks per second per engine, with the
+// time split between generate (scenario + token table), engine (construction + program),
+// reference and compare. Usage: bench_checks [--seconds S] [--repeats R]
+// Prints two Markdown tables (medians over R repeats) for docs/BENCHMARKS.md.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
