@@ -444,12 +444,16 @@ Size size_of(const Scenario& s) {
 // and the sums returned.
 std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* honest,
                                        std::string_view name, const GeneratorOptions& options,
-                                       int count, bool move_accepted = true) {
+                                       int count, bool move_accepted = true,
+                                       int min_head_dim = 1) {
   Size with_sum, without_sum;
   int found = 0;
   for (uint64_t seed = 1; seed < 2000 && found < count; ++seed) {
     PrngChoiceSource choices(seed);
     const Scenario s = generate_scenario(choices, options);
+    // A score spread (generate/score_spreads.h: a scale above the generator's largest
+    // plain one, 2) fails a naive exp at any head_dim: those need no cut keeping scores.
+    if (s.layout.head_dim < min_head_dim || s.layout.scale.value_or(1.0) > 2.0) continue;
     if (judge_property(Property::prefix, s, info).pass) continue;
     if (!judge_property(Property::prefix, s, engine(honest)).pass) continue;
     ++found;
@@ -470,25 +474,26 @@ std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* hones
   return {with_sum, without_sum};
 }
 
-// Large scores: the generator's wide values at large head_dims. Measured: 6, 10 and 16
-// dims before issue 15, 1 with its moves.
+// Large scores: the generator's wide values at large head_dims (at least 16, without a
+// score spread). Measured: 6, 10 and 16 dims before issue 15, 1 with its moves.
 TEST(ShrinkKeepingGenerated, HeadDimCutKeepingScores) {
   GeneratorOptions options;
   options.typical_head_dim = 128;
-  const auto [with, without] =
-      shrink_generated(naive_exp(), "contiguous", "head_dim cut keeping scores", options, 3);
+  const auto [with, without] = shrink_generated(naive_exp(), "contiguous",
+                                                "head_dim cut keeping scores", options, 3, true, 16);
   EXPECT_EQ(with.head_dim, 3);
   EXPECT_GT(without.head_dim, 3 * 2);
 }
 
-// The generator's programs decode many tokens in a row: a plain cut lands some decode on
-// exactly 32 keys, so these shrink to the split threshold with the new moves or without them.
+// The generator's programs decode many tokens in a row: a plain cut often lands some decode
+// on exactly 32 keys, so these shrink to the split threshold with the new moves and mostly
+// without them (after issue 15's generator corners, one of the three stops at 48 without).
 TEST(ShrinkKeepingGenerated, CutToTheSplitEdge) {
   const auto [with, without] =
       shrink_generated(full_partition(), "flash", "cut to the split edge", {}, 3, false);
   const EngineEdges edges;
   EXPECT_EQ(with.tokens, 3 * edges.split_threshold);
-  EXPECT_EQ(without.tokens, 3 * edges.split_threshold);
+  EXPECT_GE(without.tokens, with.tokens);
 }
 
 // Measured: windows 6, 17 and 17 and window + 1 tokens before issue 15; window 1 and two
