@@ -444,8 +444,7 @@ Size size_of(const Scenario& s) {
 // and the sums returned.
 std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* honest,
                                        std::string_view name, const GeneratorOptions& options,
-                                       int count, bool move_accepted = true,
-                                       int min_head_dim = 1) {
+                                       int count, bool move_accepted = true, int min_head_dim = 1) {
   Size with_sum, without_sum;
   int found = 0;
   for (uint64_t seed = 1; seed < 2000 && found < count; ++seed) {
@@ -479,8 +478,8 @@ std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* hones
 TEST(ShrinkKeepingGenerated, HeadDimCutKeepingScores) {
   GeneratorOptions options;
   options.typical_head_dim = 128;
-  const auto [with, without] = shrink_generated(naive_exp(), "contiguous",
-                                                "head_dim cut keeping scores", options, 3, true, 16);
+  const auto [with, without] = shrink_generated(
+      naive_exp(), "contiguous", "head_dim cut keeping scores", options, 3, true, 16);
   EXPECT_EQ(with.head_dim, 3);
   EXPECT_GT(without.head_dim, 3 * 2);
 }
