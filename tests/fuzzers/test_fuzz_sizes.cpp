@@ -110,8 +110,9 @@ TEST(InputSizedOptions, AShortInputsScenarioStaysInsideItsBoundsAndIsCheap) {
     }
     long_cost += attention_cost(decode(random_bytes(rng, kFullSizeBytes)));
   }
-  // Measured: 51x; 10x leaves room for generator changes.
-  EXPECT_GT(long_cost, 10 * short_cost)
+  // Measured: 51x, then 9.4x after issue 15's generator corners (the split-edge tail and the
+  // window runs take short inputs' contexts to the split threshold); 5x asserted.
+  EXPECT_GT(long_cost, 5 * short_cost)
       << "8-byte inputs cost " << short_cost << ", 64-byte inputs " << long_cost;
 }
 
