@@ -1,11 +1,13 @@
-// Checks per second for three fixed scenario shapes, per engine, with the time split
-// between generate (scenario + token table), engine (construction + program), reference
-// and compare. Usage: bench_checks [--seconds S] [--repeats R]
-// Prints a Markdown table (medians over R repeats) for docs/BENCHMARKS.md.
+// For three fixed scenario shapes: first the reference alone, plain form against blocked form
+// (CPU time, and GFLOP/s of the attention flops); then checks per second per engine, with the
+// time split between generate (scenario + token table), engine (construction + program),
+// reference and compare. Usage: bench_checks [--seconds S] [--repeats R]
+// Prints two Markdown tables (medians over R repeats) for docs/BENCHMARKS.md.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -75,9 +77,16 @@ Split measure(const Shape& shape, const EngineInfo& engine, double budget, uint6
     split.generate += seconds_since(t);
 
     t = Clock::now();
+    const auto instance = engine.make(engine_config(scenario));
+    const EngineRun run = run_engine(scenario, table, *instance);
+    split.engine += seconds_since(t);
+
+    // Under the numerics the engine declares (as judge_engine does).
+    const EngineNumerics numerics = instance->numerics();
+    t = Clock::now();
     ReferenceMap reference;
     for (const LogicalStream& stream : logical_streams(scenario)) {
-      for (ReferenceRow& row : reference_rows(scenario.layout, table, stream)) {
+      for (ReferenceRow& row : reference_rows(scenario.layout, table, stream, numerics)) {
         const RowKey key = row.key;
         reference.emplace(key, std::move(row));
       }
@@ -86,13 +95,8 @@ Split measure(const Shape& shape, const EngineInfo& engine, double budget, uint6
     split.reference += seconds_since(t);
 
     t = Clock::now();
-    const auto instance = engine.make(engine_config(scenario));
-    const EngineRun run = run_engine(scenario, table, *instance);
-    split.engine += seconds_since(t);
-
-    t = Clock::now();
-    const Verdict verdict =
-        compare(slots, reference, run, scenario.layout.q_heads, scenario.layout.value_dim);
+    const Verdict verdict = compare(slots, reference, run, scenario.layout.q_heads,
+                                    scenario.layout.value_dim, numerics.output);
     split.compare += seconds_since(t);
     if (!verdict.pass) {
       std::fprintf(stderr, "bench: %s failed on %s\n", engine.name.c_str(), shape.name);
@@ -101,6 +105,53 @@ Split measure(const Shape& shape, const EngineInfo& engine, double budget, uint6
     ++split.checks;
   }
   return split;
+}
+
+// This thread's CPU time: on a shared machine, wall time counts the other processes too.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The reference alone, plain and blocked form, on `shape`: CPU seconds per scenario (median of
+// `repeats` runs of about `budget` seconds each, the two forms alternating).
+struct ReferenceTimes {
+  double plain = 0, blocked = 0;
+};
+
+ReferenceTimes time_reference(const Shape& shape, double budget, int repeats) {
+  const Scenario scenario = make_scenario(shape, 1);
+  const TokenTable table(scenario.tokens, scenario.layout);
+  const std::vector<LogicalStream> streams = logical_streams(scenario);
+  const auto time = [&](auto rows_of) {
+    long runs = 0;
+    const double start = cpu_seconds();
+    while (cpu_seconds() - start < budget) {
+      for (const LogicalStream& stream : streams) {
+        if (rows_of(stream).empty()) std::exit(3);
+      }
+      ++runs;
+    }
+    return (cpu_seconds() - start) / static_cast<double>(runs);
+  };
+  std::vector<double> plain, blocked;
+  for (int r = 0; r < repeats; ++r) {
+    plain.push_back(time(
+        [&](const LogicalStream& s) { return reference_rows_plain(scenario.layout, table, s); }));
+    blocked.push_back(
+        time([&](const LogicalStream& s) { return reference_rows(scenario.layout, table, s); }));
+  }
+  return {median(plain), median(blocked)};
+}
+
+// The attention flops of a shape: 4 * head_dim per (row, q head, visible key), a multiply and
+// an add each for the score and for the weighted sum (the softmax and the tolerance's sums
+// not counted).
+double attention_flops(const Shape& shape) {
+  const double pairs = static_cast<double>(shape.tokens_per_sequence) *
+                       (shape.tokens_per_sequence + 1) / 2 * shape.sequences * shape.q_heads;
+  return pairs * 4 * shape.head_dim;
 }
 
 }  // namespace
@@ -120,6 +171,17 @@ int main(int argc, char** argv) {
       {"small (4/2 heads, d 16, 64 tokens)", 4, 2, 16, 1, 64},
       {"medium (8/2 heads, d 64, 4 x 128 tokens)", 8, 2, 64, 4, 128},
   };
+  std::printf(
+      "| scenario | plain reference | blocked reference | plain GFLOP/s | blocked GFLOP/s |\n"
+      "|---|---:|---:|---:|---:|\n");
+  for (const Shape& shape : shapes) {
+    const ReferenceTimes t = time_reference(shape, seconds, repeats);
+    const double flops = attention_flops(shape) * 1e-9;
+    std::printf("| %s | %.1f us | %.1f us | %.2f | %.2f |\n", shape.name, t.plain * 1e6,
+                t.blocked * 1e6, flops / t.plain, flops / t.blocked);
+    std::fflush(stdout);
+  }
+  std::printf("\n");
   std::printf(
       "| scenario | engine | checks/s | generate | engine | reference | compare | harness/engine "
       "|\n");

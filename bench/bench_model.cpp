@@ -3,7 +3,9 @@
 // with the parts timed apart: the cached forward (weights + one engine per layer over the
 // program), the reference (one double-precision full-prefix pass) and the rest of
 // judge_model (the tolerance's perturbed reference passes and the judging).
-// Usage: bench_model [--seconds S] [--repeats R]. Prints a Markdown table of medians.
+// A second table: three engines times six properties on each scenario, with the tolerance's
+// perturbed passes shared across them (model_tolerance.h) and not.
+// Usage: bench_model [--seconds S] [--repeats R]. Prints Markdown tables of medians.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include "bench_support.h"
 #include "kvfuzz/engine.h"
 #include "model/model_check.h"
+#include "model/model_tolerance.h"
 #include "model/transformer.h"
 
 namespace kvfuzz {
@@ -82,6 +85,31 @@ Sample measure(const EngineInfo& engine, DType dtype, double budget, uint64_t& s
           std::max(0.0, total / n - forward / n - reference / n)};
 }
 
+// What `kvfuzz check --model` does per case: the three default-numerics attention engines
+// (contiguous, paged, flash), each on all six properties of the scenario (prefix, then each
+// invariance's variants). Properties per second with the bounds cache on (the perturbed
+// passes shared by the engines and by the variants with the scenario's streams) and with it
+// emptied before every property (each property still shares within its own variants).
+double shared_rate(DType dtype, double budget, uint64_t& seed, bool share) {
+  const std::vector<const EngineInfo*> engines{find_engine("contiguous"), find_engine("paged"),
+                                               find_engine("flash")};
+  double total = 0;
+  long judged = 0;
+  while (total < budget) {
+    const Scenario s = make_scenario(dtype, ++seed);
+    const auto start = Clock::now();
+    for (const EngineInfo* engine : engines) {
+      for (const PropertyInfo& p : kProperties) {
+        if (!share) model::clear_model_bounds_cache();
+        if (!judge_model_property(p.property, s, *engine).pass) std::exit(1);
+        ++judged;
+      }
+    }
+    total += seconds_since(start);
+  }
+  return static_cast<double>(judged) / total;
+}
+
 }  // namespace
 }  // namespace kvfuzz
 
@@ -113,6 +141,18 @@ int main(int argc, char** argv) {
                   std::string(dtype_name(dtype)).c_str(), engine.name.c_str(), median(rate),
                   median(forward), median(reference), median(rest));
     }
+  }
+  std::printf(
+      "\n| dtype | 3 engines x 6 properties per scenario | properties/s, passes shared | "
+      "properties/s, not shared |\n|---|---|---:|---:|\n");
+  for (DType dtype : {DType::f32}) {
+    std::vector<double> shared, alone;
+    for (int r = 0; r < repeats; ++r) {
+      shared.push_back(shared_rate(dtype, seconds, seed, true));
+      alone.push_back(shared_rate(dtype, seconds, seed, false));
+    }
+    std::printf("| %s | judge_model_property | %.2f | %.2f |\n",
+                std::string(dtype_name(dtype)).c_str(), median(shared), median(alone));
   }
   return 0;
 }

@@ -6,19 +6,23 @@
 # usage: bench/campaign_mutants.sh [SECONDS=60] [SHRINK_SECONDS=30] [SEEDS=corpus]
 #   corpus/ holds each mutant's own regression fixture, so with the default seeds every
 #   mutant fails on its seeds at once; SEEDS=none starts from an empty corpus instead.
-# Needs build/default (kvfuzz) and the sanitize preset's fuzz targets; python3 reads the
-# campaign records.
+#   BUILD=fuzz (default: the coverage-only targets a plain `kvfuzz campaign` runs) or
+#   BUILD=sanitize (the ASan + UBSan ones of `kvfuzz campaign --sanitize`) in the environment.
+# Needs build/default (kvfuzz) and that build's fuzz targets; python3 reads the campaign
+# records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shrink=${2:-30}
 seeds=${3:-corpus}
 kvfuzz=build/default/harness/kvfuzz
-[[ -x $kvfuzz && -x build/sanitize/fuzzers/fuzz_prefix ]] ||
-  { echo "campaign_mutants: build the default and sanitize presets first" >&2; exit 2; }
+build=${BUILD:-fuzz}
+[[ -x $kvfuzz && -x build/$build/fuzzers/fuzz_prefix ]] ||
+  { echo "campaign_mutants: build the default and $build presets first" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r build/sanitize/fuzzers "$work/fuzzers"  # a rebuild meanwhile must not change them
+mkdir "$work/fuzzers"  # a copy: a rebuild meanwhile must not change the targets
+cp build/$build/fuzzers/fuzz_* "$work/fuzzers/"
 if [[ $seeds == none ]]; then
   seeds=$work/no-seeds
   mkdir -p "$seeds"

@@ -15,6 +15,7 @@
 #include "corpus/fixture_names.h"
 #include "corpus/provenance.h"
 #include "fuzz_choices.h"
+#include "fuzz_sizes.h"
 #include "generate/events.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
@@ -135,6 +136,7 @@ void initialize(int argc, char** argv) {
   }
   g_settings.event_counters = env("KVFUZZ_EVENT_COUNTERS") != "0";
   g_settings.bytes_only = env("KVFUZZ_BYTES_ONLY") == "1";
+  g_settings.full_size = env("KVFUZZ_FULL_SIZE") == "1";
   g_settings.events_dir = merging ? std::string() : env("KVFUZZ_EVENTS_DIR");
   g_settings.decode_out = env("KVFUZZ_DECODE_OUT");
   std::atexit(write_totals);
@@ -158,7 +160,9 @@ std::optional<Scenario> decode_input(const uint8_t* data, size_t size) {
     }
   }
   FuzzedChoiceSource choices(data, size, g_settings.bytes_only);
-  return generate_scenario(choices, generator_options());
+  const GeneratorOptions options = generator_options();
+  return generate_scenario(choices,
+                           g_settings.full_size ? options : input_sized_options(options, size));
 }
 
 void record_cache_states(const Scenario& scenario) {

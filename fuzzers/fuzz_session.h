@@ -14,6 +14,8 @@
 //                                          every few seconds (read by kvfuzz campaign)
 //   KVFUZZ_BYTES_ONLY=1                     choices past the input's bytes at their
 //                                          lower bound instead of from a PRNG (measuring)
+//   KVFUZZ_FULL_SIZE=1                      every input at the generator's default sizes,
+//                                          whatever its length (fuzz_sizes.h; measuring)
 //   KVFUZZ_DECODE_OUT=FILE                  only write the input's scenario as a fixture
 //                                          and return (turns any artifact into a fixture)
 #pragma once
@@ -40,6 +42,7 @@ struct Settings {
   std::string decode_out;
   bool event_counters = true;
   bool bytes_only = false;  // KVFUZZ_BYTES_ONLY=1: no PRNG past the input's bytes
+  bool full_size = false;   // KVFUZZ_FULL_SIZE=1: sizes not bounded by the input's length
 };
 
 // From LLVMFuzzerInitialize. An unknown engine prints one line and exits with status 2.
@@ -47,7 +50,8 @@ void initialize(int argc, char** argv);
 const Settings& settings();
 
 // Inputs that start with '{' are fixtures (so corpus/ seeds the targets as it is);
-// anything else is bytes for the generator. Nothing when the input is a fixture that does
+// anything else is bytes for the generator, at sizes that grow with the input's length
+// (fuzz_sizes.h). Nothing when the input is a fixture that does
 // not parse or is too large to judge within a fuzzing time limit.
 std::optional<Scenario> decode_input(const uint8_t* data, size_t size);
 

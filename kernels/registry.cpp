@@ -29,6 +29,12 @@ EngineFactory make_with(std::string_view profile) {
   };
 }
 
+// The flash engine with a split count fixed by something other than the row's context.
+template <cpu::SplitCount Count>
+std::unique_ptr<Engine> make_split(const EngineConfig& config) {
+  return std::make_unique<cpu::FlashEngine>(config, cpu::FlashSplit{.count = Count});
+}
+
 std::vector<EngineInfo> build_registry() {
   return {
       {"contiguous",
@@ -55,6 +61,16 @@ std::vector<EngineInfo> build_registry() {
        "Contiguous engine summing P.V in f16 over runs of 4 keys, merged in f32, rows rounded "
        "to f16, as half-precision decode kernels do (f16 scenarios only).",
        false, make_with<cpu::ContiguousEngine>("f16acc")},
+      {"flash-batch-split",
+       "Flash engine whose split decode takes as many partitions as the batch's longest decode "
+       "needs (shorter rows get empty ones, rows below the threshold split with a long "
+       "neighbour), as vLLM-style decode kernels do.",
+       false, make_split<cpu::SplitCount::batch_longest>},
+      {"flash-fixed-split",
+       "Flash engine whose split decode always takes 4 splits of the batch's longest decode "
+       "context, rounded up to whole tiles (short rows get empty ones), as FlashDecoding's "
+       "num_splits does.",
+       false, make_split<cpu::SplitCount::fixed>},
       {"mask-origin",
        "Paged engine whose causal mask restarts at the chunk: chunk row r sees positions [0, r].",
        true, mutants::make_mask_origin},
@@ -86,6 +102,31 @@ std::vector<EngineInfo> build_registry() {
        "Paged engine whose truncate poisons the dropped slots of a page a fork still shares, "
        "in place instead of in a copy, so the other holder loses its tokens.",
        true, mutants::make_truncate_shared_in_place},
+      {"split-merge-first-max",
+       "Flash engine whose split decode merges partitions relative to the first partition's "
+       "max instead of the largest: exp overflows when a later partition's scores are far "
+       "higher.",
+       true, mutants::make_split_merge_first_max},
+      {"split-edge-nan",
+       "flash-batch-split whose merge skips the partitions past a shorter row's keys off by "
+       "one: the empty partition right after a row ending on a partition edge gives 0 / 0.",
+       true, mutants::make_split_edge_nan},
+      {"block-table-u8",
+       "Paged engine whose attention kernel keeps block-table entries in uint8_t, so a "
+       "physical page past 255 is read as page mod 256.",
+       true, mutants::make_block_table_u8},
+      {"slot-offset-u16",
+       "Paged engine whose attention kernel computes a key's physical slot in uint16_t, so a "
+       "slot past 65535 is read at slot mod 65536.",
+       true, mutants::make_slot_offset_u16},
+      {"slot-mapping-i16",
+       "Paged engine whose cache write keeps the slot mapping in int16_t and skips a negative "
+       "(padding) slot, so tokens stored at slots 32768..65535 are never written.",
+       true, mutants::make_slot_mapping_i16},
+      {"window-evicts-early",
+       "Paged engine whose decode path drops the page holding the window's first key once "
+       "only its last slot is still visible, one token early.",
+       true, mutants::make_window_evicts_early},
   };
 }
 

@@ -50,7 +50,8 @@ TEST(Properties, CasesCoverTheseHonestEngines) {
     if (!engine.mutant) honest.push_back(engine.name);
   }
   EXPECT_EQ(honest, (std::vector<std::string>{"contiguous", "paged", "flash", "flash-bf16",
-                                              "flash-f16", "contiguous-f16acc"}));
+                                              "flash-f16", "contiguous-f16acc", "flash-batch-split",
+                                              "flash-fixed-split"}));
 }
 
 }  // namespace

@@ -26,6 +26,8 @@ struct CampaignFlags {
   std::string time = "8h";
   std::string slice = "10m";
   bool no_event_counters = false;
+  bool sanitize = false;  // the ASan + UBSan targets instead of the coverage-only ones
+  campaign::CampaignDefaults defaults;
 };
 
 double duration_option(const std::string& flag, const std::string& text) {
@@ -61,6 +63,16 @@ int run_campaign_command(CampaignFlags& flags) {
   if (options.jobs < 1)
     throw UsageError("--jobs: expected at least 1, got " + std::to_string(options.jobs));
   options.event_counters = !flags.no_event_counters;
+  // --fuzzers names the targets itself; otherwise --sanitize picks which build's.
+  if (options.fuzzers.empty()) {
+    options.fuzzers = flags.sanitize ? flags.defaults.sanitized_fuzzers : flags.defaults.fuzzers;
+    if (!flags.defaults.installed)
+      options.fuzzers_hint = campaign::how_to_build_fuzzers(flags.sanitize);
+  } else if (flags.sanitize) {
+    throw UsageError(
+        "--sanitize: picks the sanitize build's targets, and --fuzzers names a "
+        "directory itself; expected one of them");
+  }
   CampaignRecord record;
   try {
     record = campaign::run_campaign(options, {print_note, print_tick});
@@ -96,7 +108,8 @@ int run_campaign_command(CampaignFlags& flags) {
 void add_campaign_command(CLI::App& app, int& exit_status) {
   auto flags = std::make_shared<CampaignFlags>();
   campaign::CampaignOptions* options = &flags->options;
-  const campaign::CampaignDefaults defaults = campaign::campaign_defaults();
+  flags->defaults = campaign::campaign_defaults();
+  const campaign::CampaignDefaults& defaults = flags->defaults;
   const std::string from = defaults.installed ? " (installed)" : " (build tree)";
   CLI::App* cmd = app.add_subcommand(
       "campaign",
@@ -119,8 +132,13 @@ void add_campaign_command(CLI::App& app, int& exit_status) {
                   "properties (the six), all (and the fixture parser), or a list such as "
                   "prefix,reset")
       ->default_val("properties");
-  cmd->add_option("--fuzzers", options->fuzzers, "Directory of the built fuzz targets" + from)
-      ->default_val(defaults.fuzzers);
+  cmd->add_option("--fuzzers", options->fuzzers,
+                  "Directory of the built fuzz targets" + from + "; default " + defaults.fuzzers +
+                      " (coverage only, no sanitizers: scripts/build.sh fuzz)");
+  cmd->add_flag("--sanitize", flags->sanitize,
+                "Run the ASan + UBSan targets (" + defaults.sanitized_fuzzers +
+                    ", scripts/build.sh sanitize): memory errors of the engine become crashes, "
+                    "at several times fewer inputs a second");
   cmd->add_option("--seeds", options->seeds, "Seed fixtures (every target reads fixtures)" + from)
       ->default_val(defaults.seeds);
   cmd->add_option("--regressions", options->regressions,
@@ -151,6 +169,7 @@ void add_campaign_command(CLI::App& app, int& exit_status) {
     options->command = "kvfuzz campaign --engine " + options->engine + " --time " + flags->time +
                        " --jobs " + std::to_string(options->jobs) + " --out " + options->out;
     if (options->targets != "properties") options->command += " --targets " + options->targets;
+    if (flags->sanitize) options->command += " --sanitize";
     exit_status = run_campaign_command(*flags);
   });
 }

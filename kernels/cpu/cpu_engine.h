@@ -65,6 +65,9 @@ class CpuEngine : public Engine {
   int sequences() const { return sequences_; }
   float scale() const { return scale_; }
   const Arithmetic& arithmetic() const { return arithmetic_; }
+  // Steps so far, the current one included: tells a step's begin_chunk calls apart from the
+  // next step's (the flash engine's batch-wide split count).
+  uint64_t step_count() const { return step_count_; }
 
  private:
   void check_chunks(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs);

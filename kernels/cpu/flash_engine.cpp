@@ -12,12 +12,29 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 }  // namespace
 
-FlashEngine::FlashEngine(const EngineConfig& config)
+FlashEngine::FlashEngine(const EngineConfig& config, FlashSplit split)
     : PagedStorageEngine(config),
       tile_k_(static_cast<size_t>(kFlashTileKeys) * static_cast<size_t>(layout().head_dim)),
       tile_v_(static_cast<size_t>(kFlashTileKeys) * static_cast<size_t>(layout().value_dim)),
       tile_s_(static_cast<size_t>(kFlashTileKeys)),
-      tile_run_(static_cast<size_t>(layout().value_dim), 0.0f) {}
+      tile_run_(static_cast<size_t>(layout().value_dim), 0.0f),
+      split_(split) {
+  split_.fixed_parts = std::max(1, split_.fixed_parts);
+}
+
+// Every chunk of a step is begun before any is attended: the step's longest decode context
+// (the keys its one-token chunks will see, cut by the window) is known before the first row.
+void FlashEngine::begin_chunk(int seq, int tokens) {
+  PagedStorageEngine::begin_chunk(seq, tokens);
+  if (step_longest_at_ != step_count()) {
+    step_longest_at_ = step_count();
+    step_longest_ = 0;
+  }
+  if (tokens != 1) return;
+  int64_t context = next_position(seq) + 1;
+  if (layout().window) context = std::min<int64_t>(context, *layout().window);
+  step_longest_ = std::max(step_longest_, context);
+}
 
 void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, int64_t first_tile,
                               float& m, float& l, float* acc) {
@@ -64,9 +81,9 @@ void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, in
   }
 }
 
-void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, float* out) {
+void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, int64_t size,
+                               int64_t parts, float* out) {
   const size_t vd = static_cast<size_t>(layout().value_dim);
-  const int64_t parts = (keys.count() + kFlashPartitionKeys - 1) / kFlashPartitionKeys;
   const size_t np = static_cast<size_t>(parts);
   if (part_m_.size() < np) {
     part_m_.resize(np);
@@ -74,18 +91,26 @@ void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, f
     part_acc_.resize(np * vd);
   }
   for (size_t p = 0; p < np; ++p) {
-    const int64_t lo = keys.lo + static_cast<int64_t>(p) * kFlashPartitionKeys;
-    const KeyRange part{lo, std::min(lo + kFlashPartitionKeys - 1, keys.hi)};
+    const int64_t lo = keys.lo + static_cast<int64_t>(p) * size;
+    const KeyRange part{lo, std::min(lo + size - 1, keys.hi)};
+    if (part.count() == 0) ++empty_partitions_;
     part_m_[p] = kMinusInf;
     part_l_[p] = 0;
     std::fill_n(part_acc_.data() + p * vd, vd, 0.0f);
     online_pass(query, kv_head, part, part.lo, part_m_[p], part_l_[p], part_acc_.data() + p * vd);
   }
-  // Log-sum-exp merge: every partition rescaled to the global max.
-  const float m = *std::max_element(part_m_.begin(), part_m_.begin() + parts);
+  merge_partitions(np, keys, size, out);
+}
+
+void FlashEngine::merge_partitions(size_t parts, KeyRange /*keys*/, int64_t /*size*/, float* out) {
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  // Log-sum-exp merge: every partition rescaled to the global max. An empty partition (max
+  // -inf, sum 0) gets weight exp(-inf - m) = 0; partition 0 always holds the row's first key.
+  const auto np = static_cast<std::ptrdiff_t>(parts);
+  const float m = *std::max_element(part_m_.begin(), part_m_.begin() + np);
   float l = 0;
   std::fill_n(out, vd, 0.0f);
-  for (size_t p = 0; p < np; ++p) {
+  for (size_t p = 0; p < parts; ++p) {
     const float w = std::exp(part_m_[p] - m);
     l += part_l_[p] * w;
     for (size_t d = 0; d < vd; ++d) out[d] += part_acc_[p * vd + d] * w;
@@ -95,9 +120,18 @@ void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, f
 
 void FlashEngine::attend(const Query& query, int kv_head, KeyRange keys, float* out) {
   const size_t vd = static_cast<size_t>(layout().value_dim);
-  if (query.chunk_tokens == 1 && keys.count() >= kFlashSplitThreshold) {
+  // The context that fixes the partitions: the row's own, or the step's longest decode's.
+  const int64_t span = split_.count == SplitCount::own_context ? keys.count() : step_longest_;
+  if (query.chunk_tokens == 1 && span >= kFlashSplitThreshold) {
     ++counts_.split_decode;
-    split_decode(query, kv_head, keys, out);
+    int64_t size = kFlashPartitionKeys;
+    int64_t parts = (span + size - 1) / size;
+    if (split_.count == SplitCount::fixed) {
+      parts = split_.fixed_parts;
+      const int64_t even = (span + parts - 1) / parts;
+      size = (even + kFlashTileKeys - 1) / kFlashTileKeys * kFlashTileKeys;
+    }
+    split_decode(query, kv_head, keys, size, parts, out);
     return;
   }
   int64_t first_tile = keys.lo;  // decode: tiles start at the first visible key

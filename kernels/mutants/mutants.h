@@ -27,5 +27,11 @@ std::unique_ptr<Engine> make_wrong_kv_head(const EngineConfig& config);
 std::unique_ptr<Engine> make_truncate_keeps_position(const EngineConfig& config);
 std::unique_ptr<Engine> make_fork_restarts_positions(const EngineConfig& config);
 std::unique_ptr<Engine> make_truncate_shared_in_place(const EngineConfig& config);
+std::unique_ptr<Engine> make_split_merge_first_max(const EngineConfig& config);
+std::unique_ptr<Engine> make_split_edge_nan(const EngineConfig& config);
+std::unique_ptr<Engine> make_block_table_u8(const EngineConfig& config);
+std::unique_ptr<Engine> make_slot_offset_u16(const EngineConfig& config);
+std::unique_ptr<Engine> make_slot_mapping_i16(const EngineConfig& config);
+std::unique_ptr<Engine> make_window_evicts_early(const EngineConfig& config);
 
 }  // namespace kvfuzz::mutants

@@ -32,10 +32,13 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-// Flags every test shares: seeds and dictionary from the source tree (ctest runs elsewhere).
+// Flags every test shares: this build's fuzz targets (a plain campaign takes the fuzz
+// preset's, which this build does not make), seeds and dictionary from the source tree
+// (ctest runs elsewhere).
 std::string common_flags(const fs::path& dir) {
-  return " --out " + (dir / "run").string() + " --regressions " + (dir / "regressions").string() +
-         " --seeds " + KVFUZZ_SOURCE_DIR + "/corpus --dict " + KVFUZZ_SOURCE_DIR +
+  return " --fuzzers " + std::string(KVFUZZ_FUZZERS_DIR) + " --out " + (dir / "run").string() +
+         " --regressions " + (dir / "regressions").string() + " --seeds " + KVFUZZ_SOURCE_DIR +
+         "/corpus --dict " + KVFUZZ_SOURCE_DIR +
          "/fuzzers/fixture.dict --progress 1 --shrink-time 20";
 }
 
@@ -248,6 +251,7 @@ TEST(Campaign, BadInputIsOneLineAndStatus2) {
       {"--engine paged --jobs 0", "--jobs: expected at least 1"},
       {"--engine paged --targets prefix,nope", "--targets: unknown target 'nope'"},
       {"--engine paged --fuzzers /nonexistent", "--fuzzers: no fuzz target /nonexistent/fuzz_"},
+      {"--engine paged --sanitize --fuzzers /nonexistent", "--sanitize: picks the sanitize build"},
       {"--engine paged --time 8h --dict 'a b.dict'", "--dict: 'a b.dict' has a space"},
   };
   for (const Case& c : cases) {

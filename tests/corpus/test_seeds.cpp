@@ -120,8 +120,9 @@ const std::vector<Prediction>& predictions() {
         {{0, 0, 1},
          {10 * kE / (1 + kE), (100 * kE * kE + 200) / (1 + kE * kE), 10 * kE / (1 + kE), 150}}}},
       {"poisoned-page-tail", "page-tail-read", {{{0, 0, 2}, {kNaN}}}},
-      // B reuses a page A filled: only re-poisoning on reset makes its tail NaN again.
-      {"reset-reuses-poisoned-page", "page-tail-read", {{{0, 1, 2}, {kNaN}}}},
+      // B's decode at 6 ends in a page A filled: only re-poisoning on reset makes its tail
+      // NaN again; its decode at 9 ends in a fresh page.
+      {"reset-reuses-poisoned-page", "page-tail-read", {{{0, 1, 6}, {kNaN}}, {{0, 1, 9}, {kNaN}}}},
       // The counter stays at 3 after truncating to 1: rows come back at 3 and 4 (the
       // values are right: the buffer was cut, only the positions are wrong).
       {"truncate-rollback", "truncate-keeps-position", {{{0, 1, 3}, {9}}, {{0, 1, 4}, {50.0 / 3}}}},
@@ -136,6 +137,61 @@ const std::vector<Prediction>& predictions() {
       {"poisoned-page-tail-huge",
        "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},
+      // B's row 0 also averages A's 1..8: (36 + 16)/9.
+      {"reset-reuses-poisoned-page", "stale-kv", {{{0, 1, 0}, {52.0 / 9}}}},
+      // The fork's child at position 0 sees itself (16), then itself and token 5: (16 + 64)/2.
+      {"fork-shared-prefix", "fork-restarts-positions", {{{1, 1, 0}, {16}}, {{1, 1, 1}, {40}}}},
+      // mask-origin's mask ignores the window as well as restarting at the chunk: row 3 of
+      // the first chunk sees all four keys; the decodes see position 0 alone.
+      {"sliding-window-decode",
+       "mask-origin",
+       {{{0, 0, 3}, {3.75}}, {{0, 0, 4}, {1}}, {{0, 0, 5}, {1}}, {{0, 0, 7}, {1.5}}}},
+      {"sliding-window-decode", "page-tail-read", {{{0, 0, 4}, {kNaN}}}},
+      // Kept counter: tokens 3 and 4 rotate at 3 and 4, so their offsets to token 0 are 3
+      // and 4 (score sin(p - j), values 1, 8, 16).
+      {"rope-truncate-reset",
+       "truncate-keeps-position",
+       {{{0, 1, 3}, {(std::exp(std::sin(3.0)) + 8) / (std::exp(std::sin(3.0)) + 1)}},
+        {{0, 1, 4},
+         {(std::exp(std::sin(4.0)) + 8 * std::exp(std::sin(1.0)) + 16) /
+          (std::exp(std::sin(4.0)) + std::exp(std::sin(1.0)) + 1)}}}},
+      // Sequence 1's chunk at positions 1, 2 sees [0, 0] and [0, 1]; sequence 0's decode at
+      // 3 sees position 0 alone.
+      {"batched-step-three-sequences",
+       "mask-origin",
+       {{{0, 0, 3}, {1}}, {{1, 0, 1}, {8}}, {{1, 0, 2}, {68}}}},
+      {"batched-step-three-sequences", "page-tail-read", {{{1, 0, 0}, {kNaN}}}},
+      // Sequence 0's new epoch also sees its old 1, 2, 4, 64, 256: (327 + 4096)/6.
+      {"explicit-page-order", "stale-kv", {{{0, 1, 0}, {4423.0 / 6}}}},
+      {"explicit-page-order", "page-tail-read", {{{0, 0, 4}, {kNaN}}, {{1, 0, 6}, {kNaN}}}},
+      // Sequence 1's new epoch also sees its old 16, 32, 128: (176 + 256)/4.
+      {"large-pool-high-pages", "stale-kv", {{{1, 1, 0}, {108}}}},
+      // Every decode on either side of the split edges sees position 0 alone (v = 1).
+      {"split-decode-edges",
+       "mask-origin",
+       {{{0, 0, 30}, {1}}, {{0, 0, 31}, {1}}, {{0, 0, 49}, {1}}}},
+      {"split-decode-edges", "page-tail-read", {{{0, 0, 30}, {kNaN}}}},
+      // h % 2 instead of h / 3: heads 1 and 4 swap kv heads (q = 2 on both), the others agree.
+      {"gqa-group-three",
+       "wrong-kv-head",
+       {{{0, 0, 0}, {1, 100, 1, 100, 1, 100}},
+        {{0, 0, 1},
+         {(1 + 2 * kE) / (1 + kE), 100 * (1 + 2 / (kE * kE)) / (1 + 1 / (kE * kE)),
+          (1 + 2 / kE) / (1 + 1 / kE), 100 * (1 + 2 / kE) / (1 + 1 / kE),
+          (1 + 2 * kE * kE) / (1 + kE * kE), 100 * (1 + 2 * kE) / (1 + kE)}}}},
+      {"mqa-eight-heads", "mask-origin", {{{0, 0, 2}, {1, 1, 1, 1, 1, 1, 1, 1}}}},
+      // Partition 1's max (100) exceeds partition 0's (0) past ln(FLT_MAX): exp overflows.
+      {"split-partition-spread", "split-merge-first-max", {{{0, 0, 32}, {kNaN}}}},
+      // Sequence 1's 16 keys end on a partition edge of its batch's 3 partitions.
+      {"batch-split-partition-edge", "split-edge-nan", {{{1, 0, 15}, {kNaN}}}},
+      // Issue 15's corners: the first pages handed out lie past 2^16 and 2^15 - 1.
+      {"wide-pool-high-pages-first", "block-table-u8", {{{0, 0, 0}, {kNaN}}, {{0, 0, 1}, {kNaN}}}},
+      {"wide-pool-high-pages-first", "slot-offset-u16", {{{0, 0, 0}, {kNaN}}, {{0, 0, 1}, {kNaN}}}},
+      {"wide-pool-high-pages-first", "slot-mapping-i16", {{{0, 0, 0}, {2}}, {{0, 0, 1}, {kNaN}}}},
+      // The window's first key on the last slot of a page: dropped one token early.
+      {"window-slides-past-page-edge",
+       "window-evicts-early",
+       {{{0, 0, 5}, {30}}, {{0, 0, 6}, {224.0 / 3}}}},
   };
   return table;
 }

@@ -168,6 +168,17 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       {"truncate-keeps-position", "truncate-rollback", FailureKind::wrong_position},
       {"fork-restarts-positions", "fork-shared-prefix", FailureKind::wrong_position},
       {"truncate-shared-in-place", "fork-then-rollback", FailureKind::not_finite},
+      {"split-merge-first-max", "split-partition-spread", FailureKind::not_finite},
+      {"split-edge-nan", "batch-split-partition-edge", FailureKind::not_finite},
+      // Issue 15's corners: their shrunk regressions (corpus/regressions).
+      {"block-table-u8", "../regressions/block-table-u8-prefix-not-finite-8ea6116f",
+       FailureKind::not_finite},
+      {"slot-offset-u16", "../regressions/slot-offset-u16-prefix-not-finite-4babe9d9",
+       FailureKind::not_finite},
+      {"slot-mapping-i16", "../regressions/slot-mapping-i16-prefix-not-finite-61377ba6",
+       FailureKind::not_finite},
+      {"window-evicts-early", "../regressions/window-evicts-early-prefix-mismatch-14aa07c2",
+       FailureKind::mismatch},
   };
   std::set<std::string> rejected;
   for (const Targeted& c : cases) {

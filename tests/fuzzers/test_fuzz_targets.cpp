@@ -13,6 +13,7 @@
 
 #include "command.h"
 #include "fuzz_choices.h"
+#include "fuzz_sizes.h"
 #include "generate/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
@@ -26,7 +27,8 @@ namespace fs = std::filesystem;
 using test::run_shell;
 
 // Inputs a mutant may take to be found by fuzz_prefix from an empty corpus, seed 1. The
-// largest seen was 138 (truncate-shared-in-place); most fail on the very first input.
+// largest seen was 675 (truncate-shared-in-place, seed 1; 138 before sizes followed the
+// input: short inputs are now small scenarios, fuzzers/fuzz_sizes.h); most fail within 100.
 constexpr int kMutantBudget = 2000;
 
 fs::path fresh_dir(const std::string& name) {
@@ -101,19 +103,28 @@ INSTANTIATE_TEST_SUITE_P(Mutants, MutantIsFound, ::testing::ValuesIn(mutant_name
                            return name;
                          });
 
+// At the sizes the input's length allows (fuzz_sizes.h), or at the defaults with
+// KVFUZZ_FULL_SIZE=1.
 TEST(FuzzTarget, DecodeOnlyWritesTheScenarioTheGeneratorMakesOfTheBytes) {
   const fs::path dir = fresh_dir("decode");
   const std::string bytes = "kvfuzz decodes these bytes \x01\x02\x03\xff into one scenario";
+  ASSERT_LT(bytes.size(), fuzz::kFullSizeBytes);
   std::ofstream(dir / "input", std::ios::binary) << bytes;
   for (const char* engine : {"contiguous", "mask-origin"}) {
-    const test::CommandResult r =
-        run_shell("KVFUZZ_ENGINE=" + std::string(engine) +
-                  " KVFUZZ_DECODE_OUT=" + (dir / "decoded.json").string() + " " +
-                  target("fuzz_reset") + " " + (dir / "input").string() + " 2>&1");
-    ASSERT_EQ(r.status, 0) << r.out;  // no engine ran, so not even the mutant fails
-    fuzz::FuzzedChoiceSource choices(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-    EXPECT_EQ(write_fixture(load_fixture(dir / "decoded.json")),
-              write_fixture(generate_scenario(choices)));
+    for (const bool full_size : {false, true}) {
+      const test::CommandResult r = run_shell(
+          "KVFUZZ_ENGINE=" + std::string(engine) + (full_size ? " KVFUZZ_FULL_SIZE=1" : "") +
+          " KVFUZZ_DECODE_OUT=" + (dir / "decoded.json").string() + " " + target("fuzz_reset") +
+          " " + (dir / "input").string() + " 2>&1");
+      ASSERT_EQ(r.status, 0) << r.out;  // no engine ran, so not even the mutant fails
+      fuzz::FuzzedChoiceSource choices(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                       bytes.size());
+      const GeneratorOptions options =
+          full_size ? GeneratorOptions{} : fuzz::input_sized_options({}, bytes.size());
+      EXPECT_EQ(write_fixture(load_fixture(dir / "decoded.json")),
+                write_fixture(generate_scenario(choices, options)))
+          << engine << (full_size ? " at full size" : "");
+    }
   }
 }
 

@@ -55,12 +55,14 @@ uint64_t digest(const GeneratorOptions& options, int n) {
 
 // Pinned from the generator as it was before GeneratorFilters (the same digest program run
 // on both): default filters change no choice, at default options, long contexts, model
-// level and narrowed supports alike.
+// level and narrowed supports alike. Re-pinned (all but the model level's, which draws none
+// of them) after issue 15's split-edge tail, score spreads, wide pools and window runs
+// changed the scenarios themselves.
 TEST(GeneratorFilters, TheDefaultsLeaveEveryScenarioAsItWas) {
-  EXPECT_EQ(digest({}, 300), 0x1c66b08062d76e07ull);
+  EXPECT_EQ(digest({}, 300), 0x9ef80ccd18bdfa1cull);
   GeneratorOptions long_context;
   long_context.long_context = LongContextOptions{};
-  EXPECT_EQ(digest(long_context, 100), 0x0376b54f3b5276a5ull);
+  EXPECT_EQ(digest(long_context, 100), 0xc6aa3e568367e67cull);
   GeneratorOptions model;
   model.model = ModelOptions{};
   EXPECT_EQ(digest(model, 100), 0xe10c7744c094aa4eull);
@@ -69,7 +71,7 @@ TEST(GeneratorFilters, TheDefaultsLeaveEveryScenarioAsItWas) {
   narrow.supports.max_context = 48;
   narrow.supports.max_head_dim = 16;
   narrow.truncate = false;
-  EXPECT_EQ(digest(narrow, 200), 0xf54f40e86ffa735dull);
+  EXPECT_EQ(digest(narrow, 200), 0xb56bed2504034de7ull);
 }
 
 TEST(GeneratorFilters, DtypesAreTheFiltersAmongTheSupported) {

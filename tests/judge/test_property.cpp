@@ -275,7 +275,7 @@ TEST(Variants, ResetFeedsWhatATruncateOrForkLeftAsAPrefix) {
   ASSERT_EQ(fv.size(), 1u);
   expect_valid(fv[0], f.name);
   EXPECT_EQ(fv[0].scenario.program,
-            (std::vector<Op>{Op::append(1, {0, 1, 2}), Op::append(1, {3})}));
+            (std::vector<Op>{Op::append(1, {0, 1, 2}), Op::append(1, {3}), Op::append(1, {5})}));
   EXPECT_EQ((fv[0].streams), (std::map<StreamId, StreamId>{{{1, 0}, {1, 1}}}));
   EXPECT_EQ(streams_of(fv[0].scenario).at({1, 0}), streams_of(f).at({1, 1}));
 }
@@ -299,8 +299,8 @@ TEST(Variants, BatchTurnsAForkIntoItIntoAResetAndTheSourcesTokens) {
   const Scenario f = seed("fork-shared-prefix");
   const ScenarioVariant child = batch_variant(f, 1);
   expect_valid(child, f.name);
-  EXPECT_EQ(child.scenario.program,
-            (std::vector<Op>{Op::reset(1), Op::append(1, {0, 1, 2}), Op::append(1, {3})}));
+  EXPECT_EQ(child.scenario.program, (std::vector<Op>{Op::reset(1), Op::append(1, {0, 1, 2}),
+                                                     Op::append(1, {3}), Op::append(1, {5})}));
   EXPECT_EQ(streams_of(child.scenario).at({1, 1}), streams_of(f).at({1, 1}));
   const ScenarioVariant parent = batch_variant(f, 0);
   expect_valid(parent, f.name);

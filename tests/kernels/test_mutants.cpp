@@ -141,5 +141,59 @@ TEST(Mutant, ForkRestartsPositionsReportsTheChildFromZero) {
   }
 }
 
+// One head, head_dim 1, 33 keys: the split path's partitions [0, 16), [16, 32), [32].
+// q = 1 and k_j = a_j: the score of key j is its a_j (scale 1). Values v_j = j + 1.
+Data split_data(float later_score) {
+  Layout layout = make_layout({});
+  layout.scale = 1.0;
+  Data d{layout, 33, {}, {}, {}};
+  for (int j = 0; j < 33; ++j) {
+    d.q.push_back(1);
+    d.k.push_back(j == 20 ? later_score : 0.0f);  // key 20, in the second partition
+    d.v.push_back(static_cast<float>(j + 1));
+  }
+  return d;
+}
+
+TEST(Mutant, SplitMergeFirstMaxOverflowsOnlyPastExpRange) {
+  for (float score : {10.0f, 80.0f, 100.0f}) {
+    SCOPED_TRACE(score);
+    const Data d = split_data(score);
+    auto honest = make_engine("flash", config_for(d.layout));
+    auto mutant = make_engine("split-merge-first-max", config_for(d.layout));
+    feed(*honest, d, 0, 0, 32);
+    feed(*mutant, d, 0, 0, 32);
+    const float want = feed(*honest, d, 0, 32, 1).out[0];  // the split path: 33 keys
+    const float got = feed(*mutant, d, 0, 32, 1).out[0];
+    // (21 e^score + the other 32 values, 540) / (e^score + 32): 20.994 for 10, 21 in f32 beyond.
+    const double e = std::exp(static_cast<double>(score));
+    EXPECT_NEAR(want, (21 * e + 540) / (e + 32), 1e-4);
+    if (score < 88) {
+      EXPECT_NEAR(got, want, 1e-5f);  // exp(m_p - m_0) = e^score is finite: right
+    } else {
+      EXPECT_TRUE(std::isnan(got)) << got;  // e^100 = inf: inf / inf
+    }
+  }
+}
+
+TEST(Mutant, SplitEdgeNanFailsARowEndingOnAPartitionEdge) {
+  const Layout layout = make_layout({.head_dim = 2, .page_size = 4});
+  const Data d = generated(layout, 60, 43);
+  // Batches of a 40-key row (3 partitions of 16) and a row of 15, 16 or 17 keys: only 16
+  // keys leave an empty partition starting right after the last key.
+  for (int keys : {15, 16, 17}) {
+    SCOPED_TRACE(keys);
+    auto mutant = make_engine("split-edge-nan", config_for(layout, 2));
+    step(*mutant, d, {{0, 0, 39}, {1, 40, keys - 1}});
+    const std::vector<ChunkOut> outs = step(*mutant, d, {{0, 39, 1}, {1, 40 + keys - 1, 1}});
+    expect_rows_near(outs[0], attention(d, 0, 40), 39, 1e-5, d);
+    if (keys == 16) {
+      EXPECT_TRUE(std::isnan(outs[1].out[0]));
+    } else {
+      expect_rows_near(outs[1], attention(d, 40, keys), keys - 1, 1e-5, d);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvfuzz::test

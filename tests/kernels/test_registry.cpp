@@ -15,6 +15,8 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "flash-bf16",
                                        "flash-f16",
                                        "contiguous-f16acc",
+                                       "flash-batch-split",
+                                       "flash-fixed-split",
                                        "mask-origin",
                                        "stale-position",
                                        "stale-kv",
@@ -22,12 +24,18 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "wrong-kv-head",
                                        "truncate-keeps-position",
                                        "fork-restarts-positions",
-                                       "truncate-shared-in-place"};
+                                       "truncate-shared-in-place",
+                                       "split-merge-first-max",
+                                       "split-edge-nan",
+                                       "block-table-u8",
+                                       "slot-offset-u16",
+                                       "slot-mapping-i16",
+                                       "window-evicts-early"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     EXPECT_EQ(registry[i].name, names[i]);
-    EXPECT_EQ(registry[i].mutant, i >= 6) << names[i];
+    EXPECT_EQ(registry[i].mutant, i >= 8) << names[i];
     EXPECT_FALSE(registry[i].description.empty());
     EXPECT_TRUE(registry[i].make);
     EXPECT_EQ(find_engine(names[i]), &registry[i]);

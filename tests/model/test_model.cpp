@@ -35,6 +35,10 @@ namespace {
 // model level uses, no hand-derived attention rows.
 Scenario with_model(Scenario s, const ModelConfig& model) {
   s.model = model;
+  // A scale raised for a score spread (generate/score_spreads.h) is sized for token data;
+  // on a model's q and k it would make every layer's softmax an argmax. The generator's
+  // own scales are at most 2.
+  if (s.layout.scale && *s.layout.scale > 2) s.layout.scale.reset();
   s.tokens = GeneratedTokens{0, model.vocab};
   s.expect.clear();
   for (Op& op : s.program) {
@@ -73,6 +77,9 @@ std::vector<const EngineInfo*> registry(bool mutant) {
   for (const EngineInfo& e : engine_registry()) {
     // The model level judges only engines with the default numerics (unjudgeable()).
     const bool f32 = computes_in_f32(probe_declarations(e).numerics);
+    // split-merge-first-max is wrong only on scores past f32's exp range, which a model's
+    // q and k (weights of variance 1/fan_in) never reach.
+    if (e.name == "split-merge-first-max") continue;
     if (e.mutant == mutant && f32) out.push_back(&e);
   }
   return out;
@@ -405,7 +412,7 @@ TEST(ModelHonest, PassGeneratedScenariosInEveryDtype) {
 TEST(ModelMutants, EveryMutantFailsWhereItsBugIsExercised) {
   double least = HUGE_VAL;
   for (const EngineInfo* mutant : registry(true)) {
-    const auto cases = mutant_cases(*mutant, 3, 80);
+    const auto cases = mutant_cases(*mutant, 3, 300);
     ASSERT_FALSE(cases.empty()) << mutant->name << ": no generated scenario exercises it";
     for (const MutantCase& c : cases) {
       for (DType dtype : kDTypes) {
@@ -428,7 +435,7 @@ TEST(ModelMutants, EveryMutantFailsWhereItsBugIsExercised) {
 TEST(ModelMutants, TheFaultyLayerIsTheFirstDivergingLayer) {
   const EngineInfo* honest = find_engine("flash");
   for (const EngineInfo* mutant : registry(true)) {
-    const auto cases = mutant_cases(*mutant, 1, 80);
+    const auto cases = mutant_cases(*mutant, 1, 300);
     ASSERT_FALSE(cases.empty()) << mutant->name;
     for (DType dtype : {DType::f32, DType::bf16}) {
       Scenario base = cases[0].attention;
@@ -492,7 +499,7 @@ std::vector<std::pair<int, double>> top5(const std::vector<double>& logits) {
 
 TEST(ModelReport, FirstDivergingLogitsRowAndItsTopFive) {
   const EngineInfo* mutant = find_engine("stale-kv");
-  const auto cases = mutant_cases(*mutant, 1, 80);
+  const auto cases = mutant_cases(*mutant, 1, 300);
   ASSERT_FALSE(cases.empty());
   const Scenario s = with_model(cases[0].attention, small_model(2, 21));
   const ModelVerdict v = judge_model(s, *mutant);
@@ -539,7 +546,7 @@ TEST(ModelReport, LogitsCatchWhatGreedyTokensMiss) {
   const EngineInfo* honest = find_engine("paged");
   bool found = false;
   for (const EngineInfo* mutant : registry(true)) {
-    for (const MutantCase& c : mutant_cases(*mutant, 3, 80)) {
+    for (const MutantCase& c : mutant_cases(*mutant, 3, 300)) {
       for (uint64_t model_seed = 1; model_seed <= 3 && !found; ++model_seed) {
         const Scenario s = with_model(c.attention, small_model(2, model_seed));
         const TransformerWeights w = make_weights(*s.model, s.layout);

@@ -32,6 +32,7 @@
 #include "kvfuzz/shrink.h"
 #include "shrink/measure.h"
 #include "shrink/moves.h"
+#include "shrink/search.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
@@ -96,9 +97,20 @@ void expect_mask_origin_minimum(const Scenario& s) {
 
 bool is_mask_origin_minimum(const Scenario& s) {
   return s.sequences == 1 && s.layout.q_heads == 1 && s.layout.kv_heads == 1 &&
-         s.layout.head_dim == 1 && s.layout.value_dim == 1 && zero_scores(s) &&
+         s.layout.head_dim == 1 && s.layout.value_dim == 1 && !s.layout.window && zero_scores(s) &&
          token_count(s.tokens) == 2 &&
          s.program == std::vector<Op>{Op::append(0, {0}), Op::append(0, {1})};
+}
+
+// The mutant also ignores the window (its mask is [0, r] whatever the layout says), so a
+// windowed failure has a smaller minimum still, one op where the other has two: window 1
+// and one chunk of two tokens, whose second row sees key 0 beyond the edge. The shrinker
+// reaches it since it cuts inside a window and shrinks the window with the cut.
+bool is_mask_origin_window_minimum(const Scenario& s) {
+  return s.sequences == 1 && s.layout.q_heads == 1 && s.layout.kv_heads == 1 &&
+         s.layout.head_dim == 1 && s.layout.value_dim == 1 && s.layout.window == 1 &&
+         zero_scores(s) && token_count(s.tokens) == 2 &&
+         s.program == std::vector<Op>{Op::append(0, {0, 1})};
 }
 
 TEST(Shrink, WorkedExampleShrinksToTheKnownMinimum) {
@@ -372,7 +384,7 @@ std::optional<Scenario> failing_seed_fixture(const EngineInfo& info) {
 TEST(Shrink, RandomMaskOriginFailuresShrinkToTheKnownMinimum) {
   const EngineInfo& mutant = engine("mask-origin");
   uint64_t seed = 1;
-  int minimal = 0;
+  int minimal = 0, windowed = 0;
   std::string misses;
   for (int i = 0; i < 20; ++i) {
     const auto failing = first_failing(mutant, seed, 200);
@@ -383,6 +395,9 @@ TEST(Shrink, RandomMaskOriginFailuresShrinkToTheKnownMinimum) {
     EXPECT_FALSE(result->timed_out) << "seed " << this_seed;
     if (is_mask_origin_minimum(result->scenario)) {
       ++minimal;
+    } else if (is_mask_origin_window_minimum(result->scenario)) {
+      ++minimal;
+      ++windowed;
     } else {
       misses += "seed " + std::to_string(this_seed) + ":\n" + summary(result->scenario);
     }
@@ -392,8 +407,12 @@ TEST(Shrink, RandomMaskOriginFailuresShrinkToTheKnownMinimum) {
     EXPECT_EQ(result->scenario.layout.head_dim, 1) << this_seed;
     EXPECT_LE(tokens_of(result->scenario), 5) << this_seed;
   }
-  std::printf("mask-origin: %d of 20 random failures shrank to the known minimum\n", minimal);
+  std::printf(
+      "mask-origin: %d of 20 random failures shrank to a known minimum (%d to the windowed "
+      "one)\n",
+      minimal, windowed);
   EXPECT_GE(minimal, 19) << misses;
+  EXPECT_GT(windowed, 0);  // the generator's windows: some failures keep theirs
 }
 
 // What each mutant's failure shrinks to, at most: the bug's own minimum.
@@ -402,6 +421,7 @@ struct Bound {
   int sequences;
   int q_heads;
   int kv_heads;
+  int head_dim = 1;
 };
 
 // Every mutant in the registry needs a row here, so a new mutant states its bound. These
@@ -425,6 +445,22 @@ const std::map<std::string, Bound>& bounds() {
       // two tokens filling a page, fork, roll one side back into that page, a token on
       // the other side: it reads the poison the rollback left in the shared page
       {"truncate-shared-in-place", {3, 2, 1, 1}},
+      // a decode at the split threshold (32 keys: partitions of 16 and 16) whose second
+      // partition's max exceeds the first's past ln(FLT_MAX). Measured: 32 tokens, but
+      // head_dim stays 4 (cutting a dimension loses the spread: no move concentrates it).
+      {"split-merge-first-max", {32, 1, 1, 1, 4}},
+      // a batched decode of a row at the threshold (32 keys) and a row of 16 keys, one
+      // partition short of it, would be 48 tokens; measured 65 (no move shortens a context
+      // to the edge while keeping it).
+      {"split-edge-nan", {65, 2, 1, 1}},
+      // one token on a page (or slot) past the index's width, handed out first
+      {"block-table-u8", {1, 1, 1, 1}},
+      {"slot-offset-u16", {1, 1, 1, 1}},
+      {"slot-mapping-i16", {1, 1, 1, 1}},
+      // its minimum is 3 tokens (window 2 on pages of 1: two tokens, then a decode whose
+      // window starts at 1); from the generator's seed the shrinker stops at 7 (window 6):
+      // no move shortens the window together with the context
+      {"window-evicts-early", {7, 1, 1, 1}},
   };
   return table;
 }
@@ -462,7 +498,7 @@ TEST(Shrink, EveryMutantShrinksSmall) {
     EXPECT_LE(s.sequences, bound->second.sequences) << summary(s);
     EXPECT_EQ(s.layout.q_heads, bound->second.q_heads) << summary(s);
     EXPECT_EQ(s.layout.kv_heads, bound->second.kv_heads) << summary(s);
-    EXPECT_EQ(s.layout.head_dim, 1) << summary(s);
+    EXPECT_LE(s.layout.head_dim, bound->second.head_dim) << summary(s);
     EXPECT_EQ(s.layout.value_dim, 1) << summary(s);
     EXPECT_TRUE(s.expect.empty());
     EXPECT_FALSE(validate(s));
@@ -768,8 +804,22 @@ TEST(Shrink, StaysInsideTheEnginesDeclaredSupports) {
     const auto result = shrink(failing, narrow, {});
     ASSERT_TRUE(result) << seed;
     const Layout& l = result->scenario.layout;
-    EXPECT_EQ(l.head_dim % 4, 0) << summary(result->scenario);
+    // The smallest head size the engine takes: q, k and v cut as one.
+    EXPECT_EQ(l.head_dim, 4) << summary(result->scenario);
     EXPECT_EQ(l.value_dim, l.head_dim) << summary(result->scenario);
+    // Without that move a head_dim or value_dim cut alone is outside the declaration, and
+    // the head size stays the generated one.
+    std::vector<shrinking::Move> alone;
+    for (const shrinking::Move& move : shrinking::moves()) {
+      if (move.name != "smaller head size" && move.name != "head_dim cut keeping scores") {
+        alone.push_back(move);
+      }
+    }
+    const auto cut_alone = shrinking::shrink_with_moves(failing, narrow, {}, alone);
+    ASSERT_TRUE(cut_alone);
+    EXPECT_EQ(cut_alone->scenario.layout.head_dim, failing.layout.head_dim);
+    std::printf("one head size x4: head_dim %d -> %d (%d with head_dim and value_dim cut alone)\n",
+                failing.layout.head_dim, l.head_dim, cut_alone->scenario.layout.head_dim);
     EXPECT_FALSE(unjudgeable(result->scenario, probe_declarations(narrow)))
         << summary(result->scenario);
     // Without the declaration the same failure shrinks to head_dim 1 (so the filter is

@@ -10,7 +10,9 @@
 // powers of two) and MQA; head_dim 1..128; page sizes 1, 2, 3, 16 and others; identity,
 // reversed, shuffled and interleaved page orders; every poison; RoPE and windows on and
 // off; exact token data by default, wide dynamic range sometimes; resets of empty and
-// non-empty sequences.
+// non-empty sequences; now and then a wide pool handed out high pages first, its first
+// page past 2^8, 2^15 or 2^16 (generate/integer_limits.h), and windowed runs of a chunk at
+// the window's length and decodes that slide the window past it (generate/windows_at_edges.h).
 //
 // Simple at lo (choice_source.h): MHA before GQA, head_dim 1 first, one sequence, few
 // short ops, identity page order, NaN poison, zero scores, f32, no RoPE, no window, so that

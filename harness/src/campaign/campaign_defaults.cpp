@@ -8,7 +8,7 @@ namespace fs = std::filesystem;
 
 CampaignLayout built_layout() {
   return {KVFUZZ_INSTALLED_FUZZERS_DIR, KVFUZZ_INSTALLED_DATA_DIR, KVFUZZ_BUILD_FUZZERS_DIR,
-          KVFUZZ_SOURCE_DIR};
+          KVFUZZ_SOURCE_DIR, KVFUZZ_BUILD_SANITIZED_FUZZERS_DIR};
 }
 
 CampaignDefaults campaign_defaults(const fs::path& self, const CampaignLayout& layout) {
@@ -16,11 +16,20 @@ CampaignDefaults campaign_defaults(const fs::path& self, const CampaignLayout& l
   const fs::path data = (bin / layout.installed_data).lexically_normal();
   std::error_code error;
   if (fs::is_directory(data / "corpus", error)) {
-    return {(bin / layout.installed_fuzzers).lexically_normal().string(),
-            (data / "corpus").string(), (data / "fixture.dict").string(), true};
+    const std::string installed = (bin / layout.installed_fuzzers).lexically_normal().string();
+    return {installed, installed, (data / "corpus").string(), (data / "fixture.dict").string(),
+            true};
   }
-  return {layout.build_fuzzers.string(), (layout.source / "corpus").string(),
+  return {layout.build_fuzzers.string(), layout.build_sanitized_fuzzers.string(),
+          (layout.source / "corpus").string(),
           (layout.source / "fuzzers" / "fixture.dict").string(), false};
+}
+
+std::string how_to_build_fuzzers(bool sanitized) {
+  return sanitized ? "scripts/build.sh sanitize builds the sanitized targets (clang)"
+                   : "scripts/build.sh fuzz builds the coverage-only targets (clang; "
+                     "scripts/build.sh sanitize builds them too), or --sanitize runs the "
+                     "sanitize preset's";
 }
 
 CampaignDefaults campaign_defaults() {

@@ -143,9 +143,11 @@ void check_setup(const CampaignOptions& options, const std::vector<std::string>&
     const fs::path binary = fs::path(options.fuzzers) / target;
     if (access(binary.c_str(), X_OK) != 0) {
       throw CampaignSetupError(
-          "--fuzzers: no fuzz target " + binary.string() +
-          "; a build with KVFUZZ_FUZZERS (scripts/build.sh sanitize, clang) makes them and "
-          "its cmake --install installs them, or pass --fuzzers DIR");
+          "--fuzzers: no fuzz target " + binary.string() + "; " +
+          (options.fuzzers_hint.empty()
+               ? "a build with KVFUZZ_FUZZERS (scripts/build.sh fuzz or sanitize, clang) makes "
+                 "them and its cmake --install installs them, or pass --fuzzers DIR"
+               : options.fuzzers_hint));
     }
   }
 }

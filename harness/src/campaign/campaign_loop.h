@@ -28,6 +28,7 @@ struct CampaignOptions {
   // such as "prefix,reset". A resumed one keeps its record's targets.
   std::string targets = "properties";
   std::string fuzzers;         // directory of the built fuzz targets
+  std::string fuzzers_hint;    // what builds them, for the error when one is missing
   std::string seeds;           // seed fixtures (the CLI's default: campaign_defaults.h)
   std::string regressions;     // where new signatures are filed; "" for OUT/regressions
   std::string dict;            // libFuzzer dictionary, skipped (with a warning) when missing

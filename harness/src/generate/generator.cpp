@@ -19,15 +19,21 @@
 //     pick_layout        pick_heads, pick_rope, pick_head_dim, pick_page_size, pick_dtype,
 //                        pick_window, pick_scale
 //     pick_token_choices zero scores, distribution, seeds, sequential or repeated ids
-//     pick_placement     poison, spare pages, page order kind
+//     pick_placement     poison, spare pages, page order kind, a wide pool (integer_limits.h)
 //     pick_model         (model level only) layers, width, ffn, spare vocabulary, seed
 //     pick_program       steps: an append, a decode run, a batched step, resets, a
-//                        truncate, a fork (or none); each chunk length from
+//                        truncate, a fork, a window run (windows_at_edges.h) (or none);
+//                        each chunk length from
 //                        pick_chunk_length, aimed at page, window and engine edges
-//                        (GeneratorOptions::edges) by pick_edge
-//     resolve_pages      identity, reversed, shuffled or interleaved page list
+//                        (GeneratorOptions::edges) by pick_edge; then now and then a
+//                        batched decode run at split edges against the batch's longest
+//                        row (split_edges.h)
+//     resolve_pages      identity, reversed, shuffled or interleaved page list; a wide
+//                        pool, reversed, in their place
 //     make_tokens        generated small-int / dyadic / uniform / wide, or explicit (at
 //                        model level: GeneratedTokens{0, vocab}, ids are vocabulary ids)
+//     score spread       (score_spreads.h) now and then a scale that spreads scores across
+//                        split partitions past f32's exp range (from the token seed)
 #include "kvfuzz/generator.h"
 
 #include <algorithm>
@@ -40,6 +46,10 @@
 #include <utility>
 #include <vector>
 
+#include "generate/integer_limits.h"
+#include "generate/score_spreads.h"
+#include "generate/split_edges.h"
+#include "generate/windows_at_edges.h"
 #include "kvfuzz/prng.h"
 #include "scenario/limits.h"
 
@@ -427,7 +437,8 @@ int pick_chunk_length(ChoiceSource& c, const Aim& aim, int cached, int room) {
 }
 
 // `skip` adds nothing: at the low end, it lets shrinking delete any step, not only the last.
-enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork };
+// `window_run` (windows_at_edges.h) is an append without a window.
+enum class StepKind { skip, append, decode_run, batch, resets, truncate, fork, window_run };
 
 // Builds the program step by step, tracking each sequence's current epoch length.
 class ProgramBuilder {
@@ -438,6 +449,7 @@ class ProgramBuilder {
         bounds_(b),
         aim_{l.page_size, l.window, b.edges},
         program_tokens_(program_token_budget(b, l, model)),
+        model_level_(model != nullptr),
         length_(static_cast<size_t>(sequences), 0),
         ids_(ids) {}
 
@@ -451,12 +463,14 @@ class ProgramBuilder {
                                              {StepKind::batch, 3},
                                              {StepKind::resets, 2},
                                              {StepKind::truncate, 2},
-                                             {StepKind::fork, 2}});
+                                             {StepKind::fork, 2},
+                                             {StepKind::window_run, model_level_ ? 0 : 1}});
     // An engine without truncate or fork, or a filter without them or resets, gets an
     // append in their place (same choices).
     if ((kind == StepKind::truncate && !bounds_.truncate) ||
         (kind == StepKind::fork && !bounds_.fork) ||
-        (kind == StepKind::resets && !bounds_.filters.ops.reset)) {
+        (kind == StepKind::resets && !bounds_.filters.ops.reset) ||
+        (kind == StepKind::window_run && !aim_.window)) {
       kind = StepKind::append;
     }
     const int seq = c_.pick_int(0, sequences() - 1);
@@ -485,6 +499,8 @@ class ProgramBuilder {
     const bool rollback = c_.pick_bool();
     const bool rollback_child = c_.pick_bool();
     const int rollback_keep = c_.pick_int(0, bounds_.epoch_tokens);
+    // Not at model level (yet): no choice is drawn there (model scenarios stay as they were).
+    const WindowRunChoices window_choices = model_level_ ? WindowRunChoices{} : pick_window_run(c_);
     switch (kind) {
       case StepKind::skip:
         break;
@@ -515,6 +531,12 @@ class ProgramBuilder {
         }
         break;
       }
+      case StepKind::window_run: {
+        const WindowRun run = window_run(window_choices, *aim_.window, aim_.page_size, aim_.edges);
+        forward({seq}, std::vector<int>(static_cast<size_t>(seq) + 1, run.chunk));
+        decode_run({seq}, run.decodes);
+        break;
+      }
     }
   }
 
@@ -538,6 +560,17 @@ class ProgramBuilder {
     if (n >= 1) emit({Chunk{seq, feed(seq, n)}});
   }
 
+  // A batched decode run at split edges against the batch's longest row (split_edges.h).
+  void split_edges(const SplitEdgeChoices& choices) {
+    const SplitEdgePlan plan =
+        plan_split_edges(choices, length_, rooms(), bounds_.edges, bounds_.filters.ops.batch);
+    for (int seq : plan.batch) {
+      const int n = std::min(plan.fill[static_cast<size_t>(seq)], room(seq));
+      if (n >= 1) emit({Chunk{seq, feed(seq, n)}});
+    }
+    decode_run(plan.batch, plan.decodes);
+  }
+
   std::vector<Op> take() { return std::move(ops_); }
 
  private:
@@ -545,6 +578,7 @@ class ProgramBuilder {
   const Bounds& bounds_;
   Aim aim_;
   int program_tokens_;
+  bool model_level_;
   int total_ = 0;
   int longest_ = 0;          // the longest epoch so far, of any sequence
   std::vector<int> length_;  // tokens in each sequence's current epoch
@@ -555,6 +589,11 @@ class ProgramBuilder {
   int length(int seq) const { return length_[static_cast<size_t>(seq)]; }
   int room(int seq) const {
     return std::min(bounds_.epoch_tokens - length(seq), program_tokens_ - total_);
+  }
+  std::vector<int> rooms() const {
+    std::vector<int> out;
+    for (int seq = 0; seq < sequences(); ++seq) out.push_back(room(seq));
+    return out;
   }
 
   std::vector<int> feed(int seq, int n) {
@@ -627,6 +666,8 @@ std::vector<Op> pick_program(ChoiceSource& c, const Bounds& b, const Layout& l, 
   if (b.long_context) program.prefill();
   const int steps = c.pick_int(1, b.steps);
   for (int i = 0; i < steps; ++i) program.add_step();
+  // Attention scenarios only: at model level no choice is drawn (the same scenarios).
+  if (model == nullptr) program.split_edges(pick_split_edges(c, b.sequences));
   program.reach(b.filters.min_context);
   return program.take();
 }
@@ -682,9 +723,10 @@ struct PlacementChoices {
   Poison poison = Poison::nan;
   int spare = 0;
   OrderKind order = OrderKind::identity;
+  WidePoolChoices wide;  // integer_limits.h: sometimes a pool past 2^8, 2^15 or 2^16 pages
 };
 
-PlacementChoices pick_placement(ChoiceSource& c) {
+PlacementChoices pick_placement(ChoiceSource& c, bool model_level) {
   PlacementChoices p;
   static constexpr std::array kPoisons{Poison::nan, Poison::pos_inf, Poison::neg_inf, Poison::huge};
   p.poison = c.pick_from(kPoisons);
@@ -695,6 +737,9 @@ PlacementChoices pick_placement(ChoiceSource& c) {
                                          {OrderKind::reversed, 2},
                                          {OrderKind::shuffled, 2},
                                          {OrderKind::interleaved, 2}});
+  // Not at model level (yet): there no choice is drawn for it, so model scenarios stay as
+  // they were.
+  if (!model_level) p.wide = pick_wide_pool(c);
   return p;
 }
 
@@ -824,6 +869,7 @@ Placement resolve_pages(ChoiceSource& c, const PlacementChoices& choices, const 
       p.order = PageOrder::explicit_list;
       p.pages = interleaved_page_order(s, pool);
   }
+  apply_wide_pool(choices.wide, s, p);
   return p;
 }
 
@@ -909,7 +955,7 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   s.layout = pick_layout(c, bounds);
   s.sequences = c.pick_int(std::max(1, options.filters.min_sequences), bounds.sequences);
   const TokenChoices token_choices = pick_token_choices(c);
-  const PlacementChoices placement_choices = pick_placement(c);
+  const PlacementChoices placement_choices = pick_placement(c, options.model.has_value());
   // Only at model level: without the option no choice is drawn (the same scenarios).
   std::optional<ModelChoices> model;
   if (options.model) model = pick_model(c, *options.model);
@@ -926,6 +972,10 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   } else {
     s.tokens = make_tokens(c, token_choices, s.layout, ids.count());
   }
+  // From the token seed, drawn already: a scenario without a score spread is as before. Not
+  // for long contexts: their RoPE rows at thousands of positions would get bounds as large
+  // as their values (unjudged rows).
+  if (!options.long_context) apply_score_spread(score_spread_from_seed(token_choices.seed), s);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "judge/compare.h"
-#include "judge/reference.h"
+#include "judge/reference_cache.h"
 #include "judge/report.h"
 #include "run/runner.h"
 
@@ -20,10 +20,13 @@ namespace kvfuzz {
 Prepared prepare(const Scenario& scenario, const EngineNumerics& numerics) {
   Prepared prepared{
       TokenTable(scenario.tokens, scenario.layout), expected_slots(scenario), {}, numerics};
+  // Each stream's rows once per process (reference_cache.h): the engines and properties
+  // judged on this scenario share them.
   for (const LogicalStream& stream : logical_streams(scenario)) {
-    for (ReferenceRow& row : reference_rows(scenario.layout, prepared.table, stream, numerics)) {
-      const RowKey key = row.key;
-      prepared.reference.emplace_hint(prepared.reference.end(), key, std::move(row));
+    const auto rows =
+        cached_reference_rows(scenario.layout, scenario.tokens, prepared.table, stream, numerics);
+    for (const ReferenceRow& row : *rows) {
+      prepared.reference.emplace_hint(prepared.reference.end(), row.key, row);
     }
   }
   return prepared;

@@ -1,17 +1,21 @@
-// The oracle. Everything here is double precision and written the obvious way: for every
-// query position p of one (sequence, epoch) stream, every q head, look at keys
-// [lo, p], score them, softmax them, average the values. No chunks, no pages, no caches.
+// The oracle's plain form, and what it shares with the blocked form (reference_parts.h).
+// Everything here is double precision and written the obvious way: for every query position p
+// of one (sequence, epoch) stream, every q head, look at keys [lo, p], score them, softmax
+// them, average the values. No chunks, no pages, no caches; `omp simd` only where the
+// compiler may use vector lanes for a plain loop (as the reference did before the blocked form).
 #include "judge/reference.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <map>
 
+#include "judge/reference_parts.h"
 #include "judge/tolerance.h"
 #include "scenario/rope.h"
 
 namespace kvfuzz {
+
+namespace reference_parts {
 
 namespace {
 
@@ -20,18 +24,21 @@ namespace {
 // for RoPE, whose rotation errors are relative per rotated pair rather than per element,
 // and the norms are the same before and after the rotation. It costs O(1) per key in the
 // loop below instead of a second dot product.
+// out += w * v. The pointers never alias; saying so lets the compiler vectorise the loop.
+void add_scaled(double* __restrict out, const double* __restrict v, double w, int n) {
+#pragma omp simd
+  for (int d = 0; d < n; ++d) out[d] += w * v[d];
+}
+
+}  // namespace
+
 double norm(const double* x, int head_dim) {
   double sum = 0;
   for (int d = 0; d < head_dim; ++d) sum += x[d] * x[d];
   return std::sqrt(sum);
 }
 
-// out += w * v. The pointers never alias; saying so lets the compiler vectorise the loop
-// that is otherwise half of the reference's time.
-void add_scaled(double* __restrict out, const double* __restrict v, double w, int n) {
-#pragma omp simd
-  for (int d = 0; d < n; ++d) out[d] += w * v[d];
-}
+namespace {
 
 // Rotated keys cached in the storage dtype (tolerance.cpp, step 5): round the rotated head
 // as the engine stores it, and record in `error` each element the engine's f32 rotation
@@ -65,12 +72,12 @@ struct PWeights {
   int subnormal = 0;
 };
 
-PWeights p_weights(const std::vector<double>& p, int count, double total, DType dtype,
+PWeights p_weights(const double* p, int count, double total, DType dtype,
                    std::vector<std::pair<float, double>>& cells) {
   PWeights out;
   cells.clear();
   for (int j = 0; j < count; ++j) {
-    const double pj = p[static_cast<size_t>(j)];
+    const double pj = p[j];
     if (pj == 1) continue;  // the maximum's own P is exact
     if (pj < dtype_min_normal(dtype)) ++out.subnormal;
     cells.emplace_back(round_to_dtype(static_cast<float>(pj), dtype), pj / total);
@@ -91,124 +98,188 @@ PWeights p_weights(const std::vector<double>& p, int count, double total, DType 
 
 }  // namespace
 
-std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable& table,
-                                         const LogicalStream& stream,
-                                         const EngineNumerics& numerics) {
+void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStream& stream,
+                 const EngineNumerics& numerics, StreamKeys& out) {
   const int n = static_cast<int>(stream.tokens.size());
-  const int q_heads = layout.q_heads, kv_heads = layout.kv_heads;
-  const int head_dim = layout.head_dim, value_dim = layout.value_dim;
-  const int group = std::max(1, layout.group());
+  const int kv_heads = layout.kv_heads;
+  const auto hd = static_cast<size_t>(layout.head_dim);
+  const auto vd = static_cast<size_t>(layout.value_dim);
   const bool rope = layout.rope_theta.has_value();
-  const double scale = layout.softmax_scale();
-  const auto hd = static_cast<size_t>(head_dim);
-  const auto vd = static_cast<size_t>(value_dim);
-
-  // Per position and kv head: the key rotated to its own position, its norm (see norm()),
-  // the values and max |v|. [pos][kv_head][head_dim or value_dim],
-  // [pos][kv_head].
-  const size_t k_stride = static_cast<size_t>(kv_heads) * hd;
-  std::vector<double> keys(static_cast<size_t>(n) * k_stride);
-  std::vector<double> key_norm(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
-  std::vector<double> value_max(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
-  const size_t v_stride = static_cast<size_t>(kv_heads) * vd;
-  std::vector<double> values(static_cast<size_t>(n) * v_stride);
-  // Rotated keys cached in the storage dtype: per element, the error the engine's f32
-  // rotation may add at a rounding boundary, and per (key, kv head) whether there is any.
+  out.k_stride = static_cast<size_t>(kv_heads) * hd;
+  out.v_stride = static_cast<size_t>(kv_heads) * vd;
+  out.keys.resize(static_cast<size_t>(n) * out.k_stride);
+  out.key_norm.resize(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
+  out.value_max.resize(out.key_norm.size());
+  out.values.resize(static_cast<size_t>(n) * out.v_stride);
   const bool exact_angles = numerics.rope_angles_exact.value_or(false);
-  const bool round_rotated =
+  out.round_rotated =
       rope && numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32;
-  std::vector<double> key_error(round_rotated ? keys.size() : 0);
-  std::vector<char> key_ambiguous(round_rotated ? key_norm.size() : 0);
+  out.key_error.resize(out.round_rotated ? out.keys.size() : 0);
+  out.key_ambiguous.resize(out.round_rotated ? out.key_norm.size() : 0);
   for (int j = 0; j < n; ++j) {
     const int id = stream.tokens[static_cast<size_t>(j)];
     const auto k = table.k(id);
     const auto v = table.v(id);
-    double* dst = keys.data() + static_cast<size_t>(j) * k_stride;
+    double* dst = out.keys.data() + static_cast<size_t>(j) * out.k_stride;
     std::copy(k.begin(), k.end(), dst);
-    std::copy(v.begin(), v.end(),
-              values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * v_stride));
+    std::copy(
+        v.begin(), v.end(),
+        out.values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * out.v_stride));
     for (int g = 0; g < kv_heads; ++g) {
       double* head = dst + static_cast<size_t>(g) * hd;
       if (rope) rope_rotate(head, hd, *layout.rope_theta, j);
-      if (round_rotated) {
-        const size_t at = static_cast<size_t>(j) * k_stride + static_cast<size_t>(g) * hd;
-        key_ambiguous[at / hd] = store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j,
-                                               layout.dtype, exact_angles, key_error.data() + at);
+      const size_t jg =
+          static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
+      if (out.round_rotated) {
+        const size_t at = static_cast<size_t>(j) * out.k_stride + static_cast<size_t>(g) * hd;
+        out.key_ambiguous[jg] =
+            store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j, layout.dtype,
+                          exact_angles, out.key_error.data() + at);
       }
-      key_norm[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
-          norm(head, head_dim);
+      out.key_norm[jg] = norm(head, layout.head_dim);
       double largest = 0;
       for (size_t d = 0; d < vd; ++d) {
         largest =
             std::max(largest, std::fabs(static_cast<double>(v[static_cast<size_t>(g) * vd + d])));
       }
-      value_max[static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g)] =
-          largest;
+      out.value_max[jg] = largest;
     }
   }
+}
+
+std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
+                                        const LogicalStream& stream, const EngineNumerics& numerics,
+                                        int p, int h, double* q, double* q_error) {
+  const auto hd = static_cast<size_t>(layout.head_dim);
+  const bool rope = layout.rope_theta.has_value();
+  const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
+  std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
+              layout.head_dim, q);
+  if (rope) rope_rotate(q, hd, *layout.rope_theta, p);
+  // Rotated queries rounded to the storage dtype: as the keys (store_rotated), their
+  // boundary elements' error reaches every logit through ||k|| (Cauchy-Schwarz).
+  const bool round_rotated_q =
+      rope && numerics.rotated_queries_in_storage.value_or(false) && layout.dtype != DType::f32;
+  double q_error_norm = 0;
+  if (round_rotated_q &&
+      store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p, layout.dtype,
+                    numerics.rope_angles_exact.value_or(false), q_error)) {
+    q_error_norm = norm(q_error, layout.head_dim);
+  }
+  return {norm(q, layout.head_dim), q_error_norm};
+}
+
+int first_visible(const Layout& layout, int p) {
+  return layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
+}
+
+KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p, int g,
+                     const double* q) {
+  const auto kv_heads = static_cast<size_t>(layout.kv_heads);
+  const auto hd = static_cast<size_t>(layout.head_dim);
+  const double scale = std::fabs(layout.softmax_scale());
+  KeyMaxima out;
+  for (int j = lo; j <= p; ++j) {
+    const size_t jg = static_cast<size_t>(j) * kv_heads + static_cast<size_t>(g);
+    out.key_norm = std::max(out.key_norm, keys.key_norm[jg]);
+    out.value = std::max(out.value, keys.value_max[jg]);
+    if (keys.round_rotated && keys.key_ambiguous[jg]) {
+      const size_t key_at = static_cast<size_t>(j) * keys.k_stride + static_cast<size_t>(g) * hd;
+      double error = 0;
+      for (size_t d = 0; d < hd; ++d) error += std::fabs(q[d]) * keys.key_error[key_at + d];
+      out.ambiguity = std::max(out.ambiguity, scale * error);
+    }
+  }
+  return out;
+}
+
+ReferenceRow empty_row(const Layout& layout, const LogicalStream& stream, int p) {
+  const auto q_heads = static_cast<size_t>(layout.q_heads);
+  ReferenceRow row;
+  row.key = RowKey{stream.seq, stream.epoch, p};
+  row.key_lo = first_visible(layout, p);
+  row.key_hi = p;
+  row.values.assign(q_heads * static_cast<size_t>(layout.value_dim), 0.0);
+  row.bound.assign(q_heads, 0.0);
+  row.value_scale.assign(q_heads, 0.0);
+  row.bound_parts.assign(q_heads, BoundParts{});
+  return row;
+}
+
+void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNumerics& numerics,
+                 const HeadAttention& attention, const KeyMaxima& maxima, double q_norm,
+                 double q_error_norm, std::vector<std::pair<float, double>>& cells) {
+  const double scale = std::fabs(layout.softmax_scale());
+  const PWeights pw =
+      numerics.p ? p_weights(attention.p, attention.visible, attention.total, *numerics.p, cells)
+                 : PWeights{};
+  const auto at = static_cast<size_t>(h);
+  row.value_scale[at] = maxima.value;
+  const BoundParts parts = tolerance_parts(ToleranceInputs{
+      .dtype = layout.dtype,
+      .numerics = numerics,
+      .visible_keys = attention.visible,
+      .head_dim = layout.head_dim,
+      .max_abs_value = maxima.value,
+      .max_score_terms = scale * q_norm * maxima.key_norm,
+      .value_deviation = attention.deviation,
+      .value_magnitude = attention.magnitude,
+      .rope = layout.rope_theta.has_value(),
+      .position = row.key.pos,
+      .rotated_key_ambiguity = maxima.ambiguity + scale * q_error_norm * maxima.key_norm,
+      .p_weight_spread = pw.spread,
+      .p_weight_mass = pw.mass,
+      .p_subnormal_keys = pw.subnormal,
+  });
+  row.bound_parts[at] = parts;
+  row.bound[at] = parts.softmax + parts.sums + parts.p_rounding;
+}
+
+}  // namespace reference_parts
+
+// The plain form: every (row, q head) on its own, in the obvious order.
+std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const TokenTable& table,
+                                               const LogicalStream& stream,
+                                               const EngineNumerics& numerics) {
+  using namespace reference_parts;
+  const int n = static_cast<int>(stream.tokens.size());
+  const int head_dim = layout.head_dim, value_dim = layout.value_dim;
+  const int group = std::max(1, layout.group());
+  const double scale = layout.softmax_scale();
+  const auto hd = static_cast<size_t>(head_dim);
+  const auto vd = static_cast<size_t>(value_dim);
+  StreamKeys keys;
+  stream_keys(layout, table, stream, numerics, keys);
 
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));
-  const bool round_rotated_q =
-      rope && numerics.rotated_queries_in_storage.value_or(false) && layout.dtype != DType::f32;
   std::vector<double> q(hd), q_error(hd), logits, deviation(vd), magnitude(vd);
   std::vector<std::pair<float, double>> cells;
   for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
-    const int lo = layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
+    ReferenceRow row = empty_row(layout, stream, p);
+    const int lo = static_cast<int>(row.key_lo);
     const int visible = p - lo + 1;
-    ReferenceRow row;
-    row.key = RowKey{stream.seq, stream.epoch, p};
-    row.key_lo = lo;
-    row.key_hi = p;
-    row.values.assign(static_cast<size_t>(q_heads) * vd, 0.0);
-    row.bound.assign(static_cast<size_t>(q_heads), 0.0);
-    row.value_scale.assign(static_cast<size_t>(q_heads), 0.0);
-    row.bound_parts.assign(static_cast<size_t>(q_heads), BoundParts{});
-    const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
-    for (int h = 0; h < q_heads; ++h) {
+    for (int h = 0; h < layout.q_heads; ++h) {
       const int g = h / group;
       const size_t head_at = static_cast<size_t>(g) * hd;
-      std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
-                  head_dim, q.begin());
-      if (rope) rope_rotate(q.data(), hd, *layout.rope_theta, p);
-      // Rotated queries rounded to the storage dtype: as the keys (store_rotated), their
-      // boundary elements' error reaches every logit through ||k|| (Cauchy-Schwarz).
-      double q_error_norm = 0;
-      if (round_rotated_q && store_rotated(q.data(), q_all.data() + static_cast<size_t>(h) * hd, hd,
-                                           p, layout.dtype, exact_angles, q_error.data())) {
-        q_error_norm = norm(q_error.data(), head_dim);
-      }
-      const double q_norm = norm(q.data(), head_dim);
+      const auto [q_norm, q_error_norm] =
+          rotated_query(layout, table, stream, numerics, p, h, q.data(), q_error.data());
 
-      // Scores, their max, and the tolerance inputs S and M over the visible keys.
+      // Scores and their max over the visible keys.
       logits.resize(static_cast<size_t>(visible));
-      double max_logit = -HUGE_VAL, max_key_norm = 0, max_value = 0, ambiguity = 0;
-      // (Raw pointers: this loop is the reference's whole cost, also in unoptimised builds.)
+      double max_logit = -HUGE_VAL;
       const double* qp = q.data();
       double* lp = logits.data();
       for (int j = lo; j <= p; ++j) {
-        const size_t key_at = static_cast<size_t>(j) * k_stride + head_at;
-        const double* kp = keys.data() + key_at;
+        const double* kp = keys.keys.data() + static_cast<size_t>(j) * keys.k_stride + head_at;
         // `omp simd` lets the compiler reorder this double sum into vector lanes; the
         // result is as exact as any summation order.
         double dot = 0;
 #pragma omp simd reduction(+ : dot)
         for (int d = 0; d < head_dim; ++d) dot += qp[d] * kp[d];
-        const double logit = scale * dot;
-        lp[j - lo] = logit;
-        if (logit > max_logit) max_logit = logit;
-        const size_t jg =
-            static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
-        max_key_norm = std::max(max_key_norm, key_norm[jg]);
-        max_value = std::max(max_value, value_max[jg]);
-        if (round_rotated && key_ambiguous[jg]) {
-          double error = 0;
-          for (int d = 0; d < head_dim; ++d) error += std::fabs(qp[d]) * key_error[key_at + d];
-          ambiguity = std::max(ambiguity, std::fabs(scale) * error);
-        }
+        lp[j - lo] = scale * dot;
+        if (lp[j - lo] > max_logit) max_logit = lp[j - lo];
       }
-      const double max_terms = std::fabs(scale) * q_norm * max_key_norm;
-      ambiguity += std::fabs(scale) * q_error_norm * max_key_norm;
 
       // Softmax with the max subtracted, then the weighted mean of the values.
       double total = 0;
@@ -217,10 +288,13 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
         total += lp[j];
       }
       double* out = row.values.data() + static_cast<size_t>(h) * vd;
+      const auto value_of = [&](int j) {
+        return keys.values.data() + static_cast<size_t>(j) * keys.v_stride +
+               static_cast<size_t>(g) * vd;
+      };
       for (int j = lo; j <= p; ++j) {
         const double w = lp[j - lo] / total;
-        const double* v =
-            values.data() + static_cast<size_t>(j) * v_stride + static_cast<size_t>(g) * vd;
+        const double* v = value_of(j);
         add_scaled(out, v, w, value_dim);
       }
       // The values' mean absolute deviation around the row, per dim (tolerance.cpp, step 4).
@@ -229,35 +303,21 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
       std::fill(magnitude.begin(), magnitude.end(), 0.0);
       for (int j = lo; j <= p; ++j) {
         const double w = lp[j - lo] / total;
-        const double* v =
-            values.data() + static_cast<size_t>(j) * v_stride + static_cast<size_t>(g) * vd;
+        const double* v = value_of(j);
         for (size_t d = 0; d < vd; ++d) {
           deviation[d] += w * std::fabs(v[d] - out[d]);
           magnitude[d] += w * std::fabs(v[d]);
         }
       }
-      const PWeights pw =
-          numerics.p ? p_weights(logits, visible, total, *numerics.p, cells) : PWeights{};
-
-      row.value_scale[static_cast<size_t>(h)] = max_value;
-      const BoundParts parts = tolerance_parts(ToleranceInputs{
-          .dtype = layout.dtype,
-          .numerics = numerics,
-          .visible_keys = visible,
-          .head_dim = head_dim,
-          .max_abs_value = max_value,
-          .max_score_terms = max_terms,
-          .value_deviation = *std::max_element(deviation.begin(), deviation.end()),
-          .value_magnitude = *std::max_element(magnitude.begin(), magnitude.end()),
-          .rope = rope,
-          .position = p,
-          .rotated_key_ambiguity = ambiguity,
-          .p_weight_spread = pw.spread,
-          .p_weight_mass = pw.mass,
-          .p_subnormal_keys = pw.subnormal,
-      });
-      row.bound_parts[static_cast<size_t>(h)] = parts;
-      row.bound[static_cast<size_t>(h)] = parts.softmax + parts.sums + parts.p_rounding;
+      const HeadAttention attention{
+          .p = lp,
+          .visible = visible,
+          .total = total,
+          .deviation = *std::max_element(deviation.begin(), deviation.end()),
+          .magnitude = *std::max_element(magnitude.begin(), magnitude.end()),
+      };
+      finish_head(row, h, layout, numerics, attention, key_maxima(layout, keys, lo, p, g, qp),
+                  q_norm, q_error_norm, cells);
     }
     rows.push_back(std::move(row));
   }

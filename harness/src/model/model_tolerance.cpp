@@ -102,11 +102,15 @@
 // contiguous-f16acc), judged at model level since the same terms model them, passed 60
 // generated cases of `kvfuzz check --model`.
 //
-// Cost: K + 1 reference passes per check; they do not depend on the engine.
+// Cost: K + 1 reference passes per check; they do not depend on the engine, nor on the
+// schedule, pages or poison, so the K perturbed ones are cached (model_tolerance.h).
 #include "model_tolerance.h"
 
 #include <algorithm>
 #include <cmath>
+#include <list>
+#include <tuple>
+#include <utility>
 
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/prng.h"
@@ -159,10 +163,77 @@ struct RowSpread {
 
 }  // namespace
 
+namespace {
+
+// What the bounds depend on (model_tolerance.h).
+struct BoundsKey {
+  std::optional<ModelConfig> model;
+  Layout layout;                                                         // page_size 0
+  std::vector<std::tuple<int, int, int64_t, std::vector<int>>> streams;  // seq, epoch, first row
+  EngineNumerics numerics;
+  bool whole_model = false;
+  bool operator==(const BoundsKey&) const = default;
+};
+
+BoundsKey bounds_key(const Scenario& scenario, const ModelNumerics& declared) {
+  BoundsKey key{scenario.model, scenario.layout, {}, declared.numerics, declared.whole_model};
+  key.layout.page_size = 0;
+  for (const LogicalStream& s : logical_streams(scenario)) {
+    key.streams.emplace_back(s.seq, s.epoch, s.first_row, s.tokens);
+  }
+  return key;
+}
+
+struct BoundsCache {
+  std::list<std::pair<BoundsKey, std::map<RowKey, RowBounds>>> entries;  // most recent first
+  ModelBoundsCacheStats stats;
+};
+
+BoundsCache& bounds_cache() {
+  thread_local BoundsCache cache;
+  return cache;
+}
+
+std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
+                                           const TransformerWeights& weights,
+                                           const std::map<RowKey, TransformerRow>& reference,
+                                           const ModelNumerics& declared);
+
+}  // namespace
+
 std::map<RowKey, RowBounds> model_bounds(const Scenario& scenario,
                                          const TransformerWeights& weights,
                                          const std::map<RowKey, TransformerRow>& reference,
                                          const ModelNumerics& declared) {
+  BoundsKey key = bounds_key(scenario, declared);
+  BoundsCache& cache = bounds_cache();
+  for (auto it = cache.entries.begin(); it != cache.entries.end(); ++it) {
+    if (!(it->first == key)) continue;
+    ++cache.stats.hits;
+    cache.entries.splice(cache.entries.begin(), cache.entries, it);
+    return cache.entries.front().second;
+  }
+  ++cache.stats.misses;
+  auto bounds = compute_bounds(scenario, weights, reference, declared);
+  cache.entries.emplace_front(std::move(key), bounds);
+  if (cache.entries.size() > kModelBoundsCacheEntries) cache.entries.pop_back();
+  return bounds;
+}
+
+ModelBoundsCacheStats model_bounds_cache_stats() {
+  return bounds_cache().stats;
+}
+
+void clear_model_bounds_cache() {
+  bounds_cache() = BoundsCache{};
+}
+
+namespace {
+
+std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
+                                           const TransformerWeights& weights,
+                                           const std::map<RowKey, TransformerRow>& reference,
+                                           const ModelNumerics& declared) {
   const double us = unit_roundoff(scenario.layout.dtype);
   const EngineNumerics& numerics = declared.numerics;
   // A declared dtype's unit roundoff; nothing for f32, which the f32 terms already cover.
@@ -241,5 +312,7 @@ std::map<RowKey, RowBounds> model_bounds(const Scenario& scenario,
   }
   return bounds;
 }
+
+}  // namespace
 
 }  // namespace kvfuzz::model

@@ -2,6 +2,7 @@
 // layer's attention output, one for each layer's hidden state, one for the logits.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <vector>
 
@@ -25,10 +26,27 @@ struct ModelNumerics {
   bool whole_model = false;
 };
 
-// `reference`: reference_transformer(scenario, weights).
+// `reference`: reference_transformer(scenario, weights), and `weights`:
+// make_weights(*scenario.model, scenario.layout) (the bounds are cached on that contract).
+//
+// The bounds are a pure function of the model, the layout less its page size (neither the
+// reference nor its perturbed passes see pages), the logical streams and the declared
+// numerics; they are computed once per thread for each such key and shared (least recently
+// used dropped beyond kModelBoundsCacheEntries): the engines judged on one scenario with
+// the same numerics, and the schedule, layout and poison variants of the invariance
+// properties (same streams), share the K perturbed reference passes.
 std::map<RowKey, RowBounds> model_bounds(const Scenario& scenario,
                                          const TransformerWeights& weights,
                                          const std::map<RowKey, TransformerRow>& reference,
                                          const ModelNumerics& declared = {});
+
+constexpr size_t kModelBoundsCacheEntries = 32;
+
+// This thread's bounds cache: lookups answered from it and computed.
+struct ModelBoundsCacheStats {
+  long hits = 0, misses = 0;
+};
+ModelBoundsCacheStats model_bounds_cache_stats();
+void clear_model_bounds_cache();  // entries and counters
 
 }  // namespace kvfuzz::model

@@ -53,6 +53,20 @@ Made simplify_epoch_ops(const Scenario& s, int index, Scenario& out);
 // Never smaller by itself; the search only keeps it when a drop then makes it smaller.
 Made split_chunk(const Scenario& s, int index, Scenario& out);
 
+// Cuts that keep a query's place against the engine's edges (moves_edges.cpp): several
+// keys at once, where a single cut moves every later key off its slot; a later truncate
+// keeps the same tokens. The split path's edges are the built-in flash engine's
+// (EngineEdges' defaults).
+// The last one-token chunk of each epoch that takes the split path: the keys just before
+// it or the first it sees, down to exactly the split threshold; or one whole partition.
+Made cut_to_split_edge(const Scenario& s, int index, Scenario& out);
+// Keys inside the window of each epoch's last query, when a key lies beyond its edge:
+// the window shrinks by as many, so the same keys stay on each side of the edge.
+Made cut_inside_window(const Scenario& s, int index, Scenario& out);
+// Runs of whole pages of an epoch's own tokens (every later token keeps its slot in its
+// page), halves down to 32 parts.
+Made cut_whole_pages(const Scenario& s, int index, Scenario& out);
+
 // The model, at model level only (moves_model.cpp).
 Made reduce_model_size(const Scenario& s, int index, Scenario& out);
 Made reduce_vocab(const Scenario& s, int index, Scenario& out);
@@ -61,7 +75,12 @@ Made merge_vocab_ids(const Scenario& s, int index, Scenario& out);
 // The layout and the placement (moves_shape.cpp).
 Made reduce_heads(const Scenario& s, int index, Scenario& out);
 Made reduce_head_dim(const Scenario& s, int index, Scenario& out);
+// head_dim 1 (then 2, 4, ...) with the scores of one anchor query kept exactly
+// (moves_concentrate.cpp).
+Made concentrate_scores(const Scenario& s, int index, Scenario& out);
 Made reduce_value_dim(const Scenario& s, int index, Scenario& out);
+// head_dim and value_dim cut as one when they are equal (one head size for q, k and v).
+Made reduce_head_size(const Scenario& s, int index, Scenario& out);
 Made simplify_layout(const Scenario& s, int index, Scenario& out);
 Made simplify_placement(const Scenario& s, int index, Scenario& out);
 Made reduce_page_size(const Scenario& s, int index, Scenario& out);

@@ -147,6 +147,29 @@ Made reduce_value_dim(const Scenario& s, int index, Scenario& out) {
   return Made::candidate;
 }
 
+// One head size for q, k and v (value_dim == head_dim) cut as one: each dim_choices() set
+// in q, k and v alike. An engine that takes one head size (ONNX Runtime's kernels,
+// llama.cpp) rejects every head_dim or value_dim cut alone.
+Made reduce_head_size(const Scenario& s, int index, Scenario& out) {
+  if (s.layout.value_dim != s.layout.head_dim) return Made::end;
+  const std::vector<std::vector<int>> choices = dim_choices(s.layout.head_dim, s.model.has_value());
+  if (static_cast<size_t>(index) >= choices.size()) return Made::end;
+  const std::vector<int>& keep = choices[static_cast<size_t>(index)];
+  out = start_candidate(s);
+  out.layout.head_dim = static_cast<int>(keep.size());
+  out.layout.value_dim = out.layout.head_dim;
+  if (keep.size() % 2 != 0) out.layout.rope_theta.reset();  // RoPE needs an even head_dim
+  if (s.model) return Made::candidate;                      // no token data
+  std::vector<ExplicitToken> tokens = materialise(s);
+  for (ExplicitToken& t : tokens) {
+    for (auto* heads : {&t.q, &t.k, &t.v}) {
+      for (auto& head : *heads) keep_only(head, keep);
+    }
+  }
+  out.tokens = std::move(tokens);
+  return Made::candidate;
+}
+
 // RoPE off, window off, default scale, f32 storage.
 Made simplify_layout(const Scenario& s, int index, Scenario& out) {
   if (index > 3) return Made::end;

@@ -14,6 +14,8 @@
 // from index 0), so rejected candidates are remembered by their canonical fixture text and
 // not judged again. Only rejections are remembered: an accepted candidate becomes the
 // current scenario, and nothing equal to it can be smaller than it later.
+#include "shrink/search.h"
+
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -39,9 +41,9 @@ using Clock = std::chrono::steady_clock;
 
 // One row of the result's per-move counts for every move, in the order the search tries
 // them, then the split lookahead.
-std::vector<MoveCounts> count_rows() {
+std::vector<MoveCounts> count_rows(const std::vector<shrinking::Move>& moves) {
   std::vector<MoveCounts> rows;
-  for (const shrinking::Move& move : shrinking::moves()) rows.push_back({std::string(move.name)});
+  for (const shrinking::Move& move : moves) rows.push_back({std::string(move.name)});
   rows.push_back({std::string(shrinking::split_move().name)});
   return rows;
 }
@@ -50,14 +52,16 @@ class Search {
  public:
   // `judge` replaces the property check when set (shrink_with).
   Search(const EngineInfo* engine, const std::function<bool(const Scenario&)>* judge,
-         const ShrinkOptions& options, ShrinkResult& result)
-      : engine_(engine),
+         const ShrinkOptions& options, ShrinkResult& result,
+         const std::vector<shrinking::Move>& moves = shrinking::moves())
+      : moves_(moves),
+        engine_(engine),
         judge_(judge),
         options_(options),
         result_(result),
         start_(Clock::now()),
         current_measure_(shrinking::measure(result.scenario)) {
-    result_.moves = count_rows();
+    result_.moves = count_rows(moves_);
     // What the engine declares, asked once: a candidate outside it (say value_dim 1 for an
     // engine with one head size) says nothing about the engine, and replay would skip the
     // shrunk fixture. An engine that cannot even be probed is shrunk without the filter.
@@ -75,7 +79,7 @@ class Search {
     bool progress = true;
     while (progress && !result_.timed_out) {
       progress = false;
-      for (const shrinking::Move& move : shrinking::moves()) {
+      for (const shrinking::Move& move : moves_) {
         progress = run_move(move, result_.scenario) || progress;
         if (result_.timed_out) return;
       }
@@ -198,6 +202,7 @@ class Search {
     return declared_ && unjudgeable(scenario, *declared_).has_value();
   }
 
+  const std::vector<shrinking::Move>& moves_;
   const EngineInfo* engine_;
   std::optional<EngineDeclarations> declared_;
   const std::function<bool(const Scenario&)>* judge_;
@@ -210,16 +215,26 @@ class Search {
 
 }  // namespace
 
-std::optional<ShrinkResult> shrink(const Scenario& failing, const EngineInfo& engine,
-                                   const ShrinkOptions& options) {
+namespace shrinking {
+
+std::optional<ShrinkResult> shrink_with_moves(const Scenario& failing, const EngineInfo& engine,
+                                              const ShrinkOptions& options,
+                                              const std::vector<Move>& moves) {
   PropertyOutcome outcome = judge_property(options.property, failing, engine);
   if (outcome.pass || !outcome.signature) return std::nullopt;
   ShrinkResult result;
   result.scenario = failing;
   result.signature = *outcome.signature;
   result.outcome = std::move(outcome);
-  Search(&engine, nullptr, options, result).run();
+  Search(&engine, nullptr, options, result, moves).run();
   return result;
+}
+
+}  // namespace shrinking
+
+std::optional<ShrinkResult> shrink(const Scenario& failing, const EngineInfo& engine,
+                                   const ShrinkOptions& options) {
+  return shrinking::shrink_with_moves(failing, engine, options, shrinking::moves());
 }
 
 std::optional<ShrinkResult> shrink_with(const Scenario& failing,

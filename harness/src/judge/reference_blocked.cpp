@@ -1,0 +1,146 @@
+// The blocked form of the oracle (reference.h): the plain form's rows, computed for up to eight
+// queries at once that share a kv head (the q heads of a GQA group, and consecutive rows), so
+// that each key and value loaded serves all of them, in 8-lane vectors
+// (reference_kernel.h). Everything around the kernel (rotations, maxima over the visible
+// keys, the tolerance) is the plain form's own code (reference_parts.h).
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "judge/reference.h"
+#include "judge/reference_kernel.h"
+#include "judge/reference_parts.h"
+
+namespace kvfuzz {
+
+namespace {
+
+size_t round_up(size_t x, size_t to) {
+  return (x + to - 1) / to * to;
+}
+
+// The kernel for this CPU, chosen once.
+const reference_kernel::Kernel kKernel = reference_kernel::avx512_available()
+                                             ? reference_kernel::attend_avx512
+                                             : reference_kernel::attend_lanes;
+
+}  // namespace
+
+std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable& table,
+                                         const LogicalStream& stream,
+                                         const EngineNumerics& numerics) {
+  // The plain form under a score spread (a scale of 2 or more: generate/score_spreads.h
+  // makes scores thousands large), and for f16 scores and bf16 P. There the two forms'
+  // bounds disagreed past 1e-12 (2e-6 relative in f32, up to 80x with f16 scores: those
+  // bounds model each partial score's f16 rounding, a step function of the scores, and the
+  // blocked form sums in another order); the plain form is the definition.
+  if (layout.scale.value_or(0.0) >= 2.0 || numerics.score_accumulation == DType::f16 ||
+      numerics.p == DType::bf16) {
+    return reference_rows_plain(layout, table, stream, numerics);
+  }
+  return reference_kernel::blocked_rows(layout, table, stream, numerics, kKernel);
+}
+
+std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
+                                                         const TokenTable& table,
+                                                         const LogicalStream& stream,
+                                                         const EngineNumerics& numerics,
+                                                         Kernel attend) {
+  using namespace reference_parts;
+  using reference_kernel::kLanes;
+  using reference_kernel::kMaxQueries;
+  using reference_kernel::kTile;
+  const int n = static_cast<int>(stream.tokens.size());
+  const int first_row = static_cast<int>(std::max<int64_t>(0, stream.first_row));
+  std::vector<ReferenceRow> rows;
+  if (first_row >= n) return rows;
+  const int group = std::max(1, layout.group());
+  const auto hd = static_cast<size_t>(layout.head_dim);
+  const auto vd = static_cast<size_t>(layout.value_dim);
+  thread_local StreamKeys keys;
+  stream_keys(layout, table, stream, numerics, keys);
+  for (int p = first_row; p < n; ++p) rows.push_back(empty_row(layout, stream, p));
+
+  // A block: `heads` q heads of one group times `span` consecutive rows.
+  const int heads = std::min(group, kMaxQueries);
+  const int span = std::max(1, kMaxQueries / heads);
+  const size_t stride = round_up(static_cast<size_t>(n), kTile) + kTile;
+  const size_t v_stride = round_up(vd, kLanes);
+  std::vector<double> kt(hd * stride), v(static_cast<size_t>(n) * v_stride), v_abs(v.size()),
+      scores(kMaxQueries * stride), weights(scores.size()), out(kMaxQueries * v_stride),
+      q(kMaxQueries * hd), q_error(hd);
+  std::vector<std::pair<double, double>> q_norms(kMaxQueries);
+  std::vector<std::pair<float, double>> cells;
+  reference_kernel::Block b;
+  b.kt = kt.data();
+  b.head_dim = layout.head_dim;
+  b.v = v.data();
+  b.v_abs = v_abs.data();
+  b.v_stride = v_stride;
+  b.stride = stride;
+  b.scale = layout.softmax_scale();
+  // The weighted mean |v| enters only the tolerance of f16 value sums (tolerance.cpp).
+  b.magnitude_needed = numerics.value_accumulation == DType::f16;
+  b.scores = scores.data();
+  b.weights = weights.data();
+  b.out = out.data();
+  for (int g = 0; g < layout.kv_heads; ++g) {
+    // This kv head's keys transposed and values padded (zeros past the ends).
+    for (int j = 0; j < n; ++j) {
+      const double* key = keys.keys.data() + static_cast<size_t>(j) * keys.k_stride + g * hd;
+      for (size_t d = 0; d < hd; ++d) kt[d * stride + static_cast<size_t>(j)] = key[d];
+      const double* value = keys.values.data() + static_cast<size_t>(j) * keys.v_stride + g * vd;
+      for (size_t d = 0; d < vd; ++d) {
+        v[static_cast<size_t>(j) * v_stride + d] = value[d];
+        if (b.magnitude_needed) v_abs[static_cast<size_t>(j) * v_stride + d] = std::fabs(value[d]);
+      }
+    }
+    for (int h0 = g * group; h0 < (g + 1) * group; h0 += heads) {
+      const int block_heads = std::min(heads, (g + 1) * group - h0);
+      for (int p0 = first_row; p0 < n; p0 += span) {
+        const int block_rows = std::min(span, n - p0);
+        b.queries = block_heads * block_rows;
+        int lo = p0;
+        for (int qi = 0; qi < b.queries; ++qi) {
+          const int p = p0 + qi / block_heads, h = h0 + qi % block_heads;
+          double* qp = q.data() + static_cast<size_t>(qi) * hd;
+          q_norms[static_cast<size_t>(qi)] =
+              rotated_query(layout, table, stream, numerics, p, h, qp, q_error.data());
+          b.q[qi] = qp;
+          b.lo[qi] = first_visible(layout, p);
+          b.hi[qi] = p;
+          lo = std::min(lo, b.lo[qi]);
+        }
+        b.first = lo / kLanes * kLanes;
+        b.end = p0 + block_rows;
+        attend(b);
+        KeyMaxima maxima;
+        for (int qi = 0; qi < b.queries; ++qi) {
+          const int p = p0 + qi / block_heads, h = h0 + qi % block_heads;
+          ReferenceRow& row = rows[static_cast<size_t>(p - first_row)];
+          std::copy_n(
+              out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(qi) * v_stride), vd,
+              row.values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * vd));
+          const HeadAttention attention{
+              .p = scores.data() + static_cast<size_t>(qi) * stride + (b.lo[qi] - b.first),
+              .visible = p - b.lo[qi] + 1,
+              .total = b.total[qi],
+              .deviation = b.deviation[qi],
+              .magnitude = b.magnitude[qi],
+          };
+          const auto [q_norm, q_error_norm] = q_norms[static_cast<size_t>(qi)];
+          // The maxima depend on the query only through the rotated keys' ambiguity: without
+          // it, once per row for the block's heads.
+          if (keys.round_rotated || qi % block_heads == 0) {
+            maxima = key_maxima(layout, keys, b.lo[qi], p, g, b.q[qi]);
+          }
+          finish_head(row, h, layout, numerics, attention, maxima, q_norm, q_error_norm, cells);
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace kvfuzz

@@ -1,0 +1,74 @@
+// What the two forms of the reference share (reference.cpp: the plain form; reference_blocked.cpp:
+// the blocked, vectorised one): the keys and values of one stream rotated and measured once,
+// the rotated query of one head, the per-row maxima over the visible keys, and the step that
+// turns one (row, q head)'s attention into its tolerance. The forms differ only in how they
+// compute the scores, the softmax and the weighted sums.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "kvfuzz/engine.h"
+#include "kvfuzz/rows.h"
+#include "kvfuzz/scenario.h"
+#include "kvfuzz/token_table.h"
+
+namespace kvfuzz::reference_parts {
+
+// Euclidean norm of one head vector (see reference.cpp for why the tolerance uses it).
+double norm(const double* x, int head_dim);
+
+// One stream's keys rotated to their own positions and values, with what the tolerance needs
+// of them. [pos][kv_head][head_dim or value_dim]; [pos][kv_head].
+struct StreamKeys {
+  size_t k_stride = 0, v_stride = 0;  // kv_heads * head_dim, kv_heads * value_dim
+  std::vector<double> keys, values, key_norm, value_max;
+  // Rotated keys cached in the storage dtype: per element, the error the engine's f32 rotation
+  // may add at a rounding boundary, and per (key, kv head) whether there is any.
+  bool round_rotated = false;
+  std::vector<double> key_error;
+  std::vector<char> key_ambiguous;
+};
+// Into `out`, whose vectors' capacity is reused (the blocked form keeps one per thread:
+// allocating these afresh on every call costs page faults).
+void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStream& stream,
+                 const EngineNumerics& numerics, StreamKeys& out);
+
+// Head h's query at position p, rotated (and rounded, where the engine declares rotated queries
+// in the storage dtype), into q[head_dim]; `q_error` is scratch of head_dim. Returns
+// (||q||, the norm of its rounding ambiguity).
+std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
+                                        const LogicalStream& stream, const EngineNumerics& numerics,
+                                        int p, int h, double* q, double* q_error);
+
+// The first key row p sees (causal mask and sliding window).
+int first_visible(const Layout& layout, int p);
+
+// Over the keys [lo, p] of kv head g: the largest key norm, the largest |v|, and (rotated keys
+// in the storage dtype) the largest score ambiguity for the rotated query q.
+struct KeyMaxima {
+  double key_norm = 0, value = 0, ambiguity = 0;
+};
+KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p, int g,
+                     const double* q);
+
+// An empty row at position p: key, visible range, sizes.
+ReferenceRow empty_row(const Layout& layout, const LogicalStream& stream, int p);
+
+// One (row, q head)'s attention as either form computes it.
+struct HeadAttention {
+  const double* p = nullptr;  // exp(logit - max) per visible key, from key lo on
+  int visible = 0;
+  double total = 0;      // their sum
+  double deviation = 0;  // max over dims of the weighted mean |v - row|
+  double magnitude = 0;  // max over dims of the weighted mean |v| (only f16 value sums use it)
+};
+
+// Fills q head h of `row` (its values are already there) with its value scale, bound parts and
+// bound (tolerance.cpp). `cells` is scratch.
+void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNumerics& numerics,
+                 const HeadAttention& attention, const KeyMaxima& maxima, double q_norm,
+                 double q_error_norm, std::vector<std::pair<float, double>>& cells);
+
+}  // namespace kvfuzz::reference_parts
