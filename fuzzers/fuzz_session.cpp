@@ -45,16 +45,6 @@ Settings g_settings;
 // replays as a fixture.
 constexpr int64_t kMaxFixtureCost = int64_t{1} << 31;
 
-int64_t attention_cost(const Scenario& s) {
-  const int64_t width = int64_t{s.layout.q_heads} * (s.layout.head_dim + s.layout.value_dim);
-  int64_t cost = 0;
-  for_each_chunk(s, [&](const PlacedChunk& c) {
-    const auto n = static_cast<int64_t>(c.tokens->size());
-    cost += n * (c.start + n) * width;
-  });
-  return cost;
-}
-
 struct Totals {
   int64_t inputs = 0;
   EventCounts events;

@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kvfuzz/generator.h"
+#include "kvfuzz/scenario.h"
 
 namespace kvfuzz::fuzz {
 
@@ -24,5 +26,9 @@ inline constexpr size_t kFullSizeBytes = 64;
 // `options` with its sizes (sequences, ops, epoch tokens, head_dim, q heads, and the model's
 // layers and widths when set) bounded by the input's length; never above `options`' own.
 GeneratorOptions input_sized_options(GeneratorOptions options, size_t size);
+
+// A scenario's attention work: rows x keys seen x q heads x (head_dim + value_dim). The fuzz
+// session bounds decoded fixtures by it; tests/fuzzers measures sizes by it.
+int64_t attention_cost(const Scenario& s);
 
 }  // namespace kvfuzz::fuzz

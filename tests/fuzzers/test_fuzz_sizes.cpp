@@ -37,18 +37,6 @@ Scenario decode(const std::vector<uint8_t>& bytes) {
   return generate_scenario(choices, input_sized_options(GeneratorOptions{}, bytes.size()));
 }
 
-// Attention work: rows x keys seen x q heads x (head_dim + value_dim), as the fuzz session
-// bounds fixtures (fuzz_session.cpp).
-int64_t attention_cost(const Scenario& s) {
-  const int64_t width = int64_t{s.layout.q_heads} * (s.layout.head_dim + s.layout.value_dim);
-  int64_t cost = 0;
-  for_each_chunk(s, [&](const PlacedChunk& c) {
-    const auto n = static_cast<int64_t>(c.tokens->size());
-    cost += n * (c.start + n) * width;
-  });
-  return cost;
-}
-
 TEST(InputSizedOptions, GrowWithTheInputUpToTheDefaultsAndNeverPastTheOptions) {
   const GeneratorOptions full;
   const GeneratorOptions empty = input_sized_options(full, 0);
