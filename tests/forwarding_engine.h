@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "kvfuzz/engine.h"
@@ -28,5 +30,35 @@ class ForwardingEngine : public Engine {
  private:
   std::unique_ptr<Engine> inner_;
 };
+
+// An engine declaring one head size for q, k and v in multiples of 4 (as ONNX Runtime's
+// kernels do); everything else is the wrapped engine's.
+class OneHeadSizeEngine final : public ForwardingEngine {
+ public:
+  using ForwardingEngine::ForwardingEngine;
+  EngineSupports supports() const override {
+    EngineSupports s;
+    s.head_dim_multiple = 4;
+    s.value_dim_is_head_dim = true;
+    return s;
+  }
+};
+
+// `info` under another name, each engine it makes wrapped in OneHeadSizeEngine.
+inline EngineInfo with_one_head_size(EngineInfo info, std::string name) {
+  info.name = std::move(name);
+  const EngineFactory inner = info.make;
+  info.make = [inner](const EngineConfig& config) -> std::unique_ptr<Engine> {
+    return std::make_unique<OneHeadSizeEngine>(inner(config));
+  };
+  return info;
+}
+
+// A registered engine by name; a test that names one that is not there fails loudly.
+inline const EngineInfo& engine(const char* name) {
+  const EngineInfo* info = find_engine(name);
+  if (info == nullptr) throw std::runtime_error(std::string("no engine ") + name);
+  return *info;
+}
 
 }  // namespace kvfuzz::test

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "forwarding_engine.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
@@ -29,11 +30,7 @@
 namespace kvfuzz {
 namespace {
 
-const EngineInfo& engine(const char* name) {
-  const EngineInfo* found = find_engine(name);
-  if (found == nullptr) throw std::runtime_error(std::string("no engine ") + name);
-  return *found;
-}
+using test::engine;
 
 // Model scenarios as `kvfuzz check` makes them for the engine: its supports and
 // capabilities, the generator's model options, small sizes (the suite runs under ASan too).

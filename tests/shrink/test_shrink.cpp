@@ -40,11 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const EngineInfo& engine(const char* name) {
-  const EngineInfo* info = find_engine(name);
-  if (info == nullptr) throw std::runtime_error(std::string("no engine ") + name);
-  return *info;
-}
+using test::engine;
 
 int tokens_of(const Scenario& s) {
   int total = 0;
@@ -776,24 +772,9 @@ namespace {
 // mask-origin, declaring one head size for q, k and v in multiples of 4 (as ONNX Runtime's
 // kernels do): the shrinker must stay inside those supports, or replay would skip the
 // shrunk fixture as saying nothing about the engine.
-class OneHeadSizeMaskOrigin final : public test::ForwardingEngine {
- public:
-  using ForwardingEngine::ForwardingEngine;
-  EngineSupports supports() const override {
-    EngineSupports s;
-    s.head_dim_multiple = 4;
-    s.value_dim_is_head_dim = true;
-    return s;
-  }
-};
-
 TEST(Shrink, StaysInsideTheEnginesDeclaredSupports) {
-  EngineInfo narrow = engine("mask-origin");
-  narrow.name = "mask-origin-one-head-size";
-  const EngineFactory inner = narrow.make;
-  narrow.make = [inner](const EngineConfig& config) -> std::unique_ptr<Engine> {
-    return std::make_unique<OneHeadSizeMaskOrigin>(inner(config));
-  };
+  const EngineInfo narrow =
+      test::with_one_head_size(engine("mask-origin"), "mask-origin-one-head-size");
   GeneratorOptions options;
   options.supports = probe_declarations(narrow).supports;
   int shrunk = 0;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "forwarding_engine.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
@@ -21,11 +22,7 @@
 namespace kvfuzz {
 namespace {
 
-const EngineInfo& engine(const char* name) {
-  const EngineInfo* info = find_engine(name);
-  if (info == nullptr) throw std::runtime_error(std::string("no engine ") + name);
-  return *info;
-}
+using test::engine;
 
 // Failing scenarios of a few mutants, from the generator: long programs with plenty of
 // repeated candidates.

@@ -40,11 +40,7 @@
 namespace kvfuzz {
 namespace {
 
-const EngineInfo& engine(const char* name) {
-  const EngineInfo* info = find_engine(name);
-  if (info == nullptr) throw std::runtime_error(std::string("no engine ") + name);
-  return *info;
-}
+using test::engine;
 
 // The moves issue 15 added: without them, the shrinker as it was before.
 constexpr std::string_view kNewMoves[] = {"cut to the split edge", "cut inside the window",
@@ -210,24 +206,8 @@ TEST(ShrinkKeeping, HeadDimCutKeepingScoresReachesOneDimWhereCutsStopAt31) {
 
 // naive-exp declaring one head size for q, k and v in multiples of 4 (as ONNX Runtime's
 // kernels do): the move's 1 and 2 dims lie outside it and go unjudged; 4 is inside.
-class OneHeadSizeNaiveExp final : public test::ForwardingEngine {
- public:
-  using ForwardingEngine::ForwardingEngine;
-  EngineSupports supports() const override {
-    EngineSupports s;
-    s.head_dim_multiple = 4;
-    s.value_dim_is_head_dim = true;
-    return s;
-  }
-};
-
 TEST(ShrinkKeeping, HeadDimCutKeepingScoresReachesTheEnginesSmallestHeadSize) {
-  EngineInfo info = naive_exp();
-  info.name = "naive-exp-one-head-size";
-  const EngineFactory inner = info.make;
-  info.make = [inner](const EngineConfig& config) -> std::unique_ptr<Engine> {
-    return std::make_unique<OneHeadSizeNaiveExp>(inner(config));
-  };
+  const EngineInfo info = test::with_one_head_size(naive_exp(), "naive-exp-one-head-size");
   Scenario failing = spread_score();
   failing.layout.value_dim = 64;
   for (auto& t : std::get<std::vector<ExplicitToken>>(failing.tokens)) {
