@@ -11,7 +11,10 @@ if(NOT KVFUZZ_SANITIZE AND NOT KVFUZZ_FUZZERS)
   add_test(NAME package:cpp-engine-example
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package_example.sh ${PROJECT_BINARY_DIR}
                    ${PROJECT_SOURCE_DIR} ${CMAKE_CXX_COMPILER} "${CMAKE_CXX_COMPILER_LAUNCHER}")
-  set_tests_properties(package:cpp-engine-example PROPERTIES TIMEOUT 600 LABELS package)
+  # Each `cmake --install` of this build rewrites its install_manifest.txt: tests that
+  # install it take turns (RESOURCE_LOCK), or two at once under ctest -j can collide.
+  set_tests_properties(package:cpp-engine-example PROPERTIES TIMEOUT 600 LABELS package
+                                                             RESOURCE_LOCK kvfuzz_install)
 
   # package:c-plugin-example: a user's engine in plain C as a plugin (examples/c-plugin),
   # built with the system C compiler ($CC, else cc) against its own install of this build:
@@ -20,5 +23,6 @@ if(NOT KVFUZZ_SANITIZE AND NOT KVFUZZ_FUZZERS)
   add_test(NAME package:c-plugin-example
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/c_plugin_example.sh ${PROJECT_BINARY_DIR}
                    ${PROJECT_SOURCE_DIR} "${CMAKE_CXX_COMPILER_LAUNCHER}")
-  set_tests_properties(package:c-plugin-example PROPERTIES TIMEOUT 300 LABELS package)
+  set_tests_properties(package:c-plugin-example PROPERTIES TIMEOUT 300 LABELS package
+                                                           RESOURCE_LOCK kvfuzz_install)
 endif()
