@@ -29,3 +29,10 @@ def run_pytest(tmp_path):
         )
 
     return run
+
+
+def failure_reports(stdout):
+    """The part of a pytest run's output that holds each failure's report once: pytest
+    repeats whole failure messages in its short summary when it runs under CI (the CI
+    environment variable), so a count taken over all of stdout would double there."""
+    return stdout.split(" short test summary info ")[0]

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import kvfuzz
-from conftest import EXAMPLES
+from conftest import EXAMPLES, failure_reports
 
 BUGGY_TEST = """\
 import pytest
@@ -56,8 +56,8 @@ def test_buggy_engine_fails_with_a_shrunk_fixture_and_its_replay_command(run_pyt
     # prefix, reset and batch see the stale position; the others compare the engine with
     # itself on variants that keep the bug alike.
     assert re.search(r"\b3 failed, 3 passed\b", done.stdout), done.stdout
-    paths = re.findall(r"shrunk fixture: (\S+\.json)", done.stdout)
-    commands = re.findall(r"replay: +(.+ -m kvfuzz replay .+)", done.stdout)
+    paths = re.findall(r"shrunk fixture: (\S+\.json)", failure_reports(done.stdout))
+    commands = re.findall(r"replay: +(.+ -m kvfuzz replay .+)", failure_reports(done.stdout))
     assert len(paths) == 3 and len(commands) == 3, done.stdout
     for path in paths:
         shrunk = kvfuzz.load_fixture(path)
@@ -163,13 +163,13 @@ def test_a_crashing_engine_fails_its_test_with_the_raw_fixture_and_pytest_goes_o
     assert "longer than 1 s" in done.stdout
     head = re.search(r"crash/SIGSEGV at case (\d+) \(case seed (\d+)\)", done.stdout)
     assert head, done.stdout
-    (raw,) = re.findall(r"raw fixture: +(\S+-crash\.json)", done.stdout)
+    (raw,) = re.findall(r"raw fixture: +(\S+-crash\.json)", failure_reports(done.stdout))
     assert kvfuzz.load_fixture(raw).seed == int(head.group(2))
-    (shrunk,) = re.findall(r"shrunk fixture: +(\S+-crash-SIGSEGV-\w+\.json)", done.stdout)
+    (shrunk,) = re.findall(r"shrunk fixture: +(\S+-crash-SIGSEGV-\w+\.json)", failure_reports(done.stdout))
     assert kvfuzz.load_fixture(shrunk).ops == 1  # the reset alone
     replay = r"replay: +.+ -m kvfuzz replay " + re.escape(shrunk)
     assert re.search(replay + " --engine test_crashing.py:Segfaulting", done.stdout), done.stdout
-    (rerun,) = re.findall(r"rerun: +.+ -m kvfuzz (check --engine \S+:Segfaulting .+)", done.stdout)
+    (rerun,) = re.findall(r"rerun: +.+ -m kvfuzz (check --engine \S+:Segfaulting .+)", failure_reports(done.stdout))
     assert re.search(r"rerun: +.+:Hanging .*--timeout 1\b", done.stdout), done.stdout
     assert "--case-seed " + head.group(2) in rerun and "--timeout 120" in rerun
     # The rerun command runs exactly that case again, and finds the same crash.

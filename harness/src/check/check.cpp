@@ -93,7 +93,9 @@ class Gatherer {
     if (!after || after->case_index != task.case_index) end_case(task.case_index);
   }
 
-  int cases_done() const { return cursor_ ? cursor_->case_index + 1 : 0; }
+  // Cases whose every wanted engine is taken: a case half judged is not counted, so the
+  // progress line never runs ahead of the summary's count.
+  int cases_done() const { return cases_done_; }
   int findings() const {
     int n = 0;
     for (const CheckEngineResult& e : result_.engines) {
@@ -105,6 +107,7 @@ class Gatherer {
 
  private:
   void end_case(int case_index) {
+    cases_done_ = case_index + 1;
     if (case_judged_) {
       ++result_.cases_run;
       if (callbacks_.on_case) {
@@ -175,6 +178,7 @@ class Gatherer {
   CheckResult result_;
   std::optional<TaskId> cursor_;  // the last task taken
   bool case_judged_ = false;      // the current case was judged on some engine
+  int cases_done_ = 0;            // cases ended, judged or skipped by every engine
 };
 
 bool stopping(const CheckCallbacks& callbacks) {
