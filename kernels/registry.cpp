@@ -127,6 +127,16 @@ std::vector<EngineInfo> build_registry() {
        "Paged engine whose decode path drops the page holding the window's first key once "
        "only its last slot is still visible, one token early.",
        true, mutants::make_window_evicts_early},
+      {"reset-keeps-block-table",
+       "Paged engine whose reset frees the sequence's pages but leaves them in its block "
+       "table: once the next request outgrows them, the free list hands it one of them again "
+       "and its later tokens overwrite its first.",
+       true, mutants::make_reset_keeps_block_table},
+      {"fork-shares-partial-page",
+       "Paged engine whose fork hands the child the parent's partial last page itself, "
+       "uncounted, instead of a copy: both append into its free slots, overwriting each "
+       "other's tokens.",
+       true, mutants::make_fork_shares_partial_page},
   };
 }
 

@@ -74,6 +74,10 @@ int PagedKvStore::take_page() {
 }
 
 void PagedKvStore::drop_page(int page) {
+  // A page already free stays free once: only the mutants' block tables hold free pages
+  // (reset-keeps-block-table, fork-shares-partial-page), and dropping one of those again
+  // must not list it twice.
+  if (refs_[static_cast<size_t>(page)] <= 0) return;
   if (--refs_[static_cast<size_t>(page)] > 0) return;
   poison_slots(page, 0);
   free_.push_back(page);
@@ -136,12 +140,12 @@ int64_t PagedKvStore::append(int seq, const float* k, const float* v) {
   return pos;
 }
 
-void PagedKvStore::release(int seq) {
+void PagedKvStore::release(int seq, bool clear_block_table) {
   check_seq(seq, "release");
   Sequence& s = seqs_[static_cast<size_t>(seq)];
   // Drop in reverse so that the sequence's first freed page ends on top: reused first.
   for (auto it = s.pages.rbegin(); it != s.pages.rend(); ++it) drop_page(*it);
-  s.pages.clear();
+  if (clear_block_table) s.pages.clear();
   s.length = 0;
 }
 
@@ -174,14 +178,14 @@ void PagedKvStore::truncate(int seq, int64_t keep, bool copy_shared_page) {
   }
 }
 
-void PagedKvStore::fork(int src, int dst) {
+void PagedKvStore::fork(int src, int dst, bool copy_partial_page) {
   check_seq(src, "fork");
   check_seq(dst, "fork");
   if (src == dst) throw EngineError("fork: source and destination are both " + std::to_string(src));
   const Sequence& from = seqs_[static_cast<size_t>(src)];
   const auto full = static_cast<size_t>(from.length / page_size_);
   const int64_t partial = from.length % page_size_;
-  if (partial != 0) {
+  if (partial != 0 && copy_partial_page) {
     int64_t will_free = 0;
     for (int page : seqs_[static_cast<size_t>(dst)].pages) will_free += refcount(page) == 1 ? 1 : 0;
     require_free(1, will_free, dst, "a fork of sequence " + std::to_string(src));
@@ -192,7 +196,9 @@ void PagedKvStore::fork(int src, int dst) {
     to.pages.push_back(from.pages[i]);
     ++refs_[static_cast<size_t>(from.pages[i])];
   }
-  if (partial != 0) {
+  if (partial != 0 && !copy_partial_page) {
+    to.pages.push_back(from.pages[full]);  // not counted: no copy-on-write will protect it
+  } else if (partial != 0) {
     const int fresh = take_page();
     copy_slots(from.pages[full], fresh, partial);
     to.pages.push_back(fresh);

@@ -51,8 +51,10 @@ class PagedKvStore {
   // exhausted pool throws before any position moves.
   int64_t append(int seq, const float* k, const float* v);
   // Drop the sequence's pages (count - 1; a page no one holds any more is poisoned and put
-  // at the front of the free list), length 0.
-  void release(int seq);
+  // at the front of the free list), length 0. clear_block_table = false drops them but
+  // leaves them in the block table, so the sequence writes into pages the free list hands
+  // out again: honest engines never pass it; the reset-keeps-block-table mutant does.
+  void release(int seq, bool clear_block_table = true);
   // Keep the first `keep` tokens (0 <= keep <= length): pages wholly beyond them are
   // dropped as by release; the slots >= keep of the page holding keep - 1 are poisoned,
   // in a copy if that page is shared. Throws EngineError on a bad keep, or when a needed
@@ -63,8 +65,10 @@ class PagedKvStore {
   // `dst` drops its pages (as by release) and starts with src's tokens: it shares src's
   // full pages and gets a copy of src's partial last page (slots past the length stay
   // poisoned). Throws EngineError when src == dst, or when the copy finds no free page
-  // (then nothing changes).
-  void fork(int src, int dst);
+  // (then nothing changes). copy_partial_page = false hands dst src's partial last page
+  // itself, uncounted, so neither side copies it before writing its free slots: honest
+  // engines never pass it; the fork-shares-partial-page mutant does.
+  void fork(int src, int dst, bool copy_partial_page = true);
   // Sets the length (the position counter) of `seq` to `length` <= length(seq) WITHOUT
   // dropping or poisoning anything: the slots in [length, old length) keep their tokens.
   // Honest engines never call it (truncate is the honest rollback); a mutant does.

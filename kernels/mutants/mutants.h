@@ -33,5 +33,7 @@ std::unique_ptr<Engine> make_block_table_u8(const EngineConfig& config);
 std::unique_ptr<Engine> make_slot_offset_u16(const EngineConfig& config);
 std::unique_ptr<Engine> make_slot_mapping_i16(const EngineConfig& config);
 std::unique_ptr<Engine> make_window_evicts_early(const EngineConfig& config);
+std::unique_ptr<Engine> make_reset_keeps_block_table(const EngineConfig& config);
+std::unique_ptr<Engine> make_fork_shares_partial_page(const EngineConfig& config);
 
 }  // namespace kvfuzz::mutants

@@ -192,6 +192,14 @@ const std::vector<Prediction>& predictions() {
       {"window-slides-past-page-edge",
        "window-evicts-early",
        {{{0, 0, 5}, {30}}, {{0, 0, 6}, {224.0 / 3}}}},
+      // Sequence 0's token 4 lands in the slot of the page it shares with sequence 1,
+      // over sequence 1's token 3 (16 -> 32): (2+4+8+32+64)/5.
+      {"fork-shared-prefix", "fork-shares-partial-page", {{{1, 1, 4}, {22}}}},
+      // B outgrows the two stale pages it still lists: position 8 gets its own first page
+      // again (the free list's front), so tokens 8 and 9 (4096, 8192) overwrite 0 and 1.
+      {"reset-reuses-poisoned-page",
+       "reset-keeps-block-table",
+       {{{0, 1, 8}, {12256.0 / 9}}, {{0, 1, 9}, {28608.0 / 10}}}},
   };
   return table;
 }

@@ -374,6 +374,11 @@ TEST(JudgeProperty, EachMutantFailsThePropertiesItTargets) {
       {"fork-restarts-positions", "fork-shared-prefix", Property::batch,
        FailureKind::wrong_position},
       {"truncate-shared-in-place", "fork-then-rollback", Property::prefix, FailureKind::not_finite},
+      {"reset-keeps-block-table", "reset-reuses-poisoned-page", Property::prefix,
+       FailureKind::mismatch},
+      {"reset-keeps-block-table", "reset-reuses-poisoned-page", Property::reset,
+       FailureKind::mismatch},
+      {"fork-shares-partial-page", "fork-shared-prefix", Property::prefix, FailureKind::mismatch},
   };
   for (const Targeted& c : cases) {
     const Scenario s = seed(c.fixture);

@@ -30,7 +30,9 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "block-table-u8",
                                        "slot-offset-u16",
                                        "slot-mapping-i16",
-                                       "window-evicts-early"};
+                                       "window-evicts-early",
+                                       "reset-keeps-block-table",
+                                       "fork-shares-partial-page"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

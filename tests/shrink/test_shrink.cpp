@@ -457,6 +457,12 @@ const std::map<std::string, Bound>& bounds() {
       // window starts at 1); from the generator's seed the shrinker stops at 7 (window 6):
       // no move shortens the window together with the context
       {"window-evicts-early", {7, 1, 1, 1}},
+      // a token, reset, two tokens on pages of 1: the second takes the stale page the
+      // first was written into again
+      {"reset-keeps-block-table", {3, 1, 1, 1}},
+      // a token, fork into a partial page, a token on one side, whose slot the other side
+      // also reads
+      {"fork-shares-partial-page", {2, 2, 1, 1}},
   };
   return table;
 }
