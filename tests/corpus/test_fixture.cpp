@@ -550,6 +550,25 @@ TEST(FixtureErrors, ExactMessages) {
             "end of input; expected '[', '{', or a literal)");
 }
 
+// The magnitude of a score spread (generate/score_spreads.h): written only when set, read
+// back as written, bounded by limits::kMaxQkLog2.
+TEST(FixtureRoundTrip, QkMagnitude) {
+  Scenario s;
+  s.name = "magnitude";
+  s.tokens = GeneratedTokens{.seed = 9, .count = 2, .qk_log2 = 5};
+  s.program = {Op::append(0, {0, 1})};
+  ASSERT_FALSE(validate(s));
+  const std::string text = write_fixture(s);
+  EXPECT_NE(text.find(R"("qk_log2": 5)"), std::string::npos) << text;
+  EXPECT_EQ(parse_fixture(text, "m.json"), s);
+  EXPECT_EQ(error_of(replace(text, R"("qk_log2": 5)", R"("qk_log2": 13)")),
+            "f.json: $.tokens.generated.qk_log2: expected an integer in [0, 12], got 13");
+  EXPECT_EQ(error_of(replace(text, R"("qk_log2": 5)", R"("qk_log2": -1)")),
+            "f.json: $.tokens.generated.qk_log2: expected an integer in [0, 12], got -1");
+  std::get<GeneratedTokens>(s.tokens).qk_log2 = 0;
+  EXPECT_EQ(write_fixture(s).find("qk_log2"), std::string::npos);
+}
+
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
   const std::string v2 =
       replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 2)"),

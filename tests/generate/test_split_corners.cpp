@@ -30,21 +30,63 @@ Scenario generated(int index) {
   return generate_scenario(c);
 }
 
+int qk_log2_of(const Scenario& s) {
+  const auto* generated = std::get_if<GeneratedTokens>(&s.tokens);
+  return generated ? generated->qk_log2 : 0;
+}
+
 TEST(ScoreSpreads, ReachPastExpRangeAtTheirRate) {
-  int first_max = 0, unshifted = 0, split = 0;
+  int first_max = 0, unshifted = 0, split = 0, by_magnitude = 0, first_max_by_magnitude = 0;
   for (int i = 0; i < kCases; ++i) {
-    const SplitSpreadCounts counts = count_split_spreads(generated(i), kEdges);
+    const Scenario s = generated(i);
+    const SplitSpreadCounts counts = count_split_spreads(s, kEdges);
     split += counts.split_rows > 0;
     first_max += counts.first_max_overflows > 0;
     unshifted += counts.unshifted_out_of_range > 0;
+    by_magnitude += qk_log2_of(s) > 0;
+    first_max_by_magnitude += qk_log2_of(s) > 0 && counts.first_max_overflows > 0;
   }
   std::printf(
-      "of %d cases: %d with split rows, %d with a partition max > the first's + 88.7, "
-      "%d with every max outside exp's range\n",
-      kCases, split, first_max, unshifted);
-  // Measured (seed 1, 400 cases): 36 and 40 of 400 (9%, 10%); without the spread 0 and 0.
-  EXPECT_GE(first_max, kCases * 6 / 100);
-  EXPECT_GE(unshifted, kCases * 6 / 100);
+      "of %d cases: %d with split rows, %d with a partition max > the first's + 88.7 (%d of "
+      "them with large q and k), %d with every max outside exp's range; %d with large q and "
+      "k\n",
+      kCases, split, first_max, first_max_by_magnitude, unshifted, by_magnitude);
+  // Measured (seed 1, 400 cases): 26 and 31 of 400 (6.5%, 7.8%; the same 26 and 31 with
+  // every spread by the scale alone), 10 of the 26 by large q and k, 48 cases with large q
+  // and k; without any spread 0 and 0. The bounds are about two thirds of those.
+  EXPECT_GE(first_max, kCases * 4 / 100);
+  EXPECT_GE(unshifted, kCases * 5 / 100);
+  EXPECT_GE(by_magnitude, kCases * 8 / 100);
+  EXPECT_GE(first_max_by_magnitude, 6);
+}
+
+// A spread by magnitude: q and k as large as an unscaled product of 2^15 allows, then the
+// scale to the bound; the unscaled limit holds for every head_dim.
+TEST(ScoreSpreads, ByMagnitudeQAndKGrowWithinTheUnscaledLimit) {
+  for (int head_dim : {1, 4, 64, 128, 512}) {
+    for (int bound_log2 : {12, 14, 16}) {
+      Scenario s;
+      s.name = "magnitude";
+      s.layout.head_dim = head_dim;
+      s.tokens = GeneratedTokens{7, 4, Distribution::small_int, true};
+      s.program = {Op::append(0, {0, 1, 2, 3})};
+      apply_score_spread({.on = true, .bound_log2 = bound_log2, .by_magnitude = true}, s);
+      const int e = qk_log2_of(s);
+      const double unscaled = 16.0 * head_dim * std::ldexp(1.0, 2 * e);
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", bound 2^" +
+                   std::to_string(bound_log2));
+      EXPECT_LE(unscaled, std::ldexp(1.0, kSpreadUnscaledLog2));
+      EXPECT_GT(unscaled * 4, std::ldexp(1.0, std::min(kSpreadUnscaledLog2, bound_log2)));
+      ASSERT_TRUE(s.layout.scale.has_value());
+      EXPECT_LE(*s.layout.scale * unscaled, std::ldexp(1.0, bound_log2));
+      EXPECT_GT(*s.layout.scale * unscaled, std::ldexp(1.0, bound_log2 - 1));
+      if (head_dim <= 64 && bound_log2 >= 14) {
+        EXPECT_GE(e, 2);  // |q|, |k| up to 16 and more
+      }
+      const auto error = validate(s);
+      EXPECT_FALSE(error.has_value()) << error->path << ": " << error->message;
+    }
+  }
 }
 
 ExplicitToken token(double q, double k, double v) {
@@ -99,6 +141,12 @@ TEST(ScoreSpreads, OneTokenSeedInFourSpreads) {
   }
   EXPECT_NEAR(on, 1000, 100);
   EXPECT_EQ(bounds, (std::set<int>{12, 14, 16}));
+  int by_magnitude = 0;
+  for (uint64_t seed = 1; seed <= 4000; ++seed) {
+    const ScoreSpreadChoices c = score_spread_from_seed(seed);
+    by_magnitude += c.on && c.by_magnitude;
+  }
+  EXPECT_NEAR(by_magnitude, on / 2, 80);
   EXPECT_FALSE(score_spread_from_seed(0).on);
 }
 
@@ -114,6 +162,27 @@ TEST(ScoreSpreads, TheFirstMaxMutantFailsExactlyWhereAPartitionOverflows) {
     EXPECT_EQ(judge_property(Property::prefix, s, mutant).pass, !overflows) << "case " << i;
   }
   EXPECT_GE(predicted, 3);
+}
+
+// Large q and k are what spreads these scores: the mutant fails spreads by magnitude, and
+// where the same scenario with qk_log2 0 (the same scale) overflows nowhere, it passes.
+TEST(ScoreSpreads, ByMagnitudeTheLargeQAndKAreWhatKillsTheFirstMaxMutant) {
+  const EngineInfo& mutant = *find_engine("split-merge-first-max");
+  int killed = 0, only_by_magnitude = 0;
+  for (int i = 0; i < kCases && only_by_magnitude < 3; ++i) {
+    Scenario s = generated(i);
+    if (qk_log2_of(s) == 0 || count_split_spreads(s, kEdges).first_max_overflows == 0) continue;
+    SCOPED_TRACE("case " + std::to_string(i));
+    EXPECT_FALSE(judge_property(Property::prefix, s, mutant).pass);
+    ++killed;
+    std::get<GeneratedTokens>(s.tokens).qk_log2 = 0;
+    if (count_split_spreads(s, kEdges).first_max_overflows != 0) continue;
+    EXPECT_TRUE(judge_property(Property::prefix, s, mutant).pass);
+    ++only_by_magnitude;
+  }
+  std::printf("killed by magnitude spreads: %d, of which only with large q and k: %d\n", killed,
+              only_by_magnitude);
+  EXPECT_EQ(only_by_magnitude, 3);
 }
 
 TEST(SplitEdges, PlanBringsTheBatchToEdgesBelowTheLeader) {

@@ -100,6 +100,27 @@ TEST(TokenTable, ZeroScoresZeroesQAndKButNotV) {
   EXPECT_TRUE(any_v);
 }
 
+// qk_log2 multiplies q and k by a power of two, exactly and in every dtype; v and the draw
+// are unchanged.
+TEST(TokenTable, QkMagnitudeScalesQAndKExactly) {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    Layout layout = small_layout();
+    layout.dtype = dtype;
+    const TokenTable plain(GeneratedTokens{5, 3, Distribution::dyadic, false}, layout);
+    const TokenTable large(
+        GeneratedTokens{.seed = 5, .count = 3, .distribution = Distribution::dyadic, .qk_log2 = 12},
+        layout);
+    bool any = false;
+    for (int t = 0; t < 3; ++t) {
+      for (size_t i = 0; i < plain.q(t).size(); ++i) EXPECT_EQ(large.q(t)[i], plain.q(t)[i] * 4096);
+      for (size_t i = 0; i < plain.k(t).size(); ++i) EXPECT_EQ(large.k(t)[i], plain.k(t)[i] * 4096);
+      for (size_t i = 0; i < plain.v(t).size(); ++i) EXPECT_EQ(large.v(t)[i], plain.v(t)[i]);
+      for (float x : plain.q(t)) any |= x != 0;
+    }
+    EXPECT_TRUE(any);
+  }
+}
+
 TEST(TokenTable, ValuesAreRoundedToTheStorageDtype) {
   const Layout layout = test::make_layout({.dtype = DType::bf16});
   ExplicitToken token{{{1.0 + 1.0 / 1024}}, {{0.1}}, {{3.14159}}};

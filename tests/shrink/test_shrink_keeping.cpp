@@ -32,6 +32,7 @@
 #include "kvfuzz/generator.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
+#include "kvfuzz/token_table.h"
 #include "shrink/measure.h"
 #include "shrink/moves.h"
 #include "shrink/search.h"
@@ -422,6 +423,21 @@ Size size_of(const Scenario& s) {
 // The first `count` generated scenarios (seeds from 1) that fail `info` and pass the
 // honest engine it wraps, shrunk with every move and with those before issue 15: the sizes printed,
 // and the sums returned.
+// Whether the scenario has a score spread (generate/score_spreads.h): a scale above the
+// generator's largest plain one, 2, or q and k larger than its largest plain value, 4.
+bool has_score_spread(const Scenario& s) {
+  if (s.layout.scale.value_or(1.0) > 2.0) return true;
+  const TokenTable table(s.tokens, s.layout);
+  for (int t = 0; t < table.count(); ++t) {
+    for (std::span<const float> x : {table.q(t), table.k(t)}) {
+      for (float value : x) {
+        if (std::fabs(value) > 4) return true;
+      }
+    }
+  }
+  return false;
+}
+
 std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* honest,
                                        std::string_view name, const GeneratorOptions& options,
                                        int count, bool move_accepted = true, int min_head_dim = 1) {
@@ -430,9 +446,8 @@ std::pair<Size, Size> shrink_generated(const EngineInfo& info, const char* hones
   for (uint64_t seed = 1; seed < 2000 && found < count; ++seed) {
     PrngChoiceSource choices(seed);
     const Scenario s = generate_scenario(choices, options);
-    // A score spread (generate/score_spreads.h: a scale above the generator's largest
-    // plain one, 2) fails a naive exp at any head_dim: those need no cut keeping scores.
-    if (s.layout.head_dim < min_head_dim || s.layout.scale.value_or(1.0) > 2.0) continue;
+    // A score spread fails a naive exp at any head_dim: those need no cut keeping scores.
+    if (s.layout.head_dim < min_head_dim || has_score_spread(s)) continue;
     if (judge_property(Property::prefix, s, info).pass) continue;
     if (!judge_property(Property::prefix, s, engine(honest)).pass) continue;
     ++found;

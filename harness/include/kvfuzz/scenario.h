@@ -46,6 +46,9 @@ struct GeneratedTokens {
   int count = 0;
   Distribution distribution = Distribution::small_int;
   bool zero_scores = false;  // q = k = 0, so every visible key gets equal weight
+  // q and k multiplied by 2^qk_log2 (exact: a power of two) after drawing: scores spread by
+  // the size of q and k, not only by the scale (generate/score_spreads.h). 0 to 12.
+  int qk_log2 = 0;
   bool operator==(const GeneratedTokens&) const = default;
 };
 

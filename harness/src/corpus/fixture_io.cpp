@@ -130,13 +130,15 @@ TokenSource read_tokens(const Object& top) {
     }
     return tokens;
   }
-  const Object g = generated->to_object({"seed", "count", "distribution", "zero_scores"});
+  const Object g =
+      generated->to_object({"seed", "count", "distribution", "zero_scores", "qk_log2"});
   GeneratedTokens out;
   out.seed = g.need("seed", "an unsigned 64-bit integer").to_uint64();
   out.count = g.need_int("count", 1, limits::kMaxTableTokens);
   out.distribution =
       parse_distribution(g.need_choice("distribution", {"small-int", "dyadic", "uniform", "wide"}));
   if (auto zero = g.get("zero_scores")) out.zero_scores = zero->to_bool();
+  if (g.get("qk_log2")) out.qk_log2 = g.need_int("qk_log2", 0, limits::kMaxQkLog2);
   return out;
 }
 
@@ -383,6 +385,7 @@ std::string write_tokens(const TokenSource& source) {
                    {"count", std::to_string(generated.count)},
                    {"distribution", json_string(distribution_name(generated.distribution))}};
   if (generated.zero_scores) fields.push_back(Field{"zero_scores", "true"});
+  if (generated.qk_log2 != 0) fields.push_back(Field{"qk_log2", std::to_string(generated.qk_log2)});
   return block_object({{"generated", block_object(fields, 4)}}, 2);
 }
 

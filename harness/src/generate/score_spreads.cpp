@@ -7,6 +7,7 @@
 
 #include "kvfuzz/prng.h"
 #include "kvfuzz/token_table.h"
+#include "scenario/limits.h"
 #include "scenario/rope.h"
 
 namespace kvfuzz {
@@ -33,16 +34,45 @@ ScoreSpreadChoices score_spread_from_seed(uint64_t seed) {
   // decide alone.
   uint64_t state = seed;
   const uint64_t bits = splitmix64(state);
-  return {.on = seed != 0 && bits % 4 == 3, .bound_log2 = 12 + 2 * static_cast<int>(bits / 4 % 3)};
+  return {.on = seed != 0 && bits % 4 == 3,
+          .bound_log2 = 12 + 2 * static_cast<int>(bits / 4 % 3),
+          .by_magnitude = bits / 12 % 2 == 1};
 }
 
 void apply_score_spread(const ScoreSpreadChoices& choices, Scenario& s) {
   if (!choices.on || s.model) return;
-  if (auto* generated = std::get_if<GeneratedTokens>(&s.tokens)) generated->zero_scores = false;
-  // The largest power of two <= 2^bound / (A^2 head_dim): frexp is exact, no libm rounding.
+  auto* generated = std::get_if<GeneratedTokens>(&s.tokens);
+  if (generated) generated->zero_scores = false;
   const double a = largest_value(s.tokens);
+  const double largest_product = a * a * s.layout.head_dim;  // unscaled, before M
+  int qk_log2 = 0;
+  if (choices.by_magnitude) {
+    // The largest M = 2^qk_log2 with M^2 * A^2 * head_dim within both the unscaled limit
+    // and the bound.
+    const double limit = std::ldexp(1.0, std::min(kSpreadUnscaledLog2, choices.bound_log2));
+    while (qk_log2 < limits::kMaxQkLog2 &&
+           std::ldexp(largest_product, 2 * (qk_log2 + 1)) <= limit) {
+      ++qk_log2;
+    }
+    // Explicit tokens (the generator's small integers, which depend on the program) are
+    // multiplied in place, so that the layout does not depend on which source was drawn.
+    if (generated) {
+      generated->qk_log2 = qk_log2;
+    } else if (auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens)) {
+      for (ExplicitToken& token : *list) {
+        for (auto* heads : {&token.q, &token.k}) {
+          for (std::vector<double>& head : *heads) {
+            for (double& x : head) x = std::ldexp(x, qk_log2);
+          }
+        }
+      }
+    }
+  }
+  // The largest power of two <= 2^bound / (M^2 A^2 head_dim): frexp is exact, no libm
+  // rounding.
   int exponent = 0;
-  std::frexp(std::ldexp(1.0, choices.bound_log2) / (a * a * s.layout.head_dim), &exponent);
+  std::frexp(std::ldexp(1.0, choices.bound_log2) / std::ldexp(largest_product, 2 * qk_log2),
+             &exponent);
   s.layout.scale = std::ldexp(1.0, exponent - 1);
 }
 

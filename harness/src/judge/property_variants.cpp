@@ -210,6 +210,7 @@ uint64_t variant_seed(const Scenario& s) {
     h.add_int(g.count);
     h.add_int(static_cast<int>(g.distribution));
     h.add(g.zero_scores ? 1 : 0);
+    h.add_int(g.qk_log2);
   }
   h.add_int(s.sequences);
   h.add(s.program.size());

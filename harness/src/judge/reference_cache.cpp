@@ -40,6 +40,7 @@ uint64_t hash_of(const Key& key) {
     h.add_u64(static_cast<uint64_t>(generated->count));
     h.add_u64(static_cast<uint64_t>(generated->distribution));
     h.add_u64(generated->zero_scores ? 1 : 0);
+    h.add_u64(static_cast<uint64_t>(generated->qk_log2));
   } else {
     h.add_u64(std::get<std::vector<ExplicitToken>>(key.tokens).size());
   }

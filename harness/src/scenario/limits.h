@@ -32,6 +32,8 @@ constexpr int64_t kMaxRowValues = int64_t{1} << 24;
 // Largest RoPE base: the tolerance derivation (harness/src/judge/tolerance.cpp) assumes it.
 constexpr double kMaxRopeTheta = 1e7;
 constexpr int kMaxExpectRows = 1 << 16;
+// Generated q and k scaled by at most 2^12: 4 * 2^12 still fits f16 (generate/score_spreads.h).
+constexpr int kMaxQkLog2 = 12;
 
 // Model level (Scenario::model, docs/fixture-format.md "model").
 constexpr int kMaxModelVocab = 4096;

@@ -1,5 +1,7 @@
 #include "kvfuzz/token_table.h"
 
+#include <cmath>
+
 #include "kvfuzz/prng.h"
 
 namespace kvfuzz {
@@ -63,6 +65,11 @@ TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
     if (generated.zero_scores) {
       std::fill(q_.begin(), q_.end(), 0.0f);
       std::fill(k_.begin(), k_.end(), 0.0f);
+    }
+    // A power of two: exact, and it commutes with the rounding to dtype below.
+    const float magnitude = std::ldexp(1.0f, generated.qk_log2);
+    for (auto* data : {&q_, &k_}) {
+      for (float& x : *data) x *= magnitude;
     }
   }
   for (auto* data : {&q_, &k_, &v_}) {

@@ -247,7 +247,8 @@ class Validator {
         const auto d = static_cast<size_t>(generated->distribution);
         got = "generated tokens {seed " + std::to_string(generated->seed) + ", count " +
               str(generated->count) + ", " + (d < 4 ? names[d] : "?") +
-              (generated->zero_scores ? ", zero_scores" : "") + "}";
+              (generated->zero_scores ? ", zero_scores" : "") +
+              (generated->qk_log2 != 0 ? ", qk_log2 " + str(generated->qk_log2) : "") + "}";
       }
       reject("$.tokens",
              "no token table in a model scenario (token ids are vocabulary ids; the scenario "
@@ -285,6 +286,7 @@ class Validator {
     } else {
       const auto& generated = std::get<GeneratedTokens>(s_.tokens);
       check_range("$.tokens.generated.count", generated.count, 1, limits::kMaxTableTokens);
+      check_range("$.tokens.generated.qk_log2", generated.qk_log2, 0, limits::kMaxQkLog2);
       switch (generated.distribution) {
         case Distribution::small_int:
         case Distribution::dyadic:
