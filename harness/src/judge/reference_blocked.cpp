@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "judge/reference.h"
@@ -25,18 +26,45 @@ const reference_kernel::Kernel kKernel = reference_kernel::avx512_available()
                                              ? reference_kernel::attend_avx512
                                              : reference_kernel::attend_lanes;
 
+// The largest |score| the table's data can give under the layout: scale times the largest
+// q and k norms of one head (Cauchy-Schwarz; RoPE keeps norms).
+double largest_score(const Layout& layout, const TokenTable& table) {
+  const auto hd = static_cast<size_t>(layout.head_dim);
+  const auto largest_norm = [&](auto row_of) {
+    double largest = 0;
+    for (int t = 0; t < table.count(); ++t) {
+      const std::span<const float> row = row_of(t);
+      for (size_t h = 0; h + hd <= row.size(); h += hd) {
+        double sum = 0;
+        for (size_t d = h; d < h + hd; ++d) sum += static_cast<double>(row[d]) * row[d];
+        largest = std::max(largest, sum);
+      }
+    }
+    return std::sqrt(largest);
+  };
+  return layout.softmax_scale() * largest_norm([&](int t) { return table.q(t); }) *
+         largest_norm([&](int t) { return table.k(t); });
+}
+
+// Scores this large come from a score spread (generate/score_spreads.h): the generator's
+// moderate data under the default scale 1/sqrt(head_dim) stays under 16 sqrt(head_dim),
+// 362 at head_dim 512. (An explicit scale near 2 at a large head_dim also reaches it: the
+// plain form is slower there, not wrong.)
+constexpr double kSpreadScores = 2048;
+
 }  // namespace
 
 std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable& table,
                                          const LogicalStream& stream,
                                          const EngineNumerics& numerics) {
-  // The plain form under a score spread (a scale of 2 or more: generate/score_spreads.h
-  // makes scores thousands large), and for f16 scores and bf16 P. There the two forms'
-  // bounds disagreed past 1e-12 (2e-6 relative in f32, up to 80x with f16 scores: those
-  // bounds model each partial score's f16 rounding, a step function of the scores, and the
-  // blocked form sums in another order); the plain form is the definition.
+  // The plain form under a score spread (a scale of 2 or more, or large q and k:
+  // generate/score_spreads.h makes scores thousands large), and for f16 scores and bf16 P.
+  // There the two forms' bounds disagreed past 1e-12 (2e-6 relative in f32, up to 80x with
+  // f16 scores: those bounds model each partial score's f16 rounding, a step function of
+  // the scores, and the blocked form sums in another order); the plain form is the
+  // definition.
   if (layout.scale.value_or(0.0) >= 2.0 || numerics.score_accumulation == DType::f16 ||
-      numerics.p == DType::bf16) {
+      numerics.p == DType::bf16 || largest_score(layout, table) >= kSpreadScores) {
     return reference_rows_plain(layout, table, stream, numerics);
   }
   return reference_kernel::blocked_rows(layout, table, stream, numerics, kKernel);
