@@ -1,0 +1,66 @@
+// What kernels/cuda/*.cuh include first: the same kernel source compiles with nvcc for a
+// device and with the host C++ compiler for the SIMT launcher (cuda/simt/simt.h), which
+// runs it on the CPU in every CI run. Kernels use CUDA's own names (threadIdx,
+// __syncthreads, __shfl_xor_sync, ...) and, for what CUDA spells in a way C++ cannot
+// express, these macros:
+//   KVFUZZ_GLOBAL, KVFUZZ_DEVICE        __global__, __device__ (inline on the CPU: kernels
+//                                       live in headers, compiled once per device file)
+//   KVFUZZ_SHARED_ARRAY(T, name, n)     __shared__ T name[n]: on the CPU, a pointer into
+//                                       the block's shared memory (poisoned per block)
+//   KVFUZZ_DYNAMIC_SHARED(T, name)      extern __shared__ T name[]
+//   KVFUZZ_LAUNCH(kernel, grid, block, shared, args...)   kernel<<<grid, block, shared>>>
+#pragma once
+
+#ifdef __CUDACC__
+
+#define KVFUZZ_GLOBAL __global__
+#define KVFUZZ_DEVICE __device__
+#define KVFUZZ_SHARED_ARRAY(T, name, n) __shared__ T name[n]
+#define KVFUZZ_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \
+  kernel<<<(grid), (block), (shared)>>>(__VA_ARGS__)
+
+#else
+
+#include "cuda/simt/simt.h"
+
+#define KVFUZZ_GLOBAL inline
+#define KVFUZZ_DEVICE inline
+#define KVFUZZ_SHARED_ARRAY(T, name, n) T* name = ::kvfuzz::simt::shared_array<T>(n)
+#define KVFUZZ_DYNAMIC_SHARED(T, name) T* name = ::kvfuzz::simt::dynamic_shared_array<T>()
+#define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \
+  ::kvfuzz::simt::launch(#kernel, (grid), (block), (shared), [&] { kernel(__VA_ARGS__); })
+
+using ::kvfuzz::simt::dim3;
+#define threadIdx (::kvfuzz::simt::coordinates().thread_idx)
+#define blockIdx (::kvfuzz::simt::coordinates().block_idx)
+#define blockDim (::kvfuzz::simt::coordinates().block_dim)
+#define gridDim (::kvfuzz::simt::coordinates().grid_dim)
+constexpr int warpSize = ::kvfuzz::simt::kWarpSize;
+
+inline void __syncthreads() {
+  ::kvfuzz::simt::sync_block();
+}
+template <class T>
+T __shfl_sync(unsigned mask, T value, int source_lane, int width = warpSize) {
+  return ::kvfuzz::simt::shfl(mask, value, source_lane, width);
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
+  return ::kvfuzz::simt::shfl_xor(mask, value, lane_mask, width);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
+  return ::kvfuzz::simt::shfl_down(mask, value, delta, width);
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  return ::kvfuzz::simt::ballot(mask, predicate != 0);
+}
+inline int __any_sync(unsigned mask, int predicate) {
+  return ::kvfuzz::simt::ballot(mask, predicate != 0) != 0;
+}
+inline int __all_sync(unsigned mask, int predicate) {
+  return ::kvfuzz::simt::ballot(mask, predicate != 0) == mask;
+}
+
+#endif

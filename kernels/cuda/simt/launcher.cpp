@@ -1,0 +1,366 @@
+// The SIMT launcher (simt.h): a block's threads as ucontext fibers on the calling thread,
+// switched only where a thread finishes or waits. The scheduler resumes, in thread order,
+// every fiber whose wait is over, until all finished; when none can go on, the threads
+// that still wait are a divergent barrier, and the launch fails naming them.
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "cuda/simt/simt.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVFUZZ_SIMT_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define KVFUZZ_SIMT_ASAN 1
+#endif
+#ifdef KVFUZZ_SIMT_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace kvfuzz::simt {
+
+namespace {
+
+// ASan keeps fake stacks and stack bounds per stack: every switch is announced to it.
+void start_switch(void** fake_stack, const void* bottom, size_t size) {
+#ifdef KVFUZZ_SIMT_ASAN
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+// `from_bottom` and `from_size` (when given) receive the bounds of the stack switched from:
+// a fiber learns the scheduler's stack so, to announce its switches back.
+void finish_switch(void* fake_stack, const void** from_bottom = nullptr,
+                   size_t* from_size = nullptr) {
+#ifdef KVFUZZ_SIMT_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, from_bottom, from_size);
+#else
+  (void)fake_stack, (void)from_bottom, (void)from_size;
+#endif
+}
+
+#ifdef KVFUZZ_SIMT_ASAN
+constexpr size_t kStackBytes = size_t{1} << 20;  // ASan's redzones take room
+#else
+constexpr size_t kStackBytes = size_t{256} << 10;
+#endif
+
+enum class Wait { none, block_barrier, warp_op, done };
+
+struct Fiber {
+  ucontext_t context{};
+  std::unique_ptr<char[]> stack;
+  ThreadCoordinates where;
+  int linear = 0;
+  Wait wait = Wait::none;
+  uint64_t generation = 0;  // of the barrier or warp operation it waits at
+  const char* op = "";      // the warp operation it waits at
+  unsigned mask = 0;
+  int width = kWarpSize;
+  size_t shared_calls = 0;  // shared_bytes() calls so far
+  void* fake_stack = nullptr;
+  // What the warp operation it waited at gave: a copy, taken when the last lane arrived,
+  // so that lanes already past it cannot overwrite what slower lanes still read.
+  detail::WarpExchange result{};
+};
+
+struct WarpState {
+  detail::WarpExchange exchange{};
+  unsigned arrived = 0;
+  uint64_t generation = 0;
+};
+
+struct Block {
+  const char* name = "";
+  const std::function<void()>* kernel = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<WarpState> warps;
+  // The block's shared memory: the launch's dynamic bytes first, then each static array
+  // where its first call placed it.
+  std::unique_ptr<unsigned char[]> shared;
+  size_t dynamic_bytes = 0;
+  std::vector<size_t> shared_offsets;  // per shared_bytes() call: its offset, in call order
+  size_t shared_used = 0;
+  int barrier_arrived = 0;
+  uint64_t barrier_generation = 0;
+  ucontext_t scheduler{};
+  void* scheduler_fake_stack = nullptr;
+  const void* scheduler_bottom = nullptr;
+  size_t scheduler_size = 0;
+  Fiber* running = nullptr;
+  std::exception_ptr error;
+};
+
+thread_local Block* t_block = nullptr;
+
+Block& block() {
+  if (t_block == nullptr || t_block->running == nullptr) {
+    throw LaunchError("simt: a device function was called outside a launch");
+  }
+  return *t_block;
+}
+
+std::string who(const Block& b, const Fiber& f) {
+  const ThreadCoordinates& c = f.where;
+  return std::string(b.name) + " block (" + std::to_string(c.block_idx.x) + "," +
+         std::to_string(c.block_idx.y) + "," + std::to_string(c.block_idx.z) + ") thread (" +
+         std::to_string(c.thread_idx.x) + "," + std::to_string(c.thread_idx.y) + "," +
+         std::to_string(c.thread_idx.z) + ")";
+}
+
+// Back to the scheduler, until it resumes this fiber.
+void yield(Block& b) {
+  Fiber& f = *b.running;
+  start_switch(&f.fake_stack, b.scheduler_bottom, b.scheduler_size);
+  swapcontext(&f.context, &b.scheduler);
+  finish_switch(f.fake_stack, &b.scheduler_bottom, &b.scheduler_size);
+}
+
+void fiber_entry() {
+  Block& b = *t_block;
+  Fiber& f = *b.running;
+  finish_switch(nullptr, &b.scheduler_bottom, &b.scheduler_size);
+  try {
+    (*b.kernel)();
+  } catch (...) {
+    if (!b.error) b.error = std::current_exception();
+  }
+  f.wait = Wait::done;
+  // A finished fiber's fake stack is released (nullptr): it never runs again.
+  start_switch(nullptr, b.scheduler_bottom, b.scheduler_size);
+  setcontext(&b.scheduler);
+}
+
+void resume(Block& b, Fiber& f) {
+  b.running = &f;
+  start_switch(&b.scheduler_fake_stack, f.stack.get(), kStackBytes);
+  swapcontext(&b.scheduler, &f.context);
+  finish_switch(b.scheduler_fake_stack);
+  b.running = nullptr;
+}
+
+// Whether `f` may go on: its barrier or warp operation completed since it arrived.
+bool released(const Block& b, const Fiber& f) {
+  switch (f.wait) {
+    case Wait::none:
+      return true;
+    case Wait::block_barrier:
+      return b.barrier_generation != f.generation;
+    case Wait::warp_op:
+      return b.warps[static_cast<size_t>(f.linear / kWarpSize)].generation != f.generation;
+    case Wait::done:
+      return false;
+  }
+  return false;
+}
+
+// 0xFF bytes: a NaN in f32, f64, f16 and bf16 alike, and -1 in integers.
+void fill_poison(unsigned char* bytes, size_t n) {
+  std::fill(bytes, bytes + n, static_cast<unsigned char>(0xFF));
+}
+
+// Apart from launch(): getcontext returns twice, which would make every local of its caller
+// suspect (-Wclobbered).
+[[gnu::noinline]] void make_fiber_context(Fiber& f) {
+  getcontext(&f.context);
+  f.context.uc_stack.ss_sp = f.stack.get();
+  f.context.uc_stack.ss_size = kStackBytes;
+  f.context.uc_link = nullptr;
+  makecontext(&f.context, fiber_entry, 0);
+}
+
+void run_block(Block& b) {
+  for (;;) {
+    bool progressed = false;
+    for (Fiber& f : b.fibers) {
+      if (f.wait == Wait::done || !released(b, f)) continue;
+      f.wait = Wait::none;
+      resume(b, f);
+      progressed = true;
+      if (b.error) return;
+    }
+    const bool all_done = std::all_of(b.fibers.begin(), b.fibers.end(),
+                                      [](const Fiber& f) { return f.wait == Wait::done; });
+    if (all_done) return;
+    if (!progressed) {
+      for (const Fiber& f : b.fibers) {
+        if (f.wait == Wait::block_barrier) {
+          throw LaunchError(who(b, f) +
+                            ": waits at __syncthreads that other threads of its "
+                            "block never reach");
+        }
+        if (f.wait == Wait::warp_op) {
+          throw LaunchError(who(b, f) + ": waits at " + f.op +
+                            " for lanes of its mask that never reach it");
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const ThreadCoordinates& coordinates() {
+  return block().running->where;
+}
+
+void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per_block,
+            const std::function<void()>& kernel) {
+  if (t_block != nullptr) throw LaunchError(std::string(name) + ": a launch inside a launch");
+  const unsigned threads = block_dim.count();
+  if (threads == 0 || threads > 1024 || grid.count() == 0) {
+    throw LaunchError(std::string(name) + ": a launch of " + std::to_string(grid.count()) +
+                      " blocks of " + std::to_string(threads) + " threads (1 to 1024 per block)");
+  }
+  Block b;
+  b.name = name;
+  b.kernel = &kernel;
+  b.fibers.resize(threads);
+  for (Fiber& f : b.fibers) f.stack = std::make_unique<char[]>(kStackBytes);
+  b.warps.resize((threads + kWarpSize - 1) / kWarpSize);
+  if (shared_bytes_per_block > kMaxSharedBytes) {
+    throw LaunchError(std::string(name) + ": " + std::to_string(shared_bytes_per_block) +
+                      " bytes of dynamic shared memory, more than the " +
+                      std::to_string(kMaxSharedBytes) + " a block has");
+  }
+  b.shared = std::make_unique<unsigned char[]>(kMaxSharedBytes);
+  b.dynamic_bytes = shared_bytes_per_block;
+  struct Reset {
+    ~Reset() { t_block = nullptr; }
+  } reset;
+  t_block = &b;
+  for (unsigned bz = 0; bz < grid.z; ++bz) {
+    for (unsigned by = 0; by < grid.y; ++by) {
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        fill_poison(b.shared.get(), b.dynamic_bytes);  // static arrays: when placed
+        b.shared_offsets.clear();
+        b.shared_used = b.dynamic_bytes;
+        b.barrier_arrived = 0;
+        for (WarpState& w : b.warps) w = WarpState{};
+        for (unsigned t = 0; t < threads; ++t) {
+          Fiber& f = b.fibers[t];
+          f.where = {
+              {t % block_dim.x, t / block_dim.x % block_dim.y, t / (block_dim.x * block_dim.y)},
+              {bx, by, bz},
+              block_dim,
+              grid};
+          f.linear = static_cast<int>(t);
+          f.wait = Wait::none;
+          f.shared_calls = 0;
+          make_fiber_context(f);
+        }
+        run_block(b);
+        if (b.error) std::rethrow_exception(b.error);
+      }
+    }
+  }
+}
+
+void sync_block() {
+  Block& b = block();
+  Fiber& f = *b.running;
+  f.generation = b.barrier_generation;
+  f.wait = Wait::block_barrier;
+  if (++b.barrier_arrived == static_cast<int>(b.fibers.size())) {
+    b.barrier_arrived = 0;
+    ++b.barrier_generation;  // every waiting thread, this one included, is released
+  }
+  yield(b);
+}
+
+void* shared_bytes(size_t bytes, size_t align) {
+  Block& b = block();
+  Fiber& f = *b.running;
+  const size_t call = f.shared_calls++;
+  if (call == b.shared_offsets.size()) {
+    // The first thread to make this call places it; the others find it.
+    const size_t offset = (b.shared_used + align - 1) / align * align;
+    if (offset + bytes > kMaxSharedBytes) {
+      throw LaunchError(who(b, f) + ": " + std::to_string(offset + bytes) +
+                        " bytes of shared memory, more than the " +
+                        std::to_string(kMaxSharedBytes) + " a block has");
+    }
+    fill_poison(b.shared.get() + offset, bytes);
+    b.shared_offsets.push_back(offset);
+    b.shared_used = offset + bytes;
+  }
+  return b.shared.get() + b.shared_offsets[call];
+}
+
+void* dynamic_shared() {
+  return block().shared.get();
+}
+
+namespace detail {
+
+int lane() {
+  return block().running->linear % kWarpSize;
+}
+
+const WarpExchange& warp_exchange(const char* what, unsigned mask, uint64_t value, int width) {
+  Block& b = block();
+  Fiber& f = *b.running;
+  const int l = f.linear % kWarpSize;
+  if (width <= 0 || width > kWarpSize || (width & (width - 1)) != 0) {
+    throw LaunchError(who(b, f) + ": " + what + " with width " + std::to_string(width) +
+                      " (a power of two up to 32)");
+  }
+  if ((mask >> l & 1u) == 0) {
+    throw LaunchError(who(b, f) + ": " + what + " with mask 0x" +
+                      [&] {
+                        char hex[16];
+                        std::snprintf(hex, sizeof hex, "%08x", mask);
+                        return std::string(hex);
+                      }() +
+                      ", which leaves out its own lane " + std::to_string(l));
+  }
+  // Lanes past the block's last thread do not exist: a mask naming them never completes.
+  const size_t warp = static_cast<size_t>(f.linear / kWarpSize);
+  WarpState& w = b.warps[warp];
+  const size_t first = warp * kWarpSize, end = std::min(b.fibers.size(), first + kWarpSize);
+  for (size_t i = first; i < end; ++i) {
+    const Fiber& other = b.fibers[i];
+    if (other.wait != Wait::warp_op) continue;
+    if (other.generation == w.generation && (other.mask != mask || other.op != what)) {
+      throw LaunchError(who(b, f) + ": " + what + " with mask 0x" + std::to_string(mask) +
+                        " while lane " + std::to_string(other.linear % kWarpSize) + " waits at " +
+                        other.op + " with mask 0x" + std::to_string(other.mask));
+    }
+  }
+  w.exchange.values[l] = value;
+  if (value != 0) w.exchange.ballot |= 1u << l;
+  w.arrived |= 1u << l;
+  f.op = what;
+  f.mask = mask;
+  f.width = width;
+  f.generation = w.generation;
+  f.wait = Wait::warp_op;
+  if (w.arrived == mask) {
+    for (size_t i = first; i < end; ++i) {
+      if (mask >> (i - first) & 1u) b.fibers[i].result = w.exchange;
+    }
+    w.exchange = detail::WarpExchange{};
+    w.arrived = 0;
+    ++w.generation;
+  }
+  yield(b);
+  return f.result;  // every lane of the mask offered its value
+}
+
+}  // namespace detail
+
+unsigned ballot(unsigned mask, bool predicate) {
+  return detail::warp_exchange("__ballot_sync", mask, predicate ? 1 : 0, kWarpSize).ballot & mask;
+}
+
+}  // namespace kvfuzz::simt
