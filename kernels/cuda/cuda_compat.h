@@ -22,6 +22,8 @@
 
 #else
 
+#include <math.h>  // expf and friends, named as device code names them
+
 #include "cuda/simt/simt.h"
 
 #define KVFUZZ_GLOBAL inline
