@@ -59,7 +59,7 @@ enum class Wait { none, block_barrier, warp_op, done };
 
 struct Fiber {
   ucontext_t context{};
-  std::unique_ptr<char[]> stack;
+  char* stack = nullptr;  // one of the thread's stacks (fiber_stacks)
   ThreadCoordinates where;
   int linear = 0;
   Wait wait = Wait::none;
@@ -87,7 +87,7 @@ struct Block {
   std::vector<WarpState> warps;
   // The block's shared memory: the launch's dynamic bytes first, then each static array
   // where its first call placed it.
-  std::unique_ptr<unsigned char[]> shared;
+  unsigned char* shared = nullptr;  // the thread's (block_shared_memory), kMaxSharedBytes
   size_t dynamic_bytes = 0;
   std::vector<size_t> shared_offsets;  // per shared_bytes() call: its offset, in call order
   size_t shared_used = 0;
@@ -102,6 +102,20 @@ struct Block {
 };
 
 thread_local Block* t_block = nullptr;
+
+// The calling thread's shared memory, kept from launch to launch (poisoned per block).
+unsigned char* block_shared_memory() {
+  thread_local std::unique_ptr<unsigned char[]> bytes(new unsigned char[kMaxSharedBytes]);
+  return bytes.get();
+}
+
+// The calling thread's fiber stacks, kept from launch to launch: allocating (and zeroing)
+// a stack per fiber per launch cost more than the kernels themselves.
+char* fiber_stack(size_t index) {
+  thread_local std::vector<std::unique_ptr<char[]>> stacks;
+  while (stacks.size() <= index) stacks.emplace_back(new char[kStackBytes]);
+  return stacks[index].get();
+}
 
 Block& block() {
   if (t_block == nullptr || t_block->running == nullptr) {
@@ -143,7 +157,7 @@ void fiber_entry() {
 
 void resume(Block& b, Fiber& f) {
   b.running = &f;
-  start_switch(&b.scheduler_fake_stack, f.stack.get(), kStackBytes);
+  start_switch(&b.scheduler_fake_stack, f.stack, kStackBytes);
   swapcontext(&b.scheduler, &f.context);
   finish_switch(b.scheduler_fake_stack);
   b.running = nullptr;
@@ -173,7 +187,7 @@ void fill_poison(unsigned char* bytes, size_t n) {
 // suspect (-Wclobbered).
 [[gnu::noinline]] void make_fiber_context(Fiber& f) {
   getcontext(&f.context);
-  f.context.uc_stack.ss_sp = f.stack.get();
+  f.context.uc_stack.ss_sp = f.stack;
   f.context.uc_stack.ss_size = kStackBytes;
   f.context.uc_link = nullptr;
   makecontext(&f.context, fiber_entry, 0);
@@ -226,14 +240,14 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
   b.name = name;
   b.kernel = &kernel;
   b.fibers.resize(threads);
-  for (Fiber& f : b.fibers) f.stack = std::make_unique<char[]>(kStackBytes);
+  for (size_t i = 0; i < b.fibers.size(); ++i) b.fibers[i].stack = fiber_stack(i);
   b.warps.resize((threads + kWarpSize - 1) / kWarpSize);
   if (shared_bytes_per_block > kMaxSharedBytes) {
     throw LaunchError(std::string(name) + ": " + std::to_string(shared_bytes_per_block) +
                       " bytes of dynamic shared memory, more than the " +
                       std::to_string(kMaxSharedBytes) + " a block has");
   }
-  b.shared = std::make_unique<unsigned char[]>(kMaxSharedBytes);
+  b.shared = block_shared_memory();
   b.dynamic_bytes = shared_bytes_per_block;
   struct Reset {
     ~Reset() { t_block = nullptr; }
@@ -242,7 +256,7 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
-        fill_poison(b.shared.get(), b.dynamic_bytes);  // static arrays: when placed
+        fill_poison(b.shared, b.dynamic_bytes);  // static arrays: when placed
         b.shared_offsets.clear();
         b.shared_used = b.dynamic_bytes;
         b.barrier_arrived = 0;
@@ -290,15 +304,15 @@ void* shared_bytes(size_t bytes, size_t align) {
                         " bytes of shared memory, more than the " +
                         std::to_string(kMaxSharedBytes) + " a block has");
     }
-    fill_poison(b.shared.get() + offset, bytes);
+    fill_poison(b.shared + offset, bytes);
     b.shared_offsets.push_back(offset);
     b.shared_used = offset + bytes;
   }
-  return b.shared.get() + b.shared_offsets[call];
+  return b.shared + b.shared_offsets[call];
 }
 
 void* dynamic_shared() {
-  return block().shared.get();
+  return block().shared;
 }
 
 namespace detail {
