@@ -31,9 +31,10 @@ target_link_libraries(kvfuzz_harness INTERFACE ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_
                                                kvfuzz_engines)
 add_library(kvfuzz::harness ALIAS kvfuzz_harness)
 
-set(KVFUZZ_PACKAGE_TARGETS ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer kvfuzz_engines
-    kvfuzz_engine_tests kvfuzz_harness kvfuzz)
-foreach(target ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer kvfuzz_engines kvfuzz_harness)
+set(KVFUZZ_PACKAGE_TARGETS ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer kvfuzz_simt
+    kvfuzz_engines kvfuzz_engine_tests kvfuzz_harness kvfuzz)
+foreach(target ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer kvfuzz_simt kvfuzz_engines
+               kvfuzz_harness)
   string(REPLACE "kvfuzz_" "" export_name ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
 endforeach()

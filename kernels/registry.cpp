@@ -7,6 +7,7 @@
 #include "cpu/flash_engine.h"
 #include "cpu/numerics_profiles.h"
 #include "cpu/paged_engine.h"
+#include "cuda/engine/cuda_engine.h"
 #include "kvfuzz/engine.h"
 #include "model/engines/model_engines.h"
 #include "mutants/mutants.h"
@@ -33,6 +34,12 @@ EngineFactory make_with(std::string_view profile) {
 template <cpu::SplitCount Count>
 std::unique_ptr<Engine> make_split(const EngineConfig& config) {
   return std::make_unique<cpu::FlashEngine>(config, cpu::FlashSplit{.count = Count});
+}
+
+// A CUDA engine with one of cuda_engine.h's option sets.
+template <cuda::CudaEngineOptions (*Options)()>
+std::unique_ptr<Engine> make_cuda(const EngineConfig& config) {
+  return std::make_unique<cuda::CudaEngine>(config, Options());
 }
 
 std::vector<EngineInfo> build_registry() {
@@ -71,6 +78,15 @@ std::vector<EngineInfo> build_registry() {
        "context, rounded up to whole tiles (short rows get empty ones), as FlashDecoding's "
        "num_splits does.",
        false, make_split<cpu::SplitCount::fixed>},
+      {"cuda-paged",
+       "CUDA kernels (paged decode split-K merged by log-sum-exp, chunked prefill over block "
+       "tables) on a device pool, run on the SIMT launcher without a GPU: f32 sums and rows, "
+       "any storage dtype.",
+       false, make_cuda<cuda::cuda_f32_options>},
+      {"cuda-paged-bf16",
+       "cuda-paged computing as FlashAttention-2 does with bf16 inputs: bf16 K/V, P rounded to "
+       "bf16 before P.V, f32 sums, rows rounded to bf16 (bf16 scenarios only).",
+       false, make_cuda<cuda::cuda_bf16_options>},
       {"mask-origin",
        "Paged engine whose causal mask restarts at the chunk: chunk row r sees positions [0, r].",
        true, mutants::make_mask_origin},
@@ -137,6 +153,26 @@ std::vector<EngineInfo> build_registry() {
        "uncounted, instead of a copy: both append into its free slots, overwriting each "
        "other's tokens.",
        true, mutants::make_fork_shares_partial_page},
+      {"cuda-missing-tile-sync",
+       "cuda-paged whose chunked prefill reads a K/V tile from shared memory without the "
+       "__syncthreads after loading it: threads read slots others have not written yet.",
+       true, mutants::make_cuda_missing_tile_sync},
+      {"cuda-empty-split-unwritten",
+       "cuda-paged whose decode skips the splits a shorter row leaves empty without writing "
+       "their partials, which the merge reads anyway.",
+       true, mutants::make_cuda_empty_split_unwritten},
+      {"cuda-half-warp-reduce",
+       "cuda-paged whose decode softmax reduces max and sum with shuffles of width 16: each "
+       "half warp alone, so a split's max and sum cover half its keys.",
+       true, mutants::make_cuda_half_warp_reduce},
+      {"cuda-split-bound-past-length",
+       "cuda-paged whose decode bounds the last split at the length plus one: it reads the "
+       "slot past the row's own key.",
+       true, mutants::make_cuda_split_bound_past_length},
+      {"cuda-offset-32bit",
+       "cuda-paged over a pool whose pages lie past 2^32 elements, whose attention kernels "
+       "compute K/V element offsets in 32 bits: reads wrap to the wrong memory.",
+       true, mutants::make_cuda_offset_32bit},
   };
 }
 

@@ -49,9 +49,10 @@ TEST(Properties, CasesCoverTheseHonestEngines) {
   for (const EngineInfo& engine : engine_registry()) {
     if (!engine.mutant) honest.push_back(engine.name);
   }
-  EXPECT_EQ(honest, (std::vector<std::string>{"contiguous", "paged", "flash", "flash-bf16",
-                                              "flash-f16", "contiguous-f16acc", "flash-batch-split",
-                                              "flash-fixed-split"}));
+  EXPECT_EQ(honest,
+            (std::vector<std::string>{"contiguous", "paged", "flash", "flash-bf16", "flash-f16",
+                                      "contiguous-f16acc", "flash-batch-split", "flash-fixed-split",
+                                      "cuda-paged", "cuda-paged-bf16"}));
 }
 
 }  // namespace

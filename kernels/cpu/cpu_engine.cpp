@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "common/step_checks.h"
+
 namespace kvfuzz::cpu {
 
 namespace {
@@ -19,17 +21,8 @@ size_t as_size(int64_t n) {
 
 CpuEngine::CpuEngine(const EngineConfig& config)
     : layout_(config.layout), sequences_(config.sequences) {
+  common::check_engine_config(config);
   const Layout& l = layout_;
-  require(
-      l.q_heads >= 1 && l.kv_heads >= 1 && l.head_dim >= 1 && l.value_dim >= 1 && l.page_size >= 1,
-      "invalid layout: q_heads, kv_heads, head_dim, value_dim and page_size must be >= 1");
-  require(l.q_heads % l.kv_heads == 0, "invalid layout: kv_heads (" + std::to_string(l.kv_heads) +
-                                           ") must divide q_heads (" + std::to_string(l.q_heads) +
-                                           ")");
-  require(!l.window || *l.window >= 1, "invalid layout: window must be >= 1");
-  require(!l.rope_theta || *l.rope_theta > 0, "invalid layout: rope_theta must be > 0");
-  require(sequences_ >= 1,
-          "invalid engine config: sequences must be >= 1, got " + std::to_string(sequences_));
   scale_ = static_cast<float>(l.softmax_scale());
   seen_.assign(as_size(sequences_), 0);
   q_rot_.resize(as_size(int64_t{l.q_heads} * l.head_dim));
@@ -51,9 +44,7 @@ void CpuEngine::declare(const EngineNumerics& numerics, const EngineSupports& su
 }
 
 void CpuEngine::check_seq(int seq, const char* what) const {
-  require(seq >= 0 && seq < sequences_, std::string(what) + ": sequence " + std::to_string(seq) +
-                                            " out of range (engine has " +
-                                            std::to_string(sequences_) + " sequences)");
+  common::check_sequence(seq, sequences_, what);
 }
 
 KeyRange CpuEngine::visible_range(int64_t index, int64_t /*chunk_start*/) const {
@@ -66,23 +57,8 @@ int CpuEngine::kv_head_for(int q_head) const {
 }
 
 void CpuEngine::check_chunks(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) {
-  require(outs.size() == chunks.size(), "step: " + std::to_string(chunks.size()) + " chunks but " +
-                                            std::to_string(outs.size()) + " outputs");
   ++step_count_;
-  const Layout& l = layout_;
-  for (const ChunkIn& c : chunks) {
-    check_seq(c.seq, "step");
-    require(seen_[as_size(c.seq)] != step_count_,
-            "step: sequence " + std::to_string(c.seq) + " appears in two chunks of one step");
-    seen_[as_size(c.seq)] = step_count_;
-    require(c.tokens >= 0, "step: negative token count");
-    const int64_t t = c.tokens;
-    require(c.q.size() == as_size(t * l.q_heads * l.head_dim) &&
-                c.k.size() == as_size(t * l.kv_heads * l.head_dim) &&
-                c.v.size() == as_size(t * l.kv_heads * l.value_dim),
-            "step: q/k/v sizes of sequence " + std::to_string(c.seq) + " do not match " +
-                std::to_string(c.tokens) + " tokens of the layout");
-  }
+  common::check_step_input(layout_, sequences_, chunks, outs, seen_, step_count_);
 }
 
 void CpuEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) {

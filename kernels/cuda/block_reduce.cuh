@@ -8,18 +8,19 @@
 
 namespace kvfuzz::cuda {
 
-// The maximum over a warp (every lane gets it).
-KVFUZZ_DEVICE float warp_max(float x) {
-  for (int offset = warpSize / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, x, offset);
+// The maximum over a warp (every lane gets it); `width` < warpSize reduces each segment of
+// that many lanes alone (what the half-warp-reduce mutant passes by mistake).
+KVFUZZ_DEVICE float warp_max(float x, int width = warpSize) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, x, offset, width);
     x = x > other ? x : other;
   }
   return x;
 }
 
-KVFUZZ_DEVICE float warp_sum(float x) {
-  for (int offset = warpSize / 2; offset > 0; offset /= 2)
-    x += __shfl_xor_sync(0xffffffffu, x, offset);
+KVFUZZ_DEVICE float warp_sum(float x, int width = warpSize) {
+  for (int offset = width / 2; offset > 0; offset /= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, offset, width);
   return x;
 }
 

@@ -9,27 +9,28 @@
 
 #include "cuda/block_reduce.cuh"
 #include "cuda/cuda_compat.h"
+#include "cuda/paged_kv.cuh"
 
 namespace kvfuzz::cuda {
 
-// Shapes and pointers of one launch. K/V pool: [page][slot][kv_head][head_dim] (values:
-// value_dim), f32. Block tables: [seq][max_pages] int32; lengths[seq]: keys the decode
-// row sees, its own included; window 0 for none.
+// Shapes and pointers of one launch: batch row b decodes one token of sequence
+// batch_seq[b], whose K/V (its own key included) are already in the cache.
 struct DecodeArgs {
-  const float* q = nullptr;  // [seq][q_head][head_dim], RoPE applied
-  const float* k = nullptr;
-  const float* v = nullptr;
-  const int* block_tables = nullptr;
-  const int* lengths = nullptr;
-  int max_pages = 0, page_size = 0;
-  int q_heads = 0, kv_heads = 0, head_dim = 0, value_dim = 0;
-  int window = 0;
+  PagedKv kv;
+  const int* batch_seq = nullptr;  // [batch]: the sequence whose block table row b reads
+  const float* q = nullptr;        // [batch][q_head][head_dim], RoPE applied
+  const int* lengths = nullptr;    // [batch]: keys row b sees before the window, its own included
+  int q_heads = 0;
+  int window = 0;  // 0: none
   float scale = 1.0f;
   int splits = 1, keys_per_split = 0;
-  float* partial_out = nullptr;  // [seq][q_head][split][value_dim]
-  float* partial_max = nullptr;  // [seq][q_head][split]
-  float* partial_sum = nullptr;  // [seq][q_head][split]
-  float* out = nullptr;          // [seq][q_head][value_dim]
+  int p_dtype = kNoRounding;     // P rounded to it before P.V (the sum takes P unrounded)
+  int out_dtype = kNoRounding;   // rows rounded to it
+  int faults = 0;                // KernelFault bits: 0 for honest engines
+  float* partial_out = nullptr;  // [batch][q_head][split][value_dim]
+  float* partial_max = nullptr;  // [batch][q_head][split]
+  float* partial_sum = nullptr;  // [batch][q_head][split]
+  float* out = nullptr;          // [batch][q_head][value_dim]
 };
 
 constexpr int kDecodeThreads = 128;
@@ -65,40 +66,42 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   KVFUZZ_SHARED_ARRAY(float, scores, kDecodeMaxGroup* kDecodeMaxKeysPerSplit);
   KVFUZZ_SHARED_ARRAY(float, head_max, kDecodeMaxGroup);
   KVFUZZ_SHARED_ARRAY(float, head_sum, kDecodeMaxGroup);
-  const int group_blocks = decode_group_blocks(a.q_heads, a.kv_heads);
-  const int seq = static_cast<int>(blockIdx.x);
-  const int kv = static_cast<int>(blockIdx.y) / group_blocks;
+  const PagedKv& kv = a.kv;
+  const int group_blocks = decode_group_blocks(a.q_heads, kv.kv_heads);
+  const int row = static_cast<int>(blockIdx.x);
+  const int seq = a.batch_seq[row];
+  const int kv_head = static_cast<int>(blockIdx.y) / group_blocks;
   const int split = static_cast<int>(blockIdx.z);
   const int t = static_cast<int>(threadIdx.x);
-  // This block's q heads: first_head .. first_head + heads - 1.
-  const int group_size = a.q_heads / a.kv_heads;
+  // This block's q heads: first_head .. first_head + group - 1.
+  const int group_size = a.q_heads / kv.kv_heads;
   const int first_in_group = static_cast<int>(blockIdx.y) % group_blocks * kDecodeMaxGroup;
   const int rest = group_size - first_in_group;
   const int group = rest < kDecodeMaxGroup ? rest : kDecodeMaxGroup;
-  const int first_head = kv * group_size + first_in_group;
-  const int length = a.lengths[seq];
+  const int first_head = kv_head * group_size + first_in_group;
+  const int length = a.lengths[row];
   const int first_visible = a.window > 0 && length > a.window ? length - a.window : 0;
   int lo = split * a.keys_per_split, hi = lo + a.keys_per_split;
   lo = lo > first_visible ? lo : first_visible;
-  hi = hi < length ? hi : length;
+  const int end = a.faults & kFaultSplitBoundPastLength ? length + 1 : length;
+  hi = hi < end ? hi : end;
   const int n = hi > lo ? hi - lo : 0;  // may be 0: an empty split
-  const int* table = a.block_tables + static_cast<long long>(seq) * a.max_pages;
+  if (n == 0 && (a.faults & kFaultEmptySplitUnwritten)) return;
+  const int width = a.faults & kFaultHalfWarpReduce ? warpSize / 2 : warpSize;
   // Scores of every (q head of the group, key of the split), one key per thread at a time.
   for (int j = t; j < n; j += kDecodeThreads) {
-    const int pos = lo + j;
-    const long long slot =
-        static_cast<long long>(table[pos / a.page_size]) * a.page_size + pos % a.page_size;
-    const float* key = a.k + (slot * a.kv_heads + kv) * a.head_dim;
+    const long long slot = kv_slot(kv, seq, lo + j);
     for (int g = 0; g < group; ++g) {
       const float* q =
-          a.q + (static_cast<long long>(seq) * a.q_heads + first_head + g) * a.head_dim;
+          a.q + (static_cast<long long>(row) * a.q_heads + first_head + g) * kv.head_dim;
       float s = 0.0f;
-      for (int d = 0; d < a.head_dim; ++d) s += q[d] * key[d];
+      for (int d = 0; d < kv.head_dim; ++d) s += q[d] * load_k(kv, slot, kv_head, d, a.faults);
       scores[g * kDecodeMaxKeysPerSplit + j] = s * a.scale;
     }
   }
   __syncthreads();
-  // Each head's max and sum of exponentials, one warp per head.
+  // Each head's max and sum of exponentials, one warp per head; P rounded as declared
+  // after the sum takes it unrounded.
   const int warp = t / warpSize, lane = t % warpSize;
   for (int g = warp; g < group; g += kDecodeThreads / warpSize) {
     float m = -__builtin_inff();
@@ -106,14 +109,14 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
       const float s = scores[g * kDecodeMaxKeysPerSplit + j];
       m = m > s ? m : s;
     }
-    m = warp_max(m);
+    m = warp_max(m, width);
     float sum = 0.0f;
     for (int j = lane; j < n; j += warpSize) {
       const float p = expf(scores[g * kDecodeMaxKeysPerSplit + j] - m);
-      scores[g * kDecodeMaxKeysPerSplit + j] = p;
+      scores[g * kDecodeMaxKeysPerSplit + j] = round_to(p, a.p_dtype);
       sum += p;
     }
-    sum = warp_sum(sum);
+    sum = warp_sum(sum, width);
     if (lane == 0) {
       head_max[g] = m;
       head_sum[g] = sum;
@@ -121,18 +124,15 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   }
   __syncthreads();
   // The partial rows: one (head, value dim) per thread at a time.
-  for (int i = t; i < group * a.value_dim; i += kDecodeThreads) {
-    const int g = i / a.value_dim, d = i % a.value_dim;
+  for (int i = t; i < group * kv.value_dim; i += kDecodeThreads) {
+    const int g = i / kv.value_dim, d = i % kv.value_dim;
     float acc = 0.0f;
     for (int j = 0; j < n; ++j) {
-      const int pos = lo + j;
-      const long long slot =
-          static_cast<long long>(table[pos / a.page_size]) * a.page_size + pos % a.page_size;
-      acc +=
-          scores[g * kDecodeMaxKeysPerSplit + j] * a.v[(slot * a.kv_heads + kv) * a.value_dim + d];
+      const long long slot = kv_slot(kv, seq, lo + j);
+      acc += scores[g * kDecodeMaxKeysPerSplit + j] * load_v(kv, slot, kv_head, d, a.faults);
     }
-    const long long head = static_cast<long long>(seq) * a.q_heads + first_head + g;
-    a.partial_out[(head * a.splits + split) * a.value_dim + d] = acc;
+    const long long head = static_cast<long long>(row) * a.q_heads + first_head + g;
+    a.partial_out[(head * a.splits + split) * kv.value_dim + d] = acc;
     if (d == 0) {
       a.partial_max[head * a.splits + split] = head_max[g];
       a.partial_sum[head * a.splits + split] = head_sum[g];
@@ -141,10 +141,12 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
 }
 
 // Grid (batch, q_heads), one warp: out = sum_s e^(m_s - m) o_s / sum_s e^(m_s - m) l_s over
-// the splits, m the largest split max; an empty split (max -inf) weighs 0.
+// the splits, m the largest split max; an empty split (max -inf) weighs 0. Rows rounded to
+// out_dtype as declared.
 KVFUZZ_GLOBAL void paged_decode_merge(DecodeArgs a) {
   const long long head = static_cast<long long>(blockIdx.x) * a.q_heads + blockIdx.y;
   const int lane = static_cast<int>(threadIdx.x);
+  const int value_dim = a.kv.value_dim;
   float m = -__builtin_inff();
   for (int s = 0; s < a.splits; ++s) {
     const float x = a.partial_max[head * a.splits + s];
@@ -155,15 +157,15 @@ KVFUZZ_GLOBAL void paged_decode_merge(DecodeArgs a) {
     const float x = a.partial_max[head * a.splits + s];
     if (x != -__builtin_inff()) total += expf(x - m) * a.partial_sum[head * a.splits + s];
   }
-  for (int d = lane; d < a.value_dim; d += warpSize) {
+  for (int d = lane; d < value_dim; d += warpSize) {
     float acc = 0.0f;
     for (int s = 0; s < a.splits; ++s) {
       const float x = a.partial_max[head * a.splits + s];
       if (x != -__builtin_inff()) {
-        acc += expf(x - m) * a.partial_out[(head * a.splits + s) * a.value_dim + d];
+        acc += expf(x - m) * a.partial_out[(head * a.splits + s) * value_dim + d];
       }
     }
-    a.out[head * a.value_dim + d] = acc / total;
+    a.out[head * value_dim + d] = round_to(acc / total, a.out_dtype);
   }
 }
 

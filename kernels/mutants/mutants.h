@@ -35,5 +35,11 @@ std::unique_ptr<Engine> make_slot_mapping_i16(const EngineConfig& config);
 std::unique_ptr<Engine> make_window_evicts_early(const EngineConfig& config);
 std::unique_ptr<Engine> make_reset_keeps_block_table(const EngineConfig& config);
 std::unique_ptr<Engine> make_fork_shares_partial_page(const EngineConfig& config);
+// The CUDA engine with one kernel fault (cuda_kernel_faults.cpp).
+std::unique_ptr<Engine> make_cuda_missing_tile_sync(const EngineConfig& config);
+std::unique_ptr<Engine> make_cuda_empty_split_unwritten(const EngineConfig& config);
+std::unique_ptr<Engine> make_cuda_half_warp_reduce(const EngineConfig& config);
+std::unique_ptr<Engine> make_cuda_split_bound_past_length(const EngineConfig& config);
+std::unique_ptr<Engine> make_cuda_offset_32bit(const EngineConfig& config);
 
 }  // namespace kvfuzz::mutants

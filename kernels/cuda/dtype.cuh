@@ -1,0 +1,110 @@
+// Storage dtypes in kernel code: K/V elements held as f32, f16 or bf16 bits, decoded to
+// float on load and rounded (to nearest, ties to even) on store, with the same bit
+// manipulations as kvfuzz/dtype.h's software conversions (tests/cuda/test_dtype.cpp holds
+// them to those bit for bit), so that a kernel stores exactly what the reference models on
+// the device and on the SIMT launcher alike, without cuda_fp16.h's types.
+#pragma once
+
+#include "cuda/cuda_compat.h"
+
+namespace kvfuzz::cuda {
+
+// The element encodings; the values are kvfuzz::DType's order (f32, f16, bf16).
+enum StorageType : int { kStorageF32 = 0, kStorageF16 = 1, kStorageBf16 = 2 };
+// "Not rounded": what P's or the output's rounding holds when an engine does not round.
+constexpr int kNoRounding = -1;
+
+KVFUZZ_DEVICE unsigned float_bits(float x) {
+#ifdef __CUDACC__
+  return __float_as_uint(x);
+#else
+  return __builtin_bit_cast(unsigned, x);
+#endif
+}
+KVFUZZ_DEVICE float bits_float(unsigned b) {
+#ifdef __CUDACC__
+  return __uint_as_float(b);
+#else
+  return __builtin_bit_cast(float, b);
+#endif
+}
+
+// IEEE binary16: overflow to Inf, gradual underflow, NaN stays a quiet NaN.
+KVFUZZ_DEVICE unsigned short to_f16_bits(float value) {
+  const unsigned bits = float_bits(value);
+  const unsigned sign = (bits >> 16) & 0x8000u;
+  const unsigned abs = bits & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u)
+    return static_cast<unsigned short>(sign | (abs > 0x7F800000u ? 0x7E00u : 0x7C00u));
+  const int exponent = static_cast<int>(abs >> 23) - 127;
+  if (exponent > 15) return static_cast<unsigned short>(sign | 0x7C00u);
+  const unsigned mantissa = (abs & 0x7FFFFFu) | 0x800000u;
+  int shift = 13;
+  unsigned half_exponent = 0;
+  if (exponent >= -14) {
+    half_exponent = static_cast<unsigned>(exponent + 15);
+  } else {
+    if (abs == 0) return static_cast<unsigned short>(sign);
+    shift = 13 + (-14 - exponent);
+    if (shift > 24) return static_cast<unsigned short>(sign);
+  }
+  const unsigned kept = mantissa >> shift;
+  const unsigned rest = mantissa & ((1u << shift) - 1);
+  const unsigned halfway = 1u << (shift - 1);
+  unsigned result = (half_exponent << 10) + (half_exponent ? (kept & 0x3FFu) : kept);
+  if (rest > halfway || (rest == halfway && (kept & 1u))) ++result;
+  return static_cast<unsigned short>(sign | result);
+}
+
+KVFUZZ_DEVICE float from_f16_bits(unsigned short bits) {
+  const unsigned sign = static_cast<unsigned>(bits & 0x8000u) << 16;
+  const unsigned exponent = (bits >> 10) & 0x1Fu;
+  const unsigned mantissa = bits & 0x3FFu;
+  if (exponent == 0x1F) {
+    return bits_float(sign | 0x7F800000u | (mantissa << 13) | (mantissa ? 0x400000u : 0u));
+  }
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in f32
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign ? -magnitude : magnitude;
+  }
+  return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+KVFUZZ_DEVICE unsigned short to_bf16_bits(float value) {
+  const unsigned bits = float_bits(value);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<unsigned short>((bits >> 16) | 0x40u);
+  return static_cast<unsigned short>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+KVFUZZ_DEVICE float from_bf16_bits(unsigned short bits) {
+  return bits_float(static_cast<unsigned>(bits) << 16);
+}
+
+// x rounded to `dtype` (a StorageType, or kNoRounding: x itself).
+KVFUZZ_DEVICE float round_to(float x, int dtype) {
+  if (dtype == kStorageF16) return from_f16_bits(to_f16_bits(x));
+  if (dtype == kStorageBf16) return from_bf16_bits(to_bf16_bits(x));
+  return x;
+}
+
+// Element i of an array of `dtype` elements.
+KVFUZZ_DEVICE float load_element(const void* base, long long i, int dtype) {
+  if (dtype == kStorageF32) return static_cast<const float*>(base)[i];
+  const unsigned short bits = static_cast<const unsigned short*>(base)[i];
+  return dtype == kStorageF16 ? from_f16_bits(bits) : from_bf16_bits(bits);
+}
+
+KVFUZZ_DEVICE void store_element(void* base, long long i, float x, int dtype) {
+  if (dtype == kStorageF32) {
+    static_cast<float*>(base)[i] = x;
+  } else {
+    static_cast<unsigned short*>(base)[i] = dtype == kStorageF16 ? to_f16_bits(x) : to_bf16_bits(x);
+  }
+}
+
+// Bytes of one element.
+KVFUZZ_DEVICE int element_bytes(int dtype) {
+  return dtype == kStorageF32 ? 4 : 2;
+}
+
+}  // namespace kvfuzz::cuda

@@ -1,0 +1,100 @@
+// The kernels that write the paged cache, as serving engines have them beside attention:
+// append_kv rotates each new token's key at its position and stores K and V in the
+// storage dtype at the slot the engine mapped it to (vLLM's rotary embedding and
+// reshape_and_cache in one), rope_queries rotates the queries the same way, and
+// fill_elements / copy_elements poison freed slots and copy pages for copy-on-write.
+// RoPE is NeoX's half split with cos and sin given per token (the engine computes the
+// angles in double and rounds cos and sin to f32, as a cos/sin cache holds them).
+#pragma once
+
+#include "cuda/cuda_compat.h"
+#include "cuda/dtype.cuh"
+
+namespace kvfuzz::cuda {
+
+constexpr int kCacheThreads = 128;
+// Blocks of the element-wise kernels (fill, copy): a grid-stride loop, few blocks, since
+// each block's threads are fibers on the SIMT launcher.
+constexpr int kElementBlocks = 8;
+
+// (x_i, x_{i+d/2}) -> (x_i c_i - x_{i+d/2} s_i, x_i s_i + x_{i+d/2} c_i) for i < d/2: the
+// element `d` of the rotated vector x (d < dim).
+KVFUZZ_DEVICE float rotated(const float* x, int dim, const float* cos, const float* sin, int d) {
+  if (cos == nullptr) return x[d];
+  const int half = dim / 2;
+  const int i = d < half ? d : d - half;
+  const float a = x[i], b = x[i + half];
+  return d < half ? a * cos[i] - b * sin[i] : a * sin[i] + b * cos[i];
+}
+
+struct AppendArgs {
+  void* k_pool = nullptr;  // [page][slot][kv_head][head_dim], `dtype`
+  void* v_pool = nullptr;  // [page][slot][kv_head][value_dim]
+  int dtype = kStorageF32;
+  const float* k = nullptr;          // [token][kv_head][head_dim], unrotated
+  const float* v = nullptr;          // [token][kv_head][value_dim]
+  const long long* slots = nullptr;  // [token]: physical slot (page * page_size + slot)
+  const float* cos = nullptr;        // [token][head_dim / 2]; nullptr: no RoPE
+  const float* sin = nullptr;
+  int kv_heads = 1, head_dim = 1, value_dim = 1;
+};
+
+// Grid (tokens), kCacheThreads threads: one token per block.
+KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
+  const long long token = blockIdx.x;
+  const long long slot = a.slots[token];
+  const int half = a.head_dim / 2;
+  const float* cos = a.cos ? a.cos + token * half : nullptr;
+  const float* sin = a.sin ? a.sin + token * half : nullptr;
+  const int keys = a.kv_heads * a.head_dim, values = a.kv_heads * a.value_dim;
+  for (int i = static_cast<int>(threadIdx.x); i < keys; i += kCacheThreads) {
+    const int head = i / a.head_dim, d = i % a.head_dim;
+    const float* k = a.k + (token * a.kv_heads + head) * a.head_dim;
+    store_element(a.k_pool, slot * keys + i, rotated(k, a.head_dim, cos, sin, d), a.dtype);
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < values; i += kCacheThreads) {
+    store_element(a.v_pool, slot * values + i, a.v[token * values + i], a.dtype);
+  }
+}
+
+// Grid (tokens), kCacheThreads threads: q_out = q_in rotated at each token's position, f32.
+KVFUZZ_GLOBAL void rope_queries(const float* q_in, float* q_out, const float* cos, const float* sin,
+                                int q_heads, int head_dim) {
+  const long long token = blockIdx.x;
+  const int half = head_dim / 2;
+  const float* c = cos ? cos + token * half : nullptr;
+  const float* s = sin ? sin + token * half : nullptr;
+  const int n = q_heads * head_dim;
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += kCacheThreads) {
+    const float* q = q_in + token * n + i / head_dim * head_dim;
+    q_out[token * n + i] = rotated(q, head_dim, c, s, i % head_dim);
+  }
+}
+
+// Elements [first, first + n) of a `dtype` array set to `value` (rounded to the dtype).
+KVFUZZ_GLOBAL void fill_elements(void* array, long long first, long long n, float value,
+                                 int dtype) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    store_element(array, first + i, value, dtype);
+  }
+}
+
+// Elements [to, to + n) of a `dtype` array set to [from, from + n), bit for bit (the ranges
+// do not overlap).
+KVFUZZ_GLOBAL void copy_elements(void* array, long long from, long long to, long long n,
+                                 int dtype) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    if (dtype == kStorageF32) {
+      static_cast<float*>(array)[to + i] = static_cast<const float*>(array)[from + i];
+    } else {
+      static_cast<unsigned short*>(array)[to + i] =
+          static_cast<const unsigned short*>(array)[from + i];
+    }
+  }
+}
+
+}  // namespace kvfuzz::cuda

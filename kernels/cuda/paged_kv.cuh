@@ -1,0 +1,72 @@
+// The paged K/V cache as the attention kernels see it: two pools of pages in a storage
+// dtype, a block table per sequence, and the element offsets into them, computed in 64
+// bits (a pool of a few GiB holds more than 2^31 elements). One struct shared by every
+// kernel that reads or writes the cache (kv_cache.cuh, paged_decode.cuh,
+// chunked_prefill.cuh).
+//
+// Faults: the kernel-only bugs the CUDA mutants plant (kernels/mutants/cuda_mutants.cpp).
+// A fault is a bit of `faults` in a kernel's arguments that turns one line of honest code
+// into the bug, so that a mutant runs the very kernel the honest engines run. Honest
+// engines pass 0.
+#pragma once
+
+#include "cuda/cuda_compat.h"
+#include "cuda/dtype.cuh"
+
+namespace kvfuzz::cuda {
+
+enum KernelFault : int {
+  // chunked prefill: no __syncthreads between loading a K/V tile into shared memory and
+  // reading it (threads read slots other threads have not written yet: poison).
+  kFaultMissingTileSync = 1 << 0,
+  // paged decode: a split left empty by the batch's longest row writes nothing, yet the
+  // merge reads its partial (max, sum and row: whatever the scratch held).
+  kFaultEmptySplitUnwritten = 1 << 1,
+  // paged decode: the warp reductions of the softmax shuffle over width 16, so each half
+  // warp reduces alone and lane 0 keeps half the row's max and sum.
+  kFaultHalfWarpReduce = 1 << 2,
+  // paged decode: the last split's key bound is the length plus one: it reads the slot
+  // after the row's own key (the poisoned tail of its page, or page 0 of the pool).
+  kFaultSplitBoundPastLength = 1 << 3,
+  // the attention kernels' reads (not the cache write): a K/V element offset computed in
+  // 32 bits, which wraps once a physical page lies past 2^32 elements.
+  kFaultOffset32 = 1 << 4,
+};
+
+struct PagedKv {
+  const void* k = nullptr;  // [page][slot][kv_head][head_dim], `dtype` elements
+  const void* v = nullptr;  // [page][slot][kv_head][value_dim]
+  int dtype = kStorageF32;
+  const int* block_tables = nullptr;  // [sequence][max_pages]: physical page ids
+  int max_pages = 0;
+  int page_size = 1, kv_heads = 1, head_dim = 1, value_dim = 1;
+};
+
+// The physical slot (page * page_size + slot in page) of position `pos` of `seq`.
+KVFUZZ_DEVICE long long kv_slot(const PagedKv& kv, int seq, int pos) {
+  const int page = kv.block_tables[static_cast<long long>(seq) * kv.max_pages + pos / kv.page_size];
+  return static_cast<long long>(page) * kv.page_size + pos % kv.page_size;
+}
+
+// The element offset of the first of `width` elements of (slot, kv_head).
+KVFUZZ_DEVICE long long kv_offset(long long slot, int kv_head, int kv_heads, int width,
+                                  int faults) {
+  if (faults & kFaultOffset32) {
+    // The bug: `unsigned offset = (slot * kv_heads + kv) * dim`, 32-bit arithmetic.
+    return (static_cast<unsigned>(slot) * static_cast<unsigned>(kv_heads) +
+            static_cast<unsigned>(kv_head)) *
+           static_cast<unsigned>(width);
+  }
+  return (slot * kv_heads + kv_head) * width;
+}
+
+KVFUZZ_DEVICE float load_k(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
+  return load_element(kv.k, kv_offset(slot, kv_head, kv.kv_heads, kv.head_dim, faults) + d,
+                      kv.dtype);
+}
+KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
+  return load_element(kv.v, kv_offset(slot, kv_head, kv.kv_heads, kv.value_dim, faults) + d,
+                      kv.dtype);
+}
+
+}  // namespace kvfuzz::cuda

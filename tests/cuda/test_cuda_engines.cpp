@@ -1,0 +1,121 @@
+// The CUDA engines (kernels/cuda/engine) on the SIMT launcher: the device dtype
+// conversions bit for bit against the project's, the worked example's rows, every
+// property on generated cases over a wide pool (pages past 2^32 elements), and each
+// kernel-only mutant failing on a case made for its bug, by the margin stated there.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/dtype.cuh"
+#include "cuda/engine/cuda_engine.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/dtype.h"
+#include "kvfuzz/generator.h"
+#include "kvfuzz/prng.h"
+#include "kvfuzz/property.h"
+#include "test_scenarios.h"
+
+namespace kvfuzz {
+namespace {
+
+uint32_t bits_of(float x) {
+  uint32_t b = 0;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+TEST(CudaDtype, ConversionsMatchTheProjectsBitForBit) {
+  // Every 16-bit pattern decoded, and a stride through all 2^32 float patterns encoded
+  // (with the edges of f16's and bf16's ranges and every special on the way).
+  for (uint32_t h = 0; h <= 0xFFFFu; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    ASSERT_EQ(bits_of(cuda::from_f16_bits(bits)), bits_of(f16_to_f32(bits))) << h;
+    ASSERT_EQ(bits_of(cuda::from_bf16_bits(bits)), bits_of(bf16_to_f32(bits))) << h;
+  }
+  for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 4099) {
+    float x;
+    const auto u = static_cast<uint32_t>(b);
+    std::memcpy(&x, &u, sizeof x);
+    ASSERT_EQ(cuda::to_f16_bits(x), f32_to_f16(x)) << std::hex << u;
+    ASSERT_EQ(cuda::to_bf16_bits(x), f32_to_bf16(x)) << std::hex << u;
+  }
+  for (float x :
+       {65504.0f, 65520.0f, 6.1e-5f, 5.96e-8f, 2.98e-8f, -0.0f, INFINITY, -INFINITY, NAN}) {
+    EXPECT_EQ(cuda::to_f16_bits(x), f32_to_f16(x)) << x;
+    EXPECT_EQ(cuda::to_bf16_bits(x), f32_to_bf16(x)) << x;
+  }
+}
+
+// An engine of the registry's kind, made here with other options.
+EngineInfo cuda_engine(std::string name, cuda::CudaEngineOptions options, bool mutant = false) {
+  return {std::move(name), "test engine", mutant,
+          [options](const EngineConfig& config) -> std::unique_ptr<Engine> {
+            return std::make_unique<cuda::CudaEngine>(config, options);
+          }};
+}
+
+Scenario case_scenario(int index, const GeneratorOptions& options = {}) {
+  uint64_t state = 0xC0DA * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index);
+  PrngChoiceSource choices(splitmix64(state));
+  return generate_scenario(choices, options);
+}
+
+TEST(CudaEngine, WorkedExampleRowsAreExactOnBothPaths) {
+  // Three tokens (a prefill), then positions 3 and 4 as a chunk (prefill kernel) or as two
+  // decodes (decode kernel): 7.5 and 12.4, as full-prefix attention gives.
+  for (bool decode : {false, true}) {
+    EngineConfig config;
+    config.layout = test::make_layout({.page_size = 4});
+    config.page_order = {0, 1, 2, 3};
+    cuda::CudaEngine engine(config, cuda::cuda_f32_options());
+    std::vector<float> zeros(5, 0.0f), values{2, 4, 8, 16, 32};
+    std::vector<ChunkOut> out(1);
+    engine.step(
+        std::vector<ChunkIn>{{0, 3, {zeros.data(), 3}, {zeros.data(), 3}, {values.data(), 3}}},
+        out);
+    std::vector<float> got;
+    std::vector<int64_t> positions;
+    for (int t = 3; t < 5; t += decode ? 1 : 2) {
+      const int n = decode ? 1 : 2;
+      engine.step(std::vector<ChunkIn>{{0,
+                                        n,
+                                        {zeros.data(), static_cast<size_t>(n)},
+                                        {zeros.data(), static_cast<size_t>(n)},
+                                        {values.data() + t, static_cast<size_t>(n)}}},
+                  out);
+      got.insert(got.end(), out[0].out.begin(), out[0].out.end());
+      positions.insert(positions.end(), out[0].positions.begin(), out[0].positions.end());
+    }
+    EXPECT_EQ(positions, (std::vector<int64_t>{3, 4}));
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_FLOAT_EQ(got[0], 7.5f) << (decode ? "decode" : "prefill");
+    EXPECT_FLOAT_EQ(got[1], 12.4f) << (decode ? "decode" : "prefill");
+  }
+}
+
+TEST(CudaEngine, WidePoolPutsPagesPast2To32ElementsAndEveryPropertyHolds) {
+  cuda::CudaEngineOptions options = cuda::cuda_f32_options();
+  options.wide_pool = true;
+  const EngineInfo wide = cuda_engine("cuda-paged-wide", options);
+  EngineConfig config;
+  config.layout = test::make_layout(
+      {.q_heads = 2, .kv_heads = 2, .head_dim = 4, .value_dim = 4, .page_size = 4});
+  config.page_order = {0, 1};
+  const cuda::CudaEngine engine(config, options);
+  EXPECT_GE(engine.pool().base_page() * 4 * 2 * 4, int64_t{1} << 32);
+  for (int i = 0; i < 12; ++i) {
+    const Scenario scenario = case_scenario(i);
+    for (const PropertyInfo& row : kProperties) {
+      const PropertyOutcome outcome = judge_property(row.property, scenario, wide);
+      EXPECT_TRUE(outcome.pass) << "case " << i << ": " << outcome.report;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvfuzz
