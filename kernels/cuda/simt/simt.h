@@ -1,6 +1,6 @@
 // The SIMT launcher: CUDA kernels' source run on the CPU, a test double for the device (not
 // a model of its timing). A launch runs the grid's blocks one after another on the calling
-// thread; each block's threads are fibers (ucontext, annotated for AddressSanitizer) that
+// thread; each block's threads are fibers (Boost.Context, annotated for AddressSanitizer) that
 // run until they finish or wait: at __syncthreads (a barrier over the block) or at a warp
 // operation (shuffles, votes: a barrier over the lanes of its mask). So a kernel sees what
 // it would see on a device whose threads interleave only at those points, and a missing
@@ -19,9 +19,7 @@
 // shared_array<T>(n), the same address for the same call in every thread of a block, and
 // the launch's dynamic shared memory by dynamic_shared_array<T>().
 //
-// Under AddressSanitizer every fiber switch is announced to it; its swapcontext
-// interceptor still prints one warning per process that it does not fully support
-// swapcontext.
+// Under AddressSanitizer every fiber switch is announced to it.
 #pragma once
 
 #include <cstddef>
