@@ -77,6 +77,14 @@ const std::vector<MutantRow>& rejection_table() {
                                    {Property::reset,    40,    7}}},
       {"fork-shares-partial-page", {{Property::prefix,   40,   18},
                                    {Property::batch,    40,   18}}},
+      {"cuda-missing-tile-sync",  {{Property::prefix,   10,    0},
+                                   {Property::schedule, 10,    0}}},
+      {"cuda-empty-split-unwritten", {{Property::prefix, 10,    0},
+                                   {Property::batch,    10,    0}}},
+      {"cuda-half-warp-reduce",   {{Property::prefix,   10,    0}}},
+      {"cuda-split-bound-past-length", {{Property::prefix, 10,    0},
+                                   {Property::poison,   10,    0}}},
+      {"cuda-offset-32bit",       {{Property::prefix,   10,    0}}},
   };
   return table;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kvfuzz/generator.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/property.h"
+#include "kvfuzz/verdict.h"
 #include "test_scenarios.h"
 
 namespace kvfuzz {
@@ -116,6 +118,67 @@ TEST(CudaEngine, WidePoolPutsPagesPast2To32ElementsAndEveryPropertyHolds) {
     }
   }
 }
+
+// Each kernel-only mutant on the first 20 generated cases, beside the honest cuda-paged on
+// the same cases: the honest engine passes every one; the mutant fails at least `fails` of
+// them, each failure either a non-finite row or a mismatch at least `margin` times its
+// bound (the smallest ratio seen is printed). Measured when written (20 cases each):
+//   missing-tile-sync 18 failed, all not-finite; empty-split-unwritten 8, not-finite;
+//   half-warp-reduce 7, smallest error/bound 25.9; split-bound-past-length 17, 23.9;
+//   offset-32bit 20, 5.0 (it reads zeros: a row of small values moves least).
+struct KernelMutant {
+  const char* name;
+  int fails;
+  double margin;
+};
+
+void PrintTo(const KernelMutant& m, std::ostream* os) {
+  *os << m.name;
+}
+
+class KernelMutantFails : public testing::TestWithParam<KernelMutant> {};
+
+TEST_P(KernelMutantFails, WhereTheHonestKernelPassesAndByItsMargin) {
+  const KernelMutant& m = GetParam();
+  const EngineInfo* honest = find_engine("cuda-paged");
+  const EngineInfo* mutant = find_engine(m.name);
+  ASSERT_TRUE(honest && mutant && mutant->mutant);
+  int failed = 0;
+  double smallest = INFINITY;
+  for (int i = 0; i < 20; ++i) {
+    const Scenario scenario = case_scenario(i);
+    const PropertyOutcome good = judge_property(Property::prefix, scenario, *honest);
+    ASSERT_TRUE(good.pass) << "case " << i << ": " << good.report;
+    const PropertyOutcome bad = judge_property(Property::prefix, scenario, *mutant);
+    if (bad.pass) continue;
+    ++failed;
+    ASSERT_TRUE(bad.first.has_value()) << bad.report;
+    const Divergence& d = *bad.first;
+    if (d.kind == FailureKind::mismatch) {
+      smallest = std::min(smallest, d.error / d.bound);
+      EXPECT_GE(d.error, m.margin * d.bound) << "case " << i << ": " << bad.report;
+    } else {
+      EXPECT_EQ(d.kind, FailureKind::not_finite) << "case " << i << ": " << bad.report;
+    }
+  }
+  std::cout << m.name << ": " << failed << " of 20 cases failed; smallest error/bound "
+            << smallest << "\n";
+  EXPECT_GE(failed, m.fails);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, KernelMutantFails,
+                         testing::Values(KernelMutant{"cuda-missing-tile-sync", 15, 10},
+                                         KernelMutant{"cuda-empty-split-unwritten", 6, 10},
+                                         KernelMutant{"cuda-half-warp-reduce", 5, 10},
+                                         KernelMutant{"cuda-split-bound-past-length", 15, 10},
+                                         KernelMutant{"cuda-offset-32bit", 18, 4}),
+                         [](const testing::TestParamInfo<KernelMutant>& param) {
+                           std::string name = param.param.name;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace kvfuzz
