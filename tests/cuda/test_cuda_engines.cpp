@@ -161,8 +161,8 @@ TEST_P(KernelMutantFails, WhereTheHonestKernelPassesAndByItsMargin) {
       EXPECT_EQ(d.kind, FailureKind::not_finite) << "case " << i << ": " << bad.report;
     }
   }
-  std::cout << m.name << ": " << failed << " of 20 cases failed; smallest error/bound "
-            << smallest << "\n";
+  std::cout << m.name << ": " << failed << " of 20 cases failed; smallest error/bound " << smallest
+            << "\n";
   EXPECT_GE(failed, m.fails);
 }
 

@@ -5,14 +5,13 @@
 // every fiber whose wait is over, until all finished; when none can go on, the threads
 // that still wait are a divergent barrier, and the launch fails naming them.
 #include <algorithm>
+#include <boost/context/detail/fcontext.hpp>
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <limits>
 #include <memory>
 #include <vector>
-
-#include <boost/context/detail/fcontext.hpp>
 
 #include "cuda/simt/simt.h"
 
