@@ -134,6 +134,22 @@ const std::vector<Prediction>& predictions() {
       {"fork-then-rollback",
        "truncate-shared-in-place",
        {{{0, 0, 4}, {kNaN}}, {{1, 2, 3}, {9.75}}}},
+      // The CUDA kernel faults. A prefill tile whose keys are read before they are loaded
+      // reads the shared memory's NaN poison (query tile 16..31 of the 39-token prefill).
+      {"batch-split-partition-edge", "cuda-missing-tile-sync", {{{0, 0, 16}, {kNaN}}}},
+      // Sequence 1's 16 keys leave the second of the batch's two splits of 32 empty; unwritten,
+      // the merge reads its poisoned partial.
+      {"batch-split-partition-edge", "cuda-empty-split-unwritten", {{{1, 0, 15}, {kNaN}}}},
+      // Sequence 0 decodes 40 keys in splits of 32 and 8, every p = 1. Reduced over half warps,
+      // split 0's sum counts its lanes 0..15 only: 16 instead of 32, while its P.V sums all 32
+      // values (8 x (1+2+3+4) = 80); split 1 (keys 32..39: 1,2,3,4,1,2,3 and token 54's 3 =
+      // 19, 8 lanes) is whole. (80 + 19) / (16 + 8) = 99/24 instead of 99/40.
+      {"batch-split-partition-edge", "cuda-half-warp-reduce", {{{0, 0, 39}, {99.0 / 24}}}},
+      // A lone token decoded: the bound past its length reads slot 1, the page's NaN tail.
+      {"one-token-cache", "cuda-split-bound-past-length", {{{0, 0, 0}, {kNaN}}}},
+      // The wide pool's pages lie past 2^32 elements; 32-bit offsets wrap into its untouched
+      // (zero) pages: every key and value reads 0, every row is 0.
+      {"worked-example", "cuda-offset-32bit", {{{0, 0, 3}, {0}}, {{0, 0, 4}, {0}}}},
       {"poisoned-page-tail-huge",
        "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},

@@ -463,6 +463,16 @@ const std::map<std::string, Bound>& bounds() {
       // a token, fork into a partial page, a token on one side, whose slot the other side
       // also reads
       {"fork-shares-partial-page", {2, 2, 1, 1}},
+      // a prefill of two tokens over head_dim 2: a thread reads the tile element another
+      // thread had not loaded yet (with head_dim 1 each thread's element is its own)
+      {"cuda-missing-tile-sync", {2, 1, 1, 1, 2}},
+      // a decode at 33 keys (two splits of 32) whose window leaves the first split empty
+      {"cuda-empty-split-unwritten", {33, 1, 1, 1}},
+      // a decode over 17 keys: the first split past one half warp's 16 lanes
+      {"cuda-half-warp-reduce", {17, 1, 1, 1}},
+      // one token: its decode reads the slot after it
+      {"cuda-split-bound-past-length", {1, 1, 1, 1}},
+      {"cuda-offset-32bit", {1, 1, 1, 1}},
   };
   return table;
 }
