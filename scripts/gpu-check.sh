@@ -3,15 +3,17 @@
 # engines' kernels on the SIMT launcher; this script is what a machine with a GPU runs:
 #
 #   1. builds build/gpu with KVFUZZ_CUDA_DEVICE=ON (the engines' sources compiled by nvcc
-#      for sm_90, their kernels launched on the device): kvfuzz, properties and
-#      cuda_decode_bandwidth;
+#      for sm_90, their kernels launched on the device): kvfuzz, properties (built only, to
+#      show the GoogleTest suites link against the device engines; kvfuzz check below runs
+#      the same properties) and cuda_decode_bandwidth;
 #   2. all six properties on cuda-paged and cuda-paged-bf16 (kvfuzz check), whose cases per
 #      second are the "checks/s" of the summary;
 #   3. the five kernel-only mutants, each of which must be rejected;
 #   4. the corpus (kvfuzz replay corpus/);
 #   5. the paged decode kernel's bandwidth, bytes of K/V read per second against a
 #      device-to-device copy of the same bytes (bench/cuda_decode_bandwidth.cu);
-#   6. compute-sanitizer memcheck and racecheck over a bounded run, failing on any error;
+#   6. compute-sanitizer memcheck and racecheck over a bounded run, failing on any error
+#      (last: the slowest, so a short budget cuts them rather than the rest);
 #
 # and ends with a summary block to paste into docs/BENCHMARKS.md ("CUDA engines on a
 # device"). At most 8 minutes on one H200: every stage runs under `timeout`, within its own
@@ -45,7 +47,7 @@ readonly JOBS
 readonly LOGS=${GPU_CHECK_LOGS:-$BUILD/gpu-check}
 readonly HONEST=cuda-paged,cuda-paged-bf16
 # The wide-pool mutant is run on its own, one worker at a time: on the device its pool is a
-# real allocation past 2^32 elements (several GiB per engine), and many at once could run
+# real allocation past 2^32 elements (16 GiB and more per engine), and many at once could run
 # out of memory, which would be "rejected" by an allocation error instead of by its bug.
 readonly MUTANTS=cuda-missing-tile-sync,cuda-empty-split-unwritten,cuda-half-warp-reduce,cuda-split-bound-past-length
 readonly WIDE_MUTANT=cuda-offset-32bit
@@ -86,8 +88,9 @@ cpath=${CPATH:-} # a compiler's extra include folders
 for tool in cmake ninja g++ nvcc timeout; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
-for header in gtest/gtest.h:GoogleTest rapidcheck.h:RapidCheck CLI/CLI.hpp:CLI11 \
-  nlohmann/json.hpp:nlohmann-json; do
+# Libraries by a header of each, named by their Debian packages.
+for header in gtest/gtest.h:libgtest-dev rapidcheck.h:librapidcheck-dev CLI/CLI.hpp:libcli11-dev \
+  nlohmann/json.hpp:nlohmann-json3-dev boost/context/detail/fcontext.hpp:libboost-context-dev; do
   found=
   for dir in /usr/include /usr/local/include ${cpath//:/ }; do
     [[ -f $dir/${header%%:*} ]] && found=1

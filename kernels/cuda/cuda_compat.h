@@ -5,6 +5,8 @@
 // express, these macros:
 //   KVFUZZ_GLOBAL, KVFUZZ_DEVICE        __global__, __device__ (inline on the CPU: kernels
 //                                       live in headers, compiled once per device file)
+//   KVFUZZ_HOST_DEVICE                  __host__ __device__: a helper the host's launch
+//                                       code calls too (decode_group_blocks)
 //   KVFUZZ_SHARED_ARRAY(T, name, n)     __shared__ T name[n]: on the CPU, a pointer into
 //                                       the block's shared memory (poisoned per block)
 //   KVFUZZ_DYNAMIC_SHARED(T, name)      extern __shared__ T name[]
@@ -13,8 +15,11 @@
 
 #ifdef __CUDACC__
 
-#define KVFUZZ_GLOBAL __global__
-#define KVFUZZ_DEVICE __device__
+// Kernels live in headers included by several translation units of one program: static
+// kernels and inline device functions, so that no definition is made twice.
+#define KVFUZZ_GLOBAL static __global__
+#define KVFUZZ_DEVICE __device__ inline
+#define KVFUZZ_HOST_DEVICE __host__ __device__ inline
 #define KVFUZZ_SHARED_ARRAY(T, name, n) __shared__ T name[n]
 #define KVFUZZ_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
 #define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \
@@ -28,6 +33,7 @@
 
 #define KVFUZZ_GLOBAL inline
 #define KVFUZZ_DEVICE inline
+#define KVFUZZ_HOST_DEVICE inline
 #define KVFUZZ_SHARED_ARRAY(T, name, n) T* name = ::kvfuzz::simt::shared_array<T>(n)
 #define KVFUZZ_DYNAMIC_SHARED(T, name) T* name = ::kvfuzz::simt::dynamic_shared_array<T>()
 #define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \

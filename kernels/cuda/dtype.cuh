@@ -103,7 +103,7 @@ KVFUZZ_DEVICE void store_element(void* base, long long i, float x, int dtype) {
 }
 
 // Bytes of one element.
-KVFUZZ_DEVICE int element_bytes(int dtype) {
+KVFUZZ_HOST_DEVICE int element_bytes(int dtype) {
   return dtype == kStorageF32 ? 4 : 2;
 }
 

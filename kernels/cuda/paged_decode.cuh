@@ -56,7 +56,7 @@ inline void decode_splits(int batch, int kv_heads, int longest, int sms, int& sp
 
 // Blocks per kv head: its group's q heads, kDecodeMaxGroup at a time (MQA over 128 heads
 // takes 16).
-KVFUZZ_DEVICE int decode_group_blocks(int q_heads, int kv_heads) {
+KVFUZZ_HOST_DEVICE int decode_group_blocks(int q_heads, int kv_heads) {
   const int group = q_heads / kv_heads;
   return (group + kDecodeMaxGroup - 1) / kDecodeMaxGroup;
 }

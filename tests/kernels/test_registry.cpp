@@ -17,6 +17,8 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "contiguous-f16acc",
                                        "flash-batch-split",
                                        "flash-fixed-split",
+                                       "cuda-paged",
+                                       "cuda-paged-bf16",
                                        "mask-origin",
                                        "stale-position",
                                        "stale-kv",
@@ -32,12 +34,17 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "slot-mapping-i16",
                                        "window-evicts-early",
                                        "reset-keeps-block-table",
-                                       "fork-shares-partial-page"};
+                                       "fork-shares-partial-page",
+                                       "cuda-missing-tile-sync",
+                                       "cuda-empty-split-unwritten",
+                                       "cuda-half-warp-reduce",
+                                       "cuda-split-bound-past-length",
+                                       "cuda-offset-32bit"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     EXPECT_EQ(registry[i].name, names[i]);
-    EXPECT_EQ(registry[i].mutant, i >= 8) << names[i];
+    EXPECT_EQ(registry[i].mutant, i >= 10) << names[i];
     EXPECT_FALSE(registry[i].description.empty());
     EXPECT_TRUE(registry[i].make);
     EXPECT_EQ(find_engine(names[i]), &registry[i]);

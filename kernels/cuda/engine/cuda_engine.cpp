@@ -245,8 +245,7 @@ void CudaEngine::decode(std::span<const ChunkIn> chunks) {
                   static_cast<unsigned>(a.splits)),
              dim3(kDecodeThreads), 0, a);
   KVFUZZ_RUN(paged_decode_merge,
-             dim3(static_cast<unsigned>(batch), static_cast<unsigned>(l.q_heads)),
-             dim3(static_cast<unsigned>(warpSize)), 0, a);
+             dim3(static_cast<unsigned>(batch), static_cast<unsigned>(l.q_heads)), dim3(32), 0, a);
 }
 
 void CudaEngine::prefill(std::span<const ChunkIn> chunks, std::span<const int64_t> first_pos,
