@@ -24,6 +24,7 @@
 #define KVFUZZ_SIMT_ASAN 1
 #endif
 #ifdef KVFUZZ_SIMT_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -189,6 +190,11 @@ void fill_poison(unsigned char* bytes, size_t n) {
 
 // A fresh context on the fiber's stack (fcontext takes the stack's top: it grows down).
 void make_fiber_context(Fiber& f) {
+#ifdef KVFUZZ_SIMT_ASAN
+  // A reused stack still carries the scope poisoning of the frames the last fiber on it
+  // left (fiber_entry never returns); ucontext's interceptor cleared it, fcontext has none.
+  __asan_unpoison_memory_region(f.stack, kStackBytes);
+#endif
   f.context = fcontext::make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_entry);
 }
 
