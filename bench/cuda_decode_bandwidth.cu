@@ -196,15 +196,15 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpy(d_q, q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
 
   DecodeArgs a;
-  a.kv.k = k_pool;
-  a.kv.v = v_pool;
-  a.kv.dtype = kStorageBf16;
-  a.kv.block_tables = d_tables;
-  a.kv.max_pages = pages_per_seq;
-  a.kv.page_size = o.page_size;
-  a.kv.kv_heads = o.kv_heads;
-  a.kv.head_dim = o.head_dim;
-  a.kv.value_dim = o.head_dim;
+  a.kv = {.k = k_pool,
+          .v = v_pool,
+          .dtype = kStorageBf16,
+          .block_tables = d_tables,
+          .max_pages = pages_per_seq,
+          .page_size = o.page_size,
+          .kv_heads = o.kv_heads,
+          .head_dim = o.head_dim,
+          .value_dim = o.head_dim};
   a.batch_seq = d_batch_seq;
   a.q = d_q;
   a.lengths = d_lengths;
@@ -220,13 +220,8 @@ int main(int argc, char** argv) {
   a.partial_max = device_array<float>(parts);
   a.partial_sum = device_array<float>(parts);
   a.out = device_array<float>(heads * o.head_dim);
-  // decode_group_blocks() is device code; the same arithmetic on the host.
-  const int group = o.q_heads / o.kv_heads;
-  const int group_blocks = (group + kDecodeMaxGroup - 1) / kDecodeMaxGroup;
-  const dim3 split_grid(static_cast<unsigned>(o.batch),
-                        static_cast<unsigned>(o.kv_heads * group_blocks),
-                        static_cast<unsigned>(a.splits));
-  const dim3 merge_grid(static_cast<unsigned>(o.batch), static_cast<unsigned>(o.q_heads));
+  const dim3 split_grid = decode_split_grid(o.batch, o.q_heads, o.kv_heads, a.splits);
+  const dim3 merge_grid = decode_merge_grid(o.batch, o.q_heads);
   std::printf(
       "splits: %d of %d keys (decode_splits for %d SMs); grids (%u, %u, %u) x %d "
       "threads and (%u, %u) x 32\n",
@@ -235,7 +230,7 @@ int main(int argc, char** argv) {
 
   const auto decode = [&] {
     KVFUZZ_LAUNCH(paged_decode_split, split_grid, dim3(kDecodeThreads), 0, a);
-    KVFUZZ_LAUNCH(paged_decode_merge, merge_grid, dim3(32), 0, a);
+    KVFUZZ_LAUNCH(paged_decode_merge, merge_grid, dim3(kDecodeMergeThreads), 0, a);
   };
   const std::vector<float> decode_ms = time_runs(o.warmup, o.repeats, decode);
   CHECK(cudaGetLastError());

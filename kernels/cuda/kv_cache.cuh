@@ -13,9 +13,16 @@
 namespace kvfuzz::cuda {
 
 constexpr int kCacheThreads = 128;
-// Blocks of the element-wise kernels (fill, copy): a grid-stride loop, few blocks, since
-// each block's threads are fibers on the SIMT launcher.
-constexpr int kElementBlocks = 8;
+// Blocks of the element-wise kernels (fill, copy) for n elements: a grid-stride loop over
+// at most 8 blocks of kCacheThreads, and no more blocks than the elements fill, since each
+// block's threads are fibers on the SIMT launcher (a page tail's poison takes one block).
+constexpr long long kElementBlocks = 8;
+inline dim3 element_grid(long long n) {
+  const long long blocks = (n + kCacheThreads - 1) / kCacheThreads;
+  return dim3(static_cast<unsigned>(blocks < 1                ? 1
+                                    : blocks < kElementBlocks ? blocks
+                                                              : kElementBlocks));
+}
 
 // (x_i, x_{i+d/2}) -> (x_i c_i - x_{i+d/2} s_i, x_i s_i + x_{i+d/2} c_i) for i < d/2: the
 // element `d` of the rotated vector x (d < dim).

@@ -61,7 +61,19 @@ KVFUZZ_HOST_DEVICE int decode_group_blocks(int q_heads, int kv_heads) {
   return (group + kDecodeMaxGroup - 1) / kDecodeMaxGroup;
 }
 
-// Grid (batch, kv_heads * decode_group_blocks, splits), kDecodeThreads threads.
+// The launch shapes: paged_decode_split takes (batch, kv_heads * decode_group_blocks,
+// splits) blocks of kDecodeThreads threads, paged_decode_merge (batch, q_heads) of one warp.
+inline dim3 decode_split_grid(int batch, int q_heads, int kv_heads, int splits) {
+  return dim3(static_cast<unsigned>(batch),
+              static_cast<unsigned>(kv_heads * decode_group_blocks(q_heads, kv_heads)),
+              static_cast<unsigned>(splits));
+}
+inline dim3 decode_merge_grid(int batch, int q_heads) {
+  return dim3(static_cast<unsigned>(batch), static_cast<unsigned>(q_heads));
+}
+constexpr int kDecodeMergeThreads = 32;
+
+// Grid decode_split_grid, kDecodeThreads threads.
 KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   KVFUZZ_SHARED_ARRAY(float, scores, kDecodeMaxGroup* kDecodeMaxKeysPerSplit);
   KVFUZZ_SHARED_ARRAY(float, head_max, kDecodeMaxGroup);
@@ -140,9 +152,9 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   }
 }
 
-// Grid (batch, q_heads), one warp: out = sum_s e^(m_s - m) o_s / sum_s e^(m_s - m) l_s over
-// the splits, m the largest split max; an empty split (max -inf) weighs 0. Rows rounded to
-// out_dtype as declared.
+// Grid decode_merge_grid, kDecodeMergeThreads threads (one warp): out = sum_s e^(m_s - m) o_s /
+// sum_s e^(m_s - m) l_s over the splits, m the largest split max; an empty split (max -inf) weighs
+// 0. Rows rounded to out_dtype as declared.
 KVFUZZ_GLOBAL void paged_decode_merge(DecodeArgs a) {
   const long long head = static_cast<long long>(blockIdx.x) * a.q_heads + blockIdx.y;
   const int lane = static_cast<int>(threadIdx.x);

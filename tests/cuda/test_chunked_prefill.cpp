@@ -122,15 +122,15 @@ Result run(const Case& c, uint32_t seed) {
   std::vector<float> out(static_cast<size_t>(tokens * c.q_heads * c.value_dim), nan);
 
   PrefillArgs a;
-  a.kv.k = k.data();
-  a.kv.v = v.data();
-  a.kv.dtype = c.dtype;
-  a.kv.block_tables = tables.data();
-  a.kv.max_pages = max_pages;
-  a.kv.page_size = c.page_size;
-  a.kv.kv_heads = c.kv_heads;
-  a.kv.head_dim = c.head_dim;
-  a.kv.value_dim = c.value_dim;
+  a.kv = {.k = k.data(),
+          .v = v.data(),
+          .dtype = c.dtype,
+          .block_tables = tables.data(),
+          .max_pages = max_pages,
+          .page_size = c.page_size,
+          .kv_heads = c.kv_heads,
+          .head_dim = c.head_dim,
+          .value_dim = c.value_dim};
   a.q = q.data();
   a.chunk_seq = chunk_seq.data();
   a.chunk_first_token = first_token.data();

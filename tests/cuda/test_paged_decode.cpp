@@ -45,14 +45,14 @@ double worst_error(const Case& c, uint32_t seed, int* splits_used = nullptr) {
   std::vector<int> batch_seq(static_cast<size_t>(batch));
   std::iota(batch_seq.begin(), batch_seq.end(), 0);
   DecodeArgs a;
-  a.kv.k = k.data();
-  a.kv.v = v.data();
-  a.kv.block_tables = tables.data();
-  a.kv.max_pages = max_pages;
-  a.kv.page_size = c.page_size;
-  a.kv.kv_heads = c.kv_heads;
-  a.kv.head_dim = c.head_dim;
-  a.kv.value_dim = c.value_dim;
+  a.kv = {.k = k.data(),
+          .v = v.data(),
+          .block_tables = tables.data(),
+          .max_pages = max_pages,
+          .page_size = c.page_size,
+          .kv_heads = c.kv_heads,
+          .head_dim = c.head_dim,
+          .value_dim = c.value_dim};
   a.batch_seq = batch_seq.data();
   a.q = q.data();
   a.lengths = c.lengths.data();
@@ -69,14 +69,10 @@ double worst_error(const Case& c, uint32_t seed, int* splits_used = nullptr) {
   a.partial_max = partial_max.data();
   a.partial_sum = partial_sum.data();
   a.out = out.data();
-  const unsigned group_blocks = static_cast<unsigned>(decode_group_blocks(c.q_heads, c.kv_heads));
-  KVFUZZ_LAUNCH(paged_decode_split,
-                dim3(static_cast<unsigned>(batch), static_cast<unsigned>(c.kv_heads) * group_blocks,
-                     static_cast<unsigned>(a.splits)),
+  KVFUZZ_LAUNCH(paged_decode_split, decode_split_grid(batch, c.q_heads, c.kv_heads, a.splits),
                 dim3(kDecodeThreads), 0, a);
-  KVFUZZ_LAUNCH(paged_decode_merge,
-                dim3(static_cast<unsigned>(batch), static_cast<unsigned>(c.q_heads)), dim3(32), 0,
-                a);
+  KVFUZZ_LAUNCH(paged_decode_merge, decode_merge_grid(batch, c.q_heads), dim3(kDecodeMergeThreads),
+                0, a);
   double worst = 0;
   const int group = c.q_heads / c.kv_heads;
   for (int s = 0; s < batch; ++s) {

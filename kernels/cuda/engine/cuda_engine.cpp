@@ -224,28 +224,21 @@ void CudaEngine::decode(std::span<const ChunkIn> chunks) {
   const size_t heads = static_cast<size_t>(batch) * static_cast<size_t>(l.q_heads);
   const size_t parts = heads * static_cast<size_t>(a.splits);
   partial_out_.ensure(parts * static_cast<size_t>(l.value_dim) * sizeof(float));
-  partial_max_.ensure(parts * sizeof(float));
-  partial_sum_.ensure(parts * sizeof(float));
+  partial_stats_.ensure(2 * parts * sizeof(float));  // every split's max, then its sum
   out_.ensure(heads * static_cast<size_t>(l.value_dim) * sizeof(float));
   // The split scratch is poisoned before every decode, so that a partial no block wrote
   // reads NaN on both backends (on a device, compute-sanitizer's initcheck flags it).
-  const auto nan = __builtin_nanf("");
-  const auto n = static_cast<long long>(parts);
-  KVFUZZ_RUN(fill_elements, dim3(kElementBlocks), dim3(kCacheThreads), 0, partial_max_.data(), 0LL,
-             n, nan, static_cast<int>(kStorageF32));
-  KVFUZZ_RUN(fill_elements, dim3(kElementBlocks), dim3(kCacheThreads), 0, partial_sum_.data(), 0LL,
-             n, nan, static_cast<int>(kStorageF32));
+  const auto stats = static_cast<long long>(2 * parts);
+  KVFUZZ_RUN(fill_elements, element_grid(stats), dim3(kCacheThreads), 0, partial_stats_.data(), 0LL,
+             stats, __builtin_nanf(""), static_cast<int>(kStorageF32));
   a.partial_out = partial_out_.as<float>();
-  a.partial_max = partial_max_.as<float>();
-  a.partial_sum = partial_sum_.as<float>();
+  a.partial_max = partial_stats_.as<float>();
+  a.partial_sum = partial_stats_.as<float>() + parts;
   a.out = out_.as<float>();
-  const auto group_blocks = static_cast<unsigned>(decode_group_blocks(l.q_heads, l.kv_heads));
-  KVFUZZ_RUN(paged_decode_split,
-             dim3(static_cast<unsigned>(batch), static_cast<unsigned>(l.kv_heads) * group_blocks,
-                  static_cast<unsigned>(a.splits)),
+  KVFUZZ_RUN(paged_decode_split, decode_split_grid(batch, l.q_heads, l.kv_heads, a.splits),
              dim3(kDecodeThreads), 0, a);
-  KVFUZZ_RUN(paged_decode_merge,
-             dim3(static_cast<unsigned>(batch), static_cast<unsigned>(l.q_heads)), dim3(32), 0, a);
+  KVFUZZ_RUN(paged_decode_merge, decode_merge_grid(batch, l.q_heads), dim3(kDecodeMergeThreads), 0,
+             a);
 }
 
 void CudaEngine::prefill(std::span<const ChunkIn> chunks, std::span<const int64_t> first_pos,

@@ -73,7 +73,7 @@ class CudaEngine : public Engine {
   std::vector<long long> host_slots_;
   std::vector<int> host_ints_;
   DeviceBuffer q_, k_, v_, cos_, sin_, slots_, q_rot_, out_, ints_;
-  DeviceBuffer partial_out_, partial_max_, partial_sum_;
+  DeviceBuffer partial_out_, partial_stats_;
 };
 
 }  // namespace kvfuzz::cuda

@@ -52,9 +52,9 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
 void DeviceKvPool::fill(int64_t first_slot, int64_t slots, float value) {
   const int64_t keys = int64_t{layout_.kv_heads} * layout_.head_dim;
   const int64_t values = int64_t{layout_.kv_heads} * layout_.value_dim;
-  KVFUZZ_RUN(fill_elements, dim3(kElementBlocks), dim3(kCacheThreads), 0, k_.data(),
+  KVFUZZ_RUN(fill_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(),
              first_slot * keys, slots * keys, value, dtype_);
-  KVFUZZ_RUN(fill_elements, dim3(kElementBlocks), dim3(kCacheThreads), 0, v_.data(),
+  KVFUZZ_RUN(fill_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
              first_slot * values, slots * values, value, dtype_);
 }
 
@@ -66,10 +66,10 @@ void DeviceKvPool::copy_slots(int from, int to, int64_t slots) {
   const int64_t keys = int64_t{layout_.kv_heads} * layout_.head_dim;
   const int64_t values = int64_t{layout_.kv_heads} * layout_.value_dim;
   const int64_t a = (base_page_ + from) * page_size(), b = (base_page_ + to) * page_size();
-  KVFUZZ_RUN(copy_elements, dim3(kElementBlocks), dim3(kCacheThreads), 0, k_.data(), a * keys,
+  KVFUZZ_RUN(copy_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(), a * keys,
              b * keys, slots * keys, dtype_);
-  KVFUZZ_RUN(copy_elements, dim3(kElementBlocks), dim3(kCacheThreads), 0, v_.data(), a * values,
-             b * values, slots * values, dtype_);
+  KVFUZZ_RUN(copy_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
+             a * values, b * values, slots * values, dtype_);
 }
 
 PagedKv DeviceKvPool::view() {
@@ -88,17 +88,15 @@ PagedKv DeviceKvPool::view() {
     tables_.upload(host_tables_.data(), host_tables_.size() * sizeof(int));
     tables_generation_ = generation();
   }
-  PagedKv kv;
-  kv.k = k_.data();
-  kv.v = v_.data();
-  kv.dtype = dtype_;
-  kv.block_tables = tables_.as<int>();
-  kv.max_pages = pool_pages();
-  kv.page_size = static_cast<int>(page_size());
-  kv.kv_heads = layout_.kv_heads;
-  kv.head_dim = layout_.head_dim;
-  kv.value_dim = layout_.value_dim;
-  return kv;
+  return {.k = k_.data(),
+          .v = v_.data(),
+          .dtype = dtype_,
+          .block_tables = tables_.as<int>(),
+          .max_pages = pool_pages(),
+          .page_size = static_cast<int>(page_size()),
+          .kv_heads = layout_.kv_heads,
+          .head_dim = layout_.head_dim,
+          .value_dim = layout_.value_dim};
 }
 
 }  // namespace kvfuzz::cuda
