@@ -43,13 +43,22 @@ struct Result {
 };
 
 std::string describe(const Case& c) {
-  std::string s = "q_heads " + std::to_string(c.q_heads) + ", kv_heads " +
-                  std::to_string(c.kv_heads) + ", dims " + std::to_string(c.head_dim) + "/" +
-                  std::to_string(c.value_dim) + ", page " + std::to_string(c.page_size) +
-                  ", window " + std::to_string(c.window) + ", dtype " + std::to_string(c.dtype) +
-                  ", chunks";
+  // Appended piece by piece, not "literal" + std::string: g++ 12 -O3's -Wrestrict false
+  // positive (GCC PR 105329) fails the plain Release build.
+  std::string s = "q_heads ";
+  for (const std::string& piece :
+       {std::to_string(c.q_heads), std::string(", kv_heads "), std::to_string(c.kv_heads),
+        std::string(", dims "), std::to_string(c.head_dim), std::string("/"),
+        std::to_string(c.value_dim), std::string(", page "), std::to_string(c.page_size),
+        std::string(", window "), std::to_string(c.window), std::string(", dtype "),
+        std::to_string(c.dtype), std::string(", chunks")}) {
+    s += piece;
+  }
   for (const Chunk& k : c.chunks) {
-    s += " " + std::to_string(k.context) + "+" + std::to_string(k.tokens);
+    s += ' ';
+    s += std::to_string(k.context);
+    s += '+';
+    s += std::to_string(k.tokens);
   }
   return s;
 }
