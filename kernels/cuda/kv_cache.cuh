@@ -78,13 +78,18 @@ KVFUZZ_GLOBAL void rope_queries(const float* q_in, float* q_out, const float* co
   }
 }
 
-// Elements [first, first + n) of a `dtype` array set to `value` (rounded to the dtype).
-KVFUZZ_GLOBAL void fill_elements(void* array, long long first, long long n, float value,
+// Elements [first, first + n) of a `dtype` array set to `bits`, one element's encoding
+// (its low 16 bits for f16 and bf16), made once by the caller rather than per element.
+KVFUZZ_GLOBAL void fill_elements(void* array, long long first, long long n, unsigned bits,
                                  int dtype) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
-    store_element(array, first + i, value, dtype);
+    if (dtype == kStorageF32) {
+      static_cast<unsigned*>(array)[first + i] = bits;
+    } else {
+      static_cast<unsigned short*>(array)[first + i] = static_cast<unsigned short>(bits);
+    }
   }
 }
 

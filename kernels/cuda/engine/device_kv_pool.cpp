@@ -1,6 +1,7 @@
 #include "cuda/engine/device_kv_pool.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "cpu/dtype_array.h"
 #include "cuda/kv_cache.cuh"
@@ -21,6 +22,19 @@ int storage_type(DType dtype) {
   return kStorageF32;
 }
 
+// `value` as a `dtype` element's bits, what fill_elements writes.
+unsigned encoded(float value, DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return std::bit_cast<unsigned>(value);
+    case DType::f16:
+      return f32_to_f16(value);
+    case DType::bf16:
+      return f32_to_bf16(value);
+  }
+  return 0;
+}
+
 }  // namespace
 
 DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const int> page_order,
@@ -28,7 +42,7 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
     : PageTable(layout, sequences, page_order),
       layout_(layout),
       dtype_(storage_type(layout.dtype)),
-      poison_(cpu::poison_value(poison, layout.dtype)) {
+      poison_(encoded(cpu::poison_value(poison, layout.dtype), layout.dtype)) {
   const int64_t slot_keys = int64_t{layout.kv_heads} * layout.head_dim;
   const int64_t slot_values = int64_t{layout.kv_heads} * layout.value_dim;
   if (wide) {
@@ -49,13 +63,13 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
                          sizeof(int));
 }
 
-void DeviceKvPool::fill(int64_t first_slot, int64_t slots, float value) {
+void DeviceKvPool::fill(int64_t first_slot, int64_t slots, unsigned bits) {
   const int64_t keys = int64_t{layout_.kv_heads} * layout_.head_dim;
   const int64_t values = int64_t{layout_.kv_heads} * layout_.value_dim;
   KVFUZZ_RUN(fill_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(),
-             first_slot * keys, slots * keys, value, dtype_);
+             first_slot * keys, slots * keys, bits, dtype_);
   KVFUZZ_RUN(fill_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
-             first_slot * values, slots * values, value, dtype_);
+             first_slot * values, slots * values, bits, dtype_);
 }
 
 void DeviceKvPool::poison_slots(int page, int64_t from) {

@@ -41,11 +41,11 @@ class DeviceKvPool : public paging::PageTable {
   void poison_slots(int page, int64_t from) override;
 
  private:
-  void fill(int64_t first_slot, int64_t slots, float value);
+  void fill(int64_t first_slot, int64_t slots, unsigned bits);
 
   Layout layout_;
   int dtype_;
-  float poison_;
+  unsigned poison_;  // the poison's encoding in the storage dtype
   int64_t base_page_ = 0;
   DeviceBuffer k_, v_;
   DeviceBuffer tables_;  // [sequence][pool_pages] device page ids

@@ -188,12 +188,32 @@ void fill_poison(unsigned char* bytes, size_t n) {
   std::fill(bytes, bytes + n, static_cast<unsigned char>(0xFF));
 }
 
-// A fresh context on the fiber's stack (fcontext takes the stack's top: it grows down).
-void make_fiber_context(Fiber& f) {
 #ifdef KVFUZZ_SIMT_ASAN
-  // A reused stack still carries the scope poisoning of the frames the last fiber on it
-  // left (fiber_entry never returns); ucontext's interceptor cleared it, fcontext has none.
-  __asan_unpoison_memory_region(f.stack, kStackBytes);
+// Per fiber stack: whether a fiber was left on it mid-kernel (a launch that failed), so
+// that its frames' poisoning may lie anywhere on it.
+std::vector<char>& abandoned_stacks() {
+  thread_local std::vector<char> abandoned;
+  return abandoned;
+}
+// What a fiber that finished leaves poisoned: fiber_entry's frame (it never returns) near
+// the top; the kernel's frames returned and cleaned up after themselves.
+constexpr size_t kStackTopBytes = size_t{16} << 10;
+#endif
+
+// A fresh context on the fiber's stack (fcontext takes the stack's top: it grows down).
+void make_fiber_context(Fiber& f, size_t index) {
+#ifdef KVFUZZ_SIMT_ASAN
+  // A reused stack still carries the scope poisoning the last fiber on it left, which
+  // ucontext's interceptor cleared and fcontext does not: its top, or all of it after a
+  // failed launch (unpoisoning the whole 1 MiB for every fiber was two thirds of the CUDA
+  // engines' time under ASan).
+  std::vector<char>& abandoned = abandoned_stacks();
+  if (abandoned.size() <= index) abandoned.resize(index + 1, 1);
+  const size_t clean = abandoned[index] ? kStackBytes : kStackTopBytes;
+  __asan_unpoison_memory_region(f.stack + kStackBytes - clean, clean);
+  abandoned[index] = 0;
+#else
+  (void)index;
 #endif
   f.context = fcontext::make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_entry);
 }
@@ -276,10 +296,21 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
           f.linear = static_cast<int>(t);
           f.wait = Wait::none;
           f.shared_calls = 0;
-          make_fiber_context(f);
+          make_fiber_context(f, t);
         }
+        bool finished = false;
+        struct Abandon {  // a failed block leaves its fibers' frames on their stacks
+          const bool& finished;
+          size_t fibers;
+          ~Abandon() {
+#ifdef KVFUZZ_SIMT_ASAN
+            if (!finished) std::fill_n(abandoned_stacks().begin(), fibers, char{1});
+#endif
+          }
+        } abandon{finished, b.fibers.size()};
         run_block(b);
         if (b.error) std::rethrow_exception(b.error);
+        finished = true;
       }
     }
   }
