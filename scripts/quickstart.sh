@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh default
+# Only the command: its engines are built in, and the tests, benchmarks and llama.cpp are
+# for scripts/test.sh (a whole build is about four times as long).
+scripts/build.sh default kvfuzz
 kvfuzz=build/default/harness/kvfuzz
 
 echo "== kvfuzz replay corpus/ (honest engines)"

@@ -8,8 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # python3-dev: Python.h, for the Python package's extension module (pyproject.toml).
+# ccache: used by the builds when present, never required (CMakeLists.txt).
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev librapidcheck-dev python3
-          python3-venv python3-dev nlohmann-json3-dev libcli11-dev libboost-context-dev clang-format)
+          python3-venv python3-dev nlohmann-json3-dev libcli11-dev libboost-context-dev clang-format
+          ccache)
 
 install_debian_packages() {
   local missing=() status p log SUDO=
