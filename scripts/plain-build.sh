@@ -3,7 +3,7 @@
 # compiler, no preset, so warnings are not errors (KVFUZZ_WERROR is off outside the
 # presets). What it must prove is that such a build configures and compiles without a
 # warning. The compiling is proven where it costs nothing extra: the default preset
-# compiles every target with the same g++ at the same -O3 (only -g added), warnings as
+# compiles every target with the same g++ at the same -O3 (only -g1 added), warnings as
 # errors, so -O3's own warnings (g++ 12's -Wrestrict false positive on a std::string
 # assignment was one) fail there (CMakePresets.json). What only this build shows is the
 # configure without a preset and its generator (Unix Makefiles), so it builds the first
