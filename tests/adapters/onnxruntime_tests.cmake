@@ -32,7 +32,9 @@ function(kvfuzz_ort_test name exit cases script)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh ${exit} $<TARGET_FILE:kvfuzz> check
                    --engine "exec:${KVFUZZ_VENV_PYTHON} ${KVFUZZ_ORT_DIR}/${script} ${flags}"
                    --cases ${cases} ${KVFUZZ_ORT_CHECK} ${arg_CHECK})
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 600 LABELS adapters)
+  # COST: the honest runs take half a minute each; ctest -j starts them before short tests.
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 600 LABELS adapters
+                                          COST ${cases})
 endfunction()
 
 set(gqa ort_gqa_engine.py)
