@@ -5,6 +5,7 @@
 // every fiber whose wait is over, until all finished; when none can go on, the threads
 // that still wait are a divergent barrier, and the launch fails naming them.
 #include <algorithm>
+#include <bit>
 #include <boost/context/detail/fcontext.hpp>
 #include <cmath>
 #include <cstdio>
@@ -70,17 +71,23 @@ struct Fiber {
   uint64_t generation = 0;  // of the barrier or warp operation it waits at
   const char* op = "";      // the warp operation it waits at
   unsigned mask = 0;
-  int width = kWarpSize;
+  int from = 0;             // the lane whose value it takes at that warp operation
   size_t shared_calls = 0;  // shared_bytes() calls so far
   void* fake_stack = nullptr;
-  // What the warp operation it waited at gave: a copy, taken when the last lane arrived,
-  // so that lanes already past it cannot overwrite what slower lanes still read.
-  detail::WarpExchange result{};
+  // What the warp operation it waited at gave, set when the last lane arrived, so that
+  // lanes already past it cannot overwrite what slower lanes still read.
+  detail::WarpResult result{};
 };
 
+// A warp operation under way: the values offered so far, and the mask and name the first
+// lane to arrive gave (every other lane must give the same).
 struct WarpState {
-  detail::WarpExchange exchange{};
+  uint64_t values[kWarpSize]{};
+  unsigned ballot = 0;
   unsigned arrived = 0;
+  unsigned mask = 0;
+  const char* op = nullptr;
+  int first_lane = 0;
   uint64_t generation = 0;
 };
 
@@ -136,38 +143,6 @@ std::string who(const Block& b, const Fiber& f) {
          std::to_string(c.thread_idx.z) + ")";
 }
 
-// Back to the scheduler, until it resumes this fiber.
-void yield(Block& b) {
-  Fiber& f = *b.running;
-  start_switch(&f.fake_stack, b.scheduler_bottom, b.scheduler_size);
-  b.scheduler = fcontext::jump_fcontext(b.scheduler, nullptr).fctx;
-  finish_switch(f.fake_stack, &b.scheduler_bottom, &b.scheduler_size);
-}
-
-void fiber_entry(fcontext::transfer_t from) {
-  Block& b = *t_block;
-  Fiber& f = *b.running;
-  b.scheduler = from.fctx;
-  finish_switch(nullptr, &b.scheduler_bottom, &b.scheduler_size);
-  try {
-    (*b.kernel)();
-  } catch (...) {
-    if (!b.error) b.error = std::current_exception();
-  }
-  f.wait = Wait::done;
-  // A finished fiber's fake stack is released (nullptr): it never runs again.
-  start_switch(nullptr, b.scheduler_bottom, b.scheduler_size);
-  fcontext::jump_fcontext(b.scheduler, nullptr);  // never resumed
-}
-
-void resume(Block& b, Fiber& f) {
-  b.running = &f;
-  start_switch(&b.scheduler_fake_stack, f.stack, kStackBytes);
-  f.context = fcontext::jump_fcontext(f.context, nullptr).fctx;
-  finish_switch(b.scheduler_fake_stack);
-  b.running = nullptr;
-}
-
 // Whether `f` may go on: its barrier or warp operation completed since it arrived.
 bool released(const Block& b, const Fiber& f) {
   switch (f.wait) {
@@ -181,6 +156,85 @@ bool released(const Block& b, const Fiber& f) {
       return false;
   }
   return false;
+}
+
+// The first fiber from `first` on, in thread order, that may go on; nullptr when none.
+Fiber* next_released(Block& b, size_t first) {
+  for (size_t i = first; i < b.fibers.size(); ++i) {
+    Fiber& f = b.fibers[i];
+    if (f.wait != Wait::done && released(b, f)) return &f;
+  }
+  return nullptr;
+}
+
+// A switch hands the fiber (or scheduler) it resumes the slot where the context of the one
+// it left goes: that context is known only once the jump is made.
+void keep_context(fcontext::transfer_t from) {
+  *static_cast<fcontext::fcontext_t*>(from.data) = from.fctx;
+}
+
+// The running fiber waits (or finished): on to the next fiber after it, in thread order,
+// whose wait is over (the scheduler's pass goes on without a return to it: one jump per
+// switch instead of two), or back to the scheduler at the end of a pass or after an error.
+void leave(Block& b, bool finished) {
+  Fiber& self = *b.running;
+  Fiber* next = b.error ? nullptr : next_released(b, static_cast<size_t>(self.linear) + 1);
+  thread_local fcontext::fcontext_t finished_context;  // a finished fiber's: never resumed
+  fcontext::fcontext_t* slot = finished ? &finished_context : &self.context;
+  // A finished fiber's fake stack is released (nullptr): it never runs again.
+  void** fake_stack = finished ? nullptr : &self.fake_stack;
+  fcontext::fcontext_t to = nullptr;
+  if (next != nullptr) {
+    next->wait = Wait::none;
+    b.running = next;
+    start_switch(fake_stack, next->stack, kStackBytes);
+    to = next->context;
+  } else {
+    b.running = nullptr;
+    start_switch(fake_stack, b.scheduler_bottom, b.scheduler_size);
+    to = b.scheduler;
+  }
+  const fcontext::transfer_t from = fcontext::jump_fcontext(to, slot);
+  // Resumed (a finished fiber never is), by the scheduler or by a fiber before it.
+  finish_switch(self.fake_stack);
+  keep_context(from);
+}
+
+void fiber_entry(fcontext::transfer_t from) {
+  Block& b = *t_block;
+  // The first fiber of a pass is started by the scheduler, whose stack it learns so.
+  const void* bottom = nullptr;
+  size_t size = 0;
+  finish_switch(nullptr, &bottom, &size);
+  if (from.data == &b.scheduler) {
+    b.scheduler_bottom = bottom;
+    b.scheduler_size = size;
+  }
+  keep_context(from);
+  try {
+    (*b.kernel)();
+  } catch (...) {
+    if (!b.error) b.error = std::current_exception();
+  }
+  b.running->wait = Wait::done;
+  leave(b, true);
+}
+
+// Back to the scheduler or on to another fiber, until this one may go on.
+void yield(Block& b) {
+  leave(b, false);
+}
+
+// From the scheduler: runs `f` and, in turn, the fibers after it that may go on (leave()),
+// until one of them switches back.
+void resume(Block& b, Fiber& f) {
+  f.wait = Wait::none;
+  b.running = &f;
+  start_switch(&b.scheduler_fake_stack, f.stack, kStackBytes);
+  const fcontext::transfer_t from = fcontext::jump_fcontext(f.context, &b.scheduler);
+  finish_switch(b.scheduler_fake_stack);
+  keep_context(from);
+  b.running = nullptr;
 }
 
 // 0xFF bytes: a NaN in f32, f64, f16 and bf16 alike, and -1 in integers.
@@ -218,31 +272,24 @@ void make_fiber_context(Fiber& f, size_t index) {
   f.context = fcontext::make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_entry);
 }
 
+// Passes over the block's fibers in thread order (each a chain of switches, leave()) until
+// all finished; when none can go on, the threads that still wait are a divergent barrier.
 void run_block(Block& b) {
   for (;;) {
-    bool progressed = false;
-    for (Fiber& f : b.fibers) {
-      if (f.wait == Wait::done || !released(b, f)) continue;
-      f.wait = Wait::none;
-      resume(b, f);
-      progressed = true;
-      if (b.error) return;
+    Fiber* first = next_released(b, 0);
+    if (first == nullptr) break;
+    resume(b, *first);
+    if (b.error) return;
+  }
+  for (const Fiber& f : b.fibers) {
+    if (f.wait == Wait::block_barrier) {
+      throw LaunchError(who(b, f) +
+                        ": waits at __syncthreads that other threads of its "
+                        "block never reach");
     }
-    const bool all_done = std::all_of(b.fibers.begin(), b.fibers.end(),
-                                      [](const Fiber& f) { return f.wait == Wait::done; });
-    if (all_done) return;
-    if (!progressed) {
-      for (const Fiber& f : b.fibers) {
-        if (f.wait == Wait::block_barrier) {
-          throw LaunchError(who(b, f) +
-                            ": waits at __syncthreads that other threads of its "
-                            "block never reach");
-        }
-        if (f.wait == Wait::warp_op) {
-          throw LaunchError(who(b, f) + ": waits at " + f.op +
-                            " for lanes of its mask that never reach it");
-        }
-      }
+    if (f.wait == Wait::warp_op) {
+      throw LaunchError(who(b, f) + ": waits at " + f.op +
+                        " for lanes of its mask that never reach it");
     }
   }
 }
@@ -353,11 +400,8 @@ void* dynamic_shared() {
 
 namespace detail {
 
-int lane() {
-  return block().running->linear % kWarpSize;
-}
-
-const WarpExchange& warp_exchange(const char* what, unsigned mask, uint64_t value, int width) {
+WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width,
+                         Source source, int arg) {
   Block& b = block();
   Fiber& f = *b.running;
   const int l = f.linear % kWarpSize;
@@ -365,41 +409,52 @@ const WarpExchange& warp_exchange(const char* what, unsigned mask, uint64_t valu
     throw LaunchError(who(b, f) + ": " + what + " with width " + std::to_string(width) +
                       " (a power of two up to 32)");
   }
+  const int in_segment = source == Source::lane        ? arg % width
+                         : source == Source::lane_xor  ? (l % width) ^ arg
+                         : source == Source::lane_down ? l % width + arg
+                                                       : l % width;
+  const int from = in_segment >= 0 && in_segment < width ? l / width * width + in_segment : l;
+  const auto hex = [](unsigned bits) {
+    char text[16];
+    std::snprintf(text, sizeof text, "%08x", bits);
+    return std::string(text);
+  };
   if ((mask >> l & 1u) == 0) {
-    throw LaunchError(who(b, f) + ": " + what + " with mask 0x" +
-                      [&] {
-                        char hex[16];
-                        std::snprintf(hex, sizeof hex, "%08x", mask);
-                        return std::string(hex);
-                      }() +
+    throw LaunchError(who(b, f) + ": " + what + " with mask 0x" + hex(mask) +
                       ", which leaves out its own lane " + std::to_string(l));
+  }
+  if ((mask >> from & 1u) == 0) {
+    throw LaunchError(std::string(what) + ": lane " + std::to_string(l) + " reads lane " +
+                      std::to_string(from) + ", which its mask leaves out");
   }
   // Lanes past the block's last thread do not exist: a mask naming them never completes.
   const size_t warp = static_cast<size_t>(f.linear / kWarpSize);
   WarpState& w = b.warps[warp];
-  const size_t first = warp * kWarpSize, end = std::min(b.fibers.size(), first + kWarpSize);
-  for (size_t i = first; i < end; ++i) {
-    const Fiber& other = b.fibers[i];
-    if (other.wait != Wait::warp_op) continue;
-    if (other.generation == w.generation && (other.mask != mask || other.op != what)) {
-      throw LaunchError(who(b, f) + ": " + what + " with mask 0x" + std::to_string(mask) +
-                        " while lane " + std::to_string(other.linear % kWarpSize) + " waits at " +
-                        other.op + " with mask 0x" + std::to_string(other.mask));
-    }
+  if (w.arrived == 0) {
+    w.mask = mask;
+    w.op = what;
+    w.first_lane = l;
+  } else if (w.mask != mask || w.op != what) {
+    // Every lane waiting at this operation gave the first one's mask and name.
+    throw LaunchError(who(b, f) + ": " + what + " with mask 0x" + std::to_string(mask) +
+                      " while lane " + std::to_string(w.first_lane) + " waits at " + w.op +
+                      " with mask 0x" + std::to_string(w.mask));
   }
-  w.exchange.values[l] = value;
-  if (value != 0) w.exchange.ballot |= 1u << l;
+  w.values[l] = value;
+  if (value != 0) w.ballot |= 1u << l;
   w.arrived |= 1u << l;
   f.op = what;
   f.mask = mask;
-  f.width = width;
+  f.from = from;
   f.generation = w.generation;
   f.wait = Wait::warp_op;
   if (w.arrived == mask) {
-    for (size_t i = first; i < end; ++i) {
-      if (mask >> (i - first) & 1u) b.fibers[i].result = w.exchange;
+    Fiber* lanes = b.fibers.data() + warp * kWarpSize;
+    for (unsigned left = mask; left != 0; left &= left - 1) {
+      Fiber& arrived = lanes[std::countr_zero(left)];
+      arrived.result = WarpResult{w.values[arrived.from], w.ballot};
     }
-    w.exchange = detail::WarpExchange{};
+    w.ballot = 0;
     w.arrived = 0;
     ++w.generation;
   }
@@ -410,7 +465,10 @@ const WarpExchange& warp_exchange(const char* what, unsigned mask, uint64_t valu
 }  // namespace detail
 
 unsigned ballot(unsigned mask, bool predicate) {
-  return detail::warp_exchange("__ballot_sync", mask, predicate ? 1 : 0, kWarpSize).ballot & mask;
+  return detail::warp_exchange("__ballot_sync", mask, predicate ? 1 : 0, kWarpSize,
+                               detail::Source::own, 0)
+             .ballot &
+         mask;
 }
 
 }  // namespace kvfuzz::simt

@@ -80,15 +80,19 @@ T* dynamic_shared_array() {
 }
 
 namespace detail {
-// One warp operation: every lane in `mask` (the caller among them) offers `value`; once
-// all have, each gets the value of lane `source(lane)` of its width segment. Returns the
-// offered values of the lanes, and the mask of lanes whose predicate (value != 0) held.
-struct WarpExchange {
-  uint64_t values[kWarpSize];
-  unsigned ballot;
+// Which lane of its width segment a lane reads at a shuffle: lane `arg` (__shfl_sync), its
+// own lane XOR `arg` (__shfl_xor_sync), its own lane + `arg` (__shfl_down_sync); a source
+// outside the segment reads the caller's own value, as CUDA's shuffles do. A vote reads
+// its own lane.
+enum class Source { lane, lane_xor, lane_down, own };
+struct WarpResult {
+  uint64_t value;   // the source lane's value
+  unsigned ballot;  // the lanes of the mask whose value was not 0
 };
-const WarpExchange& warp_exchange(const char* what, unsigned mask, uint64_t value, int width);
-int lane();
+// One warp operation: every lane in `mask` (the caller among them) offers `value`; once
+// all have, each gets its source lane's value and the ballot.
+WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width,
+                         Source source, int arg);
 
 template <class T>
 uint64_t to_bits(T value) {
@@ -103,34 +107,24 @@ T from_bits(uint64_t bits) {
   std::memcpy(&value, &bits, sizeof(T));
   return value;
 }
-// The lane `source` of the caller's width segment; a source outside the segment reads the
-// caller's own value, as CUDA's shuffles do.
 template <class T>
-T take(const char* what, unsigned mask, T value, int width, int source) {
-  const WarpExchange& x = warp_exchange(what, mask, to_bits(value), width);
-  const int base = lane() / width * width;
-  if (source < 0 || source >= width) return value;
-  const int from = base + source;
-  if ((mask >> from & 1u) == 0) {
-    throw LaunchError(std::string(what) + ": lane " + std::to_string(lane()) + " reads lane " +
-                      std::to_string(from) + ", which its mask leaves out");
-  }
-  return from_bits<T>(x.values[from]);
+T take(const char* what, unsigned mask, T value, int width, Source source, int arg) {
+  return from_bits<T>(warp_exchange(what, mask, to_bits(value), width, source, arg).value);
 }
 }  // namespace detail
 
 template <class T>
 T shfl(unsigned mask, T value, int source_lane, int width = kWarpSize) {
-  return detail::take("__shfl_sync", mask, value, width, source_lane % width);
+  return detail::take("__shfl_sync", mask, value, width, detail::Source::lane, source_lane);
 }
 template <class T>
 T shfl_xor(unsigned mask, T value, int lane_mask, int width = kWarpSize) {
-  return detail::take("__shfl_xor_sync", mask, value, width, (detail::lane() % width) ^ lane_mask);
+  return detail::take("__shfl_xor_sync", mask, value, width, detail::Source::lane_xor, lane_mask);
 }
 template <class T>
 T shfl_down(unsigned mask, T value, unsigned delta, int width = kWarpSize) {
-  const int source = detail::lane() % width + static_cast<int>(delta);
-  return detail::take("__shfl_down_sync", mask, value, width, source);
+  return detail::take("__shfl_down_sync", mask, value, width, detail::Source::lane_down,
+                      static_cast<int>(delta));
 }
 unsigned ballot(unsigned mask, bool predicate);
 
