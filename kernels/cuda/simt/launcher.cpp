@@ -400,8 +400,8 @@ void* dynamic_shared() {
 
 namespace detail {
 
-WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width,
-                         Source source, int arg) {
+WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width, Source source,
+                         int arg) {
   Block& b = block();
   Fiber& f = *b.running;
   const int l = f.linear % kWarpSize;

@@ -91,8 +91,8 @@ struct WarpResult {
 };
 // One warp operation: every lane in `mask` (the caller among them) offers `value`; once
 // all have, each gets its source lane's value and the ballot.
-WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width,
-                         Source source, int arg);
+WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width, Source source,
+                         int arg);
 
 template <class T>
 uint64_t to_bits(T value) {
