@@ -28,13 +28,27 @@ void rms_norm(const T* x, const float* gain, size_t n, T* out) {
 }
 
 // out[c] = sum_r x[r] * w[r * cols + c] (w row-major [rows][cols]), accumulated in T in r order.
+// Eight outputs at a time, their sums kept in registers over all of r: the same terms added
+// in the same order as one output at a time (the same bits), without a load and a store of
+// out[c] per term, which made the model level's reference passes memory-bound.
 template <class T>
 void mat_vec(const T* x, const std::vector<float>& w, size_t rows, size_t cols, T* out) {
-  for (size_t c = 0; c < cols; ++c) out[c] = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const T xr = x[r];
-    const float* row = w.data() + r * cols;
-    for (size_t c = 0; c < cols; ++c) out[c] += xr * static_cast<T>(row[c]);
+  constexpr size_t kBlock = 8;
+  size_t c0 = 0;
+  for (; c0 + kBlock <= cols; c0 += kBlock) {
+    T sum[kBlock] = {};
+    const float* column = w.data() + c0;
+    for (size_t r = 0; r < rows; ++r) {
+      const T xr = x[r];
+      const float* row = column + r * cols;
+      for (size_t i = 0; i < kBlock; ++i) sum[i] += xr * static_cast<T>(row[i]);
+    }
+    for (size_t i = 0; i < kBlock; ++i) out[c0 + i] = sum[i];
+  }
+  for (size_t c = c0; c < cols; ++c) {
+    T sum = 0;
+    for (size_t r = 0; r < rows; ++r) sum += x[r] * static_cast<T>(w[r * cols + c]);
+    out[c] = sum;
   }
 }
 
