@@ -59,6 +59,40 @@ TEST(DType, F16RoundTripsEveryFiniteHalf) {
   }
 }
 
+// An independent decoding of every finite half (the formula of IEEE 754 in double), against
+// the inline conversion: subnormals and zeros included, which take their own path.
+double half_value(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1F;
+  const int mantissa = h & 0x3FF;
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
+  return (h & 0x8000) ? -magnitude : magnitude;
+}
+
+TEST(DType, F16DecodesEveryFiniteHalfToItsExactValue) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const auto h = static_cast<uint16_t>(bits);
+    if ((h & 0x7C00) == 0x7C00) continue;  // Inf/NaN
+    const float got = f16_to_f32(h);
+    EXPECT_EQ(static_cast<double>(got), half_value(h)) << std::hex << bits;
+    EXPECT_EQ(std::signbit(got), (h & 0x8000) != 0) << std::hex << bits;
+  }
+}
+
+TEST(DType, F16RoundsEveryMidpointBetweenFiniteHalvesToEven) {
+  // The midpoint of two neighbouring positive halves (exact in f32) goes to the one whose
+  // last bit is 0; a hair above or below it goes to the nearer one.
+  for (uint32_t bits = 0; bits < 0x7BFF; ++bits) {
+    const auto lo = static_cast<uint16_t>(bits), hi = static_cast<uint16_t>(bits + 1);
+    const auto mid = static_cast<float>((half_value(lo) + half_value(hi)) / 2);
+    ASSERT_EQ(static_cast<double>(mid), (half_value(lo) + half_value(hi)) / 2);
+    EXPECT_EQ(f32_to_f16(mid), (lo & 1) == 0 ? lo : hi) << std::hex << bits;
+    EXPECT_EQ(f32_to_f16(std::nextafter(mid, 0.0f)), lo) << std::hex << bits;
+    EXPECT_EQ(f32_to_f16(std::nextafter(mid, 1e9f)), hi) << std::hex << bits;
+    EXPECT_EQ(f32_to_f16(-mid), static_cast<uint16_t>(0x8000 | f32_to_f16(mid)));
+  }
+}
+
 TEST(DType, RoundingErrorIsWithinUnitRoundoff) {
   for (int i = 1; i < 5000; ++i) {
     const float x = 1.0f + static_cast<float>(i) * 0.000731f;
