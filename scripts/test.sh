@@ -3,7 +3,7 @@
 # once in the normal build (g++) and once under ASan + UBSan (clang), and builds kvfuzz
 # the way a new user or a packager does, with plain CMake and no preset.
 #
-#   scripts/test.sh          what CI runs (.ci/run); 35 minutes on a 2-core machine
+#   scripts/test.sh          what CI runs (.ci/run); 32 minutes on a 2-core machine
 #                            (docs/BENCHMARKS.md), the target is 30
 #   scripts/test.sh --long   also the long generated runs under ASan + UBSan (ctest label
 #                            `long`: they always run in the default build), the fuzz
