@@ -25,7 +25,7 @@ add_subdirectory(${PROJECT_SOURCE_DIR}/harness/engine_tests ${PROJECT_BINARY_DIR
 # generator, the judge and its properties, the shrinker, fixtures, the built-in engines and
 # the doors for external ones).
 set(KVFUZZ_STAGE_LIBRARIES kvfuzz_support kvfuzz_scenario kvfuzz_run kvfuzz_generate kvfuzz_judge
-    kvfuzz_shrink kvfuzz_corpus kvfuzz_doors kvfuzz_check)
+    kvfuzz_shrink kvfuzz_corpus kvfuzz_doors kvfuzz_check kvfuzz_orchestrate)
 add_library(kvfuzz_harness INTERFACE)
 target_link_libraries(kvfuzz_harness INTERFACE ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer
                                                kvfuzz_engines)

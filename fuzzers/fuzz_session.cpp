@@ -20,6 +20,7 @@
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/orchestrate.h"
 #include "selftest_engines.h"
 #include "sha1.h"
 #include "support/atomic_file.h"
@@ -53,14 +54,10 @@ struct Totals {
 Totals g_totals;
 std::chrono::steady_clock::time_point g_last_write;
 
-// The generator's options for the engine under test: only the operations it announces, and
-// the default engine edges.
-GeneratorOptions generator_options() {
-  GeneratorOptions options;
-  options.truncate = g_settings.capabilities.truncate;
-  options.fork = g_settings.capabilities.fork;
-  if (g_settings.whole_model) options.model = ModelOptions{};
-  return options;
+// The generator's options for the engine under test, as every door makes them
+// (kvfuzz/orchestrate.h): its announced operations and supports, the default engine edges.
+const GeneratorOptions& generator_options() {
+  return g_settings.generator;
 }
 
 std::string env(const char* name) {
@@ -117,10 +114,10 @@ void initialize(int argc, char** argv) {
     }
   }
   try {
-    const EngineDeclarations declared = probe_declarations(*g_settings.engine);
-    g_settings.capabilities = declared.capabilities;
-    g_settings.whole_model = declared.whole_model;
-  } catch (const EngineError& e) {
+    g_settings.declared = probe_declarations(*g_settings.engine);
+    const NamedDeclarations engine{g_settings.engine->name, g_settings.declared};
+    g_settings.generator = generator_options_from_declarations({&engine, 1});
+  } catch (const std::exception& e) {  // EngineError, DeclarationError
     std::fprintf(stderr, "kvfuzz fuzz target (KVFUZZ_ENGINE): %s\n", e.what());
     std::exit(2);
   }
@@ -142,15 +139,16 @@ std::optional<Scenario> decode_input(const uint8_t* data, size_t size) {
       Scenario s =
           parse_fixture(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz input");
       if (attention_cost(s) > kMaxFixtureCost) return std::nullopt;
-      if (unsupported_operation(s, g_settings.capabilities)) return std::nullopt;
-      if (g_settings.whole_model && !s.model) return std::nullopt;  // says nothing about it
+      // Outside the engine's declarations (an operation it lacks, a dtype outside its
+      // supports, an attention fixture for a whole-model engine): says nothing about it.
+      if (unjudgeable(s, g_settings.declared)) return std::nullopt;
       return s;
     } catch (const FixtureError&) {
       return std::nullopt;
     }
   }
   FuzzedChoiceSource choices(data, size, g_settings.bytes_only);
-  const GeneratorOptions options = generator_options();
+  const GeneratorOptions& options = generator_options();
   return generate_scenario(choices,
                            g_settings.full_size ? options : input_sized_options(options, size));
 }

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "kvfuzz/engine.h"
+#include "kvfuzz/generator.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/scenario.h"
 
@@ -35,8 +36,9 @@ namespace kvfuzz::fuzz {
 struct Settings {
   const EngineInfo* engine = nullptr;
   std::shared_ptr<const EngineInfo> engine_owner;  // a plugin or exec engine stays loaded
-  EngineCapabilities capabilities;                 // what the generator may use
-  bool whole_model = false;  // a whole-model engine: model scenarios only (kvfuzz/model_engine.h)
+  EngineDeclarations declared;                     // what the engine announces and supports
+  // The one generator's options for it (generator_options_from_declarations).
+  GeneratorOptions generator;
   std::string artifact_prefix = "./";  // libFuzzer's -artifact_prefix=
   std::string events_dir;
   std::string decode_out;

@@ -16,6 +16,7 @@
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
 #include "rc_choice_source.h"
 
@@ -43,9 +44,10 @@ inline std::string failing_fixture(Scenario scenario, Property property, std::st
 inline void holds(Property property, std::string_view engine_name) {
   const EngineInfo* engine = find_engine(engine_name);
   RC_ASSERT(engine != nullptr);
-  GeneratorOptions options = suite_options();
-  options.supports = probe_declarations(*engine).supports;  // only what the engine takes
-  const Scenario scenario = *gen_scenario(options);
+  // Only what the engine announces and takes, as every door asks (kvfuzz/orchestrate.h).
+  const NamedDeclarations declared{engine->name, probe_declarations(*engine)};
+  const Scenario scenario =
+      *gen_scenario(generator_options_from_declarations({&declared, 1}, {}, suite_options()));
   const PropertyOutcome outcome = judge_property(property, scenario, *engine);
   if (!outcome.pass) {
     RC_FAIL(outcome.report +

@@ -8,7 +8,6 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "generate/events.h"
 #include "kvfuzz/check.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
 #include "support/atomic_file.h"
 
@@ -81,37 +81,9 @@ void print_events(const EventCounts& events, int cases) {
   if (!never.empty()) std::printf("never hit: %s\n", never.c_str());
 }
 
-// What every engine supports. When the engines share no storage dtype (flash-bf16 beside
-// flash-f16), the union of their dtypes instead: each engine then skips the cases outside
-// its own supports.
-EngineSupports common_supports(const std::vector<EngineTally>& tallies) {
-  EngineSupports common;
-  std::vector<DType> any;
-  const auto tighter = [](int a, int b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); };
-  for (const EngineTally& t : tallies) {
-    const EngineSupports& s = t.declared.supports;
-    std::erase_if(common.dtypes, [&](DType d) {
-      return std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end();
-    });
-    for (DType d : s.dtypes) {
-      if (std::find(any.begin(), any.end(), d) == any.end()) any.push_back(d);
-    }
-    common.head_dim_multiple = std::lcm(common.head_dim_multiple, std::max(1, s.head_dim_multiple));
-    common.max_head_dim = tighter(common.max_head_dim, s.max_head_dim);
-    common.max_q_heads = tighter(common.max_q_heads, s.max_q_heads);
-    common.max_context = tighter(common.max_context, s.max_context);
-    common.value_dim_is_head_dim = common.value_dim_is_head_dim || s.value_dim_is_head_dim;
-    common.rope_required = common.rope_required || s.rope_required;
-    common.windows = common.windows && s.windows;
-  }
-  if (common.dtypes.empty()) common.dtypes = any;
-  return common;
-}
-
-// One scenario per case serves every engine, so it uses only the optional operations that
-// all of them announce, within what all of them support.
+// One scenario per case serves every engine (kvfuzz/orchestrate.h), then the flags' filters.
 GeneratorOptions generator_options(const CheckOptions& options, std::vector<EngineTally>& tallies) {
-  GeneratorOptions generator;
+  std::vector<NamedDeclarations> engines;
   for (EngineTally& t : tallies) {
     try {
       // In a child, as the cases are: an engine that crashes when made or asked is one
@@ -122,50 +94,18 @@ GeneratorOptions generator_options(const CheckOptions& options, std::vector<Engi
     } catch (const EngineError& e) {
       throw UsageError(std::string("--engine: ") + e.what());
     }
-    if (t.declared.supports.dtypes.empty()) {
-      throw UsageError("--engine: " + t.engine->name + " supports no storage dtype");
-    }
-    generator.truncate = generator.truncate && t.declared.capabilities.truncate;
-    generator.fork = generator.fork && t.declared.capabilities.fork;
+    engines.push_back({t.engine->name, t.declared});
   }
-  generator.supports = common_supports(tallies);
-  const auto cap = [](int limit, int& most, int& typical) {
-    if (limit <= 0) return;
-    most = std::min(most, limit);
-    typical = std::min(typical, limit);
-  };
-  // Up to the default sizes' maximum a cap; beyond it, the long-context mode
-  // (LongContextOptions), whose contexts reach the number given.
-  if (options.max_tokens > generator.max_epoch_tokens) {
-    generator.long_context = LongContextOptions{options.max_tokens};
-  } else {
-    cap(options.max_tokens, generator.max_epoch_tokens, generator.typical_epoch_tokens);
+  GeneratorOptions generator;
+  try {
+    generator =
+        generator_options_from_declarations(engines, SizeCaps{.max_tokens = options.max_tokens,
+                                                              .max_head_dim = options.max_head_dim,
+                                                              .max_q_heads = options.max_q_heads,
+                                                              .model = options.model});
+  } catch (const DeclarationError& e) {
+    throw UsageError(std::string("--engine: ") + e.what());
   }
-  cap(options.max_head_dim, generator.max_head_dim, generator.typical_head_dim);
-  cap(options.max_q_heads, generator.max_q_heads, generator.typical_q_heads);
-  const EngineSupports& can = generator.supports;
-  const int most_dim = std::min(can.max_head_dim > 0 ? can.max_head_dim : 128,
-                                generator.long_context ? 16 : generator.max_head_dim);
-  if (can.head_dim_multiple > most_dim) {
-    throw UsageError("--engine: head_dim must be a multiple of " +
-                     std::to_string(can.head_dim_multiple) + " for the engines, but at most " +
-                     std::to_string(most_dim) + " here (--max-head-dim, long contexts: 16)");
-  }
-  // A whole-model engine says something only about model scenarios: engines that all run
-  // whole models get them without --model; beside attention engines, --model must say that
-  // every engine is to be judged at model level.
-  std::string whole, attention;
-  for (const EngineTally& t : tallies) {
-    std::string& names = t.declared.whole_model ? whole : attention;
-    names += (names.empty() ? "" : ", ") + t.engine->name;
-  }
-  if (!whole.empty() && !attention.empty() && !options.model) {
-    throw UsageError("--engine: " + whole +
-                     " run whole models only (model scenarios), the others (" + attention +
-                     ") attention too: add --model to judge them all at model level, or check "
-                     "them apart");
-  }
-  if (options.model || (!whole.empty() && attention.empty())) generator.model = ModelOptions{};
   apply_filters(options.filters, generator);
   return generator;
 }

@@ -1,7 +1,9 @@
 #include "binding_support.h"
 
-#include <algorithm>
 #include <string>
+#include <vector>
+
+#include "kvfuzz/orchestrate.h"
 
 namespace nb = nanobind;
 
@@ -30,38 +32,17 @@ Property property_named(const std::string& name) {
 
 GeneratorOptions generator_options(EngineHandle* engine, int max_tokens, int max_head_dim,
                                    int max_q_heads, int max_sequences, int max_ops) {
-  GeneratorOptions options;
-  if (engine != nullptr) {
-    const EngineDeclarations& d = engine->declarations();
-    options.truncate = d.capabilities.truncate;
-    options.fork = d.capabilities.fork;
-    options.supports = d.supports;
+  std::vector<NamedDeclarations> engines;
+  if (engine != nullptr) engines.push_back({engine->info->name, engine->declarations()});
+  try {
+    return generator_options_from_declarations(engines, SizeCaps{.max_tokens = max_tokens,
+                                                                 .max_head_dim = max_head_dim,
+                                                                 .max_q_heads = max_q_heads,
+                                                                 .max_sequences = max_sequences,
+                                                                 .max_ops = max_ops});
+  } catch (const DeclarationError& e) {
+    throw nb::value_error(e.what());
   }
-  const auto cap = [](int limit, int& most, int& typical) {
-    if (limit <= 0) return;
-    most = std::min(most, limit);
-    typical = std::min(typical, limit);
-  };
-  if (max_tokens > options.max_epoch_tokens) {
-    options.long_context = LongContextOptions{max_tokens};
-  } else {
-    cap(max_tokens, options.max_epoch_tokens, options.typical_epoch_tokens);
-  }
-  cap(max_head_dim, options.max_head_dim, options.typical_head_dim);
-  cap(max_q_heads, options.max_q_heads, options.typical_q_heads);
-  // As `kvfuzz check` refuses it (harness/cli/cmd_check.cpp): no head_dim can be drawn.
-  const EngineSupports& can = options.supports;
-  const int most_dim = std::min(can.max_head_dim > 0 ? can.max_head_dim : 128,
-                                options.long_context ? 16 : options.max_head_dim);
-  if (can.head_dim_multiple > most_dim) {
-    throw nb::value_error(("the engine's head_dim must be a multiple of " +
-                           std::to_string(can.head_dim_multiple) + ", but is at most " +
-                           std::to_string(most_dim) + " here (max_head_dim; long contexts: 16)")
-                              .c_str());
-  }
-  if (max_sequences > 0) options.max_sequences = std::min(options.max_sequences, max_sequences);
-  if (max_ops > 0) options.max_ops = std::min(options.max_ops, max_ops);
-  return options;
 }
 
 }  // namespace kvfuzz::python

@@ -47,9 +47,9 @@ auto interruptible(F&& f) -> decltype(f()) {
 // The property of that name; ValueError naming the known ones for another.
 Property property_named(const std::string& name);
 
-// The generator's options for one engine (none: no declarations): its optional operations
-// and supports, and the caps a caller sets (0: the generator's own). Raises ValueError when
-// no head_dim can be drawn, as `kvfuzz check` refuses it.
+// The generator's options for one engine (none: no declarations), by the function every
+// door uses (generator_options_from_declarations, kvfuzz/orchestrate.h), with the caps a
+// caller sets (0: the generator's own). Raises ValueError for a DeclarationError.
 GeneratorOptions generator_options(EngineHandle* engine, int max_tokens, int max_head_dim,
                                    int max_q_heads, int max_sequences, int max_ops);
 

@@ -17,6 +17,7 @@
 #include "generate/events.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/prng.h"
 #include "kvfuzz/property.h"
 #include "sha1.h"
 
@@ -125,6 +126,41 @@ TEST(FuzzTarget, DecodeOnlyWritesTheScenarioTheGeneratorMakesOfTheBytes) {
                 write_fixture(generate_scenario(choices, options)))
           << engine << (full_size ? " at full size" : "");
     }
+  }
+}
+
+// The targets make their generator options as every door does (kvfuzz/orchestrate.h): an
+// engine with narrowed supports (flash-bf16; a plugin's f16-only engine) is handed only
+// scenarios within them, from bytes and from fixtures (an f32 fixture is ignored, not
+// judged). Before, the targets asked capabilities only: about two inputs in three decoded
+// to another dtype, and the judge skipped them as unjudgeable, fuzzing time spent on nothing.
+TEST(FuzzTarget, AnEngineIsOnlyHandedScenariosWithinItsSupports) {
+  const fs::path dir = fresh_dir("supports");
+  const std::string plugin = "plugin:" + std::string(KVFUZZ_BUILTIN_PLUGIN) + ":flash-f16";
+  for (const auto& [engine, dtype] :
+       {std::pair{std::string("flash-bf16"), DType::bf16}, std::pair{plugin, DType::f16}}) {
+    uint64_t state = 11;
+    for (int input = 0; input < 8; ++input) {
+      std::string bytes(200, '\0');
+      for (char& c : bytes) c = static_cast<char>(splitmix64(state) & 0xff);
+      bytes[0] = 'b';  // bytes for the generator, never a fixture
+      std::ofstream(dir / "input", std::ios::binary | std::ios::trunc) << bytes;
+      fs::remove(dir / "decoded.json");
+      const test::CommandResult r =
+          run_shell("KVFUZZ_ENGINE=" + engine +
+                    " KVFUZZ_FULL_SIZE=1 KVFUZZ_DECODE_OUT=" + (dir / "decoded.json").string() +
+                    " " + target("fuzz_prefix") + " " + (dir / "input").string() + " 2>&1");
+      ASSERT_EQ(r.status, 0) << r.out;
+      EXPECT_EQ(load_fixture(dir / "decoded.json").layout.dtype, dtype)
+          << engine << ", input " << input;
+    }
+    fs::remove(dir / "decoded.json");
+    const test::CommandResult r = run_shell(
+        "KVFUZZ_ENGINE=" + engine + " KVFUZZ_DECODE_OUT=" + (dir / "decoded.json").string() + " " +
+        target("fuzz_prefix") + " " + KVFUZZ_SOURCE_DIR "/corpus/seeds/worked-example.json" +
+        " 2>&1");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_FALSE(fs::exists(dir / "decoded.json")) << engine << " was handed an f32 fixture";
   }
 }
 

@@ -1,7 +1,8 @@
 // Properties.<property>: scenarios from the one generator, judged by judge_property, the
 // same judge as `kvfuzz check`, the RapidCheck suites and the fuzz targets. Only the
 // operations the engine announces are generated: an engine without truncate or fork gets
-// appends in their place (GeneratorOptions), so it is tested on everything it claims.
+// appends in their place (generator_options_from_declarations), within its supports, and a
+// whole-model engine gets model scenarios, so it is tested on everything it claims.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,6 +10,7 @@
 #include "engine_tests_internal.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/orchestrate.h"
 
 namespace kvfuzz::engine_tests {
 
@@ -25,10 +27,14 @@ void check_generated_cases(const EngineInfo& engine, Property property,
                            const EngineTestOptions& options) {
   const std::optional<EngineDeclarations> declared = announced_declarations(engine);
   if (!declared) return;
-  GeneratorOptions generator = options.generator;
-  generator.truncate = declared->capabilities.truncate;
-  generator.fork = declared->capabilities.fork;
-  generator.supports = declared->supports;
+  // As every door makes them (kvfuzz/orchestrate.h), from the options' sizes and edges.
+  const NamedDeclarations named{engine.name, *declared};
+  GeneratorOptions generator;
+  try {
+    generator = generator_options_from_declarations({&named, 1}, {}, options.generator);
+  } catch (const DeclarationError& e) {
+    FAIL() << engine.name << ": " << e.what();
+  }
   for (int i = 0; i < options.cases; ++i) {
     const uint64_t seed = case_seed(options.seed, i);
     PrngChoiceSource choices(seed);
