@@ -732,7 +732,8 @@ TEST(ShrinkKeepingCandidates, IsDeterministic) {
 namespace kvfuzz {
 namespace {
 
-// ---- A measurement, not a test (docs/BENCHMARKS.md, "Issue 15: SHRINKMOVES") ----
+// ---- A measurement, not a test ----
+// (docs/BENCHMARKS.md, "Shrinker moves that keep what the failure needs")
 
 // Every mutant's first failures from the generator, at the default sizes and at long
 // contexts (up to 1,024 tokens), shrunk with every move and with those before issue 15
