@@ -1,4 +1,4 @@
-// One core's double-precision FMA peak (docs/BENCHMARKS.md, "Issue 15: reference speed"):
+// One core's double-precision FMA peak (docs/BENCHMARKS.md, "The reference (attention oracle)"):
 // independent FMA chains on vector registers, enough of them to cover the FMA latency on
 // every pipe, so that the loop runs at the FMA units' throughput and nothing else. Each
 // FMA counts 2 flops per lane. The widest of AVX-512, AVX2 and scalar that the CPU has is

@@ -1,4 +1,4 @@
-// The SIMT launcher's cost (docs/BENCHMARKS.md, "Issue 16: SIMT launcher"): launches of
+// The SIMT launcher's cost (docs/BENCHMARKS.md, "The SIMT launcher on the CPU"): launches of
 // block_max_sum (kernels/cuda/block_reduce.cuh), 64 blocks of 128 threads over rows of
 // 1024 floats, each thread through ten warp shuffles and one __syncthreads. Per launch:
 // 8192 fibers started, about 100 thousand switches. Prints the median time per launch.
