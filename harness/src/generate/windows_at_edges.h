@@ -4,7 +4,7 @@
 // decodes until the window has slid past that chunk and over one to four pages or split
 // partitions more (the longer of the two), so that the window's first key lands on every
 // slot of a page, on page and partition boundaries, and decode queries past the split
-// threshold see only windowed keys. pick_window (generator.cpp) puts the window itself on,
+// threshold see only windowed keys. pick_window (layout.cpp) puts the window itself on,
 // one below and one above page sizes, tiles, partitions, the split threshold and short
 // chunk lengths; this step makes the decodes that cross those edges, which a program of
 // short appends reaches only now and then.

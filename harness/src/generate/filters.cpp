@@ -1,0 +1,83 @@
+// The filters (generator.h, GeneratorFilters): the dtypes both the engine and the filter
+// allow, and why a set of filters cannot be met. generate_scenario checks the filters before
+// it draws anything and refuses those that conflict; the others it meets by forcing drawn
+// choices, never by rejecting and redrawing. Draws nothing.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generate/bounds.h"
+#include "kvfuzz/generator.h"
+
+namespace kvfuzz {
+
+// At model level every token of the program is a vocabulary id (limits::kMaxModelVocab);
+// a minimum context must leave room for the others.
+constexpr int kMostModelContext = 1024;
+
+std::vector<DType> filtered_dtypes(const GeneratorOptions& o) {
+  std::vector<DType> dtypes = o.supports.dtypes;
+  const std::vector<DType>& wanted = o.filters.dtypes;
+  if (wanted.empty()) return dtypes;
+  std::erase_if(
+      dtypes, [&](DType d) { return std::find(wanted.begin(), wanted.end(), d) == wanted.end(); });
+  return dtypes;
+}
+
+std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
+  using Filter = FilterConflict::Filter;
+  const GeneratorFilters& f = o.filters;
+  const auto names = [](const std::vector<DType>& dtypes) {
+    std::string out;
+    for (DType d : dtypes) out += (out.empty() ? "" : ", ") + std::string(dtype_name(d));
+    return out;
+  };
+  if (!f.dtypes.empty() && filtered_dtypes(o).empty()) {
+    return FilterConflict{Filter::dtypes, "expected a supported storage dtype (" +
+                                              names(o.supports.dtypes) + "), got " +
+                                              names(f.dtypes)};
+  }
+  if (o.supports.rope_required && f.rope == OnOff::off) {
+    return FilterConflict{Filter::rope,
+                          "expected RoPE on or any (the engine supports only "
+                          "RoPE layouts), got off"};
+  }
+  if (!o.supports.windows && f.window == OnOff::on) {
+    return FilterConflict{Filter::window,
+                          "expected windows off or any (the engine supports "
+                          "no windows), got on"};
+  }
+  if ((f.rope == OnOff::on || o.supports.rope_required) && most_head_dim(o) < 2) {
+    return FilterConflict{Filter::rope,
+                          "expected head_dim of at least 2 for RoPE, but head_dim "
+                          "is at most 1 here"};
+  }
+  if (f.min_sequences < 1 || f.max_sequences < 0) {
+    return FilterConflict{Filter::sequences, "expected at least 1 sequence"};
+  }
+  if (f.min_sequences > most_sequences(o)) {
+    return FilterConflict{Filter::sequences,
+                          "expected at most " + std::to_string(most_sequences(o)) +
+                              " sequences here (8 at most, 2 with long contexts), got at least " +
+                              std::to_string(f.min_sequences)};
+  }
+  if (f.max_context < 0) {
+    return FilterConflict{Filter::max_context, "expected a positive number of tokens"};
+  }
+  if (f.min_context > most_context(o)) {
+    return FilterConflict{Filter::min_context,
+                          "expected at most " + std::to_string(most_context(o)) +
+                              " tokens (the most one epoch may hold with these sizes and "
+                              "supports), got " +
+                              std::to_string(f.min_context)};
+  }
+  if (o.model && f.min_context > kMostModelContext) {
+    return FilterConflict{Filter::min_context,
+                          "expected at most " + std::to_string(kMostModelContext) +
+                              " tokens at model level, got " + std::to_string(f.min_context)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvfuzz
