@@ -115,8 +115,8 @@ void initialize(int argc, char** argv) {
   }
   try {
     g_settings.declared = probe_declarations(*g_settings.engine);
-    const NamedDeclarations engine{g_settings.engine->name, g_settings.declared};
-    g_settings.generator = generator_options_from_declarations({&engine, 1});
+    const NamedDeclarations named{g_settings.engine->name, g_settings.declared};
+    g_settings.generator = generator_options_from_declarations({&named, 1});
   } catch (const std::exception& e) {  // EngineError, DeclarationError
     std::fprintf(stderr, "kvfuzz fuzz target (KVFUZZ_ENGINE): %s\n", e.what());
     std::exit(2);

@@ -18,6 +18,7 @@
 #include "cli_support.h"
 #include "commands.h"
 #include "generate/events.h"
+#include "isolation_flags.h"
 #include "kvfuzz/check.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/orchestrate.h"
@@ -42,11 +43,7 @@ struct CheckOptions {
   bool model = false;  // model level: a tiny transformer around the attention
   std::string properties = "prefix,schedule,layout,poison,reset,batch";
   int jobs = 1;
-  bool no_fork = false;
-  // Seconds per case and engine. Long enough for a long-context case judged by all six
-  // properties on a slow machine (about 70 s at 8192 tokens on two busy cores): only a
-  // real hang should reach it.
-  double timeout = 600;
+  IsolationFlags isolation;    // --timeout (per case and engine), --no-fork
   std::string case_seed_text;  // empty: --cases cases from --seed
   int max_failures = 1;
   std::vector<std::string> ignore;
@@ -56,10 +53,6 @@ struct CheckOptions {
 
 // Ctrl-C: the summary so far, then this status (as a shell reports a command ended by SIGINT).
 constexpr int kExitInterrupted = 130;
-// An engine crashed, exited or hung while it was made and asked for its declarations: no
-// case could be generated for it. Neither a finding (1: there is no case, fixture or seed)
-// nor bad input (2: the command line is fine, the engine is not), so CI can tell it apart.
-constexpr int kExitCannotStart = 3;
 
 struct EngineTally {
   std::shared_ptr<const EngineInfo> engine;
@@ -85,15 +78,9 @@ void print_events(const EventCounts& events, int cases) {
 GeneratorOptions generator_options(const CheckOptions& options, std::vector<EngineTally>& tallies) {
   std::vector<NamedDeclarations> engines;
   for (EngineTally& t : tallies) {
-    try {
-      // In a child, as the cases are: an engine that crashes when made or asked is one
-      // line (ProbeCrash), not the end of kvfuzz. --no-fork asks here, for a debugger.
-      const auto timeout = std::chrono::milliseconds(static_cast<long>(options.timeout * 1000));
-      t.declared = options.no_fork ? probe_declarations(*t.engine)
-                                   : probe_declarations_isolated(*t.engine, timeout);
-    } catch (const EngineError& e) {
-      throw UsageError(std::string("--engine: ") + e.what());
-    }
+    // In a child, as the cases are: an engine that crashes when made or asked is one line
+    // (ProbeCrash), not the end of kvfuzz. --no-fork asks here, for a debugger.
+    t.declared = declarations_of(*t.engine, options.isolation);
     engines.push_back({t.engine->name, t.declared});
   }
   GeneratorOptions generator;
@@ -247,9 +234,7 @@ int run_check(const CheckOptions& options) {
   if (options.max_failures < 1) {
     throw UsageError("--max-failures: expected a positive number of findings per engine");
   }
-  if (!(options.timeout > 0) || options.timeout > 86'400) {
-    throw UsageError("--timeout: expected a number of seconds in (0, 86400]");
-  }
+  const Isolation isolation = options.isolation.isolation();  // --timeout checked
   CheckPlan plan;
   plan.properties = chosen_properties(options.properties);
   const uint64_t run_seed = parse_seed(options.seed_text);
@@ -278,8 +263,8 @@ int run_check(const CheckOptions& options) {
     }
   }
   plan.jobs = options.jobs;
-  plan.fork = !options.no_fork;
-  plan.timeout = std::chrono::milliseconds(static_cast<long>(options.timeout * 1000));
+  plan.fork = isolation.fork;
+  plan.timeout = isolation.timeout;
   plan.max_failures = options.max_failures;
   plan.ignore = options.ignore;
   plan.out = options.out;
@@ -373,14 +358,12 @@ void add_check_command(CLI::App& app, int& exit_status) {
                   "every number")
       ->default_val(1)
       ->check(CLI::Range(1, 1024));
-  cmd->add_flag("--no-fork", options->no_fork,
-                "Judge in this process, not in a forked worker: no crash isolation and no "
-                "--timeout, but a debugger sees the engine");
-  cmd->add_option("--timeout", options->timeout,
-                  "Seconds one case may take on one engine (all properties) before its worker "
-                  "is killed and the case is a timeout finding; also how long an engine may "
-                  "take to be made and give its declarations before any case")
-      ->default_val(600);
+  add_isolation_options(*cmd, options->isolation,
+                        "Seconds one case may take on one engine (all properties) before its "
+                        "worker is killed and the case is a timeout finding; also how long an "
+                        "engine may take to be made and give its declarations before any case",
+                        "Judge in this process, not in a forked worker: no crash isolation and "
+                        "no --timeout, but a debugger sees the engine");
   cmd->add_option("--case-seed", options->case_seed_text,
                   "Run exactly one case, the one of this case seed (what a failure prints and "
                   "its fixture records as provenance.seed); --cases and --seed are then unused");

@@ -1,11 +1,15 @@
-// kvfuzz explain FIXTURE: every row with its visible keys, expected and got, per engine.
+// kvfuzz explain FIXTURE: every row with its visible keys, expected and got, per engine;
+// each engine's part computed in a forked child (isolation_flags.h), so that an engine that
+// crashes or hangs is one FAIL line and the other engines are still explained.
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "check/isolated_call.h"
 #include "cli_support.h"
 #include "commands.h"
+#include "isolation_flags.h"
 #include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
@@ -18,6 +22,7 @@ namespace {
 struct ExplainOptions {
   std::string path;
   std::string engines = "all";
+  IsolationFlags isolation;  // --timeout (per engine), --no-fork
 };
 
 std::string describe_layout(const Layout& l) {
@@ -27,6 +32,30 @@ std::string describe_layout(const Layout& l) {
                      std::string(dtype_name(l.dtype));
   if (l.rope_theta) text += ", RoPE theta " + std::to_string(*l.rope_theta);
   if (l.window) text += ", window " + std::to_string(*l.window);
+  return text;
+}
+
+// One engine's part of the explanation, after 'P' (it passes) or 'F' (it fails): a model
+// scenario's logits verdict, first diverging logits row and first wrong layer; an attention
+// scenario's rows and bounds for the engine's declared numerics.
+std::string explain_engine(const Scenario& scenario, const Prepared& prepared,
+                           const EngineInfo& engine, const EngineNumerics& numerics) {
+  const std::string kind = engine.mutant ? "mutant" : "honest";
+  if (scenario.model) {
+    const ModelVerdict verdict = judge_model(scenario, engine);
+    std::string text = std::string(verdict.pass ? "P" : "F") + "\nengine " + engine.name + " (" +
+                       kind + "): " + (verdict.pass ? "pass" : "FAIL") +
+                       " (model level: " + std::to_string(prepared.slots.size()) +
+                       " logits rows)\n";
+    if (!verdict.pass || verdict.first_layer) text += describe_model_divergence(verdict) + "\n";
+    return text;
+  }
+  const Prepared own = numerics == prepared.numerics ? prepared : prepare(scenario, numerics);
+  const CheckOutcome outcome = judge_engine(scenario, own, engine);
+  std::string text = std::string(outcome.verdict.pass ? "P" : "F") + "\nengine " + engine.name +
+                     " (" + kind + "): " + (outcome.verdict.pass ? "pass" : "FAIL") + "\n" +
+                     explain_rows(scenario, own, outcome);
+  if (!outcome.verdict.pass) text += describe_divergence(*outcome.verdict.first) + "\n";
   return text;
 }
 
@@ -52,41 +81,33 @@ int run_explain(const ExplainOptions& options) {
     std::printf("expect rows: %zu hand-derived rows agree with the reference\n",
                 scenario.expect.size());
   }
+  const Isolation isolation = options.isolation.isolation();
   for (const std::shared_ptr<const EngineInfo>& engine : engines) {
-    std::optional<std::string> missing;
-    try {
-      missing = unjudgeable(scenario, probe_declarations(*engine));
-    } catch (const EngineError& e) {
-      throw UsageError(std::string("--engine: ") + e.what());
-    }
-    if (missing) {
+    const EngineDeclarations declared = declarations_of(*engine, options.isolation);
+    if (const auto missing = unjudgeable(scenario, declared)) {
       std::printf("\nengine %s: skipped: the fixture %s\n", engine->name.c_str(), missing->c_str());
       continue;
     }
-    if (scenario.model) {
-      // Model level: the logits verdict, the first diverging logits row (top-5 on both
-      // sides) and the first layer that went wrong, with its row and head.
-      const ModelVerdict verdict = judge_model(scenario, *engine);
-      std::printf("\nengine %s (%s): %s (model level: %zu logits rows)\n", engine->name.c_str(),
-                  engine->mutant ? "mutant" : "honest", verdict.pass ? "pass" : "FAIL",
-                  prepared.slots.size());
-      if (!verdict.pass || verdict.first_layer) {
-        std::printf("%s\n", describe_model_divergence(verdict).c_str());
+    // In a child (Isolation): the text, after a first character saying whether it passed.
+    const auto explained = [&] {
+      return explain_engine(scenario, prepared, *engine, declared.numerics);
+    };
+    std::string text;
+    if (forks_for(*engine, isolation)) {
+      const IsolatedAnswer answer = call_isolated(explained, isolation.timeout);
+      if (!answer.answer) {
+        std::printf("\nengine %s (%s): FAIL: %s: %s\n", engine->name.c_str(),
+                    engine->mutant ? "mutant" : "honest", answer.ended->signature.c_str(),
+                    describe_end(*answer.ended, "it ran the fixture").c_str());
+        status = kExitMismatch;
+        continue;
       }
-      if (!verdict.pass) status = kExitMismatch;
-      continue;
+      text = *answer.answer;
+    } else {
+      text = explained();
     }
-    // The rows and bounds for the engine's declared numerics.
-    const EngineNumerics numerics = probe_declarations(*engine).numerics;
-    const Prepared own = numerics == prepared.numerics ? prepared : prepare(scenario, numerics);
-    const CheckOutcome outcome = judge_engine(scenario, own, *engine);
-    std::printf("\nengine %s (%s): %s\n", engine->name.c_str(),
-                engine->mutant ? "mutant" : "honest", outcome.verdict.pass ? "pass" : "FAIL");
-    std::printf("%s", explain_rows(scenario, own, outcome).c_str());
-    if (!outcome.verdict.pass) {
-      std::printf("%s\n", describe_divergence(*outcome.verdict.first).c_str());
-      status = kExitMismatch;
-    }
+    if (text.front() == 'F') status = kExitMismatch;
+    std::printf("%s", text.c_str() + 1);
   }
   return status;
 }
@@ -100,6 +121,11 @@ void add_explain_command(CLI::App& app, int& exit_status) {
       "Print every row of a fixture: sequence, epoch, position, visible keys, expected and got.");
   cmd->add_option("fixture", options->path, "Fixture file")->required();
   cmd->add_option("--engine", options->engines, kEnginesHelp)->default_val("all");
+  add_isolation_options(*cmd, options->isolation,
+                        "Seconds one engine may take on the fixture before its child is killed "
+                        "and the engine's part says it hung",
+                        "Run engines in this process, not in a forked child: no crash isolation "
+                        "and no --timeout, but a debugger sees the engine");
   cmd->callback([options, &exit_status] { exit_status = run_explain(*options); });
 }
 

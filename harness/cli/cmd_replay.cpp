@@ -1,5 +1,6 @@
-// kvfuzz replay FIXTURE|DIR...: every fixture against the chosen engines, one line each,
-// then a summary line per directory.
+// kvfuzz replay FIXTURE|DIR...: every fixture against the chosen engines (replay_fixture,
+// kvfuzz/orchestrate.h), one line each, then the skips once per engine and reason, then a
+// summary line per directory.
 //
 // Exit status 1 (a mismatch) is a well-formed fixture that fails: an engine's rows differ
 // from the reference, or the reference differs from the fixture's hand-written `expect`
@@ -17,11 +18,9 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "corpus/provenance.h"
-#include "judge/report.h"
+#include "isolation_flags.h"
 #include "kvfuzz/fixture_io.h"
-#include "kvfuzz/judge.h"
-#include "kvfuzz/property.h"
+#include "kvfuzz/orchestrate.h"
 
 namespace kvfuzz::cli {
 
@@ -30,6 +29,7 @@ namespace {
 struct ReplayOptions {
   std::vector<std::string> paths;
   std::string engines = "all";
+  IsolationFlags isolation;  // --timeout (per fixture and engine), --no-fork
 };
 
 enum class FixtureResult { pass, mismatch, bad_input, skipped };
@@ -44,11 +44,16 @@ void print_indented(const std::string& text) {
 }
 
 // What each engine announces, asked once per run (an exec engine starts a process).
-using Capabilities = std::map<const EngineInfo*, EngineDeclarations>;
+using Declarations = std::map<const EngineInfo*, EngineDeclarations>;
+
+// The skips of a run, printed once per reason at the end rather than once per fixture:
+// for each reason, the fixtures each engine skipped for it.
+using Skips = std::map<std::string, std::map<std::string, int>>;
 
 FixtureResult replay_one(const std::filesystem::path& file,
                          const std::vector<std::shared_ptr<const EngineInfo>>& engines,
-                         const Capabilities& capabilities) {
+                         const Declarations& declarations, const Isolation& isolation,
+                         Skips& skips) {
   Scenario scenario;
   try {
     scenario = load_fixture(file);
@@ -58,55 +63,45 @@ FixtureResult replay_one(const std::filesystem::path& file,
     return FixtureResult::bad_input;
   }
   const Prepared prepared = prepare(scenario);
-  if (auto problem = judge_expect(scenario, prepared)) {
-    std::printf("FAIL %s: the reference disagrees with the fixture's expect rows\n",
-                file.string().c_str());
-    print_indented(*problem);
-    return FixtureResult::mismatch;
-  }
-  // The property a regression was shrunk under (prefix when none is recorded).
-  const Property recorded = recorded_property(scenario);
   std::string failed;
   std::string reports;
-  std::string skipped;
   int unjudged = 0;
   size_t ran = 0;
   for (const std::shared_ptr<const EngineInfo>& engine : engines) {
-    // A program the engine cannot be given (an operation it does not announce, a layout
-    // outside its supports) says nothing about it.
-    if (const auto why = unjudgeable(scenario, capabilities.at(engine.get()))) {
-      skipped += (skipped.empty() ? "" : "; ") + engine->name + ": the fixture " + *why;
-      continue;
+    const FixtureReplay replay =
+        replay_fixture(scenario, prepared, *engine, declarations.at(engine.get()), isolation);
+    switch (replay.status) {
+      case FixtureReplay::Status::wrong_expect:
+        std::printf("FAIL %s: the reference disagrees with the fixture's expect rows\n",
+                    file.string().c_str());
+        print_indented(replay.detail);
+        return FixtureResult::mismatch;
+      case FixtureReplay::Status::skipped:
+        ++skips["the fixture " + replay.detail][engine->name];
+        continue;
+      case FixtureReplay::Status::pass:
+        ++ran;
+        unjudged = std::max(unjudged, replay.outcome.rows_unjudged);
+        continue;
+      case FixtureReplay::Status::fail:
+      case FixtureReplay::Status::crashed:  // the next engine and fixture still run
+        ++ran;
+        failed += (failed.empty() ? "" : ", ") + engine->name;
+        if (replay.status == FixtureReplay::Status::crashed) {
+          reports += engine->name + ": " + replay.crash_signature + ": ";
+        }
+        reports += replay.detail;
+        if (reports.back() != '\n') reports += '\n';
+        continue;
     }
-    ++ran;
-    std::string report;
-    if (scenario.model) {
-      // Model level: the logits (and the diverging layer) through judge_property.
-      const PropertyOutcome prefix = judge_property(Property::prefix, scenario, *engine);
-      if (!prefix.pass) report = prefix.report;
-    } else {
-      const CheckOutcome outcome = judge_engine(scenario, prepared, *engine);
-      unjudged = std::max(unjudged, outcome.verdict.rows_unjudged);
-      if (!outcome.verdict.pass) report = describe_divergence(*outcome.verdict.first);
-    }
-    if (report.empty() && recorded != Property::prefix) {
-      // A regression shrunk under another property is replayed under that property too.
-      const PropertyOutcome property = judge_property(recorded, scenario, *engine);
-      if (!property.pass) report = property.report;
-    }
-    if (report.empty()) continue;
-    failed += (failed.empty() ? "" : ", ") + engine->name;
-    reports += engine->name + ": " + report;
-    if (reports.back() != '\n') reports += '\n';
   }
   if (ran == 0) {
-    std::printf("skip %s: %s\n", file.string().c_str(), skipped.c_str());
+    std::printf("skip %s: no engine can be given it (why: below)\n", file.string().c_str());
     return FixtureResult::skipped;
   }
   if (failed.empty()) {
     std::printf("ok   %s (%zu %s, %zu engines)\n", file.string().c_str(), prepared.slots.size(),
                 scenario.model ? "logits rows" : "rows", ran);
-    if (!skipped.empty()) std::printf("     skipped: %s\n", skipped.c_str());
     if (unjudged > 0) {
       std::printf(
           "     warning: %d rows only checked for finiteness: their tolerance reaches the largest "
@@ -120,15 +115,29 @@ FixtureResult replay_one(const std::filesystem::path& file,
   return FixtureResult::mismatch;
 }
 
+// One line per reason and fixture count: "flash-bf16, flash-f16 skipped 42 fixtures each:
+// the fixture lies outside ...".
+void print_skips(const Skips& skips) {
+  for (const auto& [reason, by_engine] : skips) {
+    std::map<int, std::string> by_count;
+    for (const auto& [engine, count] : by_engine) {
+      std::string& names = by_count[count];
+      names += (names.empty() ? "" : ", ") + engine;
+    }
+    for (const auto& [count, names] : by_count) {
+      const bool several = names.find(',') != std::string::npos;
+      std::printf("%s skipped %d fixture%s%s: %s\n", names.c_str(), count, count == 1 ? "" : "s",
+                  several ? " each" : "", reason.c_str());
+    }
+  }
+}
+
 int run_replay(const ReplayOptions& options) {
   const auto engines = select_engines(options.engines);
-  Capabilities capabilities;
+  const Isolation isolation = options.isolation.isolation();
+  Declarations declarations;
   for (const auto& engine : engines) {
-    try {
-      capabilities[engine.get()] = probe_declarations(*engine);
-    } catch (const EngineError& e) {
-      throw UsageError(std::string("--engine: ") + e.what());
-    }
+    declarations[engine.get()] = declarations_of(*engine, options.isolation);
   }
   // Every fixture of every path, in the order given, each file once.
   std::vector<std::filesystem::path> files;
@@ -145,11 +154,12 @@ int run_replay(const ReplayOptions& options) {
     int total = 0, passed = 0, failed = 0, bad = 0, skipped = 0;
   };
   std::map<std::string, Tally> by_directory;
+  Skips skips;
   for (const auto& file : files) {
     const std::string directory = file.parent_path().string();
     Tally& tally = by_directory[directory.empty() ? "." : directory];
     ++tally.total;
-    switch (replay_one(file, engines, capabilities)) {
+    switch (replay_one(file, engines, declarations, isolation, skips)) {
       case FixtureResult::pass:
         ++tally.passed;
         break;
@@ -164,12 +174,13 @@ int run_replay(const ReplayOptions& options) {
         break;
     }
   }
+  print_skips(skips);
   Tally all;
   for (const auto& [directory, tally] : by_directory) {
     std::printf("%s: %d fixtures, %d passed, %d failed, %d bad", directory.c_str(), tally.total,
                 tally.passed, tally.failed, tally.bad);
     if (tally.skipped > 0)
-      std::printf(", %d skipped (not judgeable by an engine, as said above)", tally.skipped);
+      std::printf(", %d skipped (no engine can be given them, as said above)", tally.skipped);
     std::printf("\n");
     all.failed += tally.failed;
     all.bad += tally.bad;
@@ -188,10 +199,17 @@ void add_replay_command(CLI::App& app, int& exit_status) {
       "Exit status: 0 all pass; 1 a mismatch: an engine's row differs from the reference, or\n"
       "the reference differs from a value of the fixture's hand-written expect rows; 2 bad\n"
       "input: a flag, an engine, or a malformed fixture (one that does not parse or validate,\n"
-      "such as an expect row at a key its program does not produce or of the wrong shape).");
+      "such as an expect row at a key its program does not produce or of the wrong shape); 3 an\n"
+      "engine crashed or hung while it was made. An engine that crashes or hangs on a fixture\n"
+      "fails that fixture (1), and the others still run.");
   cmd->add_option("fixtures", options->paths, "Fixture files or directories, one or more")
       ->required();
   cmd->add_option("--engine", options->engines, kEnginesHelp)->default_val("all");
+  add_isolation_options(*cmd, options->isolation,
+                        "Seconds one fixture may take on one engine (prefix and its recorded "
+                        "property) before its child is killed and the fixture fails as a hang",
+                        "Replay in this process, not in a forked child: no crash isolation and "
+                        "no --timeout, but a debugger sees the engine");
   cmd->callback([options, &exit_status] { exit_status = run_replay(*options); });
 }
 

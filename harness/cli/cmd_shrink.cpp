@@ -15,16 +15,20 @@
 #include <memory>
 #include <string>
 
+#include "check/isolated_call.h"
 #include "cli_support.h"
 #include "commands.h"
 #include "corpus/fixture_names.h"
 #include "corpus/provenance.h"
+#include "isolation_flags.h"
 #include "judge/report.h"
 #include "kvfuzz/engine_spec.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
+#include "support/text.h"
 
 namespace kvfuzz::cli {
 
@@ -38,6 +42,7 @@ struct ShrinkCommandOptions {
   std::string out = "kvfuzz-out/shrunk";
   std::string raw;  // empty: default_raw_dir(out)
   bool quiet = false;
+  IsolationFlags isolation;  // --timeout (per judgement), --no-fork
 };
 
 // Where the raw fixture goes unless --raw says: OUT/raw, beside the result it was shrunk
@@ -97,21 +102,82 @@ void print_move_counts(const ShrinkResult& result) {
               result.skipped_seen);
 }
 
+// A fixture that crashes (or hangs) the engine: shrunk keeping that end, each candidate in a
+// child that must end the same way (shrink_with), then saved as
+// ENGINE-SIGNATURE-HASH.json. The raw fixture is saved first.
+int shrink_crash(const ShrinkCommandOptions& options, const EngineInfo& engine, Property property,
+                 const Scenario& input, const Isolation& isolation, const std::string& signature,
+                 const std::string& line) {
+  const std::filesystem::path out(options.out);
+  const std::string stem =
+      file_safe_name(engine.name) + "-" + file_safe_name(signature) + "-" + scenario_hash(input);
+  Scenario raw = input;
+  raw.name = stem;
+  stamp_failure(raw, "shrink", engine.name, property, line);
+  const std::filesystem::path raw_dir =
+      options.raw.empty() ? default_raw_dir(out) : std::filesystem::path(options.raw);
+  const std::filesystem::path raw_path = raw_dir / (raw.name + ".json");
+  save_fixture(raw, raw_path);
+  std::fprintf(stderr, "shrink: saved the raw failing fixture to %s\n", raw_path.string().c_str());
+  ShrinkOptions shrink_options;
+  shrink_options.time_budget_seconds = options.seconds;
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<ShrinkResult> result = shrink_with(
+      input,
+      [&](const Scenario& candidate) {
+        std::string ended;
+        judge_property(property, candidate, engine, isolation, &ended);
+        return ended == signature;
+      },
+      shrink_options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!result) {
+    throw UsageError(options.path + ": the fixture ended the engine (" + signature +
+                     ") once and then did not on " + engine.name +
+                     "; the engine is not deterministic (raw fixture kept at " + raw_path.string() +
+                     ")");
+  }
+  Scenario shrunk = result->scenario;
+  shrunk.name =
+      file_safe_name(engine.name) + "-" + file_safe_name(signature) + "-" + scenario_hash(shrunk);
+  const std::string what_shrank = outcome_text(size_of(input), size_of(shrunk), *result);
+  char timing[96];
+  std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
+                result->candidates(), seconds,
+                result->timed_out ? ", stopped at the time budget" : "");
+  shrunk.note = "By kvfuzz shrink: " + what_shrank + " (" + timing + "). Ends " + engine.name +
+                " with " + signature + " while " + std::string(property_name(property)) +
+                " is judged.";
+  stamp_failure(shrunk, "shrink", engine.name, property, line);
+  const std::filesystem::path path = out / (shrunk.name + ".json");
+  save_fixture(shrunk, path);
+  std::printf("%s fails %s: %s (%s)\n", engine.name.c_str(), signature.c_str(), what_shrank.c_str(),
+              timing);
+  std::printf("saved to %s (raw fixture: %s)\n", path.string().c_str(), raw_path.string().c_str());
+  std::printf("%s\n", line.c_str());
+  return kExitMismatch;
+}
+
 int run_shrink(const ShrinkCommandOptions& options) {
   const std::shared_ptr<const EngineInfo> engine = select_engine(options.engine);
   const Property property = select_property(options.property);
   const Scenario input = load_fixture(options.path);
+  const Isolation isolation = options.isolation.isolation();
   // An operation the engine does not announce is refused by the runner: that refusal is
   // not a bug of the engine, and shrinking it would file a false finding.
-  try {
-    if (const auto why = unjudgeable(input, probe_declarations(*engine))) {
-      throw UsageError(options.path + ": for " + engine->name + ", the fixture " + *why +
-                       "; expected a fixture it can run");
-    }
-  } catch (const EngineError& e) {
-    throw UsageError(std::string("--engine: ") + e.what());
+  if (const auto why = unjudgeable(input, declarations_of(*engine, options.isolation))) {
+    throw UsageError(options.path + ": for " + engine->name + ", the fixture " + *why +
+                     "; expected a fixture it can run");
   }
-  const PropertyOutcome outcome = judge_property(property, input, *engine);
+  // Every judgement in a child (Isolation): a candidate that crashes or hangs the engine is
+  // another failure than the one kept, and the shrink goes on.
+  std::string ended;
+  const PropertyOutcome outcome = judge_property(property, input, *engine, isolation, &ended);
+  if (!ended.empty()) {
+    return shrink_crash(options, *engine, property, input, isolation, ended,
+                        first_line(outcome.report));
+  }
   if (outcome.pass) {
     std::printf("nothing to shrink: the fixture passes %s on %s\n",
                 std::string(property_name(property)).c_str(), engine->name.c_str());
@@ -135,6 +201,9 @@ int run_shrink(const ShrinkCommandOptions& options) {
   ShrinkOptions shrink_options;
   shrink_options.property = property;
   shrink_options.time_budget_seconds = options.seconds;
+  shrink_options.judge = [&](Property p, const Scenario& candidate) {
+    return judge_property(p, candidate, *engine, isolation);
+  };
   shrink_options.on_progress = [&](const ShrinkProgress& p) {
     const auto now = Clock::now();
     if (options.quiet || now - last_line < std::chrono::milliseconds(500)) return;
@@ -183,8 +252,16 @@ int run_shrink(const ShrinkCommandOptions& options) {
   // Attention rows only: a model scenario's report above already names the logits row and
   // the layer (its rows are logits, not one attention's output).
   if (!shrunk.model && prepared.slots.size() <= kExplainRows) {
-    std::printf("rows of %s against the reference:\n%s", engine->name.c_str(),
-                explain_rows(shrunk, prepared, judge_engine(shrunk, prepared, *engine)).c_str());
+    const auto rows = [&] {
+      return explain_rows(shrunk, prepared, judge_engine(shrunk, prepared, *engine));
+    };
+    const IsolatedAnswer answer = forks_for(*engine, isolation)
+                                      ? call_isolated(rows, isolation.timeout)
+                                      : IsolatedAnswer{rows(), std::nullopt};
+    if (answer.answer) {
+      std::printf("rows of %s against the reference:\n%s", engine->name.c_str(),
+                  answer.answer->c_str());
+    }
   }
   print_move_counts(*result);
   return kExitMismatch;
@@ -200,8 +277,9 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
       "kind of divergence). The raw fixture is saved to RAW/ before shrinking starts; the\n"
       "result goes to DIR/ENGINE-PROPERTY-KIND-HASH.json with its provenance (DIR defaults to\n"
       "kvfuzz-out/shrunk; --out corpus/regressions files it as a regression test). Progress on\n"
-      "stderr. Exit status: 0 the fixture passes (nothing to shrink), 1 a failure was shrunk\n"
-      "and saved, 2 bad input.");
+      "stderr. A fixture that crashes or hangs the engine is shrunk keeping that end. Each\n"
+      "judgement runs in a forked child. Exit status: 0 the fixture passes (nothing to shrink),\n"
+      "1 a failure was shrunk and saved, 2 bad input, 3 the engine crashed while it was made.");
   cmd->add_option("fixture", options->path, "Failing fixture file")->required();
   cmd->add_option(
          "--engine", options->engine,
@@ -220,6 +298,11 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
                   "(default: OUT/raw; kvfuzz-out/raw when OUT is inside a corpus/ folder, so "
                   "that an unshrunk fixture never becomes a corpus test)");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");
+  add_isolation_options(*cmd, options->isolation,
+                        "Seconds one judgement (the fixture, or one candidate) may take before "
+                        "its child is killed; a candidate that hangs is another failure",
+                        "Judge in this process, not in forked children: no crash isolation and "
+                        "no --timeout, but a debugger sees the engine");
   cmd->callback([options, &exit_status] { exit_status = run_shrink(*options); });
 }
 

@@ -6,6 +6,8 @@
 
 #include "cli_support.h"
 #include "commands.h"
+#include "isolation_flags.h"
+#include "kvfuzz/check.h"
 #include "kvfuzz/fixture_io.h"
 
 int main(int argc, char** argv) {
@@ -43,6 +45,14 @@ int main(int argc, char** argv) {
   } catch (const kvfuzz::cli::UsageError& e) {
     std::fprintf(stderr, "kvfuzz: %s\n", e.what());
     return kvfuzz::cli::kExitBadInput;
+  } catch (const kvfuzz::ProbeCrash& e) {
+    // An engine crashed or hung while it was made, asked in a child: one line, and its own
+    // status (kvfuzz check says so itself, with its summary's words).
+    std::fprintf(stderr,
+                 "kvfuzz: %s: %s; the command cannot start (--no-fork asks in this process, "
+                 "for a debugger)\n",
+                 argv[1], e.what());
+    return kvfuzz::cli::kExitCannotStart;
   } catch (const std::exception& e) {
     // Anything else (out of memory, a filesystem error) still ends in one line.
     std::fprintf(stderr, "kvfuzz: error: %s\n", e.what());

@@ -28,6 +28,7 @@
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
 #include "py_engine.h"
@@ -256,6 +257,19 @@ NB_MODULE(_kvfuzz, m) {
         return outcome_of(interruptible([&] { return judge_property(p, s, *engine.info); }));
       },
       nb::arg("property"), nb::arg("scenario"), nb::arg("engine"));
+  // One fixture on one engine, as every door replays it (kvfuzz/orchestrate.h): a status
+  // ("pass", "wrong-expect", "skip", "fail") and its detail (the disagreement, why it is
+  // skipped, or the failing property's report).
+  m.def(
+      "replay_fixture",
+      [](const Scenario& s, EngineHandle& engine) {
+        const FixtureReplay replay = interruptible(
+            [&] { return replay_fixture(s, prepare(s), *engine.info, engine.declarations()); });
+        constexpr const char* kStatus[] = {"pass", "wrong-expect", "skip", "fail", "crash"};
+        return std::pair<std::string, std::string>(kStatus[static_cast<int>(replay.status)],
+                                                   replay.detail);
+      },
+      nb::arg("scenario"), nb::arg("engine"));
   m.def(
       "explain",
       [](const Scenario& s, EngineHandle& engine) {

@@ -42,6 +42,45 @@ TEST(Cli, ReplayOfTheSeedsPassesOnEveryHonestEngine) {
   EXPECT_NE(r.out.find("0 failed, 0 bad"), std::string::npos) << r.out;
 }
 
+// The low-precision engines skip the f32 seeds: said once per engine and reason at the end
+// ("flash-bf16 skipped 12 fixtures: the fixture lies outside its supports: ..."), never on
+// each fixture's line (before: a "skipped:" line of about 400 characters per fixture).
+TEST(Cli, ReplaySaysEachSkipOncePerEngineAndReason) {
+  const fs::path seeds = kSource / "corpus/seeds";
+  int f32 = 0, fixtures = 0;
+  for (const auto& entry : fs::directory_iterator(seeds)) {
+    if (entry.path().extension() != ".json") continue;
+    ++fixtures;
+    f32 += slurp(entry.path()).find("\"dtype\": \"f32\"") != std::string::npos;
+  }
+  ASSERT_GT(f32, 1);
+  const Result r = kvfuzz("replay " + seeds.string() + " --engine paged,flash-bf16,flash-f16");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("skipped:"), std::string::npos) << r.out;
+  std::istringstream out(r.out);
+  std::vector<std::string> skip_lines;
+  for (std::string line; std::getline(out, line);) {
+    if (line.find(" skipped ") != std::string::npos &&
+        line.find(": the fixture ") != std::string::npos)
+      skip_lines.push_back(line);
+  }
+  ASSERT_EQ(skip_lines.size(), 2u) << r.out;  // one per low-precision engine: their reasons differ
+  for (const char* engine : {"flash-bf16", "flash-f16"}) {
+    int said = 0;
+    for (const std::string& line : skip_lines) {
+      if (!line.starts_with(std::string(engine) + " skipped ")) continue;
+      ++said;
+      EXPECT_NE(line.find(" skipped " + std::to_string(f32) +
+                          " fixtures: the fixture lies outside "
+                          "its supports: storage dtype f32"),
+                std::string::npos)
+          << line;
+    }
+    EXPECT_EQ(said, 1) << engine << "\n" << r.out;
+  }
+  EXPECT_EQ(lines(r.out), fixtures + 2 + 1) << r.out;  // a line each, the skips, the summary
+}
+
 TEST(Cli, ReplayAgainstAMutantExitsOneAndNamesTheRow) {
   const Result r = kvfuzz("replay " + seed("worked-example.json") + " --engine mask-origin");
   EXPECT_EQ(r.status, 1);

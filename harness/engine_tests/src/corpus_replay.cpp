@@ -1,18 +1,18 @@
-// Corpus.<stem>: one fixture replayed on the engine as `kvfuzz replay` replays it: the
-// fixture's expect rows against the reference, the engine against the reference (prefix),
-// and, for a regression shrunk under another property, that property too. A fixture whose
-// program truncates or forks is skipped on an engine that does not announce the operation:
-// it says nothing about such an engine, and the skip names what is missing.
+// Corpus.<stem>: one fixture replayed on the engine by the function `kvfuzz replay` and the
+// Python package use (replay_fixture, kvfuzz/orchestrate.h): the fixture's expect rows
+// against the reference, the engine's declarations, prefix, and, for a regression shrunk
+// under another property, that property too. A fixture outside the engine's declarations
+// (an operation it does not announce, a dtype outside its supports) is skipped: it says
+// nothing about such an engine, and the skip names why.
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "corpus/provenance.h"
 #include "engine_tests_internal.h"
 #include "kvfuzz/fixture_io.h"
-#include "kvfuzz/judge.h"
+#include "kvfuzz/orchestrate.h"
 
 namespace kvfuzz::engine_tests {
 
@@ -26,25 +26,23 @@ void replay_fixture(const EngineInfo& engine, const std::filesystem::path& fixtu
   }
   const std::optional<EngineDeclarations> declared = announced_declarations(engine);
   if (!declared) return;
-  if (const auto why = unjudgeable(scenario, *declared)) {
-    GTEST_SKIP() << "for " << engine.name << ", " << fixture.string() << " " << *why;
-  }
-  if (const auto problem = judge_expect(scenario, prepare(scenario))) {
-    FAIL() << fixture.string()
-           << ": the reference disagrees with the fixture's own expect rows (the fixture is "
-              "wrong, whatever the engine does):\n"
-           << *problem;
-  }
-  // The property a regression was shrunk under, after prefix (which every fixture states).
-  const Property recorded = recorded_property(scenario);
-  std::vector<Property> properties = {Property::prefix};
-  if (recorded != Property::prefix) properties.push_back(recorded);
-  for (const Property property : properties) {
-    PropertyOutcome outcome = judge_property(property, scenario, engine);
-    if (outcome.pass) continue;
-    const std::string where = "fixture " + fixture.string();
-    FAIL() << keep_failure(FailingCase{scenario, property, outcome, where, fixture}, engine,
-                           options);
+  const FixtureReplay replay =
+      kvfuzz::replay_fixture(scenario, prepare(scenario), engine, *declared);
+  switch (replay.status) {
+    case FixtureReplay::Status::pass:
+      return;
+    case FixtureReplay::Status::skipped:
+      GTEST_SKIP() << "for " << engine.name << ", " << fixture.string() << " " << replay.detail;
+    case FixtureReplay::Status::wrong_expect:
+      FAIL() << fixture.string()
+             << ": the reference disagrees with the fixture's own expect rows (the fixture is "
+                "wrong, whatever the engine does):\n"
+             << replay.detail;
+    case FixtureReplay::Status::crashed:  // in this process: never (no Isolation here)
+    case FixtureReplay::Status::fail:
+      FAIL() << keep_failure(FailingCase{scenario, replay.property, replay.outcome,
+                                         "fixture " + fixture.string(), fixture},
+                             engine, options);
   }
 }
 

@@ -159,7 +159,7 @@ uint64_t case_seed(uint64_t run_seed, int index);
 
 // The interleaved page order the generator uses: an explicit list of at least `pool` pages
 // in which physically consecutive pages alternate between the sequences' pages, in the
-// order the paged engines take them (see generator.cpp). Longer than `pool` when fewer
+// order the paged engines take them (see interleaved_pages.cpp). Longer than `pool` when fewer
 // than two sequences take pages: unused pages then alternate with the one sequence's.
 std::vector<int> interleaved_page_order(const Scenario& scenario, int pool);
 

@@ -3,14 +3,18 @@
 // declarations and the judge, written once so that the doors are wiring and printing.
 //
 //   declarations -> generator_options_from_declarations -> generate -> judge
+//   fixture -> replay_fixture (the fixture's expect rows, declarations, properties)
 #pragma once
 
+#include <chrono>
 #include <span>
 #include <stdexcept>
 #include <string>
 
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/judge.h"
+#include "kvfuzz/property.h"
 
 namespace kvfuzz {
 
@@ -56,5 +60,56 @@ EngineSupports common_supports(std::span<const NamedDeclarations> engines);
 GeneratorOptions generator_options_from_declarations(std::span<const NamedDeclarations> engines,
                                                      const SizeCaps& caps = {},
                                                      GeneratorOptions base = {});
+
+// How one fixture fares on one engine.
+struct FixtureReplay {
+  enum class Status {
+    pass,
+    wrong_expect,  // the reference disagrees with the fixture's own expect rows
+    skipped,       // the fixture lies outside the engine's declarations (unjudgeable)
+    fail,          // a property fails
+    crashed,       // the engine crashed, exited or hung in its child (Isolation)
+  };
+  Status status = Status::pass;
+  // wrong_expect: the first disagreement; skipped: why, as a phrase to follow "the fixture"
+  // ("lies outside its supports: storage dtype f32 (supports bf16)"); fail: the report;
+  // crashed: how the child ended, with its last stderr (describe_end).
+  std::string detail;
+  std::string crash_signature;  // crashed: "crash/SIGSEGV", "exit/1", "asan/...", "timeout"
+  Property property = Property::prefix;  // fail: the property that failed
+  PropertyOutcome outcome;               // fail: its outcome; pass: prefix's (row counts)
+};
+
+// Replays a fixture on an engine, its checks in one order for every door: the fixture's
+// own expect rows against the reference (a wrong fixture, whatever the engine does); the
+// engine's declarations; prefix; then the property a regression was shrunk under
+// (recorded in its provenance). `prepared` is prepare(scenario).
+FixtureReplay replay_fixture(const Scenario& scenario, const Prepared& prepared,
+                             const EngineInfo& engine, const EngineDeclarations& declared);
+
+// Where a command's engine calls run: in a forked child, so that a crash, an abort, a
+// sanitizer's exit or a hang of the engine is a line about that engine and the command goes
+// on, or here (`fork` false: --no-fork, for a debugger). An engine that computes out of
+// process (exec:) is called from here either way: its process is its isolation, and its
+// own request timeout (KVFUZZ_ENGINE_TIMEOUT) turns a hang into an engine error.
+struct Isolation {
+  bool fork = true;
+  std::chrono::milliseconds timeout{600'000};
+};
+
+// Whether `engine`'s calls go to a child under `isolation`.
+bool forks_for(const EngineInfo& engine, const Isolation& isolation);
+
+// The same under `isolation`: a child that ends without an answer is Status::crashed.
+FixtureReplay replay_fixture(const Scenario& scenario, const Prepared& prepared,
+                             const EngineInfo& engine, const EngineDeclarations& declared,
+                             const Isolation& isolation);
+
+// judge_property under `isolation`. A child that ends without an answer gives a failing
+// outcome without a signature (so a shrink never takes it for the failure it keeps), whose
+// report is one line (describe_end) and whose end is put in `*ended` when given.
+PropertyOutcome judge_property(Property property, const Scenario& scenario,
+                               const EngineInfo& engine, const Isolation& isolation,
+                               std::string* ended = nullptr);
 
 }  // namespace kvfuzz

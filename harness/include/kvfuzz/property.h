@@ -15,6 +15,8 @@
 
 namespace kvfuzz {
 
+struct Prepared;  // kvfuzz/judge.h
+
 enum class Property { prefix, schedule, layout, poison, reset, batch };
 
 // One row per property: the name that --property, fixtures and file names spell, and the
@@ -64,9 +66,18 @@ struct PropertyOutcome {
   std::optional<FailureSignature> signature;  // when it fails
   std::optional<Divergence> first;            // the first diverging row
   std::string report;                         // several lines for a person
+  // prefix on an attention scenario: the rows compared with the reference, and of them the
+  // rows only checked for finiteness (Verdict); 0 for the other properties and models.
+  int rows_compared = 0;
+  int rows_unjudged = 0;
 };
 
 PropertyOutcome judge_property(Property property, const Scenario& scenario,
                                const EngineInfo& engine);
+// The same with the scenario's plain reference already prepared (prepare(scenario), as
+// replay holds it for every engine): prefix judges against it instead of preparing it
+// again; the other properties and model scenarios prepare what they need themselves.
+PropertyOutcome judge_property(Property property, const Scenario& scenario,
+                               const Prepared& prepared, const EngineInfo& engine);
 
 }  // namespace kvfuzz

@@ -45,6 +45,11 @@ struct ShrinkOptions {
   Property property = Property::prefix;
   double time_budget_seconds = 60;
   std::function<void(const ShrinkProgress&)> on_progress;  // called after each acceptance
+  // How the failing scenario and each candidate are judged; empty: judge_property on the
+  // engine in this process. The commands judge in a forked child (kvfuzz/orchestrate.h), so
+  // that a candidate that crashes or hangs the engine is judged as that crash (a failure
+  // other than the one kept), not the end of the shrink.
+  std::function<PropertyOutcome(Property, const Scenario&)> judge;
 };
 
 struct ShrinkResult {

@@ -280,10 +280,12 @@ std::string headline(Property property, const EngineInfo& engine) {
          "' breaks the property that " + std::string(property_info(property).claim) + "\n";
 }
 
-PropertyOutcome judge_prefix(const Scenario& scenario, const EngineInfo& engine) {
-  const Prepared prepared = prepare(scenario);
+PropertyOutcome judge_prefix(const Scenario& scenario, const Prepared& prepared,
+                             const EngineInfo& engine) {
   const CheckOutcome outcome = judge_engine(scenario, prepared, engine);
   PropertyOutcome result;
+  result.rows_compared = outcome.verdict.rows_compared;
+  result.rows_unjudged = outcome.verdict.rows_unjudged;
   if (outcome.verdict.pass) {
     result.report = "prefix: pass (" + std::to_string(outcome.verdict.rows_compared) + " rows)\n";
     return result;
@@ -301,7 +303,7 @@ PropertyOutcome judge_prefix(const Scenario& scenario, const EngineInfo& engine)
 PropertyOutcome judge_property(Property property, const Scenario& scenario,
                                const EngineInfo& engine) {
   if (scenario.model) return judge_model_property(property, scenario, engine);
-  if (property == Property::prefix) return judge_prefix(scenario, engine);
+  if (property == Property::prefix) return judge_prefix(scenario, prepare(scenario), engine);
 
   const std::vector<ScenarioVariant> variants = property_variants(property, scenario);
   PropertyOutcome result;
@@ -340,6 +342,14 @@ PropertyOutcome judge_property(Property property, const Scenario& scenario,
   result.report = headline(property, engine) + "  variant: " + culprit->description + "\n" +
                   describe_divergence(first->divergence);
   return result;
+}
+
+PropertyOutcome judge_property(Property property, const Scenario& scenario,
+                               const Prepared& prepared, const EngineInfo& engine) {
+  if (property == Property::prefix && !scenario.model) {
+    return judge_prefix(scenario, prepared, engine);
+  }
+  return judge_property(property, scenario, engine);
 }
 
 }  // namespace kvfuzz

@@ -107,7 +107,8 @@ class Search {
   bool judge(const Scenario& scenario, PropertyOutcome& outcome) {
     if (judge_ != nullptr) return (*judge_)(scenario);
     try {
-      outcome = judge_property(options_.property, scenario, *engine_);
+      outcome = options_.judge ? options_.judge(options_.property, scenario)
+                               : judge_property(options_.property, scenario, *engine_);
     } catch (const std::exception&) {
       return false;  // a candidate nobody can judge is not the same failure
     }
@@ -220,7 +221,8 @@ namespace shrinking {
 std::optional<ShrinkResult> shrink_with_moves(const Scenario& failing, const EngineInfo& engine,
                                               const ShrinkOptions& options,
                                               const std::vector<Move>& moves) {
-  PropertyOutcome outcome = judge_property(options.property, failing, engine);
+  PropertyOutcome outcome = options.judge ? options.judge(options.property, failing)
+                                          : judge_property(options.property, failing, engine);
   if (outcome.pass || !outcome.signature) return std::nullopt;
   ShrinkResult result;
   result.scenario = failing;

@@ -9,6 +9,10 @@
 //   segfault-in-second
 //              writes through a null pointer when the second engine of its process is made:
 //              in a fresh worker, after prefix has judged the first, under the next property
+//   segfault-on-one-token
+//              rows of zeros (wrong, no crash) for chunks of two tokens or more, a write
+//              through a null pointer for a chunk of one token: a shrink's candidates that
+//              split a chunk down to one token crash (tests/cli/test_isolation.cpp)
 //
 // and two that never get as far as a case: kvfuzz check makes every engine once and asks
 // it for its declarations before it generates anything, and must survive that too.
@@ -74,6 +78,14 @@ int step_ok(kvfuzz_engine*, const kvfuzz_chunk_in* chunks, kvfuzz_chunk_out* out
   return 0;
 }
 
+int step_segfault_on_one_token(kvfuzz_engine* engine, const kvfuzz_chunk_in* chunks,
+                               kvfuzz_chunk_out* outs, int32_t count, const char** error) {
+  for (int32_t i = 0; i < count; ++i) {
+    if (chunks[i].tokens == 1) *g_nowhere = 1;
+  }
+  return step_ok(engine, chunks, outs, count, error);
+}
+
 int step_segfault(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t,
                   const char**) {
   *g_nowhere = 1;
@@ -109,7 +121,7 @@ kvfuzz_engine_api entry(const char* name, const char* description,
 }
 
 struct Table {
-  kvfuzz_engine_api engines[6];
+  kvfuzz_engine_api engines[7];
   kvfuzz_engine_plugin_table table;
 
   Table()
@@ -123,8 +135,11 @@ struct Table {
                       create_hang),
                 entry("segfault-in-second",
                       "Writes through a null pointer when its process makes a second one.", step_ok,
-                      create_segfault_second)},
-        table{KVFUZZ_ENGINE_ABI_VERSION, 6, engines} {}
+                      create_segfault_second),
+                entry("segfault-on-one-token",
+                      "Rows of zeros; writes through a null pointer on a chunk of one token.",
+                      step_segfault_on_one_token)},
+        table{KVFUZZ_ENGINE_ABI_VERSION, 7, engines} {}
 };
 
 }  // namespace
