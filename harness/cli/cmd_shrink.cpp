@@ -166,7 +166,8 @@ int run_shrink(const ShrinkCommandOptions& options) {
   const Isolation isolation = options.isolation.isolation();
   // An operation the engine does not announce is refused by the runner: that refusal is
   // not a bug of the engine, and shrinking it would file a false finding.
-  if (const auto why = unjudgeable(input, declarations_of(*engine, options.isolation))) {
+  const EngineDeclarations declared = declarations_of(*engine, options.isolation);
+  if (const auto why = unjudgeable(input, declared)) {
     throw UsageError(options.path + ": for " + engine->name + ", the fixture " + *why +
                      "; expected a fixture it can run");
   }
@@ -204,6 +205,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   shrink_options.judge = [&](Property p, const Scenario& candidate) {
     return judge_property(p, candidate, *engine, isolation);
   };
+  shrink_options.declared = declared;
   shrink_options.on_progress = [&](const ShrinkProgress& p) {
     const auto now = Clock::now();
     if (options.quiet || now - last_line < std::chrono::milliseconds(500)) return;

@@ -20,6 +20,8 @@ def _parser() -> argparse.ArgumentParser:
     replay = commands.add_parser("replay", help="replay a fixture or every fixture below a folder")
     replay.add_argument("path")
     replay.add_argument("--engine", required=True, help=engine_help)
+    replay.add_argument("--no-fork", action="store_true", help="replay in this process (a debugger)")
+    replay.add_argument("--timeout", type=float, default=600.0, help="seconds per fixture (600)")
 
     shrink = commands.add_parser("shrink", help="shrink a failing fixture")
     shrink.add_argument("path")
@@ -27,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     shrink.add_argument("--property", default=None, help="default: the fixture's, else prefix")
     shrink.add_argument("--time", type=float, default=60.0, help="time budget in seconds")
     shrink.add_argument("--out", default="kvfuzz-out", help="folder for the shrunk fixture")
+    shrink.add_argument("--no-fork", action="store_true", help="judge in this process (a debugger)")
+    shrink.add_argument("--timeout", type=float, default=600.0, help="seconds per judgement (600)")
 
     check = commands.add_parser("check", help="random scenarios, every property")
     check.add_argument("--engine", required=True, help=engine_help)
@@ -49,11 +53,19 @@ def main(argv=None) -> int:
     try:
         factory = load_factory(args.engine)
         if args.command == "replay":
-            result = kvfuzz.replay(args.path, factory)
+            result = kvfuzz.replay(args.path, factory, fork=not args.no_fork, timeout=args.timeout)
             print(result.summary())
             return 2 if result.count("bad") else (0 if result.passed else 1)
         if args.command == "shrink":
-            shrunk = kvfuzz.shrink(args.path, factory, args.property, seconds=args.time, out=args.out)
+            shrunk = kvfuzz.shrink(
+                args.path,
+                factory,
+                args.property,
+                seconds=args.time,
+                out=args.out,
+                fork=not args.no_fork,
+                timeout=args.timeout,
+            )
             if shrunk is None:
                 print(f"nothing to shrink: {args.path} passes")
                 return 0

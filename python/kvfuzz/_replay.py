@@ -45,7 +45,14 @@ class ReplayResult:
         return "\n".join(lines)
 
 
-def replay_one(path: str, eng: _kvfuzz.Engine, scenario: Optional[_kvfuzz.Scenario] = None) -> FixtureResult:
+def replay_one(
+    path: str,
+    eng: _kvfuzz.Engine,
+    scenario: Optional[_kvfuzz.Scenario] = None,
+    *,
+    fork: bool = True,
+    timeout: float = 600.0,
+) -> FixtureResult:
     if scenario is None:
         try:
             scenario = _kvfuzz.Scenario.load(path)
@@ -53,25 +60,35 @@ def replay_one(path: str, eng: _kvfuzz.Engine, scenario: Optional[_kvfuzz.Scenar
             return FixtureResult(path, "bad", str(error))
     # One order of checks for every door (kvfuzz/orchestrate.h's replay_fixture): the
     # fixture's expect rows, the engine's declarations, prefix, the recorded property.
-    status, detail = _kvfuzz.replay_fixture(scenario, eng)
+    status, detail = _kvfuzz.replay_fixture(scenario, eng, fork=fork, timeout=timeout)
     if status == "wrong-expect":
         return FixtureResult(path, "fail", "the reference disagrees with the fixture's expect rows: " + detail)
     if status == "skip":
         return FixtureResult(path, "skip", f"{eng.name}: the fixture {detail}")
-    if status == "fail":
+    if status in ("fail", "crash"):  # a crash, an exit or a hang of the engine in its child
         return FixtureResult(path, "fail", detail)
     return FixtureResult(path, "pass")
 
 
-def replay(path, engine_factory: EngineLike, *, name: Optional[str] = None) -> ReplayResult:
+def replay(
+    path,
+    engine_factory: EngineLike,
+    *,
+    name: Optional[str] = None,
+    fork: bool = True,
+    timeout: float = 600.0,
+) -> ReplayResult:
     """Replays a fixture file, every fixture below a folder, or a kvfuzz.Scenario, on the
     engine `engine_factory` makes. ReplayResult.passed is False when any fixture failed
-    (a wrong row, or expect rows the reference disagrees with) or was malformed."""
+    (a wrong row, expect rows the reference disagrees with, or the engine crashing, exiting
+    or taking longer than `timeout` seconds) or was malformed. Each fixture is replayed in
+    a child forked from this process, so a crash ends only the child; `fork=False` replays
+    here (for a debugger)."""
     eng = engine(engine_factory, name)
     result = ReplayResult(engine=eng.name)
     if isinstance(path, _kvfuzz.Scenario):
-        result.fixtures.append(replay_one(path.name or "<scenario>", eng, path))
+        result.fixtures.append(replay_one(path.name or "<scenario>", eng, path, fork=fork, timeout=timeout))
         return result
     for file in fixtures(path):
-        result.fixtures.append(replay_one(file, eng))
+        result.fixtures.append(replay_one(file, eng, fork=fork, timeout=timeout))
     return result

@@ -32,10 +32,15 @@ def shrink(
     seconds: float = 60.0,
     out: Optional[str] = None,
     name: Optional[str] = None,
+    fork: bool = True,
+    timeout: float = 600.0,
 ) -> Optional[ShrinkResult]:
     """Shrinks under `property` (default: the one the fixture records, else prefix).
     Returns None when the scenario passes that property (nothing to shrink). With `out`,
-    the result is saved there as ENGINE-PROPERTY-KIND-HASH.json with its provenance."""
+    the result is saved there as ENGINE-PROPERTY-KIND-HASH.json with its provenance. Each
+    judgement runs in a child forked from this process (at most `timeout` seconds): a
+    candidate that crashes or hangs the engine is another failure, and the shrink goes on;
+    `fork=False` judges here (for a debugger)."""
     if isinstance(fixture_or_scenario, _kvfuzz.Scenario):
         scenario = fixture_or_scenario
     else:
@@ -45,7 +50,7 @@ def shrink(
     why = eng.unjudgeable(scenario)
     if why is not None:
         raise ValueError(f"for {eng.name}, the fixture {why}; expected a fixture it can run")
-    shrunk = _kvfuzz.shrink(scenario, eng, prop, seconds)
+    shrunk = _kvfuzz.shrink(scenario, eng, prop, seconds, fork=fork, timeout=timeout)
     if shrunk is None:
         return None
     small = shrunk.scenario

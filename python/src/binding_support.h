@@ -4,15 +4,19 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "fork_guard.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/property.h"
 #include "py_engine.h"
+#include "sigint_guard.h"
 
 namespace kvfuzz::python {
 
@@ -42,6 +46,33 @@ auto interruptible(F&& f) -> decltype(f()) {
     raise_if_interrupted();
     throw;
   }
+}
+
+// A timeout given in seconds from Python.
+inline std::chrono::milliseconds seconds_to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<long>(seconds * 1000.0));
+}
+
+// Runs `work`, which forks children that call the engine (kvfuzz/orchestrate.h, Isolation),
+// with the GIL released and each fork bracketed as os.fork() brackets its own
+// (WorkersForkGuard: the child keeps the GIL, runs the Python engine and _exits), Ctrl-C
+// passed on (SigintGuard); then raises KeyboardInterrupt if one came.
+template <class Work>
+auto with_forked_children(Work&& work) {
+  std::optional<decltype(work())> result;
+  {
+    SigintGuard sigint;
+    WorkersForkGuard guard;
+    try {
+      result.emplace(work());
+    } catch (...) {
+      if (guard.in_worker()) ::_exit(70);  // a child never returns into Python
+      throw;
+    }
+    if (guard.in_worker()) ::_exit(70);
+  }
+  raise_if_stopped();
+  return std::move(*result);
 }
 
 // The property of that name; ValueError naming the known ones for another.

@@ -78,7 +78,7 @@ Run run_check(EngineHandle& engine, const std::vector<uint64_t>& case_seeds,
   for (const std::string& name : properties) plan.properties.push_back(property_named(name));
   plan.jobs = jobs;
   plan.fork = fork;
-  plan.timeout = std::chrono::milliseconds(static_cast<long>(timeout * 1000.0));
+  plan.timeout = seconds_to_ms(timeout);
   plan.max_failures = max_failures;
   plan.ignore = ignore;
   plan.out = out;

@@ -121,7 +121,7 @@ std::optional<CrashShrunk> shrink_crash(const Scenario& failing, EngineHandle& e
   }
   std::vector<Property> properties;
   for (const std::string& name : property_names) properties.push_back(property_named(name));
-  const auto per_candidate = std::chrono::milliseconds(static_cast<long>(timeout * 1000.0));
+  const auto per_candidate = seconds_to_ms(timeout);
   ShrinkOptions options;
   options.time_budget_seconds = seconds;
   std::optional<ShrinkResult> result;

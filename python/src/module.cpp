@@ -257,19 +257,32 @@ NB_MODULE(_kvfuzz, m) {
         return outcome_of(interruptible([&] { return judge_property(p, s, *engine.info); }));
       },
       nb::arg("property"), nb::arg("scenario"), nb::arg("engine"));
-  // One fixture on one engine, as every door replays it (kvfuzz/orchestrate.h): a status
-  // ("pass", "wrong-expect", "skip", "fail") and its detail (the disagreement, why it is
-  // skipped, or the failing property's report).
+  // One fixture on one engine, as every door replays it (kvfuzz/orchestrate.h), in a
+  // forked child unless fork is false: a status ("pass", "wrong-expect", "skip", "fail",
+  // "crash") and its detail (the disagreement, why it is skipped, the failing property's
+  // report, or how the child ended).
   m.def(
       "replay_fixture",
-      [](const Scenario& s, EngineHandle& engine) {
-        const FixtureReplay replay = interruptible(
-            [&] { return replay_fixture(s, prepare(s), *engine.info, engine.declarations()); });
+      [](const Scenario& s, EngineHandle& engine, bool fork, double timeout) {
+        const EngineDeclarations& declared = engine.declarations();
+        const Prepared prepared = prepare(s);
+        const Isolation isolation{fork, seconds_to_ms(timeout)};
+        const FixtureReplay replay =
+            forks_for(*engine.info, isolation)
+                ? with_forked_children([&] {
+                    return replay_fixture(s, prepared, *engine.info, declared, isolation);
+                  })
+                : interruptible(
+                      [&] { return replay_fixture(s, prepared, *engine.info, declared); });
         constexpr const char* kStatus[] = {"pass", "wrong-expect", "skip", "fail", "crash"};
+        std::string detail = replay.detail;
+        if (replay.status == FixtureReplay::Status::crashed) {
+          detail = replay.crash_signature + ": " + detail;
+        }
         return std::pair<std::string, std::string>(kStatus[static_cast<int>(replay.status)],
-                                                   replay.detail);
+                                                   detail);
       },
-      nb::arg("scenario"), nb::arg("engine"));
+      nb::arg("scenario"), nb::arg("engine"), nb::arg("fork") = true, nb::arg("timeout") = 600.0);
   m.def(
       "explain",
       [](const Scenario& s, EngineHandle& engine) {
@@ -288,18 +301,28 @@ NB_MODULE(_kvfuzz, m) {
       .def_ro("timed_out", &Shrunk::timed_out);
   m.def(
       "shrink",
-      [](const Scenario& s, EngineHandle& engine, const std::string& property,
-         double seconds) -> std::optional<Shrunk> {
+      [](const Scenario& s, EngineHandle& engine, const std::string& property, double seconds,
+         bool fork, double timeout) -> std::optional<Shrunk> {
         ShrinkOptions options;
         options.property = property_named(property);
         options.time_budget_seconds = seconds;
+        // Each judgement in a forked child: a candidate that crashes or hangs the engine is
+        // another failure than the one kept, not the end of this process.
+        const Isolation isolation{fork, seconds_to_ms(timeout)};
+        options.judge = [&](Property p, const Scenario& candidate) {
+          return judge_property(p, candidate, *engine.info, isolation);
+        };
+        options.declared = engine.declarations();  // asked here, with the GIL
         std::optional<ShrinkResult> r =
-            interruptible([&] { return shrink(s, *engine.info, options); });
+            forks_for(*engine.info, isolation)
+                ? with_forked_children([&] { return shrink(s, *engine.info, options); })
+                : interruptible([&] { return shrink(s, *engine.info, options); });
         if (!r) return std::nullopt;
         return Shrunk{r->scenario, outcome_of(r->outcome), r->accepted,
                       r->tried,    r->skipped_seen,        r->timed_out};
       },
-      nb::arg("scenario"), nb::arg("engine"), nb::arg("property"), nb::arg("seconds"));
+      nb::arg("scenario"), nb::arg("engine"), nb::arg("property"), nb::arg("seconds"),
+      nb::arg("fork") = true, nb::arg("timeout") = 600.0);
 
   // Fixture names and provenance, as every other tool that writes a fixture stamps them.
   m.def(

@@ -5,6 +5,7 @@ same for every number of workers; fork=False still judges an honest engine; Ctrl
 a forked check with KeyboardInterrupt."""
 
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -58,13 +59,22 @@ def test_a_segfaulting_engine_is_a_finding_with_its_case_on_disk(tmp_path):
     shrunk = kvfuzz.load_fixture(finding.fixture)
     assert (shrunk.ops, shrunk.tokens) == (1, 0), finding.fixture
     assert f"-m kvfuzz replay {finding.fixture} --engine" in finding.replay_command
-    # Replayed in a process of its own, the shrunk case still crashes it.
+    # Replayed in a process of its own, the shrunk case still crashes the engine, in the
+    # replay's child: a failure (status 1) that says so, not the end of the replay.
     replayed = subprocess.run(
         [sys.executable] + finding.replay_command.split()[1:],
         capture_output=True, text=True, cwd=os.getcwd(),
         env=dict(os.environ, PYTHONPATH=os.pathsep.join([EXAMPLES, os.path.dirname(__file__)])),
     )
-    assert replayed.returncode == -signal.SIGSEGV, replayed.stdout + replayed.stderr
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "crash/SIGSEGV" in replayed.stdout, replayed.stdout
+    # With --no-fork, in the replay's own process: it dies of the engine's segfault.
+    unisolated = subprocess.run(
+        [sys.executable] + finding.replay_command.split()[1:] + ["--no-fork"],
+        capture_output=True, text=True, cwd=os.getcwd(),
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([EXAMPLES, os.path.dirname(__file__)])),
+    )
+    assert unisolated.returncode == -signal.SIGSEGV, unisolated.stdout + unisolated.stderr
     # This process lives on, and judges the next engine.
     assert kvfuzz.check(NumpyEngine, cases=5, out=str(tmp_path / "honest")).passed
 
@@ -238,3 +248,47 @@ def test_callbacks_run_python_in_this_process_and_their_exceptions_stop_the_run(
     with pytest.raises(CallbackError):
         _kvfuzz.run_check(engine, seeds, ["prefix"], str(tmp_path), fork=fork, on_finding=raising)
     assert kvfuzz.check(NumpyEngine, cases=3, out=str(tmp_path / "after")).passed
+
+
+class DoublingOrCrashing(NumpyEngine):
+    """Rows twice too large (prefix fails it) for chunks of two tokens or more; a chunk of
+    one token reads address 0: a shrink's candidates that split a chunk down to one token
+    crash it."""
+
+    def step(self, chunks):
+        if any(chunk.tokens == 1 for chunk in chunks):
+            ctypes.string_at(0)
+        return [(positions, out * 2) for positions, out in super().step(chunks)]
+
+
+SEEDS = os.path.join(os.path.dirname(__file__), "..", "..", "corpus", "seeds")
+
+
+def test_replay_reports_a_segfaulting_engine_and_goes_on():
+    fixture = os.path.join(SEEDS, "reset-two-requests.json")  # Segfaulting dies on its reset
+    result = kvfuzz.replay(fixture, Segfaulting)
+    (replayed,) = result.fixtures
+    assert replayed.status == "fail" and not result.passed
+    assert "crash/SIGSEGV: the engine died of SIGSEGV while it replayed the fixture" in replayed.report
+    assert "in reset" in replayed.report  # faulthandler's Python stack, from the child's stderr
+    # This process lives on, and replays the honest engine.
+    assert kvfuzz.replay(fixture, NumpyEngine).passed
+
+
+def test_replay_of_a_hanging_engine_ends_at_its_timeout():
+    fixture = os.path.join(SEEDS, "reset-two-requests.json")
+    start = time.monotonic()
+    (replayed,) = kvfuzz.replay(fixture, Hanging, timeout=1).fixtures
+    assert replayed.status == "fail" and "timeout: the engine was still running after 1 s" in replayed.report
+    assert time.monotonic() - start < 20
+
+
+def test_a_shrink_candidate_that_crashes_is_rejected_not_the_end_of_the_shrink(tmp_path):
+    worked = os.path.join(SEEDS, "worked-example.json")  # chunks of three and two tokens
+    shrunk = kvfuzz.shrink(worked, DoublingOrCrashing, "prefix", seconds=30)
+    assert shrunk is not None and shrunk.signature == "prefix/mismatch"
+    assert shrunk.tried > shrunk.accepted  # among the rejected: the candidates that crashed
+    program = json.loads(shrunk.scenario.to_json())["program"]
+    chunks = [op["tokens"] for op in program if op["op"] == "append"]
+    chunks += [chunk["tokens"] for op in program if op["op"] == "step" for chunk in op["chunks"]]
+    assert chunks and all(len(tokens) >= 2 for tokens in chunks), program

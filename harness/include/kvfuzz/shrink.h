@@ -50,6 +50,9 @@ struct ShrinkOptions {
   // that a candidate that crashes or hangs the engine is judged as that crash (a failure
   // other than the one kept), not the end of the shrink.
   std::function<PropertyOutcome(Property, const Scenario&)> judge;
+  // What the engine declares (candidates stay within it), when the caller asked already (in
+  // a child, as the commands do); empty: asked of the engine here, once.
+  std::optional<EngineDeclarations> declared;
 };
 
 struct ShrinkResult {

@@ -184,7 +184,7 @@ std::string describe_end(const IsolatedEnd& end, const std::string& doing) {
   }
   if (lines.empty()) return text;
   text += "; its last stderr:";
-  for (size_t i = lines.size() > 12 ? lines.size() - 12 : 0; i < lines.size(); ++i) {
+  for (size_t i = lines.size() > 40 ? lines.size() - 40 : 0; i < lines.size(); ++i) {
     text += "\n" + lines[i];
   }
   return text;

@@ -65,7 +65,9 @@ class Search {
     // What the engine declares, asked once: a candidate outside it (say value_dim 1 for an
     // engine with one head size) says nothing about the engine, and replay would skip the
     // shrunk fixture. An engine that cannot even be probed is shrunk without the filter.
-    if (engine_) {
+    if (options_.declared) {
+      declared_ = options_.declared;
+    } else if (engine_) {
       try {
         declared_ = probe_declarations(*engine_);
       } catch (const std::exception&) {
