@@ -1,16 +1,23 @@
 // kvfuzz list: the built-in engines and mutants; with --engine SPEC, what each engine
 // declares (capabilities, numerics, supports, bitwise claims), asked of the engine itself,
-// so a user sees how kvfuzz will judge their plugin or exec engine before a run.
+// so a user sees how kvfuzz will judge their plugin or exec engine before a run. Every field
+// of the declarations' lists (kvfuzz/engine_fields.h) is shown: in words for those spelled
+// out below, by its name for any other.
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "cli_support.h"
 #include "commands.h"
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/engine.h"
+#include "kvfuzz/engine_fields.h"
 
 namespace kvfuzz::cli {
 
@@ -33,38 +40,103 @@ std::string limit(int value, const std::string& unit = "") {
   return value == 0 ? "any" : "at most " + std::to_string(value) + unit;
 }
 
+// A value as `list` shows a field that the phrases below do not spell out.
+template <class T>
+std::string shown(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return yes_no(value);
+  } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
+    return said(value);
+  } else if constexpr (std::is_same_v<T, DType>) {
+    return std::string(dtype_name(value));
+  } else if constexpr (std::is_same_v<T, std::optional<DType>>) {
+    return value ? std::string(dtype_name(*value)) : "none";
+  } else if constexpr (std::is_same_v<T, std::vector<DType>>) {
+    std::string names;
+    for (const DType dtype : value) names += (names.empty() ? "" : ", ") + shown(dtype);
+    return names.empty() ? "none" : names;
+  } else {
+    return std::to_string(value);
+  }
+}
+
+// Whether Struct's field list (kvfuzz/engine_fields.h) has a field of this name.
+template <Declared Struct>
+constexpr bool has_field(std::string_view name) {
+  bool found = false;
+  for_each_field<Struct>([&](const auto& field) { found = found || field.name == name; });
+  return found;
+}
+
+template <Declared Struct, size_t N>
+constexpr bool all_fields(const std::array<std::string_view, N>& names) {
+  return std::ranges::all_of(names, [](std::string_view name) { return has_field<Struct>(name); });
+}
+
+// "; NAME VALUE" for each field of `declared` not in `spelled`: a field added to a
+// declaration is shown, by its name, before anyone writes a phrase for it here.
+template <Declared Struct, size_t N>
+std::string the_rest(const Struct& declared, const std::array<std::string_view, N>& spelled) {
+  std::string text;
+  for_each_field<Struct>([&](const auto& field) {
+    if (std::ranges::find(spelled, field.name) != spelled.end()) return;
+    text += "; " + std::string(field.name) + " " + shown(declared.*field.member);
+  });
+  return text;
+}
+
+// The fields numerics_text() and supports_text() spell out in their own words.
+constexpr std::array<std::string_view, 7> kNumericsSpelled = {"output",
+                                                              "p",
+                                                              "score_accumulation",
+                                                              "value_accumulation",
+                                                              "rotated_keys_in_storage",
+                                                              "rotated_queries_in_storage",
+                                                              "rope_angles_exact"};
+constexpr std::array<std::string_view, 8> kSupportsSpelled = {
+    "dtypes",      "head_dim_multiple",     "max_head_dim",  "max_q_heads",
+    "max_context", "value_dim_is_head_dim", "rope_required", "windows"};
+static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
+static_assert(all_fields<EngineSupports>(kSupportsSpelled));
+
 std::string numerics_text(const EngineNumerics& n) {
   return "output " + std::string(dtype_name(n.output)) + ", P " +
          (n.p ? "rounded to " + std::string(dtype_name(*n.p)) : std::string("not rounded")) +
          ", score sums " + std::string(dtype_name(n.score_accumulation)) + ", value sums " +
          std::string(dtype_name(n.value_accumulation)) + "; with RoPE: rotated keys in storage " +
          said(n.rotated_keys_in_storage) + ", rotated queries in storage " +
-         said(n.rotated_queries_in_storage) + ", angles in double " + said(n.rope_angles_exact);
+         said(n.rotated_queries_in_storage) + ", angles in double " + said(n.rope_angles_exact) +
+         the_rest(n, kNumericsSpelled);
 }
 
 std::string supports_text(const EngineSupports& s) {
-  std::string dtypes;
-  for (const DType dtype : s.dtypes) {
-    dtypes += (dtypes.empty() ? "" : ", ") + std::string(dtype_name(dtype));
-  }
   std::string head_dim = limit(s.max_head_dim);
   if (s.head_dim_multiple > 1) {
     head_dim = "a multiple of " + std::to_string(s.head_dim_multiple) +
                (s.max_head_dim == 0 ? "" : ", " + head_dim);
   }
-  return "storage " + (dtypes.empty() ? std::string("none") : dtypes) + "; head_dim " + head_dim +
+  return "storage " + shown(s.dtypes) + "; head_dim " + head_dim +
          (s.value_dim_is_head_dim ? " (value_dim = head_dim)" : "") + "; q heads " +
          limit(s.max_q_heads) + "; context " + limit(s.max_context, " tokens") +
-         (s.rope_required ? "; RoPE only" : "") + (s.windows ? "" : "; no windows");
+         (s.rope_required ? "; RoPE only" : "") + (s.windows ? "" : "; no windows") +
+         the_rest(s, kSupportsSpelled);
 }
 
+// "truncate yes, fork no": every capability by its name.
+std::string capabilities_text(const EngineCapabilities& can) {
+  std::string text;
+  for_each_field<EngineCapabilities>([&](const auto& field) {
+    text += (text.empty() ? "" : ", ") + std::string(field.name) + " " + yes_no(can.*field.member);
+  });
+  return text;
+}
+
+// The names of the invariances claimed bit for bit.
 std::string bitwise_text(const BitwiseClaims& b) {
   std::string claims;
-  for (const auto& [claimed, name] :
-       {std::pair{b.batch, "batch"}, std::pair{b.schedule, "schedule"},
-        std::pair{b.layout, "layout"}, std::pair{b.poison, "poison"}}) {
-    if (claimed) claims += (claims.empty() ? "" : ", ") + std::string(name);
-  }
+  for_each_field<BitwiseClaims>([&](const auto& field) {
+    if (b.*field.member) claims += (claims.empty() ? "" : ", ") + std::string(field.name);
+  });
   return claims.empty() ? "none (every property judged within its tolerance)" : claims;
 }
 
@@ -81,9 +153,7 @@ void print_declarations(const EngineInfo& engine) {
     std::printf(
         "runs          whole models (vocabulary ids in, logits out): model scenarios only\n");
   }
-  std::printf("capabilities  truncate %s, fork %s\n",
-              yes_no(declared.capabilities.truncate).c_str(),
-              yes_no(declared.capabilities.fork).c_str());
+  std::printf("capabilities  %s\n", capabilities_text(declared.capabilities).c_str());
   std::printf("numerics      %s\n", numerics_text(declared.numerics).c_str());
   std::printf("supports      %s\n", supports_text(declared.supports).c_str());
   std::printf("bitwise       %s\n", bitwise_text(declared.bitwise).c_str());

@@ -33,6 +33,7 @@
 #include "kvfuzz/shrink.h"
 #include "py_engine.h"
 #include "python_types.h"
+#include "run/declarations_json.h"
 
 namespace nb = nanobind;
 
@@ -82,37 +83,12 @@ nb::tuple reference_row(const ReferenceRow& row, const Layout& layout) {
                         nb::ndarray<nb::numpy, double, nb::ndim<1>>(bound, {heads}, bound_owner));
 }
 
+// Every field of the declarations (run/declarations_json.h), as hello's objects write them:
+// dtypes by name, P "none" when not rounded, limits as integers (0: none), an optional
+// boolean not declared as None, and "whole_model".
 nb::dict declarations_dict(const EngineDeclarations& d) {
-  nb::dict out;
-  nb::dict can;
-  can["truncate"] = d.capabilities.truncate;
-  can["fork"] = d.capabilities.fork;
-  out["capabilities"] = can;
-  nb::dict bitwise;
-  bitwise["batch"] = d.bitwise.batch;
-  bitwise["schedule"] = d.bitwise.schedule;
-  bitwise["layout"] = d.bitwise.layout;
-  bitwise["poison"] = d.bitwise.poison;
-  out["bitwise"] = bitwise;
-  nb::dict numerics;
-  numerics["output"] = std::string(dtype_name(d.numerics.output));
-  numerics["p"] = d.numerics.p ? std::string(dtype_name(*d.numerics.p)) : std::string("none");
-  numerics["score_accumulation"] = std::string(dtype_name(d.numerics.score_accumulation));
-  numerics["value_accumulation"] = std::string(dtype_name(d.numerics.value_accumulation));
-  out["numerics"] = numerics;
-  nb::dict supports;
-  nb::list dtypes;
-  for (DType t : d.supports.dtypes) dtypes.append(std::string(dtype_name(t)));
-  supports["dtypes"] = dtypes;
-  supports["head_dim_multiple"] = d.supports.head_dim_multiple;
-  supports["max_head_dim"] = d.supports.max_head_dim;
-  supports["max_q_heads"] = d.supports.max_q_heads;
-  supports["max_context"] = d.supports.max_context;
-  supports["value_dim_is_head_dim"] = d.supports.value_dim_is_head_dim;
-  supports["rope_required"] = d.supports.rope_required;
-  supports["windows"] = d.supports.windows;
-  out["supports"] = supports;
-  return out;
+  return nb::cast<nb::dict>(
+      nb::module_::import_("json").attr("loads")(declarations_json(d).dump()));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "declarations_away.h"
 #include "kvfuzz/check.h"
 #include "kvfuzz/engine.h"
 
@@ -18,37 +19,19 @@ namespace {
 using namespace kvfuzz;
 using std::chrono::milliseconds;
 
-// Declares something other than the default in every field, so that a field lost on the
-// way back from the child shows.
+// Declares something other than the default in every field (tests/declarations_away.h),
+// so that a field lost on the way back from the child shows.
 class Declaring final : public Engine {
  public:
-  EngineCapabilities capabilities() const override { return {true, true}; }
-  BitwiseClaims bitwise_claims() const override { return {true, false, true, true}; }
-  EngineNumerics numerics() const override {
-    EngineNumerics n;
-    n.output = DType::bf16;
-    n.p = DType::f16;
-    n.score_accumulation = DType::f16;
-    n.value_accumulation = DType::f16;
-    n.rotated_keys_in_storage = false;
-    n.rotated_queries_in_storage = true;
-    n.rope_angles_exact = false;
-    return n;
-  }
-  EngineSupports supports() const override {
-    EngineSupports s;
-    s.dtypes = {DType::bf16, DType::f16};
-    s.head_dim_multiple = 8;
-    s.max_head_dim = 64;
-    s.max_q_heads = 12;
-    s.max_context = 4096;
-    s.value_dim_is_head_dim = true;
-    s.rope_required = true;  // both away from their defaults, so that the trip carries them
-    s.windows = false;
-    return s;
-  }
+  EngineCapabilities capabilities() const override { return away_.capabilities; }
+  BitwiseClaims bitwise_claims() const override { return away_.bitwise; }
+  EngineNumerics numerics() const override { return away_.numerics; }
+  EngineSupports supports() const override { return away_.supports; }
   void step(std::span<const ChunkIn>, std::span<ChunkOut>) override {}
   void reset(int) override {}
+
+ private:
+  EngineDeclarations away_ = fieldwise::away_from_defaults<EngineDeclarations>();
 };
 
 // Whatever `declare` does happens when the engine is asked for its numerics.
@@ -80,11 +63,7 @@ EngineInfo misbehaving(const std::string& name, void (*declare)()) {
 }
 
 void expect_same(const EngineDeclarations& a, const EngineDeclarations& b) {
-  EXPECT_EQ(a.capabilities.truncate, b.capabilities.truncate);
-  EXPECT_EQ(a.capabilities.fork, b.capabilities.fork);
-  EXPECT_EQ(a.numerics, b.numerics);
-  EXPECT_EQ(a.supports, b.supports);
-  EXPECT_EQ(a.bitwise, b.bitwise);
+  EXPECT_EQ(fieldwise::differing_fields(a, b), std::vector<std::string>{});
 }
 
 // The ProbeCrash thrown, or an empty one when nothing was thrown.
@@ -102,12 +81,15 @@ TEST(Probe, EveryFieldComesBackFromTheChild) {
       "declaring",
       [](const EngineConfig&) -> std::unique_ptr<Engine> { return std::make_unique<Declaring>(); });
   const EngineDeclarations here = probe_declarations(engine);
-  EXPECT_EQ(here.numerics.output, DType::bf16);  // not vacuous: not the defaults
+  // Not vacuous: every field but whole_model (an attention engine's) away from its default.
+  EXPECT_EQ(fieldwise::fields_at_default(here), std::vector<std::string>{"whole_model"});
   expect_same(probe_declarations_isolated(engine, milliseconds(10'000)), here);
 }
 
 TEST(Probe, BuiltInEnginesAnswerTheSameInAChild) {
-  for (const EngineInfo& engine : engine_registry()) {
+  std::vector<EngineInfo> engines = engine_registry();
+  for (const EngineInfo& engine : model_engine_registry()) engines.push_back(engine);
+  for (const EngineInfo& engine : engines) {
     SCOPED_TRACE(engine.name);
     expect_same(probe_declarations_isolated(engine, milliseconds(10'000)),
                 probe_declarations(engine));

@@ -1,7 +1,8 @@
 // probe_declarations_isolated (kvfuzz/check.h): an engine is made and asked for its
 // declarations in a forked child, as its cases later are in workers, so that a plugin that
 // crashes or hangs in its create, its declarations or its destroy is one line instead of
-// kvfuzz dying with it before the first case. The answer crosses a pipe as JSON.
+// kvfuzz dying with it before the first case. The answer crosses a pipe as JSON, every
+// field of it (run/declarations_json.h).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -16,10 +17,12 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "check/fork_io.h"
 #include "kvfuzz/check.h"
+#include "run/declarations_json.h"
 
 namespace kvfuzz {
 
@@ -28,80 +31,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
-// An optional as -1 (not said), 0 or 1; a dtype as its enumerator. Both ends are the same
-// binary, so the encoding need not outlive it.
-int tri(const std::optional<bool>& b) {
-  return b ? (*b ? 1 : 0) : -1;
-}
-std::optional<bool> untri(int v) {
-  return v < 0 ? std::nullopt : std::optional(v == 1);
-}
-
-Json encode(const EngineDeclarations& d) {
-  Json dtypes = Json::array();
-  for (DType t : d.supports.dtypes) dtypes.push_back(static_cast<int>(t));
-  const EngineNumerics& n = d.numerics;
-  return {{"truncate", d.capabilities.truncate},
-          {"fork", d.capabilities.fork},
-          {"output", static_cast<int>(n.output)},
-          {"p", n.p ? static_cast<int>(*n.p) : -1},
-          {"score_accumulation", static_cast<int>(n.score_accumulation)},
-          {"value_accumulation", static_cast<int>(n.value_accumulation)},
-          {"rotated_keys_in_storage", tri(n.rotated_keys_in_storage)},
-          {"rotated_queries_in_storage", tri(n.rotated_queries_in_storage)},
-          {"rope_angles_exact", tri(n.rope_angles_exact)},
-          {"dtypes", dtypes},
-          {"head_dim_multiple", d.supports.head_dim_multiple},
-          {"max_head_dim", d.supports.max_head_dim},
-          {"max_q_heads", d.supports.max_q_heads},
-          {"max_context", d.supports.max_context},
-          {"value_dim_is_head_dim", d.supports.value_dim_is_head_dim},
-          {"rope_required", d.supports.rope_required},
-          {"windows", d.supports.windows},
-          {"bitwise_batch", d.bitwise.batch},
-          {"bitwise_schedule", d.bitwise.schedule},
-          {"bitwise_layout", d.bitwise.layout},
-          {"bitwise_poison", d.bitwise.poison},
-          {"whole_model", d.whole_model}};
-}
-
-EngineDeclarations decode(const Json& j) {
-  EngineDeclarations d;
-  d.capabilities.truncate = j.at("truncate").get<bool>();
-  d.capabilities.fork = j.at("fork").get<bool>();
-  EngineNumerics& n = d.numerics;
-  n.output = static_cast<DType>(j.at("output").get<int>());
-  const int p = j.at("p").get<int>();
-  n.p = p < 0 ? std::nullopt : std::optional(static_cast<DType>(p));
-  n.score_accumulation = static_cast<DType>(j.at("score_accumulation").get<int>());
-  n.value_accumulation = static_cast<DType>(j.at("value_accumulation").get<int>());
-  n.rotated_keys_in_storage = untri(j.at("rotated_keys_in_storage").get<int>());
-  n.rotated_queries_in_storage = untri(j.at("rotated_queries_in_storage").get<int>());
-  n.rope_angles_exact = untri(j.at("rope_angles_exact").get<int>());
-  d.supports.dtypes.clear();
-  for (const Json& t : j.at("dtypes"))
-    d.supports.dtypes.push_back(static_cast<DType>(t.get<int>()));
-  d.supports.head_dim_multiple = j.at("head_dim_multiple").get<int>();
-  d.supports.max_head_dim = j.at("max_head_dim").get<int>();
-  d.supports.max_q_heads = j.at("max_q_heads").get<int>();
-  d.supports.max_context = j.at("max_context").get<int>();
-  d.supports.value_dim_is_head_dim = j.at("value_dim_is_head_dim").get<bool>();
-  d.supports.rope_required = j.at("rope_required").get<bool>();
-  d.supports.windows = j.at("windows").get<bool>();
-  d.bitwise.batch = j.at("bitwise_batch").get<bool>();
-  d.bitwise.schedule = j.at("bitwise_schedule").get<bool>();
-  d.bitwise.layout = j.at("bitwise_layout").get<bool>();
-  d.bitwise.poison = j.at("bitwise_poison").get<bool>();
-  d.whole_model = j.at("whole_model").get<bool>();
-  return d;
-}
-
 [[noreturn]] void child_main(const EngineInfo& engine, int answer) {
   // What an engine prints on stdout must not mix with kvfuzz's own output.
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
   Json j;
   try {
-    j["declarations"] = encode(probe_declarations(engine));
+    j["declarations"] = declarations_json(probe_declarations(engine));
   } catch (const std::exception& e) {
     j["error"] = e.what();
   }
@@ -234,14 +169,19 @@ EngineDeclarations probe_declarations_isolated(const EngineInfo& engine,
     throw ProbeCrash(engine.name, signature, who + " " + how + when);
   }
   std::fputs(child_stderr.c_str(), stderr);  // what the engine said while it was asked
+  const auto undecodable = [&](const char* why) {
+    return std::runtime_error("kvfuzz check: the declarations of " + who +
+                              " do not decode: " + why);
+  };
   Json j;
   try {
     j = Json::parse(pending.substr(sizeof(uint32_t)));
     if (j.contains("error")) throw EngineError(j.at("error").get<std::string>());
-    return decode(j.at("declarations"));
+    return declarations_from_json(j.at("declarations"));
   } catch (const Json::exception& e) {
-    throw std::runtime_error("kvfuzz check: the declarations of " + who +
-                             " do not decode: " + e.what());
+    throw undecodable(e.what());
+  } catch (const std::invalid_argument& e) {
+    throw undecodable(e.what());
   }
 }
 

@@ -8,11 +8,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "doors/exec_json.h"
 #include "kvfuzz/dtype.h"
+#include "kvfuzz/engine_fields.h"
 #include "support/json_path.h"
 #include "support/text.h"
 
@@ -159,82 +161,75 @@ void read_rows(const JsonNode& result, const ChunkIn& chunk, const Layout& layou
   }
 }
 
-// A dtype named as dtype_name() writes it, one of `names` (not every dtype fits every field).
-DType read_dtype(const JsonNode& node, std::initializer_list<std::string_view> names) {
-  return *parse_dtype(node.to_choice(names));
+// The names of `dtypes`, as dtype_name() writes them, after `first` when one is given.
+std::vector<std::string_view> dtype_names(const DTypeSet& dtypes, std::string_view first = {}) {
+  std::vector<std::string_view> names;
+  if (!first.empty()) names.push_back(first);
+  for (const DType dtype : dtypes.list()) names.push_back(dtype_name(dtype));
+  return names;
 }
 
-// hello's optional "numerics" object. Unlike the flags of "capabilities", an unknown field
-// is refused: a misspelt declaration would otherwise be judged as no declaration.
-EngineNumerics read_numerics(const JsonNode& reply) {
-  EngineNumerics numerics;
-  const JsonNode node = reply.field("numerics");
-  if (!node.present()) return numerics;
-  if (!node.json().is_object()) node.expected(R"(an object such as {"output": "bf16"})");
-  const JsonObject object = node.to_object({"output", "p", "score_accumulation",
-                                            "value_accumulation", "rotated_keys_in_storage",
-                                            "rotated_queries_in_storage", "rope_angles_exact"});
-  if (const auto output = object.get("output")) {
-    numerics.output = read_dtype(*output, {"f32", "f16", "bf16"});
-  }
-  if (const auto p = object.get("p")) {
-    const std::string name = p->to_choice({"none", "f16", "bf16"});
-    numerics.p = name == "none" ? std::nullopt : parse_dtype(name);
-  }
-  if (const auto score = object.get("score_accumulation")) {
-    numerics.score_accumulation = read_dtype(*score, {"f32", "f16"});
-  }
-  if (const auto value = object.get("value_accumulation")) {
-    numerics.value_accumulation = read_dtype(*value, {"f32", "f16"});
-  }
-  if (const auto rotated = object.get("rotated_keys_in_storage")) {
-    numerics.rotated_keys_in_storage = rotated->to_bool();
-  }
-  if (const auto rotated = object.get("rotated_queries_in_storage")) {
-    numerics.rotated_queries_in_storage = rotated->to_bool();
-  }
-  if (const auto exact = object.get("rope_angles_exact")) {
-    numerics.rope_angles_exact = exact->to_bool();
-  }
-  return numerics;
+// A dtype named as dtype_name() writes it, one of `dtypes` (not every dtype fits every field).
+DType read_dtype(const JsonNode& node, const DTypeSet& dtypes) {
+  return *parse_dtype(node.to_choice(dtype_names(dtypes)));
 }
 
-// hello's optional "supports" object, as strict as "numerics".
-EngineSupports read_supports(const JsonNode& reply) {
-  EngineSupports supports;
-  const JsonNode node = reply.field("supports");
-  if (!node.present()) return supports;
-  if (!node.json().is_object()) node.expected(R"(an object such as {"dtypes": ["f16"]})");
-  const JsonObject object =
-      node.to_object({"dtypes", "head_dim_multiple", "max_head_dim", "max_q_heads", "max_context",
-                      "value_dim_is_head_dim", "rope_required", "windows"});
-  if (const auto same = object.get("value_dim_is_head_dim")) {
-    supports.value_dim_is_head_dim = same->to_bool();
-  }
-  if (const auto rope = object.get("rope_required")) supports.rope_required = rope->to_bool();
-  if (const auto windows = object.get("windows")) supports.windows = windows->to_bool();
-  if (const auto dtypes = object.get("dtypes")) {
+// One declared value, as strictly as its type asks (kvfuzz/engine_fields.h lists the fields).
+template <class T>
+T read_value(const JsonNode& node, const DTypeSet& dtypes) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::optional<bool>>) {
+    return node.to_bool();
+  } else if constexpr (std::is_same_v<T, DType>) {
+    return read_dtype(node, dtypes);
+  } else if constexpr (std::is_same_v<T, std::optional<DType>>) {
+    const std::string name = node.to_choice(dtype_names(dtypes, "none"));
+    return name == "none" ? std::nullopt : parse_dtype(name);
+  } else if constexpr (std::is_same_v<T, int>) {
+    // A limit: absent says "none" (0), so a given one is positive.
+    return node.to_int(1, INT_MAX, "a positive integer");
+  } else {
+    static_assert(std::is_same_v<T, std::vector<DType>>,
+                  "a declaration field of a type hello's reader does not read");
     const char* what = R"(a non-empty array of storage dtypes such as ["f16", "bf16"])";
-    if (!dtypes->json().is_array() || dtypes->json().empty()) dtypes->expected(what);
-    supports.dtypes.clear();
-    for (size_t i = 0; i < dtypes->json().size(); ++i) {
-      const JsonNode element = dtypes->at(i);
-      const DType dtype = read_dtype(element, {"f32", "f16", "bf16"});
-      if (std::ranges::find(supports.dtypes, dtype) != supports.dtypes.end()) {
+    if (!node.json().is_array() || node.json().empty()) node.expected(what);
+    std::vector<DType> list;
+    for (size_t i = 0; i < node.json().size(); ++i) {
+      const JsonNode element = node.at(i);
+      const DType dtype = read_dtype(element, dtypes);
+      if (std::ranges::find(list, dtype) != list.end()) {
         element.fail("\"" + std::string(dtype_name(dtype)) +
                      "\" is listed twice; expected each dtype once");
       }
-      supports.dtypes.push_back(dtype);
+      list.push_back(dtype);
     }
+    return list;
   }
-  const std::pair<const char*, int*> limits[] = {{"head_dim_multiple", &supports.head_dim_multiple},
-                                                 {"max_head_dim", &supports.max_head_dim},
-                                                 {"max_q_heads", &supports.max_q_heads},
-                                                 {"max_context", &supports.max_context}};
-  for (const auto& [key, out] : limits) {
-    if (const auto limit = object.get(key)) *out = limit->to_int(1, INT_MAX, "a positive integer");
-  }
-  return supports;
+}
+
+// How hello's reply holds one of its declaration objects. The flags of "capabilities" and
+// "bitwise" ignore fields they do not know; "numerics" and "supports" refuse them, since a
+// misspelt declaration would otherwise be judged as no declaration.
+enum class Unknown { ignored, refused };
+
+// The optional object Declaration<Struct>::name of the reply, field by field: a field left
+// out keeps the C++ interface's default. `example` shows an object of the right shape.
+template <Declared Struct>
+Struct read_object(const JsonNode& reply, std::string_view example, Unknown unknown) {
+  Struct declared;
+  const JsonNode node = reply.field(Declaration<Struct>::name);
+  if (!node.present()) return declared;
+  if (!node.json().is_object()) node.expected("an object such as " + std::string(example));
+  std::vector<std::string_view> names;
+  for_each_field<Struct>([&](const auto& field) { names.push_back(field.name); });
+  if (unknown == Unknown::refused) node.to_object(names);
+  for_each_field<Struct>([&](const auto& field) {
+    auto& member = declared.*field.member;
+    const JsonNode value = node.field(field.name);
+    if (value.present()) {
+      member = read_value<std::remove_cvref_t<decltype(member)>>(value, field.dtypes);
+    }
+  });
+  return declared;
 }
 
 }  // namespace
@@ -348,72 +343,31 @@ void read_declarations(const JsonNode& reply, HelloReply& hello) {
     name.expected("the engine's name, a non-empty string");
   }
   hello.name = engine_text(name.json().get_ref<const std::string&>());
-  // Flags of an optional object: a flag not announced is false.
-  const auto flags = [&](const char* field, const char* example,
-                         std::initializer_list<std::pair<const char*, bool*>> keys) {
-    const JsonNode object = reply.field(field);
-    if (!object.present()) return;
-    if (!object.json().is_object()) object.expected(example);
-    for (const auto& [key, out] : keys) {
-      const JsonNode value = object.field(key);
-      if (value.present()) *out = value.to_bool();
-    }
-  };
-  flags("capabilities", R"(an object such as {"truncate": true, "fork": false})",
-        {{"truncate", &hello.capabilities.truncate}, {"fork", &hello.capabilities.fork}});
-  flags("bitwise", R"(an object such as {"batch": true, "layout": true})",
-        {{"batch", &hello.bitwise.batch},
-         {"schedule", &hello.bitwise.schedule},
-         {"layout", &hello.bitwise.layout},
-         {"poison", &hello.bitwise.poison}});
-  hello.numerics = read_numerics(reply);
-  hello.supports = read_supports(reply);
+  hello.capabilities = read_object<EngineCapabilities>(
+      reply, R"({"truncate": true, "fork": false})", Unknown::ignored);
+  hello.bitwise =
+      read_object<BitwiseClaims>(reply, R"({"batch": true, "layout": true})", Unknown::ignored);
+  hello.numerics = read_object<EngineNumerics>(reply, R"({"output": "bf16"})", Unknown::refused);
+  hello.supports = read_object<EngineSupports>(reply, R"({"dtypes": ["f16"]})", Unknown::refused);
 }
 
 // The first field `again` declares otherwise than `first`, as its JSON path
 // ("$.numerics.output"), or nothing.
 std::optional<std::string> changed_declaration(const HelloReply& first, const HelloReply& again) {
-  const auto& a = first;
-  const auto& b = again;
-  const std::pair<const char*, bool> fields[] = {
-      {"$.name", a.name == b.name},
-      {"$.capabilities.truncate", a.capabilities.truncate == b.capabilities.truncate},
-      {"$.capabilities.fork", a.capabilities.fork == b.capabilities.fork},
-      {"$.bitwise.batch", a.bitwise.batch == b.bitwise.batch},
-      {"$.bitwise.schedule", a.bitwise.schedule == b.bitwise.schedule},
-      {"$.bitwise.layout", a.bitwise.layout == b.bitwise.layout},
-      {"$.bitwise.poison", a.bitwise.poison == b.bitwise.poison},
-      {"$.numerics.output", a.numerics.output == b.numerics.output},
-      {"$.numerics.p", a.numerics.p == b.numerics.p},
-      {"$.numerics.score_accumulation",
-       a.numerics.score_accumulation == b.numerics.score_accumulation},
-      {"$.numerics.value_accumulation",
-       a.numerics.value_accumulation == b.numerics.value_accumulation},
-      {"$.numerics.rotated_keys_in_storage",
-       a.numerics.rotated_keys_in_storage == b.numerics.rotated_keys_in_storage},
-      {"$.numerics.rotated_queries_in_storage",
-       a.numerics.rotated_queries_in_storage == b.numerics.rotated_queries_in_storage},
-      {"$.numerics.rope_angles_exact",
-       a.numerics.rope_angles_exact == b.numerics.rope_angles_exact},
-      {"$.supports.dtypes", a.supports.dtypes == b.supports.dtypes},
-      {"$.supports.head_dim_multiple",
-       a.supports.head_dim_multiple == b.supports.head_dim_multiple},
-      {"$.supports.max_head_dim", a.supports.max_head_dim == b.supports.max_head_dim},
-      {"$.supports.max_q_heads", a.supports.max_q_heads == b.supports.max_q_heads},
-      {"$.supports.max_context", a.supports.max_context == b.supports.max_context},
-      {"$.supports.value_dim_is_head_dim",
-       a.supports.value_dim_is_head_dim == b.supports.value_dim_is_head_dim},
-      {"$.supports.rope_required", a.supports.rope_required == b.supports.rope_required},
-      {"$.supports.windows", a.supports.windows == b.supports.windows},
+  if (first.name != again.name) return std::string("$.name");
+  std::optional<std::string> changed;
+  const auto compare = [&]<Declared Struct>(const Struct& a, const Struct& b) {
+    for_each_field<Struct>([&](const auto& field) {
+      if (!changed && !(a.*field.member == b.*field.member)) {
+        changed = "$." + std::string(Declaration<Struct>::name) + "." + std::string(field.name);
+      }
+    });
   };
-  for (const auto& [path, same] : fields) {
-    if (!same) return std::string(path);
-  }
-  // A field added to a declaration but not above still counts.
-  if (a.numerics != b.numerics) return std::string("$.numerics");
-  if (a.supports != b.supports) return std::string("$.supports");
-  if (a.bitwise != b.bitwise) return std::string("$.bitwise");
-  return std::nullopt;
+  compare(first.capabilities, again.capabilities);
+  compare(first.bitwise, again.bitwise);
+  compare(first.numerics, again.numerics);
+  compare(first.supports, again.supports);
+  return changed;
 }
 
 }  // namespace

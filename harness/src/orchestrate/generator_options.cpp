@@ -1,12 +1,36 @@
 #include <algorithm>
+#include <cstddef>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "kvfuzz/engine_fields.h"
 #include "kvfuzz/orchestrate.h"
 
 namespace kvfuzz {
+
+namespace {
+
+// The supports of an engine that takes every layout: the defaults.
+const EngineSupports kEvery;
+
+// The fields of EngineSupports that are not booleans, each merged by a rule of its own in
+// common_supports below (the booleans are merged by one rule for all).
+template <class T>
+constexpr size_t kNotBool = std::is_same_v<T, bool> ? 0 : 1;
+constexpr size_t not_booleans() {
+  size_t count = 0;
+  for_each_field<EngineSupports>([&](const auto& field) {
+    count += kNotBool<std::remove_cvref_t<decltype(EngineSupports{}.*field.member)>>;
+  });
+  return count;
+}
+static_assert(not_booleans() == 5,
+              "a support that is not a boolean needs its rule in common_supports");
+
+}  // namespace
 
 EngineSupports common_supports(std::span<const NamedDeclarations> engines) {
   EngineSupports common;
@@ -24,9 +48,14 @@ EngineSupports common_supports(std::span<const NamedDeclarations> engines) {
     common.max_head_dim = tighter(common.max_head_dim, s.max_head_dim);
     common.max_q_heads = tighter(common.max_q_heads, s.max_q_heads);
     common.max_context = tighter(common.max_context, s.max_context);
-    common.value_dim_is_head_dim = common.value_dim_is_head_dim || s.value_dim_is_head_dim;
-    common.rope_required = common.rope_required || s.rope_required;
-    common.windows = common.windows && s.windows;
+    // A boolean support, away from its default (every layout), narrows the layouts: the
+    // common one narrows when any engine's does (value_dim_is_head_dim, rope_required: any
+    // of them; windows: all of them).
+    for_each_field<EngineSupports>([&](const auto& field) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s.*field.member)>, bool>) {
+        if (s.*field.member != kEvery.*field.member) common.*field.member = s.*field.member;
+      }
+    });
   }
   if (common.dtypes.empty()) common.dtypes = any;
   return common;

@@ -109,6 +109,10 @@ std::string int_range_text(int64_t lo, int64_t hi) {
 }
 
 std::string choices_text(std::initializer_list<std::string_view> choices, bool quoted) {
+  return choices_text(std::span(choices.begin(), choices.size()), quoted);
+}
+
+std::string choices_text(std::span<const std::string_view> choices, bool quoted) {
   std::string text = "one of ";
   bool first = true;
   for (std::string_view choice : choices) {
@@ -198,6 +202,10 @@ std::string JsonNode::to_string(size_t max_bytes) const {
 }
 
 std::string JsonNode::to_choice(std::initializer_list<std::string_view> choices) const {
+  return to_choice(std::span(choices.begin(), choices.size()));
+}
+
+std::string JsonNode::to_choice(std::span<const std::string_view> choices) const {
   if (value_ != nullptr && value_->is_string()) {
     const auto& text = value_->get_ref<const Json::string_t&>();
     for (std::string_view choice : choices) {
@@ -239,6 +247,11 @@ JsonNode JsonNode::field(std::string_view key) const {
 }
 
 JsonObject JsonNode::to_object(std::initializer_list<std::string_view> fields,
+                               std::string_view context) const {
+  return to_object(std::span(fields.begin(), fields.size()), context);
+}
+
+JsonObject JsonNode::to_object(std::span<const std::string_view> fields,
                                std::string_view context) const {
   if (value_ == nullptr || !value_->is_object()) expected("an object");
   for (const auto& [key, value] : value_->items()) {

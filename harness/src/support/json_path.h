@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -71,6 +72,7 @@ std::string int_range_text(int64_t lo, int64_t hi);
 
 // "one of "a", "b", "c"" (quoted) or "one of a, b, c" (plain).
 std::string choices_text(std::initializer_list<std::string_view> choices, bool quoted);
+std::string choices_text(std::span<const std::string_view> choices, bool quoted);
 
 class JsonObject;
 
@@ -113,6 +115,7 @@ class JsonNode {
   std::string to_string(size_t max_bytes = std::string::npos) const;
   // One of the given strings.
   std::string to_choice(std::initializer_list<std::string_view> choices) const;
+  std::string to_choice(std::span<const std::string_view> choices) const;
 
   // An array ("an array"); returns its size.
   size_t array_size() const;
@@ -130,6 +133,8 @@ class JsonNode {
   // An object whose keys are all in `fields` (else "unknown field; expected one of ...";
   // `context` is appended to that list, e.g. " (for a reset op)").
   JsonObject to_object(std::initializer_list<std::string_view> fields,
+                       std::string_view context = {}) const;
+  JsonObject to_object(std::span<const std::string_view> fields,
                        std::string_view context = {}) const;
 
  private:
