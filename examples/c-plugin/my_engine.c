@@ -325,7 +325,7 @@ static int fork_engine(kvfuzz_engine* e, int32_t src, int32_t dst, const char** 
 /* The table kvfuzz reads: one entry per engine, constant data. mutant = 0 says "this engine
  * should pass" (1 is for deliberately wrong engines kvfuzz must reject). The capability
  * flags announce truncate and fork; without them kvfuzz never calls those two. The
- * declarations (ABI 2) say how it computes: the fields left out are 0, which means f32
+ * declarations (ABI 2 and 3) say how it computes: the fields left out are 0, which means f32
  * output and accumulation, every storage dtype and no layout limit; P is not rounded
  * (KVFUZZ_DTYPE_NONE: 0 would be f32, which kvfuzz refuses for P), and keys are cached
  * rotated but in f32, not in the storage dtype (0). */

@@ -102,7 +102,7 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "numerics      output bf16, P rounded to bf16, score sums f16, value sums f16; with RoPE: "
         "rotated keys in storage yes",
         "supports      storage f16, bf16; head_dim a multiple of 8, at most 256 (value_dim = "
-        "head_dim); q heads at most 32; context at most 8192 tokens\n",
+        "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows\n",
         "bitwise       batch, schedule, layout, poison\n"}) {
     EXPECT_TRUE(has(all.out, line)) << line << "\nin:\n" << all.out;
   }

@@ -10,14 +10,15 @@ set(KVFUZZ_TEST_PLUGIN_DEFINES "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_bui
 set(KVFUZZ_TEST_PLUGINS kvfuzz_builtin_engines)
 
 # One library per table defect, all from one source (tests/doors/plugins/bad_table.cpp).
-foreach(defect abi_version_3 null_table struct_size_too_small no_engines missing_name
+foreach(defect abi_version_4 null_table struct_size_too_small no_engines missing_name
                invalid_name duplicate_names null_step truncate_without_function
                fork_without_function too_many_engines null_engines entry_abi_version_1
-               abi_1_table_of_abi_2_entries name_not_text description_not_utf8
-               description_with_newline bitwise_unknown_flag output_dtype_unknown p_dtype_zero
-               p_dtype_unknown score_accumulation_bf16 value_accumulation_unknown
-               rotated_keys_two dtypes_unknown_bit head_dim_multiple_negative
-               max_head_dim_negative max_q_heads_negative max_context_negative)
+               abi_1_table_of_abi_3_entries abi_2_table_of_abi_3_entries name_not_text
+               description_not_utf8 description_with_newline bitwise_unknown_flag
+               output_dtype_unknown p_dtype_zero p_dtype_unknown score_accumulation_bf16
+               value_accumulation_unknown rotated_keys_two dtypes_unknown_bit
+               head_dim_multiple_negative max_head_dim_negative max_q_heads_negative
+               max_context_negative supports_unknown_flag reserved_not_zero)
   set(target kvfuzz_test_plugin_${defect})
   kvfuzz_add_plugin_library(${target} plugins/bad_table.cpp)
   target_compile_definitions(${target} PRIVATE TABLE_DEFECT=${defect})
@@ -42,11 +43,33 @@ list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_ABI_V1=\"$<TARGET_FILE:kvfuzz_test_plugin_abi_v1>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v1)
 
-# A plugin whose entries make declarations of ABI 2 (tests/doors/plugins/declaring_engines.cpp).
+# A plugin built against ABI 2 (tests/doors/plugins/abi_v2_table.cpp): the built-in engines,
+# forwarded to the builtin plugin with their declarations, in a table of ABI 2 entries.
+kvfuzz_add_plugin_library(kvfuzz_test_plugin_abi_v2 plugins/abi_v2_table.cpp)
+target_compile_definitions(kvfuzz_test_plugin_abi_v2 PRIVATE
+                           "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
+target_link_libraries(kvfuzz_test_plugin_abi_v2 PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(kvfuzz_test_plugin_abi_v2 kvfuzz_builtin_engines)
+list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
+     "KVFUZZ_PLUGIN_ABI_V2=\"$<TARGET_FILE:kvfuzz_test_plugin_abi_v2>\"")
+list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v2)
+
+# A plugin whose entries make every declaration of ABI 3
+# (tests/doors/plugins/declaring_engines.cpp).
 kvfuzz_add_plugin_library(kvfuzz_test_plugin_declaring plugins/declaring_engines.cpp)
 list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_DECLARING=\"$<TARGET_FILE:kvfuzz_test_plugin_declaring>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_declaring)
+
+# A C++ engine declaring every field away from its default, exported through the ABI
+# (tests/doors/plugins/exported_declaring.cpp).
+kvfuzz_add_plugin_library(kvfuzz_test_plugin_exported_declaring plugins/exported_declaring.cpp)
+target_include_directories(kvfuzz_test_plugin_exported_declaring PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+target_link_libraries(kvfuzz_test_plugin_exported_declaring PRIVATE kvfuzz_doors kvfuzz_engines
+                                                                     kvfuzz_scenario)
+list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
+     "KVFUZZ_PLUGIN_EXPORTED_DECLARING=\"$<TARGET_FILE:kvfuzz_test_plugin_exported_declaring>\"")
+list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_exported_declaring)
 
 # A plugin that changes its table after kvfuzz has read it (tests/doors/plugins/shifting_table.cpp).
 kvfuzz_add_plugin_library(kvfuzz_test_plugin_shifting plugins/shifting_table.cpp)

@@ -17,6 +17,7 @@
 
 #include "command.h"
 #include "corpus/fixture_names.h"
+#include "declarations_away.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine_abi.h"
 #include "kvfuzz/engine_spec.h"
@@ -68,7 +69,7 @@ void expect_same_declarations(const EngineDeclarations& got, const EngineDeclara
   EXPECT_EQ(got.supports, want.supports);
 }
 
-// Every declaration (ABI 2) as the linked-in engine makes it, whatever the engines declare.
+// Every declaration as the linked-in engine makes it, whatever the engines declare.
 TEST(BuiltinPlugin, ExportsEveryRegistryEngineWithItsFlagAndDeclarations) {
   bool some_claim = false;
   for (const EngineInfo& engine : engine_registry()) {
@@ -214,7 +215,7 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Declarations (ABI 2), and plugins built against ABI 1
+// Declarations (ABI 2 and 3), and plugins built against ABI 1 and 2
 
 std::shared_ptr<const EngineInfo> declaring(const std::string& name) {
   return resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_DECLARING) + ":" + name);
@@ -236,7 +237,14 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .max_head_dim = 256,
                                           .max_q_heads = 32,
                                           .max_context = 8192,
-                                          .value_dim_is_head_dim = true}));
+                                          .value_dim_is_head_dim = true,
+                                          .rope_required = true,
+                                          .windows = false}));
+  // Every field the ABI carries is away from its default: only what a plugin says
+  // otherwise (its functions, the model door) is not.
+  EXPECT_EQ(
+      fieldwise::fields_at_default(all),
+      (std::vector<std::string>{"capabilities.truncate", "capabilities.fork", "whole_model"}));
 
   const EngineDeclarations some = probe_declarations(*declaring("declares-some"));
   EXPECT_EQ(some.bitwise, BitwiseClaims{});
@@ -248,6 +256,17 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
   EXPECT_EQ(none.numerics, EngineNumerics{});
   EXPECT_FALSE(none.numerics.rotated_keys_in_storage.has_value());
   EXPECT_EQ(none.supports, EngineSupports{});
+}
+
+// Every field of a C++ engine's declarations crosses the ABI both ways: export_engines
+// writes it into the table and kvfuzz reads it back. The engine declares every field away
+// from its default (tests/declarations_away.h), so a field the ABI does not carry is named.
+TEST(PluginDeclarations, EveryFieldOfAnExportedEngineComesBack) {
+  const auto plugin = resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_EXPORTED_DECLARING));
+  EngineDeclarations want = fieldwise::away_from_defaults<EngineDeclarations>();
+  want.whole_model = false;  // an attention engine; whole models cross by the model door
+  EXPECT_EQ(fieldwise::differing_fields(probe_declarations(*plugin), want),
+            std::vector<std::string>{});
 }
 
 std::shared_ptr<const EngineInfo> abi_v1(const std::string& name) {
@@ -267,6 +286,27 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
     want.capabilities = probe_declarations(engine).capabilities;
     expect_same_declarations(probe_declarations(*plugin), want);
   }
+}
+
+// An ABI 2 table is read with ABI 2's stride, every ABI 2 declaration as the entry makes
+// it, and what ABI 3 added (KVFUZZ_SUPPORTS_*) at its defaults: the engines declare what
+// the built-in ones do, since none of those needs RoPE or refuses windows.
+TEST(PluginAbi2, EveryEntryLoadsWithItsDeclarationsAndAbi3sDefaults) {
+  bool some_declaration = false;
+  for (const EngineInfo& engine : engine_registry()) {
+    SCOPED_TRACE(engine.name);
+    const auto plugin =
+        resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_ABI_V2) + ":" + engine.name);
+    EXPECT_EQ(plugin->description, engine.description);
+    EXPECT_EQ(plugin->mutant, engine.mutant);
+    const EngineDeclarations want = probe_declarations(engine);
+    ASSERT_FALSE(want.supports.rope_required);
+    ASSERT_TRUE(want.supports.windows);
+    const EngineDeclarations got = probe_declarations(*plugin);
+    EXPECT_EQ(fieldwise::differing_fields(got, want), std::vector<std::string>{});
+    some_declaration = some_declaration || want.numerics != EngineNumerics{};
+  }
+  EXPECT_TRUE(some_declaration) << "no built-in engine declares numerics: ABI 2 goes untested";
 }
 
 TEST(PluginAbi1, EnginesAreJudgedAsBefore) {
@@ -295,8 +335,8 @@ struct Refusal {
 
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
-      {KVFUZZ_PLUGIN_ABI_VERSION_3,
-       {"plugin built for engine ABI 3, this kvfuzz speaks 2 and reads 1"}},
+      {KVFUZZ_PLUGIN_ABI_VERSION_4,
+       {"plugin built for engine ABI 4, this kvfuzz speaks 3 and reads 1 and 2"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -313,10 +353,13 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 2, the table's"}},
-      {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_2_ENTRIES,
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 3, the table's"}},
+      {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
+      {KVFUZZ_PLUGIN_ABI_2_TABLE_OF_ABI_3_ENTRIES,
+       {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
+        std::to_string(KVFUZZ_ENGINE_API_V2_SIZE) + ", KVFUZZ_ENGINE_API_V2_SIZE in ABI 2"}},
       // The refused name escaped: the message stays one line of valid UTF-8.
       {KVFUZZ_PLUGIN_NAME_NOT_TEXT,
        {"engine 1 is named 'caf\\xe9\\nlatte'; expected a name of [A-Za-z0-9._-]+"}},
@@ -351,6 +394,10 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_HEAD_DIM_NEGATIVE, {"engine 'second' has max_head_dim -1; expected"}},
       {KVFUZZ_PLUGIN_MAX_Q_HEADS_NEGATIVE, {"engine 'second' has max_q_heads -4; expected"}},
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
+      // ABI 3's
+      {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
+       {"engine 'second' has supports 0xa; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3)"}},
+      {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {
     const std::string spec = "plugin:" + c.library;
@@ -642,7 +689,7 @@ TEST(PluginCommand, CheckRejectsAMutantPluginEngineShrinkAndReplayAgree) {
 
 TEST(PluginCommand, ABrokenPluginExitsTwoWithOneLineNamingIt) {
   for (const std::string& library :
-       {std::string(KVFUZZ_PLUGIN_ABI_VERSION_3), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
+       {std::string(KVFUZZ_PLUGIN_ABI_VERSION_4), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
         std::string(KVFUZZ_PLUGIN_NAME_NOT_TEXT),
         std::string(KVFUZZ_PLUGIN_DESCRIPTION_WITH_NEWLINE),
         std::string("/nonexistent-kvfuzz-dir/libnothing.so")}) {

@@ -1,4 +1,4 @@
-/* The kvfuzz engine plugin ABI, version 2: an engine in a shared library, in C.
+/* The kvfuzz engine plugin ABI, version 3: an engine in a shared library, in C.
  *
  *   kvfuzz check --engine plugin:./libmy_engine.so            (the library's only engine)
  *   kvfuzz check --engine plugin:./libmy_engine.so:my-engine  (one of several, by name)
@@ -31,21 +31,29 @@
  * declaration of an entry (capabilities, bitwise claims, numerics, supports) is one value
  * for every layout, as with the C++ interface.
  *
- * Versioning. kvfuzz speaks ABI 2 and still reads ABI 1; no other version is accepted.
- *   - ABI 1: kvfuzz_engine_api without the declarations after `fork` (its size is
- *     KVFUZZ_ENGINE_API_V1_SIZE). A plugin built against the ABI 1 header loads unchanged
- *     and is judged with the default declarations: no bitwise claims, f32 numerics, every
- *     storage dtype and layout supported.
- *   - ABI 2 adds, at the end of kvfuzz_engine_api, the declarations: bitwise claims, output,
- *     P and accumulation dtypes, rotated keys in storage, supported storage dtypes and
- *     layout limits. kvfuzz refuses a value out of range at load, naming the entry and the
- *     field. kvfuzz_engine_api_defaults() gives an entry whose declarations are ABI 1's.
+ * Versioning. kvfuzz speaks ABI 3 and still reads ABI 1 and 2; no other version is accepted.
+ * Every entry begins with its abi_version and struct_size, the size of that version's
+ * kvfuzz_engine_api. kvfuzz reads only the fields within that size; the fields a version
+ * lacks take kvfuzz_engine_api_defaults()' values, which say what that version meant, so
+ * a plugin built against an older header loads unchanged and is judged as it was.
+ *   - ABI 1: kvfuzz_engine_api up to `fork` (KVFUZZ_ENGINE_API_V1_SIZE): no declarations
+ *     (no bitwise claims, f32 numerics, every storage dtype and layout supported).
+ *   - ABI 2, up to `rope_angles_exact` (KVFUZZ_ENGINE_API_V2_SIZE), adds the declarations:
+ *     bitwise claims, output, P and accumulation dtypes, rotated keys and queries in
+ *     storage, exact RoPE angles, storage dtypes, layout limits, value_dim == head_dim.
+ *   - ABI 3 (sizeof(kvfuzz_engine_api)) adds `supports`, the KVFUZZ_SUPPORTS_* flags (RoPE
+ *     required, no sliding windows), and `reserved`; an ABI 2 entry declares neither flag.
+ * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
+ * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
+ * ABI 1's.
  * A table's abi_version says which: every entry carries the same abi_version and a
- * struct_size of exactly that version's kvfuzz_engine_api (KVFUZZ_ENGINE_API_V1_SIZE or
- * sizeof(kvfuzz_engine_api)), because kvfuzz walks engines[] with it as the stride. Any
- * change to the layout of any struct here, a field added at the end included, bumps
- * KVFUZZ_ENGINE_ABI_VERSION; the fields of an older version never move, so an older plugin
- * keeps loading as long as kvfuzz still reads its version.
+ * struct_size of exactly that version's size, because kvfuzz walks engines[] with it as
+ * the stride. Any change to the layout of any struct here, a field added at the end
+ * included, bumps KVFUZZ_ENGINE_ABI_VERSION and names the old size (as
+ * KVFUZZ_ENGINE_API_V2_SIZE); the fields of an older version never move, so an older
+ * plugin keeps loading as long as kvfuzz still reads its version. A new flag in an
+ * existing flags field needs no new version: an older kvfuzz refuses a bit it does not
+ * know, naming it, and a plugin that leaves it out means what it meant.
  */
 #ifndef KVFUZZ_ENGINE_ABI_H
 #define KVFUZZ_ENGINE_ABI_H
@@ -58,7 +66,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 2
+#define KVFUZZ_ENGINE_ABI_VERSION 3
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -89,6 +97,12 @@ extern "C" {
 #define KVFUZZ_BITWISE_SCHEDULE 2u /* the chunk schedule */
 #define KVFUZZ_BITWISE_LAYOUT 4u   /* page size and physical page order */
 #define KVFUZZ_BITWISE_POISON 8u   /* what bytes outside the valid prefix hold */
+
+/* kvfuzz_engine_api.supports (ABI 3): layouts the engine cannot take beyond its limits;
+ * kvfuzz generates none of them for it and skips a fixture that has one
+ * (kvfuzz/engine.h, EngineSupports). */
+#define KVFUZZ_SUPPORTS_ROPE_REQUIRED 1u /* only layouts with RoPE (rope_theta != 0) */
+#define KVFUZZ_SUPPORTS_NO_WINDOWS 2u    /* only layouts without a sliding window */
 
 typedef struct kvfuzz_engine_config {
   /* sizeof(kvfuzz_engine_config) as kvfuzz was built: create can compare it with its own
@@ -177,10 +191,17 @@ typedef struct kvfuzz_engine_api {
   int32_t rope_angles_exact;          /* with RoPE: 1 angles computed in double; 0 or -1: may be
                                          in f32 (an angle error growing with the position is
                                          tolerated) */
+
+  /* ABI 3 */
+  uint32_t supports; /* KVFUZZ_SUPPORTS_* flags; 0: every layout the fields above allow */
+  uint32_t reserved; /* 0; kvfuzz refuses anything else (room for a later version) */
 } kvfuzz_engine_api;
 
 /* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */
 #define KVFUZZ_ENGINE_API_V1_SIZE offsetof(kvfuzz_engine_api, bitwise)
+/* sizeof(kvfuzz_engine_api) in ABI 2, whose fields are this struct's up to
+ * `rope_angles_exact` (no padding follows it). */
+#define KVFUZZ_ENGINE_API_V2_SIZE offsetof(kvfuzz_engine_api, supports)
 
 typedef struct kvfuzz_engine_plugin_table {
   uint32_t abi_version; /* KVFUZZ_ENGINE_ABI_VERSION */
@@ -189,8 +210,9 @@ typedef struct kvfuzz_engine_plugin_table {
 } kvfuzz_engine_plugin_table;
 
 /* An entry of this ABI with every field zero or NULL but the declarations, which say
- * what ABI 1 meant: no bitwise claim, f32 numerics, P not rounded, rotated keys not
- * declared, every storage dtype and layout. Fill in the rest (name, functions, ...). */
+ * what ABI 1 meant: no bitwise claim, f32 numerics, P not rounded, rotated keys and
+ * queries and exact angles not declared, every storage dtype and layout. Fill in the rest
+ * (name, functions, ...). */
 static inline kvfuzz_engine_api kvfuzz_engine_api_defaults(void) {
   kvfuzz_engine_api api;
   memset(&api, 0, sizeof api);

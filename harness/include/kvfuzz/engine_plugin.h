@@ -7,7 +7,7 @@
 //     return kvfuzz::export_engines([] { return std::vector<kvfuzz::EngineInfo>{...}; });
 //   }
 //
-// Each entry declares (ABI 2) what the C++ engine declares: capabilities, bitwise claims,
+// Each entry declares (ABI 3) what the C++ engine declares: capabilities, bitwise claims,
 // numerics and supports, asked of it once as kvfuzz asks (probe_declarations). Every entry
 // point catches every exception and turns it into a status and a message: an exception
 // never unwinds into the host.

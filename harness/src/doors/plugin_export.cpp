@@ -282,6 +282,8 @@ void declare(const kvfuzz::EngineInfo& info, kvfuzz_engine_api& api) {
       numerics.rotated_queries_in_storage ? (*numerics.rotated_queries_in_storage ? 1 : 0) : -1;
   api.value_dim_is_head_dim = supports.value_dim_is_head_dim ? 1 : 0;
   api.rope_angles_exact = numerics.rope_angles_exact ? (*numerics.rope_angles_exact ? 1 : 0) : -1;
+  api.supports = (supports.rope_required ? KVFUZZ_SUPPORTS_ROPE_REQUIRED : 0u) |
+                 (supports.windows ? 0u : KVFUZZ_SUPPORTS_NO_WINDOWS);
 }
 
 kvfuzz_engine_api entry(size_t index) {

@@ -74,15 +74,33 @@ std::string dl_error_text() {
 // The ABI versions this kvfuzz reads, and the size of each one's kvfuzz_engine_api: the
 // stride of a table of that version.
 bool known_version(uint32_t version) {
-  return version == 1 || version == KVFUZZ_ENGINE_ABI_VERSION;
+  return version >= 1 && version <= KVFUZZ_ENGINE_ABI_VERSION;
 }
 
 size_t entry_size(uint32_t version) {
-  return version == 1 ? KVFUZZ_ENGINE_API_V1_SIZE : sizeof(kvfuzz_engine_api);
+  switch (version) {
+    case 1:
+      return KVFUZZ_ENGINE_API_V1_SIZE;
+    case 2:
+      return KVFUZZ_ENGINE_API_V2_SIZE;
+    default:
+      return sizeof(kvfuzz_engine_api);
+  }
 }
 
 std::string entry_size_name(uint32_t version) {
-  return version == 1 ? "KVFUZZ_ENGINE_API_V1_SIZE" : "sizeof(kvfuzz_engine_api)";
+  return version < KVFUZZ_ENGINE_ABI_VERSION
+             ? "KVFUZZ_ENGINE_API_V" + std::to_string(version) + "_SIZE"
+             : "sizeof(kvfuzz_engine_api)";
+}
+
+// "1 and 2": the older versions this kvfuzz still reads.
+std::string older_versions() {
+  std::string text;
+  for (uint32_t v = 1; v < KVFUZZ_ENGINE_ABI_VERSION; ++v) {
+    text += (v == 1 ? "" : v + 1 == KVFUZZ_ENGINE_ABI_VERSION ? " and " : ", ") + std::to_string(v);
+  }
+  return text;
 }
 
 std::optional<DType> dtype_of(int32_t code) {
@@ -103,6 +121,7 @@ constexpr uint32_t kBitwiseBits =
     KVFUZZ_BITWISE_BATCH | KVFUZZ_BITWISE_SCHEDULE | KVFUZZ_BITWISE_LAYOUT | KVFUZZ_BITWISE_POISON;
 constexpr uint32_t kDtypeBits =
     (1u << KVFUZZ_DTYPE_F32) | (1u << KVFUZZ_DTYPE_F16) | (1u << KVFUZZ_DTYPE_BF16);
+constexpr uint32_t kSupportsBits = KVFUZZ_SUPPORTS_ROPE_REQUIRED | KVFUZZ_SUPPORTS_NO_WINDOWS;
 
 std::string hex(uint32_t value) {
   constexpr char kDigits[] = "0123456789abcdef";
@@ -161,6 +180,10 @@ std::string take_declarations(const kvfuzz_engine_api& api, const std::string& n
   if (api.value_dim_is_head_dim > 1) {
     return bad("value_dim_is_head_dim", std::to_string(api.value_dim_is_head_dim), "0 or 1");
   }
+  if ((api.supports & ~kSupportsBits) != 0) {
+    return bad("supports", hex(api.supports), "KVFUZZ_SUPPORTS_* flags (bits of 0x3)");
+  }
+  if (api.reserved != 0) return bad("reserved", hex(api.reserved), "0");
   entry.numerics = {
       .output = *output,
       .p = p,
@@ -197,6 +220,8 @@ std::string take_declarations(const kvfuzz_engine_api& api, const std::string& n
   supports.max_q_heads = api.max_q_heads;
   supports.max_context = api.max_context;
   supports.value_dim_is_head_dim = api.value_dim_is_head_dim == 1;
+  supports.rope_required = (api.supports & KVFUZZ_SUPPORTS_ROPE_REQUIRED) != 0;
+  supports.windows = (api.supports & KVFUZZ_SUPPORTS_NO_WINDOWS) == 0;
   return "";
 }
 
@@ -257,7 +282,8 @@ std::string take_table(const kvfuzz_engine_plugin_table* given, std::vector<Plug
   const kvfuzz_engine_plugin_table table = *given;
   if (!known_version(table.abi_version)) {
     return "plugin built for engine ABI " + std::to_string(table.abi_version) +
-           ", this kvfuzz speaks " + std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + " and reads 1";
+           ", this kvfuzz speaks " + std::to_string(KVFUZZ_ENGINE_ABI_VERSION) + " and reads " +
+           older_versions();
   }
   if (table.engine_count == 0) {
     return "the plugin's table has no engines (engine_count 0); expected at least one";

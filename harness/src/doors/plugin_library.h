@@ -22,9 +22,9 @@ namespace kvfuzz::doors {
 struct PluginEntry {
   std::string name;
   std::string description;  // "" when the plugin gave none
-  // The entry's values as checked, in ABI 2's struct: an ABI 1 entry's declarations are
-  // kvfuzz_engine_api_defaults()'. Its name and description are NULL: the strings above
-  // are the copies.
+  // The entry's values as checked, in this ABI's struct: the fields an older entry lacks
+  // are kvfuzz_engine_api_defaults()'. Its name and description are NULL: the strings
+  // above are the copies.
   kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
   // The declarations of `api`, as the C++ interface gives them.
   BitwiseClaims bitwise;

@@ -8,7 +8,7 @@
 namespace {
 
 enum class Defect {
-  abi_version_3,                 // built for an ABI this kvfuzz does not know
+  abi_version_4,                 // built for an ABI this kvfuzz does not know
   null_table,                    // kvfuzz_engine_plugin() returns NULL
   struct_size_too_small,         // an entry shorter than kvfuzz_engine_api
   no_engines,                    // engine_count 0
@@ -20,8 +20,9 @@ enum class Defect {
   fork_without_function,         // KVFUZZ_CAN_FORK announced, fork NULL
   too_many_engines,              // engine_count past what any plugin needs
   null_engines,                  // engine_count 2, engines NULL
-  entry_abi_version_1,           // an ABI 1 entry in an ABI 2 table
-  abi_1_table_of_abi_2_entries,  // entries that say ABI 1 but have ABI 2's size
+  entry_abi_version_1,           // an ABI 1 entry in an ABI 3 table
+  abi_1_table_of_abi_3_entries,  // entries that say ABI 1 but have ABI 3's size
+  abi_2_table_of_abi_3_entries,  // entries that say ABI 2 but have ABI 3's size
   name_not_text,                 // a name with a byte that is no UTF-8 and a newline
   description_not_utf8,          // a description in Latin-1
   description_with_newline,      // a description of two lines
@@ -38,6 +39,9 @@ enum class Defect {
   max_head_dim_negative,
   max_q_heads_negative,
   max_context_negative,
+  // ABI 3's
+  supports_unknown_flag,  // a bit no KVFUZZ_SUPPORTS_* has
+  reserved_not_zero,
 };
 
 constexpr Defect kDefect = Defect::TABLE_DEFECT;
@@ -75,8 +79,8 @@ struct Table {
 
   Table() : engines{entry("first"), entry("second")}, table{KVFUZZ_ENGINE_ABI_VERSION, 2, engines} {
     switch (kDefect) {
-      case Defect::abi_version_3:
-        table.abi_version = 3;
+      case Defect::abi_version_4:
+        table.abi_version = 4;
         break;
       case Defect::struct_size_too_small:
         engines[1].struct_size = 16;
@@ -111,9 +115,13 @@ struct Table {
       case Defect::entry_abi_version_1:
         engines[1].abi_version = 1;
         break;
-      case Defect::abi_1_table_of_abi_2_entries:
+      case Defect::abi_1_table_of_abi_3_entries:
         table.abi_version = 1;
         engines[0].abi_version = engines[1].abi_version = 1;
+        break;
+      case Defect::abi_2_table_of_abi_3_entries:
+        table.abi_version = 2;
+        engines[0].abi_version = engines[1].abi_version = 2;
         break;
       case Defect::name_not_text:
         engines[1].name = "caf\xe9\nlatte";
@@ -159,6 +167,12 @@ struct Table {
         break;
       case Defect::max_context_negative:
         engines[1].max_context = -100;
+        break;
+      case Defect::supports_unknown_flag:
+        engines[1].supports = KVFUZZ_SUPPORTS_NO_WINDOWS | 8u;
+        break;
+      case Defect::reserved_not_zero:
+        engines[1].reserved = 1;
         break;
       case Defect::null_table:
         break;

@@ -1,10 +1,11 @@
-// A plugin of ABI 2 whose entries declare (kvfuzz/engine_abi.h): kvfuzz must read every
+// A plugin of this ABI whose entries declare (kvfuzz/engine_abi.h): kvfuzz must read every
 // declaration back exactly as the entry made it.
 //
 //   declares-all   every declaration away from its default: all four bitwise claims, bf16
-//                  output and P, f16 accumulation, rotated keys in storage, f16 and bf16
-//                  storage only, head_dim a multiple of 8 up to 256, at most 32 q heads and
-//                  a context of 8192
+//                  output and P, f16 accumulation, rotated keys and queries in storage,
+//                  exact angles, f16 and bf16 storage only, head_dim a multiple of 8 up to
+//                  256 and value_dim = head_dim, at most 32 q heads, a context of 8192,
+//                  RoPE only and no windows
 //   declares-some  f32 storage only and keys declared unrotated; the rest left at the
 //                  defaults (head_dim_multiple 0 reads as 1)
 //   declares-none  kvfuzz_engine_api_defaults(): ABI 1's meaning
@@ -90,6 +91,7 @@ struct Table {
     all.rotated_queries_in_storage = 1;
     all.value_dim_is_head_dim = 1;
     all.rope_angles_exact = 1;
+    all.supports = KVFUZZ_SUPPORTS_ROPE_REQUIRED | KVFUZZ_SUPPORTS_NO_WINDOWS;
 
     kvfuzz_engine_api& some = engines[1];
     some.rotated_keys_in_storage = 0;
