@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "corpus/provenance.h"
-#include "judge/report.h"
 
 namespace kvfuzz::check {
 
@@ -30,44 +29,6 @@ std::string while_judging(const std::optional<Property>& property) {
   return property ? " while judging " + std::string(property_name(*property)) : "";
 }
 
-namespace {
-
-// An engine error's report without the keys the row should see: the engine failed, so no
-// row was compared and a key range would only mislead.
-std::string without_key_range(const std::string& report, const Divergence& first) {
-  if (first.kind != FailureKind::engine_error) return report;
-  Divergence no_row = first;
-  no_row.key_lo = 0;
-  no_row.key_hi = -1;
-  const std::string described = describe_divergence(first);
-  const size_t at = report.find(described);
-  if (at == std::string::npos) return report;
-  return report.substr(0, at) + describe_divergence(no_row) + report.substr(at + described.size());
-}
-
-// prefix through judge_engine with the case's shared Prepared (what judge_property does
-// with one of its own), which also counts the rows compared and unjudged.
-PropertyResult judge_prefix(const Scenario& scenario, const Prepared& prepared,
-                            const EngineInfo& engine, TaskResult& result) {
-  const CheckOutcome outcome = judge_engine(scenario, prepared, engine);
-  result.rows = outcome.verdict.rows_compared;
-  result.unjudged = outcome.verdict.rows_unjudged;
-  PropertyResult judged;
-  judged.property = Property::prefix;
-  if (outcome.verdict.pass) return judged;
-  const Divergence& first = *outcome.verdict.first;
-  judged.pass = false;
-  judged.signature = to_string(FailureSignature{Property::prefix, first.kind});
-  judged.line = failure_line(first);
-  judged.report = without_key_range(
-      "prefix: engine '" + engine.name + "' breaks the property that " +
-          std::string(property_info(Property::prefix).claim) + "\n" + describe_divergence(first),
-      first);
-  return judged;
-}
-
-}  // namespace
-
 TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
                       const std::function<void(Property, const TaskResult&)>& judging) {
   const CheckEngine& engine = plan.engines.at(task.engine);
@@ -83,14 +44,15 @@ TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
     for (const Property property : plan.properties) {
       current = property;
       if (judging) judging(property, result);
-      if (property == Property::prefix && !scenario.model) {
-        result.properties.push_back(
-            judge_prefix(scenario, cache.prepared(engine.declared.numerics), *engine.info, result));
-        continue;
-      }
-      const PropertyOutcome outcome = judge_property(property, scenario, *engine.info);
+      // The case's reference for the engine's numerics, shared with the other engines of
+      // the case (prefix judges against it; the other properties prepare their variants).
+      const Prepared& prepared = cache.prepared(engine.declared.numerics);
+      const PropertyOutcome outcome = judge_property(property, scenario, prepared, *engine.info);
       if (property == Property::prefix) {
-        result.rows = static_cast<long>(cache.prepared(engine.declared.numerics).slots.size());
+        // A model scenario's rows are its logits rows, all compared.
+        result.rows =
+            scenario.model ? static_cast<long>(prepared.slots.size()) : outcome.rows_compared;
+        result.unjudged = outcome.rows_unjudged;
       }
       PropertyResult judged;
       judged.property = property;
@@ -98,8 +60,7 @@ TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
       if (!outcome.pass) {
         judged.signature = outcome.signature ? to_string(*outcome.signature) : "";
         judged.line = failure_line(outcome);
-        judged.report =
-            outcome.first ? without_key_range(outcome.report, *outcome.first) : outcome.report;
+        judged.report = outcome.report;
       }
       result.properties.push_back(judged);
     }
