@@ -1,10 +1,13 @@
 """The few ONNX protobuf messages a one-node model needs, encoded by hand.
 
-The `onnx` package would build them too, but importing it takes about 0.6 s (it pulls in
-ml_dtypes), and kvfuzz starts one engine process per case: that import alone would be
-most of a check's time. Field numbers are those of onnx/onnx.proto (ModelProto,
-GraphProto, NodeProto, AttributeProto, ValueInfoProto, TypeProto.Tensor,
-TensorShapeProto); ORT parses the bytes as it would any model file.
+Written when kvfuzz started one engine process per case, where importing the `onnx`
+package (about 0.6 s, it pulls in ml_dtypes) would have been most of a check's time. That
+reason is gone: a version-2 exec engine now lives as long as its worker (docs/
+engine-protocol.md), so the import would cost 0.6 s per worker, and `onnx.helper` is the
+well-kept tool for these messages; moving to it (pinned in scripts/python-requirements.txt)
+is still to do. Field numbers are those of onnx/onnx.proto (ModelProto, GraphProto,
+NodeProto, AttributeProto, ValueInfoProto, TypeProto.Tensor, TensorShapeProto); ORT parses
+the bytes as it would any model file.
 """
 
 import struct
