@@ -9,10 +9,10 @@
 
 #include "campaign/campaign_defaults.h"
 #include "campaign/campaign_loop.h"
-#include "campaign/libfuzzer_status.h"
 #include "cli_support.h"
 #include "commands.h"
 #include "generate/events.h"
+#include "support/duration.h"
 
 namespace kvfuzz::cli {
 

@@ -15,6 +15,7 @@
 
 #include "cli_support.h"
 #include "commands.h"
+#include "isolation_flags.h"
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/engine_fields.h"
@@ -25,6 +26,7 @@ namespace {
 
 struct ListOptions {
   std::string engines;
+  IsolationFlags isolation;  // --timeout, --no-fork: declarations asked in a child
 };
 
 std::string yes_no(bool value) {
@@ -140,13 +142,9 @@ std::string bitwise_text(const BitwiseClaims& b) {
   return claims.empty() ? "none (every property judged within its tolerance)" : claims;
 }
 
-void print_declarations(const EngineInfo& engine) {
-  EngineDeclarations declared;
-  try {
-    declared = probe_declarations(engine);
-  } catch (const EngineError& e) {
-    throw UsageError("--engine: " + std::string(e.what()));
-  }
+void print_declarations(const EngineInfo& engine, const IsolationFlags& isolation) {
+  // Asked in a child: an engine that crashes or hangs when made is one line, status 3.
+  const EngineDeclarations declared = declarations_of(engine, isolation);
   std::printf("engine        %s (%s)\n", engine.name.c_str(), engine.mutant ? "mutant" : "honest");
   if (!engine.description.empty()) std::printf("description   %s\n", engine.description.c_str());
   if (declared.whole_model) {
@@ -184,12 +182,17 @@ void add_list_command(CLI::App& app, int& /*exit_status*/) {
       "Name the built-in engines and mutants; with --engine, what each engine declares:\n"
       "capabilities, numerics, supports and bitwise claims (docs/writing-an-engine.md).");
   const CLI::Option* engine = cmd->add_option("--engine", options->engines, kEnginesHelp);
+  add_isolation_options(*cmd, options->isolation,
+                        "Seconds an engine may take to be made and give its declarations in its "
+                        "child before it is killed",
+                        "Ask engines in this process: no crash isolation and no --timeout, but a "
+                        "debugger sees the engine");
   cmd->callback([options, engine] {
     if (engine->count() == 0) return print_registry();
     const auto engines = select_engines(options->engines);
     for (size_t i = 0; i < engines.size(); ++i) {
       if (i > 0) std::printf("\n");
-      print_declarations(*engines[i]);
+      print_declarations(*engines[i], options->isolation);
     }
   });
 }

@@ -14,6 +14,7 @@
 
 #include "campaign/libfuzzer_status.h"
 #include "generate/events.h"
+#include "support/duration.h"
 #include "support/subprocess.h"
 
 namespace kvfuzz {

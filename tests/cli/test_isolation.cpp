@@ -2,7 +2,7 @@
 // shrink run each engine call in a forked child (kvfuzz/orchestrate.h, Isolation), so a
 // segfaulting plugin is a line about that engine and the command goes on; a hanging exec
 // engine is cut by its request timeout (KVFUZZ_ENGINE_TIMEOUT); an engine that crashes or
-// hangs while it is made is one line and status 3. `check` has its own tests
+// hangs while it is made is one line and status 3 (list too). `check` has its own tests
 // (test_check_ci.cpp). Each test would end kvfuzz with the engine under --no-fork (shown
 // once, for shrink, where the crash comes from a candidate rather than the input).
 #include <gtest/gtest.h>
@@ -85,7 +85,8 @@ TEST(Isolation, ReplayGoesOnPastAHangingExecEngine) {
 TEST(Isolation, AnEngineThatHangsWhenMadeIsOneLineAndStatus3ForEveryCommand) {
   const fs::path out = scratch("hang-in-create");
   for (const std::string& args :
-       {"replay " + seed("worked-example.json") + " --engine " + crashing("hang-in-create"),
+       {"list --engine " + crashing("hang-in-create"),
+        "replay " + seed("worked-example.json") + " --engine " + crashing("hang-in-create"),
         "explain " + seed("worked-example.json") + " --engine " + crashing("hang-in-create"),
         "shrink " + seed("worked-example.json") + " --out " + out.string() + " --engine " +
             crashing("hang-in-create")}) {
@@ -98,6 +99,17 @@ TEST(Isolation, AnEngineThatHangsWhenMadeIsOneLineAndStatus3ForEveryCommand) {
     EXPECT_NE(r.err.find("the command cannot start"), std::string::npos) << r.err;
   }
   EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(Isolation, ListOfAnEngineThatSegfaultsWhenMadeIsOneLineAndStatus3) {
+  const Result r = run_kvfuzz("list --engine paged," + crashing("segfault-in-create"));
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_EQ(count_of(r.err, "\n"), 1) << r.err;
+  EXPECT_NE(r.err.find("kvfuzz: list: engine '" + crashing("segfault-in-create") +
+                       "' died of SIGSEGV while it was made"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("engine        paged (honest)"), std::string::npos) << r.out;
 }
 
 TEST(Isolation, ExplainExplainsTheOtherEnginesPastAnAbortingPlugin) {
@@ -183,7 +195,9 @@ TEST(Isolation, AShrinkInChildrenEqualsOneInThisProcess) {
                                 out.string() + " --engine mask-origin" + mode);
     ASSERT_EQ(r.status, 1) << r.out << r.err;
     ASSERT_EQ(json_files(out).size(), 1u);
-    texts.push_back(kvfuzz::write_fixture(kvfuzz::load_fixture(json_files(out)[0])));
+    kvfuzz::Scenario shrunk = kvfuzz::load_fixture(json_files(out)[0]);
+    shrunk.note.clear();  // it holds the seconds the shrink took
+    texts.push_back(kvfuzz::write_fixture(shrunk));
     texts.back() += r.out.substr(0, r.out.find(" in "));  // "... N of M candidates accepted"
   }
   EXPECT_EQ(texts[0], texts[1]);

@@ -22,7 +22,4 @@ struct LibFuzzerStatus {
 // Nothing for lines that are not status lines.
 std::optional<LibFuzzerStatus> parse_libfuzzer_status(std::string_view line);
 
-// "90", "90s", "30m", "8h", "1h30m", "2d": seconds. Nothing when malformed or zero.
-std::optional<double> parse_duration(std::string_view text);
-
 }  // namespace kvfuzz
