@@ -24,7 +24,7 @@ add_subdirectory(${PROJECT_SOURCE_DIR}/harness/engine_tests ${PROJECT_BINARY_DIR
 # kvfuzz::harness: everything a program that drives kvfuzz itself links (scenarios, the
 # generator, the judge and its properties, the shrinker, fixtures, the built-in engines and
 # the doors for external ones).
-set(KVFUZZ_STAGE_LIBRARIES kvfuzz_support kvfuzz_scenario kvfuzz_run kvfuzz_generate kvfuzz_judge
+set(KVFUZZ_STAGE_LIBRARIES kvfuzz_support kvfuzz_scenario kvfuzz_run kvfuzz_generate kvfuzz_attention kvfuzz_model kvfuzz_judge
     kvfuzz_shrink kvfuzz_corpus kvfuzz_doors kvfuzz_check kvfuzz_orchestrate)
 add_library(kvfuzz_harness INTERFACE)
 target_link_libraries(kvfuzz_harness INTERFACE ${KVFUZZ_STAGE_LIBRARIES} kvfuzz_transformer

@@ -8,9 +8,9 @@
 #include <string>
 #include <utility>
 
+#include "kvfuzz/op_chunks.h"
 #include "model/cached_transformer.h"
 #include "model/transformer.h"
-#include "run/op_chunks.h"
 
 namespace kvfuzz {
 

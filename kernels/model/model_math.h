@@ -1,6 +1,7 @@
 // The arithmetic both evaluations of the tiny transformer share, written once as templates
 // over the element type: float for the cached forward (what a server computes), double for
-// the reference. Private to kernels/model and harness/src/model.
+// the reference (harness/src/model/reference_forward.h, the judge's side). Shared by
+// kernels/model and harness/src/model.
 #pragma once
 
 #include <cmath>
@@ -68,33 +69,5 @@ struct Dims {
 };
 
 Dims dims_of(const ModelConfig& model, const Layout& layout);
-
-// Relative noise injected into a reference evaluation to model the rounding an honest
-// cached forward does (harness/src/model/model_tolerance.cpp decides the magnitudes and
-// says why). Every term multiplies a uniform draw in [-1, 1): a hash (the project's
-// splitmix64) of `seed`, the place and the value perturbed, so equal values are perturbed
-// alike, as rounding does.
-struct Perturbation {
-  uint64_t seed = 0;
-  double qkv = 0;         // q, k, v elements: qkv * |x| (rounding to the layout's dtype)
-  double projection = 0;  // every matrix-vector product: projection * sqrt(fan_in) * rms(out)
-  double rope = 0;        // rotated q and k: (rope + rope_per_position * p) * rms(head)
-  double rope_per_position = 0;
-  double k_store = 0;    // rotated k stored again in the dtype: k_store * |x| (RoPE only)
-  double attention = 0;  // attention output: attention * (2 sqrt(n) + 4) * max |v| visible
-  // Declared numerics (EngineNumerics; model_tolerance.cpp says which declaration sets
-  // which term):
-  double q_store = 0;          // rotated q rounded to the dtype: q_store * |x| (RoPE only)
-  double score_sum = 0;        // each score: score_sum * 2 sqrt(head_dim) * scale * sum |q_i k_i|
-  double p_round = 0;          // each softmax weight: p_round * |w|
-  double attention_round = 0;  // each attention output value: attention_round * |x|
-  double logits_round = 0;     // each logit: logits_round * |x|
-};
-
-// The reference evaluation, optionally perturbed: every (sequence, epoch) stream on its full
-// prefix, in double. `perturbation` null: the exact reference (reference_transformer).
-std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
-                                                    const TransformerWeights& weights,
-                                                    const Perturbation* perturbation);
 
 }  // namespace kvfuzz::model

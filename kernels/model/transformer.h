@@ -9,7 +9,8 @@
 //                          (f32 arithmetic; q/k/v rounded to the layout's dtype, as every
 //                          engine input is)
 //   reference_transformer  every (sequence, epoch) stream on its full prefix, no cache,
-//                          double precision
+//                          double precision: the judge's oracle, on the judge's side
+//                          (harness/src/model/reference_forward.h)
 // Both keep every layer's attention output and hidden state per row, for localisation.
 #pragma once
 
@@ -70,9 +71,5 @@ struct TransformerRun {
 // `layer_engines[l]` makes layer l's engine (layer_engines.size() == model.layers).
 TransformerRun run_transformer(const Scenario& scenario, const TransformerWeights& weights,
                                std::span<const EngineInfo* const> layer_engines);
-
-// Keyed by (seq, epoch, position); `origin` is that of the program's token.
-std::map<RowKey, TransformerRow> reference_transformer(const Scenario& scenario,
-                                                       const TransformerWeights& weights);
 
 }  // namespace kvfuzz

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "kvfuzz/engine.h"
-#include "scenario/limits.h"
+#include "kvfuzz/limits.h"
 
 namespace kvfuzz::paging {
 

@@ -5,6 +5,7 @@
 #include <exception>
 #include <limits>
 
+#include "model/reference_forward.h"
 #include "model/transformer.h"
 
 namespace kvfuzz::test {

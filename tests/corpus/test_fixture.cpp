@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "kvfuzz/fixture_io.h"
+#include "kvfuzz/limits.h"
 #include "kvfuzz/scenario.h"
-#include "scenario/limits.h"
 
 namespace kvfuzz {
 namespace {

@@ -18,8 +18,8 @@
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/limits.h"
 #include "rc_choice_source.h"
-#include "scenario/limits.h"
 
 namespace kvfuzz {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "cpu/page_pool.h"
 #include "engine_tests.h"
-#include "scenario/limits.h"
+#include "kvfuzz/limits.h"
 
 namespace kvfuzz::test {
 namespace {

@@ -22,6 +22,7 @@
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
 #include "model/model_check.h"
+#include "model/reference_forward.h"
 #include "model/transformer.h"
 #include "test_scenarios.h"
 

@@ -8,6 +8,7 @@
 #include "kvfuzz/generator.h"
 #include "model/model_check.h"
 #include "model/model_tolerance.h"
+#include "model/reference_forward.h"
 #include "model/transformer.h"
 
 namespace kvfuzz {

@@ -104,7 +104,7 @@ bool computes_in_f32(const EngineNumerics& numerics);
 
 // What an engine can be given: the generator makes only such scenarios, so that an adapter
 // never pads, splits or upcasts to fit, and replay skips a fixture outside them.
-// 0 means no limit beyond kvfuzz's own (scenario/limits.h).
+// 0 means no limit beyond kvfuzz's own (kvfuzz/limits.h).
 struct EngineSupports {
   std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};  // storage dtypes
   int head_dim_multiple = 1;  // head_dim and value_dim are multiples of this

@@ -14,7 +14,7 @@
 #include <system_error>
 
 #include "corpus/json_reader.h"
-#include "scenario/limits.h"
+#include "kvfuzz/limits.h"
 #include "support/atomic_file.h"
 #include "support/text.h"
 

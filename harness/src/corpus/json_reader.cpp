@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "kvfuzz/fixture_io.h"
-#include "scenario/limits.h"
+#include "kvfuzz/limits.h"
 #include "support/text.h"
 
 namespace kvfuzz::json_reader {

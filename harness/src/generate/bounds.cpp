@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "scenario/limits.h"
+#include "kvfuzz/limits.h"
 
 namespace kvfuzz {
 

@@ -56,8 +56,8 @@
 #include "generate/program.h"
 #include "generate/score_spreads.h"
 #include "generate/token_data.h"
+#include "kvfuzz/limits.h"
 #include "kvfuzz/prng.h"
-#include "scenario/limits.h"
 
 namespace kvfuzz {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "scenario/limits.h"
+#include "kvfuzz/limits.h"
 
 namespace kvfuzz {
 

@@ -5,9 +5,9 @@
 #include <limits>
 #include <vector>
 
+#include "kvfuzz/limits.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/token_table.h"
-#include "scenario/limits.h"
 #include "scenario/rope.h"
 
 namespace kvfuzz {

@@ -26,12 +26,12 @@
 #include <memory>
 #include <tuple>
 
+#include "judge/attention_property.h"
 #include "judge/property_variants.h"
 #include "judge/report.h"
 #include "judge/tolerance.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/token_table.h"
-#include "model/model_check.h"
 #include "run/runner.h"
 
 namespace kvfuzz {
@@ -275,9 +275,13 @@ std::optional<Found> first_difference(const Base& base, const ScenarioVariant& v
   return std::nullopt;
 }
 
-std::string headline(Property property, const EngineInfo& engine) {
-  return std::string(property_name(property)) + ": engine '" + engine.name +
-         "' breaks the property that " + std::string(property_info(property).claim) + "\n";
+}  // namespace
+
+std::string property_headline(Property property, const EngineInfo& engine, std::string_view claim,
+                              std::string_view level) {
+  return std::string(property_name(property)) + std::string(level) + ": engine '" + engine.name +
+         "' breaks the property that " +
+         std::string(claim.empty() ? property_info(property).claim : claim) + "\n";
 }
 
 PropertyOutcome judge_prefix(const Scenario& scenario, const Prepared& prepared,
@@ -294,15 +298,12 @@ PropertyOutcome judge_prefix(const Scenario& scenario, const Prepared& prepared,
   result.pass = false;
   result.signature = FailureSignature{Property::prefix, first.kind};
   result.first = first;
-  result.report = headline(Property::prefix, engine) + describe_divergence(first);
+  result.report = property_headline(Property::prefix, engine) + describe_divergence(first);
   return result;
 }
 
-}  // namespace
-
-PropertyOutcome judge_property(Property property, const Scenario& scenario,
-                               const EngineInfo& engine) {
-  if (scenario.model) return judge_model_property(property, scenario, engine);
+PropertyOutcome judge_attention_property(Property property, const Scenario& scenario,
+                                         const EngineInfo& engine) {
   if (property == Property::prefix) return judge_prefix(scenario, prepare(scenario), engine);
 
   const std::vector<ScenarioVariant> variants = property_variants(property, scenario);
@@ -339,17 +340,9 @@ PropertyOutcome judge_property(Property property, const Scenario& scenario,
   result.pass = false;
   result.signature = FailureSignature{property, first->divergence.kind};
   result.first = first->divergence;
-  result.report = headline(property, engine) + "  variant: " + culprit->description + "\n" +
-                  describe_divergence(first->divergence);
+  result.report = property_headline(property, engine) + "  variant: " + culprit->description +
+                  "\n" + describe_divergence(first->divergence);
   return result;
-}
-
-PropertyOutcome judge_property(Property property, const Scenario& scenario,
-                               const Prepared& prepared, const EngineInfo& engine) {
-  if (property == Property::prefix && !scenario.model) {
-    return judge_prefix(scenario, prepared, engine);
-  }
-  return judge_property(property, scenario, engine);
 }
 
 }  // namespace kvfuzz

@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "model/model_engine_run.h"
+#include "model/reference_forward.h"
 #include "model/transformer.h"
 #include "model_tolerance.h"
 

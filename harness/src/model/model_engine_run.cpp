@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kvfuzz/model_engine.h"
-#include "run/op_chunks.h"
+#include "kvfuzz/op_chunks.h"
 
 namespace kvfuzz::model {
 

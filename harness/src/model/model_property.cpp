@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "judge/attention_property.h"
 #include "judge/property_variants.h"
 #include "model/model_check.h"
 
@@ -46,11 +47,6 @@ const ModelDivergence& deciding(const ModelVerdict& verdict) {
   return *verdict.failure;
 }
 
-std::string headline(Property property, const EngineInfo& engine) {
-  return std::string(property_name(property)) + " (model level): engine '" + engine.name +
-         "' breaks the property that ";
-}
-
 }  // namespace
 
 PropertyOutcome judge_model_property(Property property, const Scenario& scenario,
@@ -68,9 +64,11 @@ PropertyOutcome judge_model_property(Property property, const Scenario& scenario
     result.pass = false;
     result.signature = FailureSignature{Property::prefix, first.kind};
     result.first = as_divergence(first);
-    result.report = headline(property, engine) +
-                    "every cached logits row equals the full-prefix row at the same key\n" +
-                    describe_model_divergence(base);
+    result.report =
+        property_headline(property, engine,
+                          "every cached logits row equals the full-prefix row at the same key",
+                          " (model level)") +
+        describe_model_divergence(base);
     return result;
   }
   const std::vector<ScenarioVariant> variants = property_variants(property, scenario);
@@ -88,10 +86,11 @@ PropertyOutcome judge_model_property(Property property, const Scenario& scenario
     result.pass = false;
     result.signature = FailureSignature{property, first.kind};
     result.first = as_divergence(first);
-    result.report = headline(property, engine) +
-                    "the variant's logits equal the full-prefix logits as the scenario's do\n"
-                    "  variant: " +
-                    variant.description + "\n" + describe_model_divergence(verdict);
+    result.report =
+        property_headline(property, engine,
+                          "the variant's logits equal the full-prefix logits as the scenario's do",
+                          " (model level)") +
+        "  variant: " + variant.description + "\n" + describe_model_divergence(verdict);
     return result;
   }
   result.report = name + " (model level): pass (" + std::to_string(variants.size()) +

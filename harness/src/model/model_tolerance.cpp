@@ -115,6 +115,7 @@
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/prng.h"
 #include "model/model_math.h"
+#include "model/reference_forward.h"
 
 namespace kvfuzz::model {
 

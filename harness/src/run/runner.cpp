@@ -10,7 +10,7 @@
 #include <numeric>
 #include <string>
 
-#include "run/op_chunks.h"
+#include "kvfuzz/op_chunks.h"
 
 namespace kvfuzz {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "kvfuzz/dtype.h"
+#include "kvfuzz/limits.h"
 #include "kvfuzz/scenario.h"
-#include "scenario/limits.h"
 #include "support/text.h"
 
 namespace kvfuzz {

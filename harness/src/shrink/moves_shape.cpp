@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "scenario/limits.h"
+#include "kvfuzz/limits.h"
 #include "shrink/measure.h"
 #include "shrink/moves.h"
 #include "shrink/token_data.h"

@@ -6,6 +6,8 @@
 //
 // The same code, given a Perturbation, adds noise where an honest cached forward rounds:
 // that is how model_tolerance.cpp measures how far rounding can move each value.
+#include "model/reference_forward.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>

@@ -1,0 +1,52 @@
+// The model level's oracle, beside the attention oracle on the judge's side: the tiny
+// transformer (kernels/model/transformer.h) evaluated on every (sequence, epoch) stream's
+// full prefix, in double, with no cache (reference_forward.cpp), and the same evaluation
+// perturbed where an honest cached forward rounds (model_tolerance.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "kvfuzz/rows.h"
+#include "kvfuzz/scenario.h"
+#include "model/transformer.h"
+
+namespace kvfuzz {
+
+// Keyed by (seq, epoch, position); `origin` is that of the program's token.
+std::map<RowKey, TransformerRow> reference_transformer(const Scenario& scenario,
+                                                       const TransformerWeights& weights);
+
+namespace model {
+
+// Relative noise injected into a reference evaluation to model the rounding an honest
+// cached forward does (harness/src/model/model_tolerance.cpp decides the magnitudes and
+// says why). Every term multiplies a uniform draw in [-1, 1): a hash (the project's
+// splitmix64) of `seed`, the place and the value perturbed, so equal values are perturbed
+// alike, as rounding does.
+struct Perturbation {
+  uint64_t seed = 0;
+  double qkv = 0;         // q, k, v elements: qkv * |x| (rounding to the layout's dtype)
+  double projection = 0;  // every matrix-vector product: projection * sqrt(fan_in) * rms(out)
+  double rope = 0;        // rotated q and k: (rope + rope_per_position * p) * rms(head)
+  double rope_per_position = 0;
+  double k_store = 0;    // rotated k stored again in the dtype: k_store * |x| (RoPE only)
+  double attention = 0;  // attention output: attention * (2 sqrt(n) + 4) * max |v| visible
+  // Declared numerics (EngineNumerics; model_tolerance.cpp says which declaration sets
+  // which term):
+  double q_store = 0;          // rotated q rounded to the dtype: q_store * |x| (RoPE only)
+  double score_sum = 0;        // each score: score_sum * 2 sqrt(head_dim) * scale * sum |q_i k_i|
+  double p_round = 0;          // each softmax weight: p_round * |w|
+  double attention_round = 0;  // each attention output value: attention_round * |x|
+  double logits_round = 0;     // each logit: logits_round * |x|
+};
+
+// The reference evaluation, optionally perturbed: every (sequence, epoch) stream on its full
+// prefix, in double. `perturbation` null: the exact reference (reference_transformer).
+std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
+                                                    const TransformerWeights& weights,
+                                                    const Perturbation* perturbation);
+
+}  // namespace model
+
+}  // namespace kvfuzz
