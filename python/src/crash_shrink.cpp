@@ -1,22 +1,17 @@
 #include "crash_shrink.h"
 
-#include <fcntl.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
-#include <cstring>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "binding_support.h"
+#include "check/isolated_call.h"
 #include "corpus/fixture_names.h"
 #include "corpus/provenance.h"
 #include "fork_guard.h"
@@ -36,79 +31,25 @@ struct CrashShrunk {
   bool timed_out = false;
 };
 
-// Whether a child's end is the one `signature` names: "crash/SIGSEGV" or "exit/3".
-bool ends_as(int status, const std::string& signature) {
-  if (signature.starts_with("crash/SIG") && WIFSIGNALED(status)) {
-    const char* abbrev = sigabbrev_np(WTERMSIG(status));
-    return abbrev != nullptr && signature.substr(9) == abbrev;
-  }
-  if (signature.starts_with("exit/") && WIFEXITED(status)) {
-    return signature.substr(5) == std::to_string(WEXITSTATUS(status));
-  }
-  return false;
-}
-
-// In the child: every property judged on `candidate`, then a byte on `done` to say it got
-// through (an engine may well _exit(0) itself), then _exit. Its output is dropped: each
-// candidate that crashes would print its stack.
-[[noreturn]] void judge_in_child(const Scenario& candidate, const EngineInfo& engine,
-                                 const std::vector<Property>& properties, int done) {
-  ::setpgid(0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  std::signal(SIGINT, SIG_DFL);
-  const int null = ::open("/dev/null", O_WRONLY);
-  if (null >= 0) {
-    ::dup2(null, STDOUT_FILENO);
-    ::dup2(null, STDERR_FILENO);
-  }
-  for (const Property p : properties) {
-    try {
-      judge_property(p, candidate, engine);
-    } catch (...) {  // an engine error is not the crash
-    }
-  }
-  const char byte = 1;
-  if (::write(done, &byte, 1) != 1) ::_exit(71);
-  ::_exit(0);
-}
-
+// In a child (call_isolated): every property judged on `candidate` (an engine error is not
+// the crash), then an empty answer: the child got through. A child that ends without one
+// crashed, exited or hung; it still crashes when it ends as `signature` says.
 bool still_crashes(const Scenario& candidate, const EngineInfo& engine,
                    const std::vector<Property>& properties, const std::string& signature,
                    std::chrono::milliseconds timeout) {
   if (interrupted()) return false;  // Ctrl-C: every candidate fails fast, the search ends
-  int done[2];
-  if (::pipe2(done, O_CLOEXEC) != 0) return false;
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(done[0]);
-    ::close(done[1]);
-    return false;
-  }
-  if (pid == 0) {
-    ::close(done[0]);
-    judge_in_child(candidate, engine, properties, done[1]);
-  }
-  ::close(done[1]);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  bool ended = false;
-  while (!ended) {
-    const pid_t got = ::waitpid(pid, &status, WNOHANG);
-    ended = got == pid || (got < 0 && errno != EINTR);
-    if (ended) break;
-    if (std::chrono::steady_clock::now() >= deadline || interrupted()) {
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      ::close(done[0]);
-      return false;  // a hang is another failure
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  char byte = 0;
-  const bool completed = ::read(done[0], &byte, 1) == 1;
-  ::close(done[0]);
-  return !completed && ends_as(status, signature);
+  const IsolatedAnswer answer = call_isolated(
+      [&] {
+        for (const Property p : properties) {
+          try {
+            judge_property(p, candidate, engine);
+          } catch (...) {
+          }
+        }
+        return std::string();
+      },
+      timeout);
+  return answer.ended && answer.ended->signature == signature;  // a hang is another failure
 }
 
 std::optional<CrashShrunk> shrink_crash(const Scenario& failing, EngineHandle& engine,
