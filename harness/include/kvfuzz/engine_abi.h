@@ -54,6 +54,9 @@
  * plugin keeps loading as long as kvfuzz still reads its version. A new flag in an
  * existing flags field needs no new version: an older kvfuzz refuses a bit it does not
  * know, naming it, and a plugin that leaves it out means what it meant.
+ * Inside kvfuzz, one table (harness/src/doors/abi_fields.h) says which C++ declaration
+ * (kvfuzz/engine.h) each field or flag here carries, and since which version; a new
+ * declaration field gets its slot there, and here, before kvfuzz builds.
  */
 #ifndef KVFUZZ_ENGINE_ABI_H
 #define KVFUZZ_ENGINE_ABI_H

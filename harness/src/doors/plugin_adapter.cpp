@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "doors/abi_fields.h"
 #include "support/text.h"
 
 namespace kvfuzz::doors {
@@ -27,18 +28,6 @@ std::string plugin_message(const char* error) {
   const std::string_view text(error, strnlen(error, 4 * kMostChars + 1));
   std::string message = one_line(text, kMostChars);
   return message.empty() ? "(empty message)" : message;
-}
-
-int32_t dtype_code(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return KVFUZZ_DTYPE_F16;
-    case DType::bf16:
-      return KVFUZZ_DTYPE_BF16;
-    case DType::f32:
-      break;
-  }
-  return KVFUZZ_DTYPE_F32;
 }
 
 int32_t poison_code(Poison poison) {
@@ -64,7 +53,7 @@ kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<in
   c.head_dim = layout.head_dim;
   c.value_dim = layout.value_dim;
   c.page_size = layout.page_size;
-  c.dtype = dtype_code(layout.dtype);
+  c.dtype = abi::dtype_code(layout.dtype);
   c.scale = layout.softmax_scale();
   c.rope_theta = layout.rope_theta.value_or(0.0);
   c.window = layout.window.value_or(0);
@@ -120,10 +109,11 @@ void PluginEngine::call(const char* what, Call&& call) {
   }
 }
 
+// api_ holds this ABI's struct (older entries were read over its defaults at load), whose
+// capabilities flags are never refused: reading them cannot fail.
 EngineCapabilities PluginEngine::capabilities() const {
   EngineCapabilities can;
-  can.truncate = (api_.capabilities & KVFUZZ_CAN_TRUNCATE) != 0;
-  can.fork = (api_.capabilities & KVFUZZ_CAN_FORK) != 0;
+  abi::read(api_, KVFUZZ_ENGINE_ABI_VERSION, can);
   return can;
 }
 

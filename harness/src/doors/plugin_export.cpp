@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "doors/abi_fields.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/engine_abi.h"
 #include "kvfuzz/engine_plugin.h"
@@ -234,56 +235,14 @@ constexpr std::array<CreateFn, sizeof...(Index)> create_functions(std::index_seq
 constexpr std::array<CreateFn, kCreateSlots> kCreate =
     create_functions(std::make_index_sequence<kCreateSlots>{});
 
-int32_t dtype_code(kvfuzz::DType dtype) {
-  switch (dtype) {
-    case kvfuzz::DType::f16:
-      return KVFUZZ_DTYPE_F16;
-    case kvfuzz::DType::bf16:
-      return KVFUZZ_DTYPE_BF16;
-    case kvfuzz::DType::f32:
-      break;
-  }
-  return KVFUZZ_DTYPE_F32;
-}
-
 // What the engine declares, asked as kvfuzz asks a linked-in engine (probe_declarations),
-// written into its entry.
+// written into its entry, each field into its slot as doors/abi_fields.h maps it.
 void declare(const kvfuzz::EngineInfo& info, kvfuzz_engine_api& api) {
-  kvfuzz::EngineDeclarations declared;
   try {
-    declared = kvfuzz::probe_declarations(info);
+    kvfuzz::doors::abi::write(kvfuzz::probe_declarations(info), api);
   } catch (const EngineError&) {
-    return;  // it cannot be made at all; its create will say why
+    // It cannot be made at all; its create will say why.
   }
-  const kvfuzz::EngineCapabilities& can = declared.capabilities;
-  api.capabilities = (can.truncate ? KVFUZZ_CAN_TRUNCATE : 0u) | (can.fork ? KVFUZZ_CAN_FORK : 0u);
-  const kvfuzz::BitwiseClaims& claims = declared.bitwise;
-  api.bitwise = (claims.batch ? KVFUZZ_BITWISE_BATCH : 0u) |
-                (claims.schedule ? KVFUZZ_BITWISE_SCHEDULE : 0u) |
-                (claims.layout ? KVFUZZ_BITWISE_LAYOUT : 0u) |
-                (claims.poison ? KVFUZZ_BITWISE_POISON : 0u);
-  const kvfuzz::EngineNumerics& numerics = declared.numerics;
-  api.output_dtype = dtype_code(numerics.output);
-  api.p_dtype = numerics.p ? dtype_code(*numerics.p) : KVFUZZ_DTYPE_NONE;
-  api.score_accumulation = dtype_code(numerics.score_accumulation);
-  api.value_accumulation = dtype_code(numerics.value_accumulation);
-  api.rotated_keys_in_storage =
-      numerics.rotated_keys_in_storage ? (*numerics.rotated_keys_in_storage ? 1 : 0) : -1;
-  const kvfuzz::EngineSupports& supports = declared.supports;
-  api.dtypes = 0;
-  for (const kvfuzz::DType dtype : supports.dtypes) {
-    api.dtypes |= 1u << static_cast<uint32_t>(dtype_code(dtype));
-  }
-  api.head_dim_multiple = supports.head_dim_multiple;
-  api.max_head_dim = supports.max_head_dim;
-  api.max_q_heads = supports.max_q_heads;
-  api.max_context = supports.max_context;
-  api.rotated_queries_in_storage =
-      numerics.rotated_queries_in_storage ? (*numerics.rotated_queries_in_storage ? 1 : 0) : -1;
-  api.value_dim_is_head_dim = supports.value_dim_is_head_dim ? 1 : 0;
-  api.rope_angles_exact = numerics.rope_angles_exact ? (*numerics.rope_angles_exact ? 1 : 0) : -1;
-  api.supports = (supports.rope_required ? KVFUZZ_SUPPORTS_ROPE_REQUIRED : 0u) |
-                 (supports.windows ? 0u : KVFUZZ_SUPPORTS_NO_WINDOWS);
 }
 
 kvfuzz_engine_api entry(size_t index) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "doors/abi_fields.h"
 #include "kvfuzz/engine_plugin.h"
 #include "kvfuzz/engine_spec.h"
 #include "support/text.h"
@@ -71,22 +72,13 @@ std::string dl_error_text() {
   return text != nullptr ? safe_utf8(text, Controls::blank, 1000).text : "no reason given";
 }
 
-// The ABI versions this kvfuzz reads, and the size of each one's kvfuzz_engine_api: the
-// stride of a table of that version.
+// The ABI versions this kvfuzz reads; the size of each one's kvfuzz_engine_api, the stride
+// of a table of that version, is abi::entry_size.
 bool known_version(uint32_t version) {
   return version >= 1 && version <= KVFUZZ_ENGINE_ABI_VERSION;
 }
 
-size_t entry_size(uint32_t version) {
-  switch (version) {
-    case 1:
-      return KVFUZZ_ENGINE_API_V1_SIZE;
-    case 2:
-      return KVFUZZ_ENGINE_API_V2_SIZE;
-    default:
-      return sizeof(kvfuzz_engine_api);
-  }
-}
+using abi::entry_size;
 
 std::string entry_size_name(uint32_t version) {
   return version < KVFUZZ_ENGINE_ABI_VERSION
@@ -103,125 +95,19 @@ std::string older_versions() {
   return text;
 }
 
-std::optional<DType> dtype_of(int32_t code) {
-  switch (code) {
-    case KVFUZZ_DTYPE_F32:
-      return DType::f32;
-    case KVFUZZ_DTYPE_F16:
-      return DType::f16;
-    case KVFUZZ_DTYPE_BF16:
-      return DType::bf16;
-    default:
-      return std::nullopt;
+// Reads the declarations of a checked entry of ABI `version` into `entry`, each field from
+// its slot as doors/abi_fields.h maps it (a field the version lacks keeps its default); the
+// problem with the first value out of range, naming the entry and the slot, or "".
+std::string take_declarations(const kvfuzz_engine_api& api, uint32_t version,
+                              const std::string& named, PluginEntry& entry) {
+  EngineDeclarations declared;
+  if (std::string problem = abi::read(api, version, declared); !problem.empty()) {
+    return named + " has " + problem;
   }
-}
-
-// The bits of the KVFUZZ_BITWISE_* flags and of the storage dtypes mask.
-constexpr uint32_t kBitwiseBits =
-    KVFUZZ_BITWISE_BATCH | KVFUZZ_BITWISE_SCHEDULE | KVFUZZ_BITWISE_LAYOUT | KVFUZZ_BITWISE_POISON;
-constexpr uint32_t kDtypeBits =
-    (1u << KVFUZZ_DTYPE_F32) | (1u << KVFUZZ_DTYPE_F16) | (1u << KVFUZZ_DTYPE_BF16);
-constexpr uint32_t kSupportsBits = KVFUZZ_SUPPORTS_ROPE_REQUIRED | KVFUZZ_SUPPORTS_NO_WINDOWS;
-
-std::string hex(uint32_t value) {
-  constexpr char kDigits[] = "0123456789abcdef";
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), kDigits[value % 16]);
-    value /= 16;
-  } while (value != 0);
-  return "0x" + digits;
-}
-
-// Reads the declarations of a checked entry into `entry`; the problem with the first value
-// out of range, naming the entry and the field, or "".
-std::string take_declarations(const kvfuzz_engine_api& api, const std::string& named,
-                              PluginEntry& entry) {
-  const auto bad = [&](const char* field, const std::string& value, const char* expected) {
-    return named + " has " + field + " " + value + "; expected " + expected;
-  };
-  if ((api.bitwise & ~kBitwiseBits) != 0) {
-    return bad("bitwise", hex(api.bitwise), "KVFUZZ_BITWISE_* flags (bits of 0xf)");
-  }
-  entry.bitwise = {.batch = (api.bitwise & KVFUZZ_BITWISE_BATCH) != 0,
-                   .schedule = (api.bitwise & KVFUZZ_BITWISE_SCHEDULE) != 0,
-                   .layout = (api.bitwise & KVFUZZ_BITWISE_LAYOUT) != 0,
-                   .poison = (api.bitwise & KVFUZZ_BITWISE_POISON) != 0};
-  const std::optional<DType> output = dtype_of(api.output_dtype);
-  if (!output) {
-    return bad("output_dtype", std::to_string(api.output_dtype),
-               "KVFUZZ_DTYPE_F32, _F16 or _BF16 (0, 1 or 2)");
-  }
-  const std::optional<DType> p = dtype_of(api.p_dtype);
-  if (api.p_dtype != KVFUZZ_DTYPE_NONE && (!p || *p == DType::f32)) {
-    // f32 is also what a zero-filled entry holds: it must say NONE (from
-    // kvfuzz_engine_api_defaults()) to be read as not rounding P.
-    return bad("p_dtype", std::to_string(api.p_dtype),
-               "KVFUZZ_DTYPE_NONE, _F16 or _BF16 (-1, 1 or 2; kvfuzz_engine_api_defaults() "
-               "sets NONE)");
-  }
-  const std::pair<const char*, int32_t> accumulations[] = {
-      {"score_accumulation", api.score_accumulation},
-      {"value_accumulation", api.value_accumulation}};
-  for (const auto& [field, code] : accumulations) {
-    if (code != KVFUZZ_DTYPE_F32 && code != KVFUZZ_DTYPE_F16) {
-      return bad(field, std::to_string(code), "KVFUZZ_DTYPE_F32 or _F16 (0 or 1)");
-    }
-  }
-  const std::pair<const char*, int32_t> rotated[] = {
-      {"rotated_keys_in_storage", api.rotated_keys_in_storage},
-      {"rotated_queries_in_storage", api.rotated_queries_in_storage},
-      {"rope_angles_exact", api.rope_angles_exact}};
-  for (const auto& [field, code] : rotated) {
-    if (code < -1 || code > 1) {
-      return bad(field, std::to_string(code), "1 (yes), 0 (no) or -1 (not declared)");
-    }
-  }
-  if (api.value_dim_is_head_dim > 1) {
-    return bad("value_dim_is_head_dim", std::to_string(api.value_dim_is_head_dim), "0 or 1");
-  }
-  if ((api.supports & ~kSupportsBits) != 0) {
-    return bad("supports", hex(api.supports), "KVFUZZ_SUPPORTS_* flags (bits of 0x3)");
-  }
-  if (api.reserved != 0) return bad("reserved", hex(api.reserved), "0");
-  entry.numerics = {
-      .output = *output,
-      .p = p,
-      .score_accumulation = *dtype_of(api.score_accumulation),
-      .value_accumulation = *dtype_of(api.value_accumulation),
-      .rotated_keys_in_storage = api.rotated_keys_in_storage < 0
-                                     ? std::nullopt
-                                     : std::optional(api.rotated_keys_in_storage == 1),
-      .rotated_queries_in_storage = api.rotated_queries_in_storage < 0
-                                        ? std::nullopt
-                                        : std::optional(api.rotated_queries_in_storage == 1),
-      .rope_angles_exact =
-          api.rope_angles_exact < 0 ? std::nullopt : std::optional(api.rope_angles_exact == 1)};
-  if ((api.dtypes & ~kDtypeBits) != 0) {
-    return bad("dtypes", hex(api.dtypes),
-               "bits 1u << KVFUZZ_DTYPE_* (of 0x7), or 0 for every storage dtype");
-  }
-  const std::pair<const char*, int32_t> limits[] = {{"head_dim_multiple", api.head_dim_multiple},
-                                                    {"max_head_dim", api.max_head_dim},
-                                                    {"max_q_heads", api.max_q_heads},
-                                                    {"max_context", api.max_context}};
-  for (const auto& [field, limit] : limits) {
-    if (limit < 0) return bad(field, std::to_string(limit), "0 (no limit) or more");
-  }
-  EngineSupports& supports = entry.supports;
-  if (api.dtypes != 0) {
-    supports.dtypes.clear();
-    for (const int32_t code : {KVFUZZ_DTYPE_F32, KVFUZZ_DTYPE_F16, KVFUZZ_DTYPE_BF16}) {
-      if ((api.dtypes & (1u << code)) != 0) supports.dtypes.push_back(*dtype_of(code));
-    }
-  }
-  supports.head_dim_multiple = std::max(1, api.head_dim_multiple);
-  supports.max_head_dim = api.max_head_dim;
-  supports.max_q_heads = api.max_q_heads;
-  supports.max_context = api.max_context;
-  supports.value_dim_is_head_dim = api.value_dim_is_head_dim == 1;
-  supports.rope_required = (api.supports & KVFUZZ_SUPPORTS_ROPE_REQUIRED) != 0;
-  supports.windows = (api.supports & KVFUZZ_SUPPORTS_NO_WINDOWS) == 0;
+  if (api.reserved != 0) return named + " has reserved " + abi::hex(api.reserved) + "; expected 0";
+  entry.bitwise = declared.bitwise;
+  entry.numerics = declared.numerics;
+  entry.supports = declared.supports;
   return "";
 }
 
@@ -262,7 +148,7 @@ std::string take_entry(const kvfuzz_engine_api& api, uint32_t version, uint32_t 
   if ((api.capabilities & KVFUZZ_CAN_FORK) != 0 && api.fork == nullptr) {
     return named + " announces KVFUZZ_CAN_FORK but its fork function is NULL";
   }
-  if (std::string problem = take_declarations(api, named, entry); !problem.empty()) {
+  if (std::string problem = take_declarations(api, version, named, entry); !problem.empty()) {
     return problem;
   }
   entry.api = api;
