@@ -16,7 +16,7 @@ import onnxruntime as ort
 ort.set_default_logger_severity(3)  # errors come back as exceptions, hence as error replies
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "examples", "python-engine")]
+sys.path.insert(0, HERE)
 
 import onnx_proto as proto  # noqa: E402
 
@@ -157,7 +157,18 @@ class JsonRows:
 
 
 def serve_exec(factory):
-    """Serves kvfuzz's exec protocol (version 2: one process for every case) with factory(config)."""
-    from kvfuzz_engine import serve
+    """Serves kvfuzz's exec protocol (version 2: one process for every case) with factory(config),
+    through kvfuzz.exec_server.
+
+    The checkout's python/kvfuzz/exec_server.py by itself when it is there, else the installed
+    package's: the module is standard library only, so the exec door needs no kvfuzz package
+    in the interpreter (.venv has onnxruntime and numpy from scripts/setup.sh; the package
+    only once tests/python's python_install ran), and a check runs this checkout's loop, not
+    whichever version was installed last (nor one that pip is replacing)."""
+    sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
+    try:
+        from exec_server import serve
+    except ImportError:
+        from kvfuzz.exec_server import serve
 
     serve(lambda config: JsonRows(factory(config)))

@@ -10,8 +10,8 @@ their positions has exactly this bug; kvfuzz reports it as a wrong_position fail
 first row after a reset, and `kvfuzz shrink` cuts the case down to a few tokens.
 """
 
-from honest_engine import HonestEngine
-from kvfuzz_engine import serve
+# serve: kvfuzz.exec_server's, found as honest_engine.py says.
+from honest_engine import HonestEngine, serve
 
 
 class StalePositionEngine(HonestEngine):

@@ -9,7 +9,8 @@ position counter that says where the next token goes. kvfuzz never hands it a po
 it reports the position it gave each token, and kvfuzz compares every output row with
 full-prefix attention at that position.
 
-The math, as the scenario's layout asks (see Config in kvfuzz_engine.py):
+The math, as the scenario's layout asks (see Config in kvfuzz.exec_server,
+python/kvfuzz/exec_server.py):
   * RoPE, NeoX half-split: for i < head_dim/2, angle = position * theta^(-2i/head_dim),
     (x[i], x[i+half]) -> (x[i] cos - x[i+half] sin, x[i] sin + x[i+half] cos);
   * the query at buffer index i sees keys max(0, i - window + 1) .. i (all when no window);
@@ -19,9 +20,23 @@ Everything is computed in double precision, which kvfuzz's tolerance allows.
 """
 
 import math
+import os
+import sys
 from operator import mul
 
-from kvfuzz_engine import serve
+# The loop that speaks the protocol is kvfuzz.exec_server (python/kvfuzz/exec_server.py).
+# Run from the checkout, this engine imports that file by itself, not the package: it is
+# standard library only, so a plain python3 without the kvfuzz package (or before its
+# compiled extension is built) runs the engine, and runs the checkout's code. A copy of
+# this file elsewhere finds a copy of exec_server.py beside it, or else the installed
+# package's (pip install kvfuzz). Your own engine, the package installed, needs only the
+# last line.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
+try:
+    from exec_server import serve
+except ImportError:
+    from kvfuzz.exec_server import serve
 
 
 class Sequence:

@@ -1,10 +1,13 @@
-"""The kvfuzz engine protocol, versions 1 and 2, as a loop to import (docs/engine-protocol.md).
+"""kvfuzz.exec_server: the exec engine protocol, versions 1 and 2, as a loop to import
+(docs/engine-protocol.md). For an engine that kvfuzz runs as a process of its own
+(`kvfuzz check --engine "exec:python3 my_engine.py"`), in Python; the in-process way, with
+numpy arrays and no protocol, is the rest of this package (`kvfuzz.check`, docs/python.md).
 
 kvfuzz starts your program, writes one JSON request per line to its stdin and reads one
 JSON reply per line from its stdout. This module does the reading, the writing and the
 error handling; you write the engine:
 
-    from kvfuzz_engine import serve
+    from kvfuzz.exec_server import serve
 
     class MyEngine:
         name = "my-engine"
@@ -21,6 +24,16 @@ error handling; you write the engine:
 
 and run `kvfuzz check --engine "exec:python3 my_engine.py"`.
 
+Without the package. This file is standard library only (orjson when present) and imports
+nothing of kvfuzz, on purpose: an exec engine is a separate process, often run by a plain
+python3 in which kvfuzz is not installed, or from a checkout whose compiled extension
+(kvfuzz._kvfuzz) is not built. `import kvfuzz.exec_server` runs the package's __init__,
+which loads that extension; so where the package is not installed, load this file by
+itself: put its folder on sys.path and `from exec_server import serve` (what
+examples/python-engine/honest_engine.py, the ONNX Runtime adapter and the exec door's test
+engines do from the checkout: python/kvfuzz/), or copy the one file beside your engine.
+Keep it that way: no import of kvfuzz here, no relative import.
+
 The loop speaks version 2 when kvfuzz offers it: one process serves many cases, and each
 new case (hello, then every new_case) gets an engine object of its own, made by
 make_engine(config), so nothing of one case can leak into the next through the engine.
@@ -30,10 +43,10 @@ version 1 (KVFUZZ_EXEC_PROTOCOL=1), every case is a process of its own.
 
 An exception raised by the engine becomes {"ok": false, "error": "Type: message"}, which
 kvfuzz reports as an engine error of the case at hand (and saves as a fixture). print()
-goes to stderr while serve() runs: stdout belongs to the protocol. Standard library only;
-with orjson installed (pip install orjson) requests and replies are read and written by it,
-10 to 20 times faster than the json module, which is most of a Python engine's cost per
-step (docs/BENCHMARKS.md, "The test command").
+goes to stderr while serve() runs: stdout belongs to the protocol. With orjson installed
+(pip install orjson) requests and replies are read and written by it, 10 to 20 times
+faster than the json module, which is most of a Python engine's cost per step
+(docs/BENCHMARKS.md, "The test command").
 """
 
 from __future__ import annotations
@@ -68,6 +81,7 @@ def _dumps(reply) -> str:
         except TypeError:
             pass  # a value orjson does not write (numpy): json's message names it
     return json.dumps(reply, separators=(",", ":"))
+
 
 PROTOCOLS = (1, 2)  # the versions this loop speaks; 2 adds new_case
 

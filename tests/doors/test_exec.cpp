@@ -921,7 +921,7 @@ TEST(ExecPersistent, OneProcessServesEveryCaseAndVariantOfAVersion2Engine) {
   EXPECT_TRUE(no_children_left());
 }
 
-// The example loop (kvfuzz_engine.serve) speaks both: version 2 when offered, version 1 to
+// The example loop (kvfuzz.exec_server.serve) speaks both: version 2 when offered, version 1 to
 // a kvfuzz that offers only 1 (its hello then is exactly version 1's).
 TEST(ExecPersistent, ThePythonLoopSpeaksBothVersions) {
   EXPECT_EQ(doors::hello_request(EngineConfig{}, 1).find("protocols"), std::string::npos);

@@ -1,14 +1,15 @@
-"""examples/python-engine/kvfuzz_engine.py reads and writes the protocol with orjson when it
-is there (the project's .venv has it) and with json otherwise: both must give kvfuzz the
-same numbers, and NaN must stay apart from Infinity (orjson alone writes both as null)."""
+"""kvfuzz.exec_server (python/kvfuzz/exec_server.py, the exec protocol's loop) reads and
+writes the protocol with orjson when it is there (the project's .venv has it) and with json
+otherwise: both must give kvfuzz the same numbers, and NaN must stay apart from Infinity
+(orjson alone writes both as null)."""
 
 import io
 import json
 import math
 import sys
 
-import kvfuzz_engine
 import pytest
+from kvfuzz import exec_server as kvfuzz_engine  # the installed package's; its old name below
 
 REPLY = {"ok": True, "chunks": [{"positions": [3, 4], "out": [[[0.1, -2.5e-7]], [[1e300, 7.0]]]}]}
 

@@ -11,10 +11,14 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-engine"))
+ROOT = os.path.join(HERE, "..", "..", "..")
+# kvfuzz.exec_server by itself, the checkout's (standard library only: the python3 running
+# this need not have the package; python/kvfuzz/exec_server.py says why).
+sys.path[:0] = [os.path.join(ROOT, "examples", "python-engine"),
+                os.path.join(ROOT, "python", "kvfuzz")]
 
+from exec_server import serve  # noqa: E402
 from honest_engine import HonestEngine  # noqa: E402
-from kvfuzz_engine import serve  # noqa: E402
 
 HANG_AT = int(sys.argv[1])
 

@@ -5,7 +5,7 @@ tests/doors/test_exec.cpp:
     python3 misbehaving_engine.py MODE [ARG]
 
 It answers like the honest example engine except where MODE says otherwise. Its own loop,
-not kvfuzz_engine.serve(), so that it can fail below the protocol (exit, hang, crash).
+not kvfuzz.exec_server.serve(), so that it can fail below the protocol (exit, hang, crash).
 
 It speaks protocol version 1 only (one process per engine). "v2-MODE" is MODE speaking
 versions 1 and 2 (one process serves many cases, with new_case between them); the modes
@@ -23,10 +23,14 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "python-engine"))
+ROOT = os.path.join(HERE, "..", "..", "..")
+# kvfuzz.exec_server by itself, the checkout's (standard library only: the python3 running
+# this need not have the package; python/kvfuzz/exec_server.py says why).
+sys.path[:0] = [os.path.join(ROOT, "examples", "python-engine"),
+                os.path.join(ROOT, "python", "kvfuzz")]
 
+from exec_server import Session  # noqa: E402
 from honest_engine import HonestEngine  # noqa: E402
-from kvfuzz_engine import Session  # noqa: E402
 
 MODE = sys.argv[1]
 ARG = sys.argv[2] if len(sys.argv) > 2 else None
@@ -102,7 +106,7 @@ DECLARATIONS = {
 
 
 class DeclaringEngine(HonestEngine):
-    """The honest engine with declarations on the class, which kvfuzz_engine sends in hello."""
+    """The honest engine with declarations on the class, which kvfuzz.exec_server sends in hello."""
 
     numerics = {"output": "f16", "score_accumulation": "f16"}
     supports = {"dtypes": ["f16"], "max_q_heads": 4}
