@@ -57,116 +57,129 @@ void CachedTransformer::history(const Op& op) {
 }
 
 std::vector<StepRow> CachedTransformer::step(std::span<const ModelChunkIn> chunks) {
-  const TransformerWeights& weights = weights_;
-  const Dims& d = d_;
-  const size_t W = d.width, F = d.ffn;
-  const size_t qs = d.q_size(), ks = d.k_size(), vs = d.v_size(), as = d.attention_size();
+  const size_t total = embed(chunks);
+  std::vector<StepRow> rows(total);
+  for (size_t l = 0; l < d_.layers; ++l) {
+    project_qkv(l, total);
+    attend(l, chunks, rows);
+    feed_forward(l, rows);
+  }
+  for (size_t r = 0; r < total; ++r) {
+    float* y = n_.data() + r * d_.width;
+    rms_norm(h_.data() + r * d_.width, weights_.final_norm.data(), d_.width, y);
+    mat_vec(y, weights_.lm_head, d_.width, d_.vocab, logits_.data());
+    rows[r].logits = widen(logits_.data(), d_.vocab);
+  }
+  return rows;
+}
 
-  // Each chunk's first row; the embedding starts every row's hidden state.
-  std::vector<size_t> chunk_first;
+size_t CachedTransformer::embed(std::span<const ModelChunkIn> chunks) {
+  const size_t W = d_.width;
+  chunk_first_.clear();
   size_t total = 0;
   for (size_t c = 0; c < chunks.size(); ++c) {
-    chunk_first.push_back(total);
+    chunk_first_.push_back(total);
     for (const int id : chunks[c].ids) {
-      if (id < 0 || static_cast<size_t>(id) >= d.vocab) {
+      if (id < 0 || static_cast<size_t>(id) >= d_.vocab) {
         throw LayerFailure("token id " + std::to_string(id) + " is not in the vocabulary (" +
-                               std::to_string(d.vocab) + " ids)",
+                               std::to_string(d_.vocab) + " ids)",
                            -1, static_cast<int>(c));
       }
     }
     total += chunks[c].ids.size();
   }
-  chunk_first.push_back(total);
-  std::vector<StepRow> rows(total);
+  chunk_first_.push_back(total);
   h_.resize(total * W);
   for (size_t c = 0; c < chunks.size(); ++c) {
     for (size_t t = 0; t < chunks[c].ids.size(); ++t) {
       const auto id = static_cast<size_t>(chunks[c].ids[t]);
-      std::copy_n(weights.embedding.begin() + static_cast<std::ptrdiff_t>(id * W), W,
-                  h_.begin() + static_cast<std::ptrdiff_t>((chunk_first[c] + t) * W));
+      std::copy_n(weights_.embedding.begin() + static_cast<std::ptrdiff_t>(id * W), W,
+                  h_.begin() + static_cast<std::ptrdiff_t>((chunk_first_[c] + t) * W));
     }
   }
   n_.resize(total * W);
-  q_.resize(total * qs);
-  k_.resize(total * ks);
-  v_.resize(total * vs);
-  attn_.resize(total * as);
+  q_.resize(total * d_.q_size());
+  k_.resize(total * d_.k_size());
+  v_.resize(total * d_.v_size());
+  attn_.resize(total * d_.attention_size());
   o_.resize(W);
-  gate_.resize(F);
-  up_.resize(F);
-  logits_.resize(d.vocab);
+  gate_.resize(d_.ffn);
+  up_.resize(d_.ffn);
+  logits_.resize(d_.vocab);
+  return total;
+}
 
-  for (size_t l = 0; l < d.layers; ++l) {
-    const TransformerWeights::Layer& w = weights.layers[l];
-    const int layer = static_cast<int>(l);
-    for (size_t r = 0; r < total; ++r) {
-      float* x = n_.data() + r * W;
-      rms_norm(h_.data() + r * W, w.attention_norm.data(), W, x);
-      mat_vec(x, w.wq, W, qs, q_.data() + r * qs);
-      mat_vec(x, w.wk, W, ks, k_.data() + r * ks);
-      mat_vec(x, w.wv, W, vs, v_.data() + r * vs);
-    }
-    for (float& x : q_) x = round_to_dtype(x, layout_.dtype);
-    for (float& x : k_) x = round_to_dtype(x, layout_.dtype);
-    for (float& x : v_) x = round_to_dtype(x, layout_.dtype);
-
-    ins_.clear();
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      const size_t at = chunk_first[c], count = chunk_first[c + 1] - at;
-      ChunkIn in;
-      in.seq = chunks[c].seq;
-      in.tokens = static_cast<int>(count);
-      in.q = std::span<const float>(q_).subspan(at * qs, count * qs);
-      in.k = std::span<const float>(k_).subspan(at * ks, count * ks);
-      in.v = std::span<const float>(v_).subspan(at * vs, count * vs);
-      ins_.push_back(in);
-    }
-    outs_.assign(ins_.size(), ChunkOut{});
-    try {
-      engines_[l]->step(std::span<const ChunkIn>(ins_), std::span<ChunkOut>(outs_));
-    } catch (const std::exception& e) {
-      throw LayerFailure(std::string("engine threw: ") + e.what(), layer);
-    }
-    for (size_t c = 0; c < ins_.size(); ++c) {
-      const size_t at = chunk_first[c], count = chunk_first[c + 1] - at;
-      if (outs_[c].out.size() != count * as || outs_[c].positions.size() != count) {
-        throw LayerFailure(
-            "engine returned a wrongly shaped chunk " + std::to_string(c) + " (seq " +
-                std::to_string(ins_[c].seq) + ", " + std::to_string(count) +
-                " tokens): " + std::to_string(outs_[c].out.size()) + " values and " +
-                std::to_string(outs_[c].positions.size()) + " positions; expected " +
-                std::to_string(count * as) + " values and " + std::to_string(count) + " positions",
-            layer, static_cast<int>(c));
-      }
-      std::copy(outs_[c].out.begin(), outs_[c].out.end(),
-                attn_.begin() + static_cast<std::ptrdiff_t>(at * as));
-      for (size_t t = 0; t < count; ++t) rows[at + t].positions.push_back(outs_[c].positions[t]);
-    }
-
-    for (size_t r = 0; r < total; ++r) {
-      float* x = h_.data() + r * W;
-      const float* a = attn_.data() + r * as;
-      rows[r].attention.push_back(widen(a, as));
-      mat_vec(a, w.wo, as, W, o_.data());
-      for (size_t i = 0; i < W; ++i) x[i] += o_[i];
-      float* y = n_.data() + r * W;
-      rms_norm(x, w.mlp_norm.data(), W, y);
-      mat_vec(y, w.w_gate, W, F, gate_.data());
-      mat_vec(y, w.w_up, W, F, up_.data());
-      for (size_t i = 0; i < F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
-      mat_vec(gate_.data(), w.w_down, F, W, o_.data());
-      for (size_t i = 0; i < W; ++i) x[i] += o_[i];
-      rows[r].hidden.push_back(widen(x, W));
-    }
-  }
-
+void CachedTransformer::project_qkv(size_t l, size_t total) {
+  const TransformerWeights::Layer& w = weights_.layers[l];
+  const size_t W = d_.width, qs = d_.q_size(), ks = d_.k_size(), vs = d_.v_size();
   for (size_t r = 0; r < total; ++r) {
-    float* y = n_.data() + r * W;
-    rms_norm(h_.data() + r * W, weights.final_norm.data(), W, y);
-    mat_vec(y, weights.lm_head, W, d.vocab, logits_.data());
-    rows[r].logits = widen(logits_.data(), d.vocab);
+    float* x = n_.data() + r * W;
+    rms_norm(h_.data() + r * W, w.attention_norm.data(), W, x);
+    mat_vec(x, w.wq, W, qs, q_.data() + r * qs);
+    mat_vec(x, w.wk, W, ks, k_.data() + r * ks);
+    mat_vec(x, w.wv, W, vs, v_.data() + r * vs);
   }
-  return rows;
+  for (float& x : q_) x = round_to_dtype(x, layout_.dtype);
+  for (float& x : k_) x = round_to_dtype(x, layout_.dtype);
+  for (float& x : v_) x = round_to_dtype(x, layout_.dtype);
+}
+
+void CachedTransformer::attend(size_t l, std::span<const ModelChunkIn> chunks,
+                               std::vector<StepRow>& rows) {
+  const int layer = static_cast<int>(l);
+  const size_t qs = d_.q_size(), ks = d_.k_size(), vs = d_.v_size(), as = d_.attention_size();
+  ins_.clear();
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const size_t at = chunk_first_[c], count = chunk_first_[c + 1] - at;
+    ChunkIn in;
+    in.seq = chunks[c].seq;
+    in.tokens = static_cast<int>(count);
+    in.q = std::span<const float>(q_).subspan(at * qs, count * qs);
+    in.k = std::span<const float>(k_).subspan(at * ks, count * ks);
+    in.v = std::span<const float>(v_).subspan(at * vs, count * vs);
+    ins_.push_back(in);
+  }
+  outs_.assign(ins_.size(), ChunkOut{});
+  try {
+    engines_[l]->step(std::span<const ChunkIn>(ins_), std::span<ChunkOut>(outs_));
+  } catch (const std::exception& e) {
+    throw LayerFailure(std::string("engine threw: ") + e.what(), layer);
+  }
+  for (size_t c = 0; c < ins_.size(); ++c) {
+    const size_t at = chunk_first_[c], count = chunk_first_[c + 1] - at;
+    if (outs_[c].out.size() != count * as || outs_[c].positions.size() != count) {
+      throw LayerFailure("engine returned a wrongly shaped chunk " + std::to_string(c) + " (seq " +
+                             std::to_string(ins_[c].seq) + ", " + std::to_string(count) +
+                             " tokens): " + std::to_string(outs_[c].out.size()) + " values and " +
+                             std::to_string(outs_[c].positions.size()) + " positions; expected " +
+                             std::to_string(count * as) + " values and " + std::to_string(count) +
+                             " positions",
+                         layer, static_cast<int>(c));
+    }
+    std::copy(outs_[c].out.begin(), outs_[c].out.end(),
+              attn_.begin() + static_cast<std::ptrdiff_t>(at * as));
+    for (size_t t = 0; t < count; ++t) rows[at + t].positions.push_back(outs_[c].positions[t]);
+  }
+}
+
+void CachedTransformer::feed_forward(size_t l, std::vector<StepRow>& rows) {
+  const TransformerWeights::Layer& w = weights_.layers[l];
+  const size_t W = d_.width, F = d_.ffn, as = d_.attention_size();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    float* x = h_.data() + r * W;
+    const float* a = attn_.data() + r * as;
+    rows[r].attention.push_back(widen(a, as));
+    mat_vec(a, w.wo, as, W, o_.data());
+    for (size_t i = 0; i < W; ++i) x[i] += o_[i];
+    float* y = n_.data() + r * W;
+    rms_norm(x, w.mlp_norm.data(), W, y);
+    mat_vec(y, w.w_gate, W, F, gate_.data());
+    mat_vec(y, w.w_up, W, F, up_.data());
+    for (size_t i = 0; i < F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+    mat_vec(gate_.data(), w.w_down, F, W, o_.data());
+    for (size_t i = 0; i < W; ++i) x[i] += o_[i];
+    rows[r].hidden.push_back(widen(x, W));
+  }
 }
 
 }  // namespace kvfuzz::model

@@ -54,6 +54,16 @@ class CachedTransformer {
   const Engine& layer(size_t l) const { return *engines_.at(l); }
 
  private:
+  // The phases of step():
+  // Checks every id, fills h_ with the embeddings and sizes the buffers; returns the rows.
+  size_t embed(std::span<const ModelChunkIn> chunks);
+  // Layer l's q, k, v of every row, rounded to the layout's dtype (every engine input is).
+  void project_qkv(size_t l, size_t total);
+  // Layer l's engine on the step's chunks: its outputs into attn_, its positions into rows.
+  void attend(size_t l, std::span<const ModelChunkIn> chunks, std::vector<StepRow>& rows);
+  // Layer l after attention: the output projection, the MLP and both residuals.
+  void feed_forward(size_t l, std::vector<StepRow>& rows);
+
   const TransformerWeights& weights_;
   Dims d_;
   Layout layout_;
@@ -62,6 +72,7 @@ class CachedTransformer {
   std::vector<float> h_, n_, q_, k_, v_, attn_, o_, gate_, up_, logits_;
   std::vector<ChunkIn> ins_;
   std::vector<ChunkOut> outs_;
+  std::vector<size_t> chunk_first_;  // each chunk's first row, then the step's row count
 };
 
 }  // namespace kvfuzz::model

@@ -91,25 +91,8 @@ nb::dict declarations_dict(const EngineDeclarations& d) {
       nb::module_::import_("json").attr("loads")(declarations_json(d).dump()));
 }
 
-}  // namespace
-
-}  // namespace kvfuzz::python
-
-NB_MODULE(_kvfuzz, m) {
-  using namespace kvfuzz;
-  using namespace kvfuzz::python;
-  m.doc() = "kvfuzz's harness in-process (docs/python.md); use the kvfuzz package, not this";
-  m.attr("__version__") = KVFUZZ_VERSION;
-  // A Python engine's factory is held by C++ (its EngineInfo) and may hold, through its
-  // module, the handle that holds it: a cycle the GC cannot see, freed at exit anyway.
-  nb::set_leak_warnings(false);
-
-  nb::exception<FixtureError>(m, "FixtureError", PyExc_ValueError);
-  nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
-  bind_engine_types(m);
-  bind_check(m);
-  bind_crash_shrink(m);
-
+// Scenario: a fixture's content, loaded, saved and read.
+void bind_scenario(nb::module_& m) {
   nb::class_<Scenario>(m, "Scenario", "One complete, deterministic test case (a fixture's content)")
       .def_static("from_json", &parse_fixture, nb::arg("text"), nb::arg("origin") = "<string>")
       .def_static(
@@ -144,7 +127,10 @@ NB_MODULE(_kvfuzz, m) {
                std::to_string(s.program.size()) + " ops, " + std::to_string(program_tokens(s)) +
                " tokens, " + std::to_string(s.sequences) + " sequences>";
       });
+}
 
+// Engine handles: built-in engines by name and Python engines, with their declarations.
+void bind_engines(nb::module_& m) {
   nb::class_<EngineHandle>(m, "Engine", "An engine the harness can judge (kvfuzz.engine())")
       .def_prop_ro("name", [](const EngineHandle& e) { return e.info->name; })
       .def_prop_ro("mutant", [](const EngineHandle& e) { return e.info->mutant; })
@@ -182,7 +168,10 @@ NB_MODULE(_kvfuzz, m) {
     for (const EngineInfo& info : engine_registry()) names.push_back(info.name);
     return names;
   });
+}
 
+// The properties, generated cases and the reference rows of a scenario.
+void bind_cases(nb::module_& m) {
   m.def("properties", [] {
     std::vector<std::pair<std::string, std::string>> out;
     for (const PropertyInfo& p : kProperties) out.emplace_back(p.name, p.claim);
@@ -219,7 +208,10 @@ NB_MODULE(_kvfuzz, m) {
   m.def(
       "judge_expect", [](const Scenario& s) { return judge_expect(s, prepare(s)); },
       nb::arg("scenario"));
+}
 
+// One property on one engine, a fixture replayed as every door replays it, and explain.
+void bind_judge(nb::module_& m) {
   nb::class_<Outcome>(m, "Outcome")
       .def_ro("passed", &Outcome::passed)
       .def_ro("signature", &Outcome::signature)
@@ -267,7 +259,10 @@ NB_MODULE(_kvfuzz, m) {
             [&] { return explain_rows(s, prepared, judge_engine(s, prepared, *engine.info)); });
       },
       nb::arg("scenario"), nb::arg("engine"));
+}
 
+// Shrinking a failing scenario under its failure signature.
+void bind_shrink(nb::module_& m) {
   nb::class_<Shrunk>(m, "Shrunk")
       .def_ro("scenario", &Shrunk::scenario)
       .def_ro("outcome", &Shrunk::outcome)
@@ -299,8 +294,10 @@ NB_MODULE(_kvfuzz, m) {
       },
       nb::arg("scenario"), nb::arg("engine"), nb::arg("property"), nb::arg("seconds"),
       nb::arg("fork") = true, nb::arg("timeout") = 600.0);
+}
 
-  // Fixture names and provenance, as every other tool that writes a fixture stamps them.
+// Fixture names and provenance, as every other tool that writes a fixture stamps them.
+void bind_fixture_names(nb::module_& m) {
   m.def(
       "stamp_failure",
       [](Scenario& s, const std::string& source, const std::string& engine,
@@ -330,4 +327,31 @@ NB_MODULE(_kvfuzz, m) {
         return out;
       },
       nb::arg("dir"));
+}
+
+}  // namespace
+
+}  // namespace kvfuzz::python
+
+NB_MODULE(_kvfuzz, m) {
+  using namespace kvfuzz;
+  using namespace kvfuzz::python;
+  m.doc() = "kvfuzz's harness in-process (docs/python.md); use the kvfuzz package, not this";
+  m.attr("__version__") = KVFUZZ_VERSION;
+  // A Python engine's factory is held by C++ (its EngineInfo) and may hold, through its
+  // module, the handle that holds it: a cycle the GC cannot see, freed at exit anyway.
+  nb::set_leak_warnings(false);
+
+  nb::exception<FixtureError>(m, "FixtureError", PyExc_ValueError);
+  nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
+  bind_engine_types(m);
+  bind_check(m);
+  bind_crash_shrink(m);
+
+  bind_scenario(m);
+  bind_engines(m);
+  bind_cases(m);
+  bind_judge(m);
+  bind_shrink(m);
+  bind_fixture_names(m);
 }

@@ -153,10 +153,11 @@ std::string waiting_reason(SlicePhase phase, const LibFuzzerStatus& latest, int6
   return "";
 }
 
-}  // namespace
-
-void run_slice(CampaignRecord& record, const CampaignOptions& options, const CampaignPaths& paths,
-               const CampaignProgress& progress, const std::string& target, double seconds) {
+// libFuzzer's command line for a target's turn of `seconds` in fork mode, the folders it
+// writes into created.
+std::vector<std::string> slice_argv(const CampaignRecord& record, const CampaignOptions& options,
+                                    const CampaignPaths& paths, const std::string& target,
+                                    double seconds) {
   fs::create_directories(paths.corpus(target));
   fs::create_directories(paths.artifacts(target));
   fs::create_directories(paths.logs());
@@ -173,96 +174,156 @@ void run_slice(CampaignRecord& record, const CampaignOptions& options, const Cam
   if (fs::exists(options.dict)) argv.push_back("-dict=" + options.dict);
   argv.push_back(paths.corpus(target).string());
   if (fs::is_directory(options.seeds)) argv.push_back(options.seeds);
+  return argv;
+}
 
+// A target's turn while libFuzzer runs, started with it: what its lines said, the progress
+// samples it adds to the record, its time limits, and what is left to do once it exits.
+class SliceWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // A time in fractions of the clock's ticks (progress_seconds need not be whole).
+  using TickTime = decltype(Clock::time_point{} + std::chrono::duration<double>{});
+
+  SliceWatch(CampaignRecord& record, const CampaignOptions& options, const CampaignPaths& paths,
+             const CampaignProgress& progress, const std::string& target, double seconds,
+             std::ofstream& log)
+      : record_(record),
+        options_(options),
+        paths_(paths),
+        progress_(progress),
+        target_(target),
+        seconds_(seconds),
+        log_(log),
+        start_(Clock::now()),
+        elapsed_before_(record.elapsed_seconds),
+        executions_before_(record.executions),
+        next_tick_(start_ + std::chrono::duration<double>(options.progress_seconds)),
+        seed_files_(count_files(paths.corpus(target)) +
+                    (fs::is_directory(options.seeds) ? count_files(options.seeds) : 0)),
+        // libFuzzer checks -max_total_time only when a job ends, and a fork-mode job runs up
+        // to min(300, job number) seconds: let the last job finish, but not eat the next turn.
+        grace_(std::min(300.0, seconds / 2) + options.input_timeout + 5) {}
+
+  // One line of libFuzzer's output: logged, and read for its status or its seed count.
+  void read(const std::string& line) {
+    log_ << line << "\n";
+    if (!line.empty()) last_line_ = line;
+    if (const auto status = parse_libfuzzer_status(line)) {
+      latest_ = *status;
+      saw_status_ = true;
+      phase_ = SlicePhase::reporting;
+    } else if (const auto seeds = fork_seed_count(line)) {
+      if (phase_ == SlicePhase::loading_seeds) phase_ = SlicePhase::first_job;
+      if (*seeds == 0) {
+        progress_.note("warning: " + target_ + " found no seed inputs (" +
+                       paths_.corpus(target_).string() + " is empty and --seeds " + options_.seeds +
+                       (fs::is_directory(options_.seeds) ? " has none it keeps" : " is missing") +
+                       "): it fuzzes from scratch");
+      }
+    }
+  }
+
+  // Between polls: stops the target past its time and grace or when the campaign stops,
+  // and ticks when a tick is due.
+  void keep_time(Subprocess& process) {
+    if (!stopping_ && Clock::now() > start_ + std::chrono::duration<double>(seconds_ + grace_)) {
+      stopping_ = true;
+      log_ << "== slice over its time: stopping " << target_ << "\n";
+      process.stop(std::chrono::seconds(5));
+    }
+    if (g_campaign_stop && !stopping_) {
+      stopping_ = true;
+      progress_.note("stopping (the record is saved; run the same command to resume)");
+      process.stop(std::chrono::seconds(10));
+    }
+    if (Clock::now() >= next_tick_) {
+      tick();
+      next_tick_ += std::chrono::duration<double>(options_.progress_seconds);
+    }
+  }
+
+  // After the target exited: a last sample, its event files folded into the record, and a
+  // note on an exit status that is not a finding. Throws CampaignSetupError when it could
+  // not start.
+  void finish(const ProcessResult& result) {
+    log_ << "== exit " << result.exit_code << " signal " << result.signal << "\n";
+    const double ran = std::chrono::duration<double>(Clock::now() - start_).count();
+    // A target that cannot start (built from another tree, a bad flag) would otherwise make
+    // the campaign spin through empty slices until the budget is gone.
+    if (!stopping_ && !saw_status_ && ran < 5) {
+      throw CampaignSetupError("--fuzzers: " + target_ + " exited at once with status " +
+                               std::to_string(result.exit_code) + ": " + last_line_ +
+                               " (log: " + (paths_.logs() / (target_ + ".log")).string() + ")");
+    }
+    tick();
+    fold_event_files(record_, paths_);
+    save_campaign(record_, paths_.record());
+    // The fork-mode parent exits with its last job's status: 1 a sanitizer report, 70 a
+    // timeout, 71 out of memory, 77 a crash (-error_exitcode): findings, not trouble.
+    const std::set<int> job_statuses = {0, 1, 70, 71, 77};
+    if (!stopping_ && !job_statuses.count(result.exit_code)) {
+      progress_.note(target_ + " ended with status " + std::to_string(result.exit_code) +
+                     " (log: " + (paths_.logs() / (target_ + ".log")).string() + ")");
+    }
+  }
+
+ private:
+  // A progress sample: the record's totals plus this turn's, saved with the record.
+  void tick() {
+    const double ran = std::chrono::duration<double>(Clock::now() - start_).count();
+    const EventTotals events = event_totals(record_, paths_);
+    CampaignSample sample;
+    sample.elapsed_seconds = elapsed_before_ + ran;
+    sample.target = target_;
+    sample.executions = executions_before_ + latest_.executions;
+    sample.executions_per_second = static_cast<double>(latest_.executions_per_second);
+    sample.coverage = latest_.coverage;
+    sample.features = latest_.features;
+    sample.events_reached = events.events_reached();
+    sample.cache_states = events.states_reached();
+    sample.failures = count_artifacts(record_, paths_);
+    record_.samples.push_back(sample);
+    record_.elapsed_seconds = sample.elapsed_seconds;
+    record_.executions = sample.executions;
+    save_campaign(record_, paths_.record());
+    progress_.tick(sample, record_, waiting_reason(phase_, latest_, seed_files_));
+  }
+
+  CampaignRecord& record_;
+  const CampaignOptions& options_;
+  const CampaignPaths& paths_;
+  const CampaignProgress& progress_;
+  const std::string& target_;
+  const double seconds_;
+  std::ofstream& log_;
+  const Clock::time_point start_;
+  const double elapsed_before_;
+  const int64_t executions_before_;
+  TickTime next_tick_;
+  const int64_t seed_files_;
+  const double grace_;
+  LibFuzzerStatus latest_;
+  SlicePhase phase_ = SlicePhase::loading_seeds;
+  bool stopping_ = false;
+  bool saw_status_ = false;
+  std::string last_line_;
+};
+
+}  // namespace
+
+void run_slice(CampaignRecord& record, const CampaignOptions& options, const CampaignPaths& paths,
+               const CampaignProgress& progress, const std::string& target, double seconds) {
+  const std::vector<std::string> argv = slice_argv(record, options, paths, target, seconds);
   std::ofstream log(paths.logs() / (target + ".log"), std::ios::app);
   log << "== " << utc_now() << " slice of " << seconds << " s\n";
   Subprocess process(argv, target_env(record, paths));
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const double elapsed_before = record.elapsed_seconds;
-  const int64_t executions_before = record.executions;
-  LibFuzzerStatus latest;
-  auto next_tick = start + std::chrono::duration<double>(options.progress_seconds);
-  bool stopping = false;
-  SlicePhase phase = SlicePhase::loading_seeds;
-  const int64_t seed_files = count_files(paths.corpus(target)) +
-                             (fs::is_directory(options.seeds) ? count_files(options.seeds) : 0);
-  auto tick = [&] {
-    const double ran = std::chrono::duration<double>(Clock::now() - start).count();
-    const EventTotals events = event_totals(record, paths);
-    CampaignSample sample;
-    sample.elapsed_seconds = elapsed_before + ran;
-    sample.target = target;
-    sample.executions = executions_before + latest.executions;
-    sample.executions_per_second = static_cast<double>(latest.executions_per_second);
-    sample.coverage = latest.coverage;
-    sample.features = latest.features;
-    sample.events_reached = events.events_reached();
-    sample.cache_states = events.states_reached();
-    sample.failures = count_artifacts(record, paths);
-    record.samples.push_back(sample);
-    record.elapsed_seconds = sample.elapsed_seconds;
-    record.executions = sample.executions;
-    save_campaign(record, paths.record());
-    progress.tick(sample, record, waiting_reason(phase, latest, seed_files));
-  };
-  bool saw_status = false;
-  std::string last_line;
-  // libFuzzer checks -max_total_time only when a job ends, and a fork-mode job runs up to
-  // min(300, job number) seconds: let the last job finish, but not eat the next turn.
-  const double grace = std::min(300.0, seconds / 2) + options.input_timeout + 5;
-  while (process.poll_lines(std::chrono::milliseconds(200), [&](const std::string& line) {
-    log << line << "\n";
-    if (!line.empty()) last_line = line;
-    if (const auto status = parse_libfuzzer_status(line)) {
-      latest = *status;
-      saw_status = true;
-      phase = SlicePhase::reporting;
-    } else if (const auto seeds = fork_seed_count(line)) {
-      if (phase == SlicePhase::loading_seeds) phase = SlicePhase::first_job;
-      if (*seeds == 0) {
-        progress.note("warning: " + target + " found no seed inputs (" +
-                      paths.corpus(target).string() + " is empty and --seeds " + options.seeds +
-                      (fs::is_directory(options.seeds) ? " has none it keeps" : " is missing") +
-                      "): it fuzzes from scratch");
-      }
-    }
-  })) {
-    if (!stopping && Clock::now() > start + std::chrono::duration<double>(seconds + grace)) {
-      stopping = true;
-      log << "== slice over its time: stopping " << target << "\n";
-      process.stop(std::chrono::seconds(5));
-    }
-    if (g_campaign_stop && !stopping) {
-      stopping = true;
-      progress.note("stopping (the record is saved; run the same command to resume)");
-      process.stop(std::chrono::seconds(10));
-    }
-    if (Clock::now() >= next_tick) {
-      tick();
-      next_tick += std::chrono::duration<double>(options.progress_seconds);
-    }
+  SliceWatch watch(record, options, paths, progress, target, seconds, log);
+  while (process.poll_lines(std::chrono::milliseconds(200),
+                            [&](const std::string& line) { watch.read(line); })) {
+    watch.keep_time(process);
   }
-  const ProcessResult result = process.wait();
-  log << "== exit " << result.exit_code << " signal " << result.signal << "\n";
-  const double ran = std::chrono::duration<double>(Clock::now() - start).count();
-  // A target that cannot start (built from another tree, a bad flag) would otherwise make
-  // the campaign spin through empty slices until the budget is gone.
-  if (!stopping && !saw_status && ran < 5) {
-    throw CampaignSetupError("--fuzzers: " + target + " exited at once with status " +
-                             std::to_string(result.exit_code) + ": " + last_line +
-                             " (log: " + (paths.logs() / (target + ".log")).string() + ")");
-  }
-  tick();
-  fold_event_files(record, paths);
-  save_campaign(record, paths.record());
-  // The fork-mode parent exits with its last job's status: 1 a sanitizer report, 70 a
-  // timeout, 71 out of memory, 77 a crash (-error_exitcode): findings, not trouble.
-  const std::set<int> job_statuses = {0, 1, 70, 71, 77};
-  if (!stopping && !job_statuses.count(result.exit_code)) {
-    progress.note(target + " ended with status " + std::to_string(result.exit_code) +
-                  " (log: " + (paths.logs() / (target + ".log")).string() + ")");
-  }
+  watch.finish(process.wait());
 }
 
 // libFuzzer's merge: the smallest set of inputs that keeps every feature of the working

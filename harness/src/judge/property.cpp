@@ -160,119 +160,155 @@ struct Found {
   Divergence divergence;
 };
 
+// The variant's run, its rows by slot, and its slots by the base key each maps to.
+// Not movable: `rows` points into `run`.
+struct VariantRun {
+  VariantRun(const ScenarioVariant& variant, const EngineInfo& engine)
+      : run(run_once(variant.scenario, TokenTable(variant.scenario.tokens, variant.scenario.layout),
+                     engine)),
+        slots(expected_slots(variant.scenario)),
+        rows(rows_by_slot(slots, run)) {
+    for (size_t s = 0; s < slots.size(); ++s) {
+      const RowKey& key = slots[s].key;
+      const auto mapped = variant.streams.find({key.seq, key.epoch});
+      if (mapped == variant.streams.end()) continue;
+      by_base_key.emplace(RowKey{mapped->second.first, mapped->second.second, key.pos}, s);
+    }
+  }
+  VariantRun(const VariantRun&) = delete;
+  VariantRun& operator=(const VariantRun&) = delete;
+
+  const EngineRun run;
+  const std::vector<ExpectedSlot> slots;
+  const std::vector<const EngineRow*> rows;
+  std::map<RowKey, size_t> by_base_key;
+};
+
+// How a report names the variant's row for a base row.
+std::string twin_text(const ExpectedSlot& twin) {
+  return "the variant's row for it is " + to_string(twin.key) + " (" + to_string(twin.origin) + ")";
+}
+
+// The first value at which two rows of the right size differ: a non-finite value in one run
+// only, then (bitwise) different bits, else a distance past twice the reference's bound
+// (`ref`'s). `d` holds the row's key, origin and visible keys.
+std::optional<Divergence> compare_values(Divergence d, const Base& base, const ReferenceRow& ref,
+                                         const EngineRow& got, const EngineRow& want,
+                                         const ExpectedSlot& twin, bool bitwise) {
+  const auto value_dim = static_cast<size_t>(base.scenario.layout.value_dim);
+  const size_t size = got.values.size();
+  const DType output = base.prepared.numerics.output;
+  const auto at = [&](FailureKind kind, size_t i) {
+    const auto h = i / value_dim;
+    d.kind = kind;
+    d.q_head = static_cast<int>(h);
+    d.dim = static_cast<int>(i % value_dim);
+    d.got = got.values[i];
+    d.expected = want.values[i];
+    d.error = std::fabs(d.got - d.expected);
+    d.bound = 2 * accepted_error(ref.bound[h], ref.values[i], output);
+    d.detail = "got: the base run; expected: the variant run (" + twin_text(twin) +
+               "); bound: twice the reference's";
+    return d;
+  };
+  for (size_t i = 0; i < size; ++i) {
+    const double x = got.values[i], y = want.values[i];
+    if ((!std::isfinite(x) || !std::isfinite(y)) && !same_value(x, y, 0)) {
+      return at(FailureKind::not_finite, i);
+    }
+  }
+  // A claimed invariance: the same bits (after the non-finite check, so that a NaN in one
+  // run only is not_finite in either mode).
+  if (bitwise) {
+    for (size_t i = 0; i < size; ++i) {
+      const float x = got.values[i], y = want.values[i];
+      if (std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y)) continue;
+      Divergence found = at(FailureKind::mismatch, i);
+      found.bound = 0;
+      found.detail = "the engine claims this invariance bit for bit: got " + bits_text(x) +
+                     " (the base run), expected " + bits_text(y) +
+                     " (the variant run: " + twin_text(twin) + "), " +
+                     std::to_string(ulps_apart(x, y)) + " ulps apart";
+      return found;
+    }
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < size; ++i) {
+    // Each run within its accepted error of the reference, so twice that of each other.
+    const double tolerance = 2 * accepted_error(ref.bound[i / value_dim], ref.values[i], output);
+    if (!same_value(got.values[i], want.values[i], tolerance)) {
+      return at(FailureKind::mismatch, i);
+    }
+  }
+  return std::nullopt;
+}
+
+// Base slot b against its twin, the variant's slot `t`: a row missing from one run, a
+// different position, or different values; nullopt when they agree.
+std::optional<Divergence> compare_slot(const Base& base, size_t b, const VariantRun& variant,
+                                       size_t t, bool bitwise) {
+  const ExpectedSlot& slot = base.prepared.slots[b];
+  const ExpectedSlot& twin = variant.slots[t];
+  const EngineRow* got = base.rows[b];
+  const EngineRow* want = variant.rows[t];
+  const ReferenceRow& ref = base.prepared.reference.at(slot.key);
+
+  Divergence d;
+  d.key = slot.key;
+  d.origin = slot.origin;
+  d.key_lo = ref.key_lo;
+  d.key_hi = ref.key_hi;
+  if (got == nullptr || want == nullptr) {
+    if (got == nullptr && want == nullptr) return std::nullopt;
+    // Both runs failed; the rows they share agree.
+    if (base.run.error && variant.run.error) return std::nullopt;
+    d.kind = FailureKind::engine_error;
+    d.detail = got == nullptr ? "the base run produced no row here: " + base.run.error.value_or("")
+                              : "the variant run produced no row here (" + twin_text(twin) +
+                                    "): " + variant.run.error.value_or("");
+    return d;
+  }
+  if (got->key.pos != want->key.pos) {
+    d.kind = FailureKind::wrong_position;
+    d.detail = "the base run reported this token at position " + std::to_string(got->key.pos) +
+               ", the variant at position " + std::to_string(want->key.pos) + "; " +
+               twin_text(twin);
+    return d;
+  }
+  const size_t size = static_cast<size_t>(base.scenario.layout.q_heads) *
+                      static_cast<size_t>(base.scenario.layout.value_dim);
+  if (got->values.size() != size || want->values.size() != size) {
+    return std::nullopt;  // runner-checked
+  }
+  return compare_values(std::move(d), base, ref, *got, *want, twin, bitwise);
+}
+
+// Every row agrees, but the variant failed where the base did not (after its last compared
+// row, say on a reset): the same engine, changed only in the property's dimension, fails.
+std::optional<Found> variant_failed_alone(const Base& base, const EngineRun& run) {
+  if (!run.error || base.run.error) return std::nullopt;
+  Divergence d;
+  d.kind = FailureKind::engine_error;
+  d.origin = run.error_at.value_or(RowOrigin{});
+  d.key_lo = 0;
+  d.key_hi = -1;  // no row
+  d.detail = "the variant run failed at its " + to_string(run.error_at.value_or(RowOrigin{})) +
+             " and the base run did not: " + *run.error;
+  return Found{base.prepared.slots.size(), d};
+}
+
 // The first base slot (in program order) whose row the variant changes.
 std::optional<Found> first_difference(const Base& base, const ScenarioVariant& variant,
                                       const EngineInfo& engine, bool bitwise) {
-  const TokenTable table(variant.scenario.tokens, variant.scenario.layout);
-  const EngineRun run = run_once(variant.scenario, table, engine);
-  const std::vector<ExpectedSlot> slots = expected_slots(variant.scenario);
-  const std::vector<const EngineRow*> rows = rows_by_slot(slots, run);
-  std::map<RowKey, size_t> by_base_key;
-  for (size_t s = 0; s < slots.size(); ++s) {
-    const RowKey& key = slots[s].key;
-    const auto mapped = variant.streams.find({key.seq, key.epoch});
-    if (mapped == variant.streams.end()) continue;
-    by_base_key.emplace(RowKey{mapped->second.first, mapped->second.second, key.pos}, s);
-  }
-
-  const int q_heads = base.scenario.layout.q_heads;
-  const int value_dim = base.scenario.layout.value_dim;
-  const DType output = base.prepared.numerics.output;
-  const std::vector<ExpectedSlot>& base_slots = base.prepared.slots;
-  for (size_t b = 0; b < base_slots.size(); ++b) {
-    const auto match = by_base_key.find(base_slots[b].key);
-    if (match == by_base_key.end()) continue;
-    const ExpectedSlot& slot = base_slots[b];
-    const ExpectedSlot& twin = slots[match->second];
-    const EngineRow* got = base.rows[b];
-    const EngineRow* want = rows[match->second];
-    const ReferenceRow& ref = base.prepared.reference.at(slot.key);
-
-    Divergence d;
-    d.key = slot.key;
-    d.origin = slot.origin;
-    d.key_lo = ref.key_lo;
-    d.key_hi = ref.key_hi;
-    const auto twin_text = [&] {
-      return "the variant's row for it is " + to_string(twin.key) + " (" + to_string(twin.origin) +
-             ")";
-    };
-
-    if (got == nullptr || want == nullptr) {
-      if (got == nullptr && want == nullptr) continue;
-      if (base.run.error && run.error) continue;  // both runs failed; the rows they share agree
-      d.kind = FailureKind::engine_error;
-      d.detail = got == nullptr
-                     ? "the base run produced no row here: " + base.run.error.value_or("")
-                     : "the variant run produced no row here (" + twin_text() +
-                           "): " + run.error.value_or("");
-      return Found{b, d};
-    }
-    if (got->key.pos != want->key.pos) {
-      d.kind = FailureKind::wrong_position;
-      d.detail = "the base run reported this token at position " + std::to_string(got->key.pos) +
-                 ", the variant at position " + std::to_string(want->key.pos) + "; " + twin_text();
-      return Found{b, d};
-    }
-    const size_t size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
-    if (got->values.size() != size || want->values.size() != size) continue;  // runner-checked
-    const auto at = [&](FailureKind kind, size_t i) {
-      const auto h = i / static_cast<size_t>(value_dim);
-      d.kind = kind;
-      d.q_head = static_cast<int>(h);
-      d.dim = static_cast<int>(i % static_cast<size_t>(value_dim));
-      d.got = got->values[i];
-      d.expected = want->values[i];
-      d.error = std::fabs(d.got - d.expected);
-      d.bound = 2 * accepted_error(ref.bound[h], ref.values[i], output);
-      d.detail = "got: the base run; expected: the variant run (" + twin_text() +
-                 "); bound: twice the reference's";
-      return Found{b, d};
-    };
-    for (size_t i = 0; i < size; ++i) {
-      const double x = got->values[i], y = want->values[i];
-      if ((!std::isfinite(x) || !std::isfinite(y)) && !same_value(x, y, 0)) {
-        return at(FailureKind::not_finite, i);
-      }
-    }
-    // A claimed invariance: the same bits (after the non-finite check, so that a NaN in one
-    // run only is not_finite in either mode).
-    if (bitwise) {
-      for (size_t i = 0; i < size; ++i) {
-        const float x = got->values[i], y = want->values[i];
-        if (std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y)) continue;
-        Found found = at(FailureKind::mismatch, i);
-        found.divergence.bound = 0;
-        found.divergence.detail = "the engine claims this invariance bit for bit: got " +
-                                  bits_text(x) + " (the base run), expected " + bits_text(y) +
-                                  " (the variant run: " + twin_text() + "), " +
-                                  std::to_string(ulps_apart(x, y)) + " ulps apart";
-        return found;
-      }
-      continue;
-    }
-    for (size_t i = 0; i < size; ++i) {
-      // Each run within its accepted error of the reference, so twice that of each other.
-      const double tolerance =
-          2 * accepted_error(ref.bound[i / static_cast<size_t>(value_dim)], ref.values[i], output);
-      if (!same_value(got->values[i], want->values[i], tolerance)) {
-        return at(FailureKind::mismatch, i);
-      }
+  const VariantRun run(variant, engine);
+  for (size_t b = 0; b < base.prepared.slots.size(); ++b) {
+    const auto match = run.by_base_key.find(base.prepared.slots[b].key);
+    if (match == run.by_base_key.end()) continue;
+    if (std::optional<Divergence> d = compare_slot(base, b, run, match->second, bitwise)) {
+      return Found{b, std::move(*d)};
     }
   }
-  // Every row agrees, but the variant failed where the base did not (after its last compared
-  // row, say on a reset): the same engine, changed only in the property's dimension, fails.
-  if (run.error && !base.run.error) {
-    Divergence d;
-    d.kind = FailureKind::engine_error;
-    d.origin = run.error_at.value_or(RowOrigin{});
-    d.key_lo = 0;
-    d.key_hi = -1;  // no row
-    d.detail = "the variant run failed at its " + to_string(run.error_at.value_or(RowOrigin{})) +
-               " and the base run did not: " + *run.error;
-    return Found{base_slots.size(), d};
-  }
-  return std::nullopt;
+  return variant_failed_alone(base, run.run);
 }
 
 }  // namespace

@@ -132,6 +132,239 @@ void add_scaled(double* __restrict out, const double* __restrict v, double w, si
   for (size_t i = 0; i < n; ++i) out[i] += w * v[i];
 }
 
+// A stream's rows, positions first_row..n-1, with their keys and program origins.
+std::vector<TransformerRow> stream_rows(const LogicalStream& stream,
+                                        const std::map<RowKey, RowOrigin>& origins) {
+  const size_t n = stream.tokens.size();
+  const auto first_row = static_cast<size_t>(stream.first_row);
+  std::vector<TransformerRow> rows(n - std::min(n, first_row));
+  for (size_t p = first_row; p < n; ++p) {
+    TransformerRow& row = rows[p - first_row];
+    row.key = RowKey{stream.seq, stream.epoch, static_cast<int64_t>(p)};
+    const auto found = origins.find(row.key);
+    if (found != origins.end()) row.origin = found->second;
+  }
+  return rows;
+}
+
+// One reference evaluation, one stream at a time: the model's shapes, the noise and the
+// buffers every stream reuses, and the phases of a stream's forward pass over them.
+class ReferencePass {
+ public:
+  ReferencePass(const Scenario& scenario, const TransformerWeights& weights,
+                const Perturbation* perturbation)
+      : layout_(scenario.layout),
+        weights_(weights),
+        d_(dims_of(*scenario.model, layout_)),
+        W(d_.width),
+        F(d_.ffn),
+        hd(d_.head_dim),
+        vd(d_.value_dim),
+        qs(d_.q_size()),
+        ks(d_.k_size()),
+        vs(d_.v_size()),
+        as(d_.attention_size()),
+        group(std::max<size_t>(1, d_.kv_heads > 0 ? d_.q_heads / d_.kv_heads : 1)),
+        scale_(layout_.softmax_scale()),
+        noise_(perturbation),
+        logits_(d_.vocab) {}
+
+  // h = the stream's embeddings, and every buffer sized for its n tokens; false when a
+  // token id is outside the vocabulary (validate() rejects such scenarios).
+  bool embed(const LogicalStream& stream) {
+    n_ = stream.tokens.size();
+    h_.assign(n_ * W, 0.0);
+    for (size_t p = 0; p < n_; ++p) {
+      const auto id = static_cast<size_t>(stream.tokens[p]);
+      if (id >= d_.vocab) return false;
+      for (size_t i = 0; i < W; ++i) h_[p * W + i] = weights_.embedding[id * W + i];
+    }
+    x_.resize(W);
+    q_.resize(n_ * qs);
+    k_.resize(n_ * ks);
+    v_.resize(n_ * vs);
+    a_.resize(n_ * as);
+    o_.resize(W);
+    gate_.resize(F);
+    up_.resize(F);
+    return true;
+  }
+
+  // Layer l over the whole stream: q, k, v of every position, then attention, then the
+  // MLP; the rows (positions first_row..) keep the layer's attention output and hidden state.
+  void layer(size_t l, size_t first_row, std::vector<TransformerRow>& rows) {
+    const TransformerWeights::Layer& w = weights_.layers[l];
+    for (size_t p = 0; p < n_; ++p) project_qkv(w, l, p);
+    value_maxima();
+    for (size_t p = 0; p < n_; ++p) attend(l, p);
+    for (size_t p = 0; p < n_; ++p) {
+      feed_forward(w, l, p);
+      if (p >= first_row) {
+        TransformerRow& row = rows[p - first_row];
+        const double* ap = a_.data() + p * as;
+        const double* hp = h_.data() + p * W;
+        row.reported_positions.push_back(static_cast<int64_t>(p));
+        row.attention.emplace_back(ap, ap + as);
+        row.hidden.emplace_back(hp, hp + W);
+      }
+    }
+  }
+
+  // The final norm and the LM head of positions first_row..: each row's logits, and the
+  // rows moved into `result`.
+  void logits(size_t first_row, std::vector<TransformerRow>& rows,
+              std::map<RowKey, TransformerRow>& result) {
+    for (size_t p = first_row; p < n_; ++p) {
+      rms_norm(h_.data() + p * W, weights_.final_norm.data(), W, x_.data());
+      noise_.product(x_.data(), W, W, kFinalNorm);
+      mat_vec(x_.data(), weights_.lm_head, W, d_.vocab, logits_.data());
+      noise_.product(logits_.data(), d_.vocab, W, kLogitsProduct);
+      noise_.relative(logits_.data(), d_.vocab, noise_ ? (*noise_).logits_round : 0, kLogitsRound);
+      TransformerRow& row = rows[p - first_row];
+      row.logits = logits_;
+      result.emplace(row.key, std::move(row));
+    }
+  }
+
+ private:
+  // Position p's q, k, v at layer l: the attention norm, the three projections, RoPE.
+  void project_qkv(const TransformerWeights::Layer& w, size_t l, size_t p) {
+    rms_norm(h_.data() + p * W, w.attention_norm.data(), W, x_.data());
+    noise_.product(x_.data(), W, W, at_layer(kAttentionNorm, l));
+    double* qp = q_.data() + p * qs;
+    double* kp = k_.data() + p * ks;
+    double* vp = v_.data() + p * vs;
+    mat_vec(x_.data(), w.wq, W, qs, qp);
+    mat_vec(x_.data(), w.wk, W, ks, kp);
+    mat_vec(x_.data(), w.wv, W, vs, vp);
+    if (noise_) {
+      noise_.product(qp, qs, W, at_layer(kQProduct, l));
+      noise_.product(kp, ks, W, at_layer(kKProduct, l));
+      noise_.product(vp, vs, W, at_layer(kVProduct, l));
+      noise_.relative(qp, qs, (*noise_).qkv, at_layer(kQRound, l));
+      noise_.relative(kp, ks, (*noise_).qkv, at_layer(kKRound, l));
+      noise_.relative(vp, vs, (*noise_).qkv, at_layer(kVRound, l));
+    }
+    if (layout_.rope_theta) rotate(l, p, qp, kp);
+  }
+
+  // RoPE at the true absolute position p, and (perturbed) the rounding of the rotated
+  // q and k stored again in the dtype.
+  void rotate(size_t l, size_t p, double* qp, double* kp) {
+    const double pos = static_cast<double>(p);
+    for (size_t g = 0; g < d_.q_heads; ++g) rope_rotate(qp + g * hd, hd, *layout_.rope_theta, pos);
+    for (size_t g = 0; g < d_.kv_heads; ++g) rope_rotate(kp + g * hd, hd, *layout_.rope_theta, pos);
+    if (!noise_) return;
+    const double rel = (*noise_).rope + (*noise_).rope_per_position * pos;
+    for (size_t g = 0; g < d_.q_heads; ++g) {
+      noise_.absolute(qp + g * hd, hd, rel * rms(qp + g * hd, hd), at_layer(kQRope, l));
+    }
+    for (size_t g = 0; g < d_.kv_heads; ++g) {
+      noise_.absolute(kp + g * hd, hd, rel * rms(kp + g * hd, hd), at_layer(kKRope, l));
+    }
+    noise_.relative(kp, ks, (*noise_).k_store, at_layer(kKStore, l));
+    noise_.relative(qp, qs, (*noise_).q_store, at_layer(kQStore, l));
+  }
+
+  // Each value head's largest |v|, for the attention noise's max over the visible keys.
+  void value_maxima() {
+    vmax_.resize(n_ * d_.kv_heads);
+    for (size_t j = 0; j < n_ * d_.kv_heads; ++j) {
+      const double* vh = v_.data() + j * vd;  // head g of token t at (t * kv_heads + g) * vd
+      double largest = 0;
+      for (size_t i = 0; i < vd; ++i) largest = std::max(largest, std::fabs(vh[i]));
+      vmax_[j] = largest;
+    }
+  }
+
+  // Position p's attention output at layer l, every q head over keys [lo, p] (sliding window).
+  void attend(size_t l, size_t p) {
+    const size_t lo =
+        layout_.window ? p + 1 - std::min(p + 1, static_cast<size_t>(std::max(1, *layout_.window)))
+                       : 0;
+    scores_.resize(p - lo + 1);
+    for (size_t hq = 0; hq < d_.q_heads; ++hq) attend_head(l, p, lo, hq);
+  }
+
+  // One q head's softmax over the visible keys' scores, then its weighted sum of their values.
+  void attend_head(size_t l, size_t p, size_t lo, size_t hq) {
+    const size_t visible = p - lo + 1;
+    const size_t g = hq / group;
+    const double* qh = q_.data() + p * qs + hq * hd;
+    const bool score_noise = noise_ && (*noise_).score_sum > 0;
+    double best = -HUGE_VAL;
+    for (size_t j = lo; j <= p; ++j) {
+      const double* kh = k_.data() + j * ks + g * hd;
+      double dot = 0, magnitude = 0;
+      for (size_t i = 0; i < hd; ++i) dot += qh[i] * kh[i];
+      scores_[j - lo] = scale_ * dot;
+      if (score_noise) {
+        for (size_t i = 0; i < hd; ++i) magnitude += std::fabs(qh[i] * kh[i]);
+        noise_.absolute(&scores_[j - lo], 1,
+                        (*noise_).score_sum * 2 * std::sqrt(static_cast<double>(hd)) *
+                            std::fabs(scale_) * magnitude,
+                        at_layer(kScoreSum, l));
+      }
+      best = std::max(best, scores_[j - lo]);
+    }
+    double total = 0;
+    for (double& sc : scores_) {
+      sc = std::exp(sc - best);
+      total += sc;
+    }
+    if (noise_ && (*noise_).p_round > 0) {
+      // P rounded after the normaliser was summed (FlashAttention-2; llama.cpp rounds
+      // the normalised P, the same relative error per weight).
+      for (double& sc : scores_) sc /= total;
+      total = 1;
+      noise_.relative(scores_.data(), visible, (*noise_).p_round, at_layer(kPRound, l));
+    }
+    double* out = a_.data() + p * as + hq * vd;
+    std::fill(out, out + vd, 0.0);
+    double largest = 0;
+    for (size_t j = lo; j <= p; ++j) {
+      add_scaled(out, v_.data() + j * vs + g * vd, scores_[j - lo] / total, vd);
+      largest = std::max(largest, vmax_[j * d_.kv_heads + g]);
+    }
+    if (noise_) {
+      noise_.absolute(
+          out, vd,
+          (*noise_).attention * (2 * std::sqrt(static_cast<double>(visible)) + 4) * largest,
+          at_layer(kAttentionSum, l));
+      noise_.relative(out, vd, (*noise_).attention_round, at_layer(kAttentionRound, l));
+    }
+  }
+
+  // Position p after layer l's attention: the output projection and the residual, then
+  // the MLP (SwiGLU) and its residual.
+  void feed_forward(const TransformerWeights::Layer& w, size_t l, size_t p) {
+    double* hp = h_.data() + p * W;
+    const double* ap = a_.data() + p * as;
+    mat_vec(ap, w.wo, as, W, o_.data());
+    noise_.product(o_.data(), W, as, at_layer(kOutProduct, l));
+    for (size_t i = 0; i < W; ++i) hp[i] += o_[i];
+    rms_norm(hp, w.mlp_norm.data(), W, x_.data());
+    noise_.product(x_.data(), W, W, at_layer(kMlpNorm, l));
+    mat_vec(x_.data(), w.w_gate, W, F, gate_.data());
+    mat_vec(x_.data(), w.w_up, W, F, up_.data());
+    noise_.product(gate_.data(), F, W, at_layer(kGateProduct, l));
+    noise_.product(up_.data(), F, W, at_layer(kUpProduct, l));
+    for (size_t i = 0; i < F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+    mat_vec(gate_.data(), w.w_down, F, W, o_.data());
+    noise_.product(o_.data(), W, F, at_layer(kDownProduct, l));
+    for (size_t i = 0; i < W; ++i) hp[i] += o_[i];
+  }
+
+  const Layout& layout_;
+  const TransformerWeights& weights_;
+  const Dims d_;
+  const size_t W, F, hd, vd, qs, ks, vs, as, group;
+  const double scale_;
+  Noise noise_;
+  size_t n_ = 0;  // the current stream's length
+  std::vector<double> h_, x_, q_, k_, v_, vmax_, a_, o_, gate_, up_, scores_, logits_;
+};
+
 }  // namespace
 
 std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
@@ -139,184 +372,20 @@ std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
                                                     const Perturbation* perturbation) {
   std::map<RowKey, TransformerRow> result;
   if (!scenario.model) return result;
-  const Layout& layout = scenario.layout;
-  const Dims d = dims_of(*scenario.model, layout);
+  const Dims d = dims_of(*scenario.model, scenario.layout);
   if (weights.layers.size() != d.layers) return result;
-  const size_t W = d.width, F = d.ffn, hd = d.head_dim, vd = d.value_dim;
-  const size_t qs = d.q_size(), ks = d.k_size(), vs = d.v_size(), as = d.attention_size();
-  const size_t group = std::max<size_t>(1, d.kv_heads > 0 ? d.q_heads / d.kv_heads : 1);
-  const bool rope = layout.rope_theta.has_value();
-  const double scale = layout.softmax_scale();
 
   // Every (sequence, epoch) stream with its token ids, what a truncate keeps and a fork
   // inherits included (logical_streams, as the attention-level reference walks them).
   const std::map<RowKey, RowOrigin> origins = row_origins(scenario);
   const std::vector<LogicalStream> streams = logical_streams(scenario);
-  std::vector<double> h, x, q, k, v, vmax, a, o, gate, up, scores, logits(d.vocab);
+  ReferencePass pass(scenario, weights, perturbation);
   for (const LogicalStream& stream : streams) {
-    Noise noise(perturbation);
-    const size_t n = stream.tokens.size();
     const auto first_row = static_cast<size_t>(stream.first_row);
-    // Rows of this stream: positions first_row..n-1.
-    std::vector<TransformerRow> rows(n - std::min(n, first_row));
-    for (size_t p = first_row; p < n; ++p) {
-      TransformerRow& row = rows[p - first_row];
-      row.key = RowKey{stream.seq, stream.epoch, static_cast<int64_t>(p)};
-      const auto found = origins.find(row.key);
-      if (found != origins.end()) row.origin = found->second;
-    }
-    h.assign(n * W, 0.0);
-    for (size_t p = 0; p < n; ++p) {
-      const auto id = static_cast<size_t>(stream.tokens[p]);
-      if (id >= d.vocab) return {};  // validate() rejects such scenarios
-      for (size_t i = 0; i < W; ++i) h[p * W + i] = weights.embedding[id * W + i];
-    }
-    x.resize(W);
-    q.resize(n * qs);
-    k.resize(n * ks);
-    v.resize(n * vs);
-    a.resize(n * as);
-    o.resize(W);
-    gate.resize(F);
-    up.resize(F);
-
-    for (size_t l = 0; l < d.layers; ++l) {
-      const TransformerWeights::Layer& w = weights.layers[l];
-      for (size_t p = 0; p < n; ++p) {
-        rms_norm(h.data() + p * W, w.attention_norm.data(), W, x.data());
-        noise.product(x.data(), W, W, at_layer(kAttentionNorm, l));
-        double* qp = q.data() + p * qs;
-        double* kp = k.data() + p * ks;
-        double* vp = v.data() + p * vs;
-        mat_vec(x.data(), w.wq, W, qs, qp);
-        mat_vec(x.data(), w.wk, W, ks, kp);
-        mat_vec(x.data(), w.wv, W, vs, vp);
-        if (noise) {
-          noise.product(qp, qs, W, at_layer(kQProduct, l));
-          noise.product(kp, ks, W, at_layer(kKProduct, l));
-          noise.product(vp, vs, W, at_layer(kVProduct, l));
-          noise.relative(qp, qs, (*noise).qkv, at_layer(kQRound, l));
-          noise.relative(kp, ks, (*noise).qkv, at_layer(kKRound, l));
-          noise.relative(vp, vs, (*noise).qkv, at_layer(kVRound, l));
-        }
-        if (rope) {
-          const double pos = static_cast<double>(p);
-          for (size_t g = 0; g < d.q_heads; ++g)
-            rope_rotate(qp + g * hd, hd, *layout.rope_theta, pos);
-          for (size_t g = 0; g < d.kv_heads; ++g)
-            rope_rotate(kp + g * hd, hd, *layout.rope_theta, pos);
-          if (noise) {
-            const double rel = (*noise).rope + (*noise).rope_per_position * pos;
-            for (size_t g = 0; g < d.q_heads; ++g) {
-              noise.absolute(qp + g * hd, hd, rel * rms(qp + g * hd, hd), at_layer(kQRope, l));
-            }
-            for (size_t g = 0; g < d.kv_heads; ++g) {
-              noise.absolute(kp + g * hd, hd, rel * rms(kp + g * hd, hd), at_layer(kKRope, l));
-            }
-            noise.relative(kp, ks, (*noise).k_store, at_layer(kKStore, l));
-            noise.relative(qp, qs, (*noise).q_store, at_layer(kQStore, l));
-          }
-        }
-      }
-
-      // Each value head's largest |v|, for the attention noise's max over the visible keys.
-      vmax.resize(n * d.kv_heads);
-      for (size_t j = 0; j < n * d.kv_heads; ++j) {
-        const double* vh = v.data() + j * vd;  // head g of token t at (t * kv_heads + g) * vd
-        double largest = 0;
-        for (size_t i = 0; i < vd; ++i) largest = std::max(largest, std::fabs(vh[i]));
-        vmax[j] = largest;
-      }
-      for (size_t p = 0; p < n; ++p) {
-        const size_t lo =
-            layout.window
-                ? p + 1 - std::min(p + 1, static_cast<size_t>(std::max(1, *layout.window)))
-                : 0;
-        const size_t visible = p - lo + 1;
-        scores.resize(visible);
-        for (size_t hq = 0; hq < d.q_heads; ++hq) {
-          const size_t g = hq / group;
-          const double* qh = q.data() + p * qs + hq * hd;
-          const bool score_noise = noise && (*noise).score_sum > 0;
-          double best = -HUGE_VAL;
-          for (size_t j = lo; j <= p; ++j) {
-            const double* kh = k.data() + j * ks + g * hd;
-            double dot = 0, magnitude = 0;
-            for (size_t i = 0; i < hd; ++i) dot += qh[i] * kh[i];
-            scores[j - lo] = scale * dot;
-            if (score_noise) {
-              for (size_t i = 0; i < hd; ++i) magnitude += std::fabs(qh[i] * kh[i]);
-              noise.absolute(&scores[j - lo], 1,
-                             (*noise).score_sum * 2 * std::sqrt(static_cast<double>(hd)) *
-                                 std::fabs(scale) * magnitude,
-                             at_layer(kScoreSum, l));
-            }
-            best = std::max(best, scores[j - lo]);
-          }
-          double total = 0;
-          for (double& sc : scores) {
-            sc = std::exp(sc - best);
-            total += sc;
-          }
-          if (noise && (*noise).p_round > 0) {
-            // P rounded after the normaliser was summed (FlashAttention-2; llama.cpp rounds
-            // the normalised P, the same relative error per weight).
-            for (double& sc : scores) sc /= total;
-            total = 1;
-            noise.relative(scores.data(), visible, (*noise).p_round, at_layer(kPRound, l));
-          }
-          double* out = a.data() + p * as + hq * vd;
-          std::fill(out, out + vd, 0.0);
-          double largest = 0;
-          for (size_t j = lo; j <= p; ++j) {
-            add_scaled(out, v.data() + j * vs + g * vd, scores[j - lo] / total, vd);
-            largest = std::max(largest, vmax[j * d.kv_heads + g]);
-          }
-          if (noise) {
-            noise.absolute(
-                out, vd,
-                (*noise).attention * (2 * std::sqrt(static_cast<double>(visible)) + 4) * largest,
-                at_layer(kAttentionSum, l));
-            noise.relative(out, vd, (*noise).attention_round, at_layer(kAttentionRound, l));
-          }
-        }
-      }
-
-      for (size_t p = 0; p < n; ++p) {
-        double* hp = h.data() + p * W;
-        const double* ap = a.data() + p * as;
-        mat_vec(ap, w.wo, as, W, o.data());
-        noise.product(o.data(), W, as, at_layer(kOutProduct, l));
-        for (size_t i = 0; i < W; ++i) hp[i] += o[i];
-        rms_norm(hp, w.mlp_norm.data(), W, x.data());
-        noise.product(x.data(), W, W, at_layer(kMlpNorm, l));
-        mat_vec(x.data(), w.w_gate, W, F, gate.data());
-        mat_vec(x.data(), w.w_up, W, F, up.data());
-        noise.product(gate.data(), F, W, at_layer(kGateProduct, l));
-        noise.product(up.data(), F, W, at_layer(kUpProduct, l));
-        for (size_t i = 0; i < F; ++i) gate[i] = silu(gate[i]) * up[i];
-        mat_vec(gate.data(), w.w_down, F, W, o.data());
-        noise.product(o.data(), W, F, at_layer(kDownProduct, l));
-        for (size_t i = 0; i < W; ++i) hp[i] += o[i];
-        if (p >= first_row) {
-          TransformerRow& row = rows[p - first_row];
-          row.reported_positions.push_back(static_cast<int64_t>(p));
-          row.attention.emplace_back(ap, ap + as);
-          row.hidden.emplace_back(hp, hp + W);
-        }
-      }
-    }
-
-    for (size_t p = first_row; p < n; ++p) {
-      rms_norm(h.data() + p * W, weights.final_norm.data(), W, x.data());
-      noise.product(x.data(), W, W, kFinalNorm);
-      mat_vec(x.data(), weights.lm_head, W, d.vocab, logits.data());
-      noise.product(logits.data(), d.vocab, W, kLogitsProduct);
-      noise.relative(logits.data(), d.vocab, noise ? (*noise).logits_round : 0, kLogitsRound);
-      TransformerRow& row = rows[p - first_row];
-      row.logits = logits;
-      result.emplace(row.key, std::move(row));
-    }
+    std::vector<TransformerRow> rows = stream_rows(stream, origins);
+    if (!pass.embed(stream)) return {};  // validate() rejects such scenarios
+    for (size_t l = 0; l < d.layers; ++l) pass.layer(l, first_row, rows);
+    pass.logits(first_row, rows, result);
   }
   return result;
 }
