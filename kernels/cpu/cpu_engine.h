@@ -22,6 +22,15 @@ class CpuEngine : public Engine {
   explicit CpuEngine(const EngineConfig& config);
   void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) final;
 
+  // Both storages (contiguous_engine.h, paged_storage_engine.h) truncate and fork.
+  EngineCapabilities capabilities() const override { return {.truncate = true, .fork = true}; }
+  // Each row is one pass over its keys in position order, whatever the batch, the chunk
+  // schedule, the pages or the poison: every invariance but reset holds bit for bit. An
+  // engine whose sums depend on more (the flash engine: its path, its split count) claims less.
+  BitwiseClaims bitwise_claims() const override {
+    return {.batch = true, .schedule = true, .layout = true, .poison = true};
+  }
+
   // Every CPU engine caches its keys rotated and rounded to the storage dtype, computes its
   // RoPE angles in double, and by
   // default computes in f32 throughout. declare() gives it other numerics (the rounding of

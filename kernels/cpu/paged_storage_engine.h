@@ -12,12 +12,6 @@ namespace kvfuzz::cpu {
 class PagedStorageEngine : public CpuEngine {
  public:
   explicit PagedStorageEngine(const EngineConfig& config);
-  EngineCapabilities capabilities() const override { return {.truncate = true, .fork = true}; }
-  // Each row is one pass over its keys in position order, whatever the batch, the chunk
-  // schedule, the pages or the poison: every invariance but reset holds bit for bit.
-  BitwiseClaims bitwise_claims() const override {
-    return {.batch = true, .schedule = true, .layout = true, .poison = true};
-  }
   void reset(int seq) override;
   void truncate(int seq, int64_t keep) override;
   void fork(int src, int dst) override;
