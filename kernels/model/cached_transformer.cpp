@@ -65,9 +65,8 @@ std::vector<StepRow> CachedTransformer::step(std::span<const ModelChunkIn> chunk
     feed_forward(l, rows);
   }
   for (size_t r = 0; r < total; ++r) {
-    float* y = n_.data() + r * d_.width;
-    rms_norm(h_.data() + r * d_.width, weights_.final_norm.data(), d_.width, y);
-    mat_vec(y, weights_.lm_head, d_.width, d_.vocab, logits_.data());
+    row_logits(h_.data() + r * d_.width, weights_, d_, n_.data() + r * d_.width, logits_.data(),
+               Unrounded{});
     rows[r].logits = widen(logits_.data(), d_.vocab);
   }
   return rows;
@@ -113,17 +112,18 @@ void CachedTransformer::project_qkv(size_t l, size_t total) {
   const TransformerWeights::Layer& w = weights_.layers[l];
   const size_t W = d_.width, qs = d_.q_size(), ks = d_.k_size(), vs = d_.v_size();
   for (size_t r = 0; r < total; ++r) {
-    float* x = n_.data() + r * W;
-    rms_norm(h_.data() + r * W, w.attention_norm.data(), W, x);
-    mat_vec(x, w.wq, W, qs, q_.data() + r * qs);
-    mat_vec(x, w.wk, W, ks, k_.data() + r * ks);
-    mat_vec(x, w.wv, W, vs, v_.data() + r * vs);
+    row_qkv(h_.data() + r * W, w, d_, n_.data() + r * W, q_.data() + r * qs, k_.data() + r * ks,
+            v_.data() + r * vs, Unrounded{});
   }
   for (float& x : q_) x = round_to_dtype(x, layout_.dtype);
   for (float& x : k_) x = round_to_dtype(x, layout_.dtype);
   for (float& x : v_) x = round_to_dtype(x, layout_.dtype);
 }
 
+// Not shared with the reference (harness/src/model/reference_forward.cpp), unlike the
+// arithmetic around it (model_math.h's row functions): here the attention is the engine
+// under test's, through its cache; there it is the oracle's own, on the full prefix in
+// double. Sharing it would judge an engine by itself.
 void CachedTransformer::attend(size_t l, std::span<const ModelChunkIn> chunks,
                                std::vector<StepRow>& rows) {
   const int layer = static_cast<int>(l);
@@ -164,20 +164,12 @@ void CachedTransformer::attend(size_t l, std::span<const ModelChunkIn> chunks,
 
 void CachedTransformer::feed_forward(size_t l, std::vector<StepRow>& rows) {
   const TransformerWeights::Layer& w = weights_.layers[l];
-  const size_t W = d_.width, F = d_.ffn, as = d_.attention_size();
+  const size_t W = d_.width, as = d_.attention_size();
   for (size_t r = 0; r < rows.size(); ++r) {
     float* x = h_.data() + r * W;
     const float* a = attn_.data() + r * as;
     rows[r].attention.push_back(widen(a, as));
-    mat_vec(a, w.wo, as, W, o_.data());
-    for (size_t i = 0; i < W; ++i) x[i] += o_[i];
-    float* y = n_.data() + r * W;
-    rms_norm(x, w.mlp_norm.data(), W, y);
-    mat_vec(y, w.w_gate, W, F, gate_.data());
-    mat_vec(y, w.w_up, W, F, up_.data());
-    for (size_t i = 0; i < F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
-    mat_vec(gate_.data(), w.w_down, F, W, o_.data());
-    for (size_t i = 0; i < W; ++i) x[i] += o_[i];
+    row_mlp(a, w, d_, x, n_.data() + r * W, o_.data(), gate_.data(), up_.data(), Unrounded{});
     rows[r].hidden.push_back(widen(x, W));
   }
 }

@@ -70,4 +70,69 @@ struct Dims {
 
 Dims dims_of(const ModelConfig& model, const Layout& layout);
 
+// One row's way through a layer and out of the model, around the attention, in T: what the
+// cached forward (T = float, the engine's side) and the reference (T = double, the judge's
+// side) compute alike. Each product (and norm) is handed to `rounded` with its fan-in: the
+// reference perturbs it there (model_tolerance.cpp models the rounding), the cached forward
+// passes Unrounded, since its float arithmetic rounds for real. What the two do differently
+// on purpose stays with them: the attention itself (the reference's own full-prefix
+// attention in double, the engine under test through its cache), RoPE (the reference's; the
+// engine applies its own), q/k/v rounded to the dtype (real in the cached forward, modelled
+// in the reference).
+enum class Product { attention_norm, q, k, v, out, mlp_norm, gate, up, down, final_norm, logits };
+
+// The cached forward's `rounded`: nothing to add to float arithmetic.
+struct Unrounded {
+  template <class T>
+  void operator()(Product /*product*/, T* /*values*/, size_t /*n*/, size_t /*fan_in*/) const {}
+};
+
+// The attention's inputs of the row whose hidden state is h: x = RMSNorm(h), then
+// q = x Wq, k = x Wk, v = x Wv.
+template <class T, class Rounded>
+void row_qkv(const T* h, const TransformerWeights::Layer& w, const Dims& d, T* x, T* q, T* k, T* v,
+             Rounded&& rounded) {
+  const size_t W = d.width;
+  rms_norm(h, w.attention_norm.data(), W, x);
+  rounded(Product::attention_norm, x, W, W);
+  mat_vec(x, w.wq, W, d.q_size(), q);
+  mat_vec(x, w.wk, W, d.k_size(), k);
+  mat_vec(x, w.wv, W, d.v_size(), v);
+  rounded(Product::q, q, d.q_size(), W);
+  rounded(Product::k, k, d.k_size(), W);
+  rounded(Product::v, v, d.v_size(), W);
+}
+
+// The rest of the layer for the row whose attention output is a: h += a Wo, then
+// h += SwiGLU(RMSNorm(h)) (x, o, gate, up: scratch of width, width, ffn, ffn).
+template <class T, class Rounded>
+void row_mlp(const T* a, const TransformerWeights::Layer& w, const Dims& d, T* h, T* x, T* o,
+             T* gate, T* up, Rounded&& rounded) {
+  const size_t W = d.width, F = d.ffn, as = d.attention_size();
+  mat_vec(a, w.wo, as, W, o);
+  rounded(Product::out, o, W, as);
+  for (size_t i = 0; i < W; ++i) h[i] += o[i];
+  rms_norm(h, w.mlp_norm.data(), W, x);
+  rounded(Product::mlp_norm, x, W, W);
+  mat_vec(x, w.w_gate, W, F, gate);
+  mat_vec(x, w.w_up, W, F, up);
+  rounded(Product::gate, gate, F, W);
+  rounded(Product::up, up, F, W);
+  for (size_t i = 0; i < F; ++i) gate[i] = silu(gate[i]) * up[i];
+  mat_vec(gate, w.w_down, F, W, o);
+  rounded(Product::down, o, W, F);
+  for (size_t i = 0; i < W; ++i) h[i] += o[i];
+}
+
+// The logits of the row whose last hidden state is h: RMSNorm, then the LM head.
+template <class T, class Rounded>
+void row_logits(const T* h, const TransformerWeights& weights, const Dims& d, T* x, T* logits,
+                Rounded&& rounded) {
+  const size_t W = d.width;
+  rms_norm(h, weights.final_norm.data(), W, x);
+  rounded(Product::final_norm, x, W, W);
+  mat_vec(x, weights.lm_head, W, d.vocab, logits);
+  rounded(Product::logits, logits, d.vocab, W);
+}
+
 }  // namespace kvfuzz::model

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "kvfuzz/prng.h"
@@ -118,6 +119,35 @@ enum NumericsSite : uint64_t {
   kNumericsSites = kLogitsRound - kQStore + 1
 };
 
+// Where the product of model_math.h's row functions draws its noise (before at_layer).
+Site site_of(Product product) {
+  switch (product) {
+    case Product::attention_norm:
+      return kAttentionNorm;
+    case Product::q:
+      return kQProduct;
+    case Product::k:
+      return kKProduct;
+    case Product::v:
+      return kVProduct;
+    case Product::out:
+      return kOutProduct;
+    case Product::mlp_norm:
+      return kMlpNorm;
+    case Product::gate:
+      return kGateProduct;
+    case Product::up:
+      return kUpProduct;
+    case Product::down:
+      return kDownProduct;
+    case Product::final_norm:
+      return kFinalNorm;
+    case Product::logits:
+      return kLogitsProduct;
+  }
+  return kSites;
+}
+
 // A site of layer l: distinct per layer.
 uint64_t at_layer(Site site, size_t layer) {
   return static_cast<uint64_t>(site) + kSites * static_cast<uint64_t>(layer);
@@ -125,6 +155,17 @@ uint64_t at_layer(Site site, size_t layer) {
 uint64_t at_layer(NumericsSite site, size_t layer) {
   return static_cast<uint64_t>(site) + kNumericsSites * static_cast<uint64_t>(layer);
 }
+
+// The `rounded` of model_math.h's row functions: the noise of each product at its site, of
+// layer `layer`, or (nullopt) after the layers: the final norm and the LM head.
+struct Rounded {
+  Noise& noise;
+  std::optional<size_t> layer;
+  void operator()(Product product, double* x, size_t n, size_t fan_in) const {
+    const Site site = site_of(product);
+    noise.product(x, n, fan_in, layer ? at_layer(site, *layer) : site);
+  }
+};
 
 // out += w * v, element by element (the same bits in any vector width). The pointers never
 // alias; saying so lets the compiler use vector lanes.
@@ -198,7 +239,8 @@ class ReferencePass {
     value_maxima();
     for (size_t p = 0; p < n_; ++p) attend(l, p);
     for (size_t p = 0; p < n_; ++p) {
-      feed_forward(w, l, p);
+      row_mlp(a_.data() + p * as, w, d_, h_.data() + p * W, x_.data(), o_.data(), gate_.data(),
+              up_.data(), Rounded{noise_, l});
       if (p >= first_row) {
         TransformerRow& row = rows[p - first_row];
         const double* ap = a_.data() + p * as;
@@ -215,10 +257,8 @@ class ReferencePass {
   void logits(size_t first_row, std::vector<TransformerRow>& rows,
               std::map<RowKey, TransformerRow>& result) {
     for (size_t p = first_row; p < n_; ++p) {
-      rms_norm(h_.data() + p * W, weights_.final_norm.data(), W, x_.data());
-      noise_.product(x_.data(), W, W, kFinalNorm);
-      mat_vec(x_.data(), weights_.lm_head, W, d_.vocab, logits_.data());
-      noise_.product(logits_.data(), d_.vocab, W, kLogitsProduct);
+      row_logits(h_.data() + p * W, weights_, d_, x_.data(), logits_.data(),
+                 Rounded{noise_, std::nullopt});
       noise_.relative(logits_.data(), d_.vocab, noise_ ? (*noise_).logits_round : 0, kLogitsRound);
       TransformerRow& row = rows[p - first_row];
       row.logits = logits_;
@@ -229,18 +269,11 @@ class ReferencePass {
  private:
   // Position p's q, k, v at layer l: the attention norm, the three projections, RoPE.
   void project_qkv(const TransformerWeights::Layer& w, size_t l, size_t p) {
-    rms_norm(h_.data() + p * W, w.attention_norm.data(), W, x_.data());
-    noise_.product(x_.data(), W, W, at_layer(kAttentionNorm, l));
     double* qp = q_.data() + p * qs;
     double* kp = k_.data() + p * ks;
     double* vp = v_.data() + p * vs;
-    mat_vec(x_.data(), w.wq, W, qs, qp);
-    mat_vec(x_.data(), w.wk, W, ks, kp);
-    mat_vec(x_.data(), w.wv, W, vs, vp);
+    row_qkv(h_.data() + p * W, w, d_, x_.data(), qp, kp, vp, Rounded{noise_, l});
     if (noise_) {
-      noise_.product(qp, qs, W, at_layer(kQProduct, l));
-      noise_.product(kp, ks, W, at_layer(kKProduct, l));
-      noise_.product(vp, vs, W, at_layer(kVProduct, l));
       noise_.relative(qp, qs, (*noise_).qkv, at_layer(kQRound, l));
       noise_.relative(kp, ks, (*noise_).qkv, at_layer(kKRound, l));
       noise_.relative(vp, vs, (*noise_).qkv, at_layer(kVRound, l));
@@ -278,6 +311,10 @@ class ReferencePass {
   }
 
   // Position p's attention output at layer l, every q head over keys [lo, p] (sliding window).
+  // Not shared with the cached forward (kernels/model/cached_transformer.cpp), unlike the
+  // arithmetic around it (model_math.h's row functions): there the attention is the engine
+  // under test's, through its cache; here it is the oracle's own, on the full prefix in
+  // double, with the noise of declared numerics. Sharing it would judge an engine by itself.
   void attend(size_t l, size_t p) {
     const size_t lo =
         layout_.window ? p + 1 - std::min(p + 1, static_cast<size_t>(std::max(1, *layout_.window)))
@@ -333,26 +370,6 @@ class ReferencePass {
           at_layer(kAttentionSum, l));
       noise_.relative(out, vd, (*noise_).attention_round, at_layer(kAttentionRound, l));
     }
-  }
-
-  // Position p after layer l's attention: the output projection and the residual, then
-  // the MLP (SwiGLU) and its residual.
-  void feed_forward(const TransformerWeights::Layer& w, size_t l, size_t p) {
-    double* hp = h_.data() + p * W;
-    const double* ap = a_.data() + p * as;
-    mat_vec(ap, w.wo, as, W, o_.data());
-    noise_.product(o_.data(), W, as, at_layer(kOutProduct, l));
-    for (size_t i = 0; i < W; ++i) hp[i] += o_[i];
-    rms_norm(hp, w.mlp_norm.data(), W, x_.data());
-    noise_.product(x_.data(), W, W, at_layer(kMlpNorm, l));
-    mat_vec(x_.data(), w.w_gate, W, F, gate_.data());
-    mat_vec(x_.data(), w.w_up, W, F, up_.data());
-    noise_.product(gate_.data(), F, W, at_layer(kGateProduct, l));
-    noise_.product(up_.data(), F, W, at_layer(kUpProduct, l));
-    for (size_t i = 0; i < F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
-    mat_vec(gate_.data(), w.w_down, F, W, o_.data());
-    noise_.product(o_.data(), W, F, at_layer(kDownProduct, l));
-    for (size_t i = 0; i < W; ++i) hp[i] += o_[i];
   }
 
   const Layout& layout_;
