@@ -2,7 +2,10 @@
 // mutant within a stated number of generated cases, for each property the mutant targets.
 // Case i is the one generator (kvfuzz/generator.h) driven by the project's PRNG seeded from
 // (kSeed, i), with the options the property suites use; no RapidCheck here, so the cases
-// and the first failing index are the same on every machine.
+// and the first failing index are the same on every machine. The grid is one for every
+// mutant, not drawn from each mutant's declarations, so that the bounds compare; each case
+// is judged through the one case judge (CaseJudge), which skips a case outside the
+// mutant's declarations.
 //
 // The table states, per mutant and targeted property, the bound the test asserts and the
 // first failing case measured when the bound was set. When the generator changes, the test
@@ -17,6 +20,7 @@
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/property.h"
 #include "prop_support.h"
@@ -99,8 +103,12 @@ Scenario case_scenario(int index) {
 // The first case in [0, bound] that fails `property` on `engine`, with its report.
 std::optional<std::pair<int, std::string>> first_failure(Property property,
                                                          const EngineInfo& engine, int bound) {
+  const EngineDeclarations declared = probe_declarations(engine);
   for (int i = 0; i <= bound; ++i) {
-    const PropertyOutcome outcome = judge_property(property, case_scenario(i), engine);
+    CaseJudge judge(case_scenario(i));
+    const CaseVerdict verdict = judge.judge({&property, 1}, engine, declared);
+    if (verdict.skipped) continue;  // says nothing about this mutant
+    const PropertyOutcome outcome = verdict.outcome(property);
     if (!outcome.pass) return std::pair{i, outcome.report};
   }
   return std::nullopt;

@@ -1,9 +1,9 @@
 // Shared by the property suites: the generator options of every case (prop_all.cpp and
 // prop_mutants.cpp) and the body of one RapidCheck property per (property, honest engine)
 // (prop_all.cpp). Each case draws a scenario from the one generator (rc_choice_source.h)
-// and judges it with judge_property (kvfuzz/property.h), the same function `kvfuzz shrink
-// --property` uses. A failure prints the report and the scenario as a fixture with its
-// provenance, ready to save under corpus/ and replay.
+// within the engine's declarations and judges it with the one case judge (CaseJudge,
+// kvfuzz/orchestrate.h), as `kvfuzz check` and the engine tests do. A failure prints the report and
+// the scenario as a fixture with its provenance, ready to save under corpus/ and replay.
 #pragma once
 
 #include <rapidcheck.h>
@@ -46,9 +46,13 @@ inline void holds(Property property, std::string_view engine_name) {
   RC_ASSERT(engine != nullptr);
   // Only what the engine announces and takes, as every door asks (kvfuzz/orchestrate.h).
   const NamedDeclarations declared{engine->name, probe_declarations(*engine)};
-  const Scenario scenario =
-      *gen_scenario(generator_options_from_declarations({&declared, 1}, {}, suite_options()));
-  const PropertyOutcome outcome = judge_property(property, scenario, *engine);
+  CaseJudge judge(
+      *gen_scenario(generator_options_from_declarations({&declared, 1}, {}, suite_options())));
+  const CaseVerdict verdict = judge.judge({&property, 1}, *engine, declared.declared);
+  // Generated within the engine's own declarations, a case cannot lie outside them.
+  RC_ASSERT(!verdict.skipped);
+  const Scenario& scenario = judge.scenario();
+  const PropertyOutcome outcome = verdict.outcome(property);
   if (!outcome.pass) {
     RC_FAIL(outcome.report +
             "\nThe scenario as a fixture (save as corpus/regressions/NAME.json):\n" +

@@ -6,7 +6,6 @@
 #include <optional>
 #include <string>
 
-#include "check/isolated_call.h"
 #include "cli_support.h"
 #include "commands.h"
 #include "isolation_flags.h"
@@ -14,6 +13,7 @@
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
 #include "model/model_check.h"
+#include "support/isolated_call.h"
 
 namespace kvfuzz::cli {
 

@@ -15,7 +15,6 @@
 #include <memory>
 #include <string>
 
-#include "check/isolated_call.h"
 #include "cli_support.h"
 #include "commands.h"
 #include "corpus/fixture_names.h"
@@ -28,6 +27,7 @@
 #include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/shrink.h"
+#include "support/isolated_call.h"
 #include "support/text.h"
 
 namespace kvfuzz::cli {

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "binding_support.h"
-#include "check/isolated_call.h"
 #include "corpus/fixture_names.h"
 #include "corpus/provenance.h"
 #include "fork_guard.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/shrink.h"
 #include "sigint_guard.h"
+#include "support/isolated_call.h"
 
 namespace nb = nanobind;
 

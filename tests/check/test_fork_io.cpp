@@ -6,12 +6,12 @@
 #include <optional>
 #include <string>
 
-#include "check/fork_io.h"
+#include "support/fork_io.h"
 
 namespace {
 
-using kvfuzz::check::end_signature;
-using kvfuzz::check::sanitizer_signature;
+using kvfuzz::end_signature;
+using kvfuzz::sanitizer_signature;
 
 TEST(ForkIo, AnAddressSanitizerReportNamesItsKind) {
   const std::string tail =

@@ -1,5 +1,5 @@
-// Properties.<property>: scenarios from the one generator, judged by judge_property, the
-// same judge as `kvfuzz check`, the RapidCheck suites and the fuzz targets. Only the
+// Properties.<property>: scenarios from the one generator, judged by the one case judge
+// (CaseJudge), as in `kvfuzz check`, the RapidCheck suites and the fuzz targets. Only the
 // operations the engine announces are generated: an engine without truncate or fork gets
 // appends in their place (generator_options_from_declarations), within its supports, and a
 // whole-model engine gets model scenarios, so it is tested on everything it claims.
@@ -38,9 +38,13 @@ void check_generated_cases(const EngineInfo& engine, Property property,
   for (int i = 0; i < options.cases; ++i) {
     const uint64_t seed = case_seed(options.seed, i);
     PrngChoiceSource choices(seed);
-    Scenario scenario = generate_scenario(choices, generator);
-    PropertyOutcome outcome = judge_property(property, scenario, engine);
+    CaseJudge judge(generate_scenario(choices, generator));
+    const CaseVerdict verdict = judge.judge({&property, 1}, engine, *declared);
+    // Generated within the engine's own declarations, a case cannot lie outside them.
+    if (verdict.skipped) FAIL() << engine.name << ": a generated case " << *verdict.skipped;
+    PropertyOutcome outcome = verdict.outcome(property);
     if (outcome.pass) continue;
+    Scenario scenario = judge.scenario();
     scenario.provenance.seed = seed;
     const std::string where = "case " + std::to_string(i + 1) + " of " +
                               std::to_string(options.cases) + " (seed " + std::to_string(seed) +

@@ -5,9 +5,10 @@
 // (doors/exec_protocol.cpp) and writer (run/declarations_json.h), the probe's pipe
 // (check/probe.cpp), the Python module's dicts, `kvfuzz list --engine` and common_supports
 // (kvfuzz/orchestrate.h). So a field added to a struct is added to its list below (the
-// static_asserts at the end count the members) and travels through every door but the C
-// ABI (kvfuzz/engine_abi.h), whose layout changes only with its version; what it means to
-// the generator or the judge is still written where that meaning lives.
+// static_asserts at the end count the members) and travels through every door; the C ABI
+// (kvfuzz/engine_abi.h), whose layout changes only with its version, maps each field to its
+// slot in one table (doors/abi_fields.h), and a field without a row there fails to compile.
+// What a field means to the generator or the judge is written where that meaning lives.
 //
 //   for_each_field<EngineSupports>([&](const auto& field) {
 //     use(field.name, supports.*field.member);

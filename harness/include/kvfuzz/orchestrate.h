@@ -2,14 +2,19 @@
 // engine tests, the fuzz targets and the property suites) does between an engine's
 // declarations and the judge, written once so that the doors are wiring and printing.
 //
-//   declarations -> generator_options_from_declarations -> generate -> judge
+//   declarations -> generator_options_from_declarations -> generate -> CaseJudge
 //   fixture -> replay_fixture (the fixture's expect rows, declarations, properties)
 #pragma once
 
 #include <chrono>
+#include <deque>
+#include <functional>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
@@ -60,6 +65,54 @@ EngineSupports common_supports(std::span<const NamedDeclarations> engines);
 GeneratorOptions generator_options_from_declarations(std::span<const NamedDeclarations> engines,
                                                      const SizeCaps& caps = {},
                                                      GeneratorOptions base = {});
+
+// How one case fares on one engine: the outcome of each property asked, in order, for
+// attention and model scenarios alike.
+struct CaseVerdict {
+  // The case lies outside the engine's declarations (unjudgeable): why. No property ran.
+  std::optional<std::string> skipped;
+  std::vector<std::pair<Property, PropertyOutcome>> outcomes;
+  // prefix's rows: compared with the reference (a model scenario's logits rows), and of
+  // them only checked for finiteness. 0 when prefix was not asked.
+  int rows_compared = 0;
+  int rows_unjudged = 0;
+  // The engine threw past the properties (they turn an engine's errors within a run into
+  // engine_error divergences; what escapes is a failure outside one, e.g. to create the
+  // engine): its message, and the property being judged.
+  std::optional<std::string> engine_error;
+  std::optional<Property> error_while;
+
+  // The outcome of `property`, for the doors that judge one: as judged, or, when the engine
+  // threw past the properties before `property` was reached, a failing engine_error outcome
+  // that says so. (A skipped verdict has none: a door asks `skipped` first.)
+  PropertyOutcome outcome(Property property) const;
+};
+
+// " while judging schedule", or "" without a property: what a failure's line adds.
+std::string while_judging(const std::optional<Property>& property);
+
+// One case, judged on one engine or several: it holds the scenario and its reference
+// prepared once per declared numerics, so that the engines of the case share the
+// reference's work. Every door judges a case through it (kvfuzz check's tasks, the Python
+// check, the engine tests, the fuzz targets, the property suites).
+class CaseJudge {
+ public:
+  explicit CaseJudge(Scenario scenario) : scenario_(std::move(scenario)) {}
+  const Scenario& scenario() const { return scenario_; }
+  // The scenario's reference under `numerics`, prepared on first use.
+  const Prepared& prepared(const EngineNumerics& numerics);
+
+  // Judges `properties` in order on `engine`, unless the case lies outside `declared`.
+  // `before` is told each property before it is judged, with the verdict so far (check's
+  // workers send both to kvfuzz, so that a crash in the middle keeps what was reached).
+  CaseVerdict judge(std::span<const Property> properties, const EngineInfo& engine,
+                    const EngineDeclarations& declared,
+                    const std::function<void(Property, const CaseVerdict&)>& before = {});
+
+ private:
+  Scenario scenario_;
+  std::deque<Prepared> prepared_;  // (a deque: references stay valid as it grows)
+};
 
 // How one fixture fares on one engine.
 struct FixtureReplay {

@@ -66,8 +66,9 @@ struct PropertyOutcome {
   std::optional<FailureSignature> signature;  // when it fails
   std::optional<Divergence> first;            // the first diverging row
   std::string report;                         // several lines for a person
-  // prefix on an attention scenario: the rows compared with the reference, and of them the
-  // rows only checked for finiteness (Verdict); 0 for the other properties and models.
+  // prefix: the rows compared with the reference (a model scenario's logits rows), and of
+  // them the rows only checked for finiteness (Verdict; none at model level); 0 for the
+  // other properties.
   int rows_compared = 0;
   int rows_unjudged = 0;
 };

@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "check/isolated_call.h"
 #include "kvfuzz/check.h"
 #include "run/declarations_json.h"
+#include "support/isolated_call.h"
 
 namespace kvfuzz {
 

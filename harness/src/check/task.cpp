@@ -9,69 +9,60 @@
 
 namespace kvfuzz::check {
 
-const Scenario& CaseCache::scenario(const CheckPlan& plan, int case_index) {
-  if (case_index != case_index_) {
-    scenario_ = check_case_scenario(plan, plan.case_seeds.at(static_cast<size_t>(case_index)));
-    prepared_.clear();
+CaseJudge& CaseCache::judge(const CheckPlan& plan, int case_index) {
+  if (case_index != case_index_ || !judge_) {
+    judge_.emplace(check_case_scenario(plan, plan.case_seeds.at(static_cast<size_t>(case_index))));
     case_index_ = case_index;
   }
-  return scenario_;
+  return *judge_;
 }
 
-const Prepared& CaseCache::prepared(const EngineNumerics& numerics) {
-  for (const Prepared& p : prepared_) {
-    if (p.numerics == numerics) return p;
+namespace {
+
+// The case judge's verdict as a task's result (what crosses a worker's pipe).
+TaskResult task_result(const CaseVerdict& verdict) {
+  TaskResult result;
+  result.skipped = verdict.skipped;
+  result.rows = verdict.rows_compared;
+  result.unjudged = verdict.rows_unjudged;
+  for (const auto& [property, outcome] : verdict.outcomes) {
+    PropertyResult judged;
+    judged.property = property;
+    judged.pass = outcome.pass;
+    if (!outcome.pass) {
+      judged.signature = outcome.signature ? to_string(*outcome.signature) : "";
+      judged.line = failure_line(outcome);
+      judged.report = outcome.report;
+    }
+    result.properties.push_back(std::move(judged));
   }
-  return prepared_.emplace_back(prepare(scenario_, numerics));
+  if (verdict.engine_error) {
+    const std::string& what = *verdict.engine_error;
+    const std::string under = while_judging(verdict.error_while);
+    result.failure =
+        TaskFailure{"engine-error", "engine error" + under + ": " + what,
+                    "the engine failed outside a run" + under + ": " + what, verdict.error_while};
+  }
+  return result;
 }
 
-std::string while_judging(const std::optional<Property>& property) {
-  return property ? " while judging " + std::string(property_name(*property)) : "";
-}
+}  // namespace
 
 TaskResult judge_task(const CheckPlan& plan, TaskId task, CaseCache& cache,
                       const std::function<void(Property, const TaskResult&)>& judging) {
   const CheckEngine& engine = plan.engines.at(task.engine);
-  const Scenario& scenario = cache.scenario(plan, task.case_index);
-  TaskResult result;
-  if (const auto outside = unjudgeable(scenario, engine.declared)) {
-    result.skipped = *outside;
-    return result;
-  }
+  CaseJudge& judge = cache.judge(plan, task.case_index);
   const auto start = std::chrono::steady_clock::now();
-  std::optional<Property> current;
-  try {
-    for (const Property property : plan.properties) {
-      current = property;
-      if (judging) judging(property, result);
-      // The case's reference for the engine's numerics, shared with the other engines of
-      // the case (prefix judges against it; the other properties prepare their variants).
-      const Prepared& prepared = cache.prepared(engine.declared.numerics);
-      const PropertyOutcome outcome = judge_property(property, scenario, prepared, *engine.info);
-      if (property == Property::prefix) {
-        // A model scenario's rows are its logits rows, all compared.
-        result.rows =
-            scenario.model ? static_cast<long>(prepared.slots.size()) : outcome.rows_compared;
-        result.unjudged = outcome.rows_unjudged;
-      }
-      PropertyResult judged;
-      judged.property = property;
-      judged.pass = outcome.pass;
-      if (!outcome.pass) {
-        judged.signature = outcome.signature ? to_string(*outcome.signature) : "";
-        judged.line = failure_line(outcome);
-        judged.report = outcome.report;
-      }
-      result.properties.push_back(judged);
-    }
-  } catch (const std::exception& e) {
-    // The properties turn an engine's errors into engine_error divergences; what still
-    // escapes (a failure to create the engine outside a run) is the engine's error too.
-    result.failure = TaskFailure{
-        "engine-error", "engine error" + while_judging(current) + ": " + e.what(),
-        "the engine failed outside a run" + while_judging(current) + ": " + e.what(), current};
+  std::function<void(Property, const CaseVerdict&)> before;
+  if (judging) {
+    before = [&judging](Property p, const CaseVerdict& so_far) { judging(p, task_result(so_far)); };
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  TaskResult result =
+      task_result(judge.judge(plan.properties, *engine.info, engine.declared, before));
+  if (!result.skipped) {
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   return result;
 }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -12,6 +11,7 @@
 
 #include "kvfuzz/check.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/scenario.h"
 
@@ -40,9 +40,6 @@ struct TaskFailure {
   std::optional<Property> judging;  // the property being judged when it happened, if one was
 };
 
-// " while judging schedule", or "" without a property: what a failure's line adds.
-std::string while_judging(const std::optional<Property>& property);
-
 struct TaskResult {
   std::optional<std::string> skipped;  // why the case says nothing about the engine
   long rows = 0;
@@ -52,17 +49,15 @@ struct TaskResult {
   std::optional<TaskFailure> failure;
 };
 
-// The scenario of the case a worker judges last, with one Prepared per declared numerics,
-// so that the engines of one case share the reference's work.
+// The case a worker judges last (its CaseJudge, kvfuzz/orchestrate.h), so that the engines
+// of one case share the reference's work.
 class CaseCache {
  public:
-  const Scenario& scenario(const CheckPlan& plan, int case_index);
-  const Prepared& prepared(const EngineNumerics& numerics);
+  CaseJudge& judge(const CheckPlan& plan, int case_index);
 
  private:
   int case_index_ = -1;
-  Scenario scenario_;
-  std::deque<Prepared> prepared_;  // (a deque: references stay valid as it grows)
+  std::optional<CaseJudge> judge_;
 };
 
 // `judging` is told each property before it is judged, with the result so far (the

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "check/fork_io.h"
+#include "support/fork_io.h"
 
 namespace kvfuzz::check {
 

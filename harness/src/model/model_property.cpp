@@ -55,6 +55,7 @@ PropertyOutcome judge_model_property(Property property, const Scenario& scenario
   const std::string name(property_name(property));
   const ModelVerdict base = judge_model(scenario, engine);
   if (property == Property::prefix) {
+    result.rows_compared = base.rows_compared;  // the logits rows
     if (base.pass) {
       result.report =
           "prefix (model level): pass (" + std::to_string(base.rows_compared) + " logits rows)\n";

@@ -1,8 +1,8 @@
 #include <nlohmann/json.hpp>
 
-#include "check/isolated_call.h"
 #include "kvfuzz/orchestrate.h"
 #include "orchestrate/outcome_codec.h"
+#include "support/isolated_call.h"
 
 namespace kvfuzz {
 

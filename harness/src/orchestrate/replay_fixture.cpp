@@ -2,10 +2,10 @@
 #include <utility>
 #include <vector>
 
-#include "check/isolated_call.h"
 #include "corpus/provenance.h"
 #include "kvfuzz/orchestrate.h"
 #include "orchestrate/outcome_codec.h"
+#include "support/isolated_call.h"
 
 namespace kvfuzz {
 

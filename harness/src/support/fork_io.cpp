@@ -1,4 +1,4 @@
-#include "check/fork_io.h"
+#include "support/fork_io.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-namespace kvfuzz::check {
+namespace kvfuzz {
 
 bool write_all(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -67,4 +67,4 @@ std::optional<std::string> sanitizer_signature(std::string_view stderr_tail) {
   return std::nullopt;
 }
 
-}  // namespace kvfuzz::check
+}  // namespace kvfuzz

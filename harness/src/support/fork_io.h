@@ -1,5 +1,5 @@
-// What kvfuzz check and the children it forks (workers, the declarations probe) share:
-// whole reads and writes on a pipe, and the names of how a child ended. POSIX only.
+// What the children kvfuzz forks (check's workers, call_isolated's child) and their parent
+// share: whole reads and writes on a pipe, and the names of how a child ended. POSIX only.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace kvfuzz::check {
+namespace kvfuzz {
 
 // Until all of `size` is written (or read); false when the other end is gone first.
 bool write_all(int fd, const void* data, size_t size);
@@ -28,4 +28,4 @@ std::string end_signature(int wait_status);
 // the stderr holds no such line.
 std::optional<std::string> sanitizer_signature(std::string_view stderr_tail);
 
-}  // namespace kvfuzz::check
+}  // namespace kvfuzz

@@ -1,4 +1,4 @@
-#include "check/isolated_call.h"
+#include "support/isolated_call.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "check/fork_io.h"
+#include "support/fork_io.h"
 
 namespace kvfuzz {
 
@@ -41,8 +41,8 @@ using Clock = std::chrono::steady_clock;
     ::_exit(70);
   }
   const uint64_t size = text.size();
-  check::write_all(answer, &size, sizeof size);
-  check::write_all(answer, text.data(), text.size());
+  write_all(answer, &size, sizeof size);
+  write_all(answer, text.data(), text.size());
   std::fflush(nullptr);
   ::_exit(0);
 }
@@ -90,10 +90,10 @@ IsolatedEnd end_of(int status, bool killed, std::chrono::milliseconds timeout,
     return end;
   }
   const std::optional<std::string> sanitizer =
-      WIFSIGNALED(status) ? std::nullopt : check::sanitizer_signature(end.stderr_tail);
-  end.signature = sanitizer ? *sanitizer : check::end_signature(status);
+      WIFSIGNALED(status) ? std::nullopt : sanitizer_signature(end.stderr_tail);
+  end.signature = sanitizer ? *sanitizer : end_signature(status);
   if (WIFSIGNALED(status)) {
-    end.how = "died of " + check::signal_name(WTERMSIG(status));
+    end.how = "died of " + signal_name(WTERMSIG(status));
   } else if (end.signature == "crash/SIGSEGV") {
     end.how = "died of SIGSEGV";  // caught and reported by AddressSanitizer, which then exited
   } else if (sanitizer) {

@@ -13,7 +13,7 @@ namespace kvfuzz {
 
 // How a child ended without an answer.
 struct IsolatedEnd {
-  // "crash/SIGSEGV", "exit/3", "asan/heap-buffer-overflow" (check::sanitizer_signature),
+  // "crash/SIGSEGV", "exit/3", "asan/heap-buffer-overflow" (sanitizer_signature),
   // "timeout": as kvfuzz check's findings name them.
   std::string signature;
   // "died of SIGSEGV", "exited with status 3", "was stopped by its sanitizer (asan/...)",
