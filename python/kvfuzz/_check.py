@@ -214,7 +214,7 @@ def check(
     ignore = [ignore] if isinstance(ignore, str) else list(ignore)
     props = check_properties(properties)
     eng = engine(engine_factory, name)
-    eng.declarations()  # an engine that cannot be made, or declares nonsense, fails here
+    eng.declarations(fork=bool(fork))  # an engine that cannot be made, or declares nonsense, fails here
     seeds = [case_seed] if case_seed is not None else [_kvfuzz.case_seed(seed, i) for i in range(cases)]
     result = CheckResult(engine=eng.name, seed=seed, properties=props)
     start = time.monotonic()

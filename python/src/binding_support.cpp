@@ -3,14 +3,24 @@
 #include <string>
 #include <vector>
 
+#include "kvfuzz/check.h"
 #include "kvfuzz/orchestrate.h"
 
 namespace nb = nanobind;
 
 namespace kvfuzz::python {
 
-const EngineDeclarations& EngineHandle::declarations() {
-  if (!declared) declared = interruptible([&] { return probe_declarations(*info); });
+const EngineDeclarations& EngineHandle::declarations(bool fork) {
+  if (declared) return *declared;
+  // In a forked child, as `kvfuzz list` asks (probe_declarations_isolated): an engine that
+  // crashes, aborts or hangs while it is made or asked is a RuntimeError naming how its
+  // child ended, not the end of Python. fork false (a debugger) asks here.
+  if (fork) {
+    declared = with_forked_children(
+        [&] { return probe_declarations_isolated(*info, Isolation{}.timeout); });
+  } else {
+    declared = interruptible([&] { return probe_declarations(*info); });
+  }
   return *declared;
 }
 

@@ -26,7 +26,8 @@ struct EngineHandle {
   std::shared_ptr<const EngineInfo> info;
   std::optional<EngineDeclarations> declared;
 
-  const EngineDeclarations& declarations();
+  // Probed once, in a forked child unless `fork` is false (binding_support.cpp).
+  const EngineDeclarations& declarations(bool fork = true);
 };
 
 // After the harness unwound from an engine call that saw Ctrl-C: raise it in Python.

@@ -71,7 +71,7 @@ Run run_check(EngineHandle& engine, const std::vector<uint64_t>& case_seeds,
               std::function<void(const Finding&)> on_finding,
               std::function<void(int, int, int)> on_progress) {
   CheckPlan plan;
-  plan.engines.push_back({engine.info, engine.declarations()});
+  plan.engines.push_back({engine.info, engine.declarations(fork)});
   plan.generator = generator_options(&engine, max_tokens, max_head_dim, max_q_heads, 0, 0);
   plan.case_seeds = case_seeds;
   plan.properties.clear();

@@ -135,9 +135,12 @@ void bind_engines(nb::module_& m) {
       .def_prop_ro("name", [](const EngineHandle& e) { return e.info->name; })
       .def_prop_ro("mutant", [](const EngineHandle& e) { return e.info->mutant; })
       .def(
-          "declarations", [](EngineHandle& e) { return declarations_dict(e.declarations()); },
-          "What it declares (capabilities, bitwise claims, numerics, supports), asked of one "
-          "engine made for the smallest layout")
+          "declarations",
+          [](EngineHandle& e, bool fork) { return declarations_dict(e.declarations(fork)); },
+          nb::arg("fork") = true,
+          "What it declares (capabilities, bitwise claims, numerics, supports), asked once of "
+          "one engine made for the smallest layout, in a forked child unless fork is False (an "
+          "engine that crashes or hangs there raises RuntimeError naming how the child ended)")
       .def(
           "unjudgeable",
           [](EngineHandle& e, const Scenario& s) { return unjudgeable(s, e.declarations()); },
@@ -232,7 +235,7 @@ void bind_judge(nb::module_& m) {
   m.def(
       "replay_fixture",
       [](const Scenario& s, EngineHandle& engine, bool fork, double timeout) {
-        const EngineDeclarations& declared = engine.declarations();
+        const EngineDeclarations& declared = engine.declarations(fork);
         const Prepared prepared = prepare(s);
         const Isolation isolation{fork, seconds_to_ms(timeout)};
         const FixtureReplay replay =
@@ -283,7 +286,7 @@ void bind_shrink(nb::module_& m) {
         options.judge = [&](Property p, const Scenario& candidate) {
           return judge_property(p, candidate, *engine.info, isolation);
         };
-        options.declared = engine.declarations();  // asked here, with the GIL
+        options.declared = engine.declarations(fork);  // asked before, with the GIL
         std::optional<ShrinkResult> r =
             forks_for(*engine.info, isolation)
                 ? with_forked_children([&] { return shrink(s, *engine.info, options); })

@@ -193,10 +193,22 @@ def test_inputs_are_float32_numpy_arrays_the_engine_may_keep():
 
 
 def test_keyboard_interrupt_in_the_factory_is_raised_and_cleared():
+    # Asked here (fork=False, for a debugger), the engine's KeyboardInterrupt is Python's.
     def factory(config):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
+        kvfuzz.check(factory, cases=1, fork=False)
+    assert kvfuzz.judge(kvfuzz.load_fixture(WORKED), NumpyEngine, "prefix").passed
+
+
+def test_keyboard_interrupt_in_a_forked_probe_is_the_engines_error():
+    # The declarations are asked in a forked child (as a forked check judges there): what the
+    # factory raises is the engine's error, and this process was never interrupted.
+    def factory(config):
+        raise KeyboardInterrupt
+
+    with pytest.raises(kvfuzz.EngineError, match="the engine factory raised KeyboardInterrupt"):
         kvfuzz.check(factory, cases=1)
     assert kvfuzz.judge(kvfuzz.load_fixture(WORKED), NumpyEngine, "prefix").passed
 

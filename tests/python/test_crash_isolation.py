@@ -292,3 +292,20 @@ def test_a_shrink_candidate_that_crashes_is_rejected_not_the_end_of_the_shrink(t
     chunks = [op["tokens"] for op in program if op["op"] == "append"]
     chunks += [chunk["tokens"] for op in program if op["op"] == "step" for chunk in op["chunks"]]
     assert chunks and all(len(tokens) >= 2 for tokens in chunks), program
+
+
+class CrashingWhenMade(NumpyEngine):
+    """Reads address 0 as it is made: while kvfuzz asks it for its declarations."""
+
+    def __init__(self, config):
+        ctypes.string_at(0)
+
+
+def test_an_engine_that_crashes_while_it_is_asked_its_declarations_is_one_error():
+    # The probe runs in a forked child: the segfault is that child's, and this process says
+    # how it ended and goes on.
+    with pytest.raises(RuntimeError, match="SIGSEGV"):
+        kvfuzz.engine(CrashingWhenMade).declarations()
+    with pytest.raises(RuntimeError, match="SIGSEGV"):
+        kvfuzz.check(CrashingWhenMade, cases=1)
+    assert kvfuzz.engine(NumpyEngine).declarations()["capabilities"]["truncate"] in (True, False)
