@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "corpus/provenance.h"
 #include "cpu/flash_constants.h"
 #include "forwarding_engine.h"
 #include "kvfuzz/choice_source.h"
@@ -489,6 +490,27 @@ TEST(ModelMutants, AnEngineErrorNamesItsLayer) {
   EXPECT_NE(describe_model_divergence(v).find("layer 1: engine error at op 3"), std::string::npos);
 }
 
+// The property's divergence is the model level's own, with its site and layer: a layer's
+// engine error is named by layer in the one-line summary, not flattened into text.
+TEST(ModelMutants, AnEngineErrorsDivergenceCarriesItsLayer) {
+  const EngineInfo failing{"failing", "throws on its third step", false,
+                           [](const EngineConfig& config) -> std::unique_ptr<Engine> {
+                             return std::make_unique<FailingEngine>(config, 2);
+                           }};
+  const PropertyOutcome outcome =
+      judge_model_property(Property::prefix, hand_built(DType::f32)[0], failing);
+  ASSERT_FALSE(outcome.pass);
+  ASSERT_TRUE(outcome.first);
+  EXPECT_EQ(outcome.first->kind, FailureKind::engine_error);
+  EXPECT_EQ(outcome.first->site, ModelSite::engine);
+  EXPECT_EQ(outcome.first->layer, 0);  // every layer is the failing engine: the first throws
+  EXPECT_EQ(outcome.first->detail.find("engine threw: out of memory (test)"), 0u)
+      << outcome.first->detail;
+  const std::string line = failure_line(outcome);
+  EXPECT_NE(line.find("engine-error at op 3, chunk 0, token 0, layer 0"), std::string::npos)
+      << line;
+}
+
 // ---------------------------------------------------------------------------------------
 // Reports
 
@@ -509,9 +531,9 @@ TEST(ModelReport, FirstDivergingLogitsRowAndItsTopFive) {
   const ModelVerdict v = judge_model(s, *mutant);
   ASSERT_FALSE(v.pass);
   ASSERT_TRUE(v.first_logits);
-  const ModelDivergence& d = *v.first_logits;
+  const Divergence& d = *v.first_logits;
   EXPECT_EQ(d.layer, -1);
-  EXPECT_EQ(d.where, "logits");
+  EXPECT_EQ(d.site, ModelSite::logits);
   EXPECT_GT(d.error, d.bound);
 
   // The same row, recomputed here: the first (program order) row out of bound, its largest
@@ -527,8 +549,8 @@ TEST(ModelReport, FirstDivergingLogitsRowAndItsTopFive) {
   EXPECT_EQ(row->origin.op, d.origin.op);
   EXPECT_EQ(d.top_got, top5(row->logits));
   EXPECT_EQ(d.top_expected, top5(ref.at(row->key).logits));
-  EXPECT_DOUBLE_EQ(d.got, row->logits[static_cast<size_t>(d.index)]);
-  EXPECT_DOUBLE_EQ(d.expected, ref.at(row->key).logits[static_cast<size_t>(d.index)]);
+  EXPECT_DOUBLE_EQ(d.got, row->logits[static_cast<size_t>(d.dim)]);
+  EXPECT_DOUBLE_EQ(d.expected, ref.at(row->key).logits[static_cast<size_t>(d.dim)]);
   for (size_t i = 0; i < row->logits.size(); ++i) {
     EXPECT_LE(std::fabs(row->logits[i] - ref.at(row->key).logits[i]), d.error);
   }
@@ -538,6 +560,19 @@ TEST(ModelReport, FirstDivergingLogitsRowAndItsTopFive) {
   EXPECT_NE(text.find("top-5 got:"), std::string::npos);
   EXPECT_NE(text.find("top-5 expected:"), std::string::npos);
   EXPECT_NE(text.find("layer "), std::string::npos);
+
+  // The prefix property passes the same divergence on: a logits row, no attention keys, and
+  // a one-line summary that says so (not "q head 0, dim 5").
+  const PropertyOutcome outcome = judge_model_property(Property::prefix, s, *mutant);
+  ASSERT_TRUE(outcome.first);
+  EXPECT_EQ(outcome.first->site, ModelSite::logits);
+  EXPECT_EQ(outcome.first->key, d.key);
+  EXPECT_EQ(outcome.first->dim, d.dim);
+  EXPECT_EQ(outcome.first->top_got, d.top_got);
+  EXPECT_LT(outcome.first->key_hi, outcome.first->key_lo);
+  const std::string line = failure_line(outcome);
+  EXPECT_NE(line.find(", logits, token id " + std::to_string(d.dim)), std::string::npos) << line;
+  EXPECT_EQ(line.find("q head"), std::string::npos) << line;
 }
 
 // A bug that greedy decoding would not notice: on every row the honest and the buggy run

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvfuzz/rows.h"
@@ -27,6 +28,20 @@ enum class FailureKind {
 
 std::string_view failure_kind_name(FailureKind kind);
 
+// Where in a model a divergence lies (model scenarios only; an attention scenario's row is
+// one attention row, `none`). The model level compares a whole forward: its logits, and to
+// locate a failure each layer's reported position, attention output and hidden state.
+enum class ModelSite {
+  none,       // an attention scenario's row
+  logits,     // a logits row (dim: the vocabulary id)
+  position,   // the position the engine reported for the token (at `layer`, or the model's)
+  attention,  // a layer's attention output (q_head, dim: the value within the head)
+  hidden,     // a layer's hidden state after its MLP (dim: the value within the row)
+  engine,     // an engine error (at `layer`, or while the model was set up: layer -1)
+};
+
+std::string_view model_site_name(ModelSite site);
+
 struct Divergence {
   FailureKind kind = FailureKind::mismatch;
   RowKey key;
@@ -34,8 +49,13 @@ struct Divergence {
   int q_head = 0;
   int dim = 0;
   double got = 0, expected = 0, error = 0, bound = 0;
-  int64_t key_lo = 0, key_hi = 0;  // keys the row should see
+  int64_t key_lo = 0, key_hi = 0;  // keys the row should see (none at model level: hi < lo)
   std::string detail;              // engine error text, or what the engine reported instead
+  // Model scenarios: where in the model, and the layer (-1: the logits, or no layer).
+  ModelSite site = ModelSite::none;
+  int layer = -1;
+  // A logits row: its five largest logits, (vocabulary id, value), on each side.
+  std::vector<std::pair<int, double>> top_got, top_expected;
 };
 
 // How one expected row fared, in slot (program) order.

@@ -38,6 +38,24 @@ std::string_view failure_kind_name(FailureKind kind) {
   return "?";
 }
 
+std::string_view model_site_name(ModelSite site) {
+  switch (site) {
+    case ModelSite::none:
+      return "";
+    case ModelSite::logits:
+      return "logits";
+    case ModelSite::position:
+      return "position";
+    case ModelSite::attention:
+      return "attention";
+    case ModelSite::hidden:
+      return "hidden";
+    case ModelSite::engine:
+      return "engine";
+  }
+  return "?";
+}
+
 namespace {
 
 using OriginKey = std::tuple<int, int, int>;

@@ -41,8 +41,9 @@ std::string keys_text(int64_t lo, int64_t hi) {
 std::string precision_hint(const Divergence& d) {
   constexpr double kFewUlps = 4;
   // A bound of 0 is a bitwise claim's: any difference fails it, whatever the precision.
-  if (d.kind != FailureKind::mismatch || d.bound == 0 || d.expected == 0 ||
-      !std::isfinite(d.error)) {
+  // (A model-level value is many roundings past the attention: no one rounding explains it.)
+  if (d.kind != FailureKind::mismatch || d.site != ModelSite::none || d.bound == 0 ||
+      d.expected == 0 || !std::isfinite(d.error)) {
     return {};
   }
   const double bf16_ulps = d.error / dtype_spacing(DType::bf16, d.expected);
@@ -58,6 +59,28 @@ std::string precision_hint(const Divergence& d) {
              "docs/writing-an-engine.md, \"Numerics\")?\n");
 }
 
+// Where a value lies: "q head 1, dim 3" in an attention row; at model level "logits, token
+// id 17", "layer 1 attention, q head 0, value 3" or "layer 0 hidden, value 9".
+std::string value_place(const Divergence& d) {
+  switch (d.site) {
+    case ModelSite::none:
+      return "q head " + std::to_string(d.q_head) + ", dim " + std::to_string(d.dim);
+    case ModelSite::logits:
+      return "logits, token id " + std::to_string(d.dim);
+    case ModelSite::attention:
+      return "layer " + std::to_string(d.layer) + " attention, q head " + std::to_string(d.q_head) +
+             ", value " + std::to_string(d.dim);
+    default:
+      return "layer " + std::to_string(d.layer) + " " + std::string(model_site_name(d.site)) +
+             ", value " + std::to_string(d.dim);
+  }
+}
+
+// ", layer 2" for a model-level position or error inside a layer; "" otherwise.
+std::string layer_suffix(const Divergence& d) {
+  return d.site != ModelSite::none && d.layer >= 0 ? ", layer " + std::to_string(d.layer) : "";
+}
+
 }  // namespace
 
 std::string describe_divergence(const Divergence& d) {
@@ -66,17 +89,17 @@ std::string describe_divergence(const Divergence& d) {
   switch (d.kind) {
     case FailureKind::mismatch:
     case FailureKind::not_finite:
-      text += " at " + to_string(d.key) + " (" + to_string(d.origin) + "), q head " +
-              std::to_string(d.q_head) + ", dim " + std::to_string(d.dim) + "\n";
+      text +=
+          " at " + to_string(d.key) + " (" + to_string(d.origin) + "), " + value_place(d) + "\n";
       text += "  got " + format_exact(d.got) + ", expected " + format_exact(d.expected) +
               ", error " + brief(d.error) + ", bound " + brief(d.bound) + "\n";
       break;
     case FailureKind::wrong_position:
-      text += " at " + to_string(d.key) + " (" + to_string(d.origin) + ")\n";
+      text += " at " + to_string(d.key) + " (" + to_string(d.origin) + ")" + layer_suffix(d) + "\n";
       break;
     case FailureKind::engine_error:
-      text += " at " + to_string(d.origin);
-      if (has_row) text += ", producing " + to_string(d.key);
+      text += " at " + to_string(d.origin) + layer_suffix(d);
+      if (has_row || d.site == ModelSite::logits) text += ", producing " + to_string(d.key);
       text += "\n";
       break;
   }

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -81,15 +82,23 @@ std::vector<std::pair<int, double>> top5(const std::vector<double>& values) {
   return all;
 }
 
-ModelDivergence divergence(const TransformerRow& row, int layer, std::string where,
-                           const Worst& worst, double bound) {
-  ModelDivergence d;
-  d.kind = worst.kind;
+// A divergence at model level: no attention row, so no key range (hi < lo).
+Divergence model_divergence(FailureKind kind, ModelSite site, int layer) {
+  Divergence d;
+  d.kind = kind;
+  d.site = site;
+  d.layer = layer;
+  d.key_lo = 0;
+  d.key_hi = -1;
+  return d;
+}
+
+Divergence divergence(const TransformerRow& row, int layer, ModelSite site, const Worst& worst,
+                      double bound) {
+  Divergence d = model_divergence(worst.kind, site, layer);
   d.key = row.key;
   d.origin = row.origin;
-  d.layer = layer;
-  d.where = std::move(where);
-  d.index = static_cast<int>(worst.index);
+  d.dim = static_cast<int>(worst.index);
   d.got = worst.got;
   d.expected = worst.expected;
   d.error = worst.error;
@@ -97,67 +106,75 @@ ModelDivergence divergence(const TransformerRow& row, int layer, std::string whe
   return d;
 }
 
-}  // namespace
+// The token at `row` reported at `reported` instead of its own position (`layer` -1: a
+// whole-model engine's one position per row).
+Divergence wrong_position(const TransformerRow& row, int layer, int64_t reported) {
+  Divergence d = model_divergence(FailureKind::wrong_position, ModelSite::position, layer);
+  d.key = row.key;
+  d.origin = row.origin;
+  d.got = static_cast<double>(reported);
+  d.expected = static_cast<double>(row.key.pos);
+  d.error = std::fabs(d.got - d.expected);
+  d.detail = "the engine reported this token at position " + std::to_string(reported);
+  return d;
+}
 
 // The run's engine error, at its layer (or the model's set-up when no layer is known). It
 // has no row: the key stays empty.
-ModelDivergence engine_error(const TransformerRun& run) {
-  ModelDivergence d;
-  d.kind = FailureKind::engine_error;
+Divergence engine_error(const TransformerRun& run) {
+  Divergence d = model_divergence(FailureKind::engine_error, ModelSite::engine, run.error_layer);
   d.origin = run.error_at;
-  d.layer = run.error_layer;
-  d.where = "engine";
   d.detail = run.error;
   return d;
 }
 
-ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
-                         std::optional<std::pair<int, const EngineInfo*>> faulty) {
-  if (!scenario.model) {
-    throw std::invalid_argument("judge_model: scenario '" + scenario.name + "' has no model");
-  }
+// One model scenario run on the engine under test, beside its reference and bounds.
+struct JudgedRun {
+  std::map<RowKey, TransformerRow> reference;
+  TransformerRun run;
+  std::map<RowKey, model::RowBounds> bounds;
+  size_t layers = 0;  // the layers kvfuzz's forward ran (0 for a whole-model engine)
+};
+
+// Phase 1: the reference, the engine's run (a whole-model engine runs the scenario itself;
+// an attention engine runs in each layer of kvfuzz's cached forward) and the bounds of the
+// numerics that run declared.
+JudgedRun run_and_bound(const Scenario& scenario, const EngineInfo& engine, bool whole_model,
+                        std::optional<std::pair<int, const EngineInfo*>> faulty) {
   const ModelConfig& model = *scenario.model;
   const TransformerWeights weights = make_weights(model, scenario.layout);
-  const auto reference = reference_transformer(scenario, weights);
-
-  ModelVerdict verdict;
-  // A whole-model engine computes every layer itself; an attention engine runs in each
-  // layer of kvfuzz's own cached forward.
-  verdict.whole_model = static_cast<bool>(engine.make_model);
-  TransformerRun run;
+  JudgedRun judged;
+  judged.reference = reference_transformer(scenario, weights);
   EngineNumerics numerics;
-  size_t layers = 0;
-  if (verdict.whole_model) {
+  if (whole_model) {
     model::WholeModelRun whole = model::run_model_engine(scenario, engine);
-    run = std::move(whole.run);
+    judged.run = std::move(whole.run);
     numerics = whole.numerics;
   } else {
     std::vector<const EngineInfo*> engines(static_cast<size_t>(std::max(0, model.layers)), &engine);
     if (faulty && faulty->first >= 0 && static_cast<size_t>(faulty->first) < engines.size()) {
       engines[static_cast<size_t>(faulty->first)] = faulty->second;
     }
-    run = run_transformer(scenario, weights, engines);
-    numerics = run.numerics;
-    layers = engines.size();
+    judged.run = run_transformer(scenario, weights, engines);
+    numerics = judged.run.numerics;
+    judged.layers = engines.size();
   }
-  const auto bounds =
-      model::model_bounds(scenario, weights, reference, {numerics, verdict.whole_model});
+  judged.bounds = model::model_bounds(scenario, weights, judged.reference, {numerics, whole_model});
+  return judged;
+}
 
-  std::optional<ModelDivergence> first_position;  // the first wrong reported position
-  const size_t value_dim = static_cast<size_t>(std::max(1, scenario.layout.value_dim));
-
-  // The logits, row by row in program order.
-  for (const TransformerRow& row : run.rows) {
-    const auto ref = reference.find(row.key);
-    const auto bound = bounds.find(row.key);
-    if (ref == reference.end() || bound == bounds.end()) {
+// Phase 2: the logits, row by row in program order: rows compared, the worst ratio, the
+// first row out of bound.
+void judge_logits(const JudgedRun& judged, ModelVerdict& verdict) {
+  for (const TransformerRow& row : judged.run.rows) {
+    const auto ref = judged.reference.find(row.key);
+    const auto bound = judged.bounds.find(row.key);
+    if (ref == judged.reference.end() || bound == judged.bounds.end()) {
       // Only a wrong program key could do this (the run keys rows by the program itself).
       if (!verdict.first_logits) {
-        ModelDivergence d;
-        d.kind = FailureKind::engine_error;
+        Divergence d = model_divergence(FailureKind::engine_error, ModelSite::logits, -1);
         d.key = row.key;
         d.origin = row.origin;
-        d.where = "logits";
         d.detail = "the reference has no row for this token";
         verdict.first_logits = d;
       }
@@ -167,57 +184,45 @@ ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
     const Worst worst = judge(row.logits, ref->second.logits, bound->second.logits);
     verdict.worst_logits_ratio = std::max(verdict.worst_logits_ratio, worst.ratio);
     if (worst.failed && !verdict.first_logits) {
-      ModelDivergence d = divergence(row, -1, "logits", worst, bound->second.logits);
+      Divergence d = divergence(row, -1, ModelSite::logits, worst, bound->second.logits);
       d.top_got = top5(row.logits);
       d.top_expected = top5(ref->second.logits);
       verdict.first_logits = d;
     }
   }
+}
 
-  // A whole-model engine reports one position per row, the model's.
+// Phase 3 for a whole-model engine: it reports one position per row, the model's.
+std::optional<Divergence> first_whole_model_position(const TransformerRun& run) {
   for (const TransformerRow& row : run.rows) {
-    if (!verdict.whole_model || first_position) break;
     if (row.reported_positions.size() == 1 && row.reported_positions[0] != row.key.pos) {
-      ModelDivergence d;
-      d.kind = FailureKind::wrong_position;
-      d.key = row.key;
-      d.origin = row.origin;
-      d.where = "position";
-      d.got = static_cast<double>(row.reported_positions[0]);
-      d.expected = static_cast<double>(row.key.pos);
-      d.error = std::fabs(d.got - d.expected);
-      d.detail =
-          "the engine reported this token at position " + std::to_string(row.reported_positions[0]);
-      first_position = d;
+      return wrong_position(row, -1, row.reported_positions[0]);
     }
   }
+  return std::nullopt;
+}
 
-  // The layers: layer order, then program order; within a row, the position first.
-  for (size_t l = 0; l < layers; ++l) {
+// Phase 3 for kvfuzz's forward: the layers in layer order, then program order; within a
+// row, the reported position first, then the attention output, then the hidden state. The
+// first layer that went wrong is verdict.first_layer; the first wrong position (which fails
+// the verdict) is returned.
+std::optional<Divergence> locate_layer(const JudgedRun& judged, size_t value_dim,
+                                       ModelVerdict& verdict) {
+  std::optional<Divergence> first_position;
+  for (size_t l = 0; l < judged.layers; ++l) {
     const int layer = static_cast<int>(l);
-    for (const TransformerRow& row : run.rows) {
-      const auto ref = reference.find(row.key);
-      const auto bound = bounds.find(row.key);
-      if (ref == reference.end() || bound == bounds.end()) continue;
+    for (const TransformerRow& row : judged.run.rows) {
+      const auto ref = judged.reference.find(row.key);
+      const auto bound = judged.bounds.find(row.key);
+      if (ref == judged.reference.end() || bound == judged.bounds.end()) continue;
       if (l >= row.reported_positions.size() || l >= row.attention.size() ||
           l >= row.hidden.size()) {
         continue;
       }
-      std::optional<ModelDivergence> found;
+      std::optional<Divergence> found;
       if (row.reported_positions[l] != row.key.pos) {
-        ModelDivergence d;
-        d.kind = FailureKind::wrong_position;
-        d.key = row.key;
-        d.origin = row.origin;
-        d.layer = layer;
-        d.where = "position";
-        d.got = static_cast<double>(row.reported_positions[l]);
-        d.expected = static_cast<double>(row.key.pos);
-        d.error = std::fabs(d.got - d.expected);
-        d.detail = "the engine reported this token at position " +
-                   std::to_string(row.reported_positions[l]);
-        found = d;
-        if (!first_position) first_position = d;
+        found = wrong_position(row, layer, row.reported_positions[l]);
+        if (!first_position) first_position = found;
       }
       const double attention_bound = bound->second.attention[l];
       const Worst a = judge(row.attention[l], ref->second.attention[l], attention_bound);
@@ -225,25 +230,49 @@ ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
       const Worst h = judge(row.hidden[l], ref->second.hidden[l], hidden_bound);
       verdict.worst_layer_ratio = std::max({verdict.worst_layer_ratio, a.ratio, h.ratio});
       if (!found && a.failed) {
-        found = divergence(row, layer, "attention", a, attention_bound);
-        found->head = static_cast<int>(a.index / value_dim);
-        found->index = static_cast<int>(a.index % value_dim);
+        found = divergence(row, layer, ModelSite::attention, a, attention_bound);
+        found->q_head = static_cast<int>(a.index / value_dim);
+        found->dim = static_cast<int>(a.index % value_dim);
       }
-      if (!found && h.failed) found = divergence(row, layer, "hidden", h, hidden_bound);
+      if (!found && h.failed) found = divergence(row, layer, ModelSite::hidden, h, hidden_bound);
       if (found && !verdict.first_layer) verdict.first_layer = found;
     }
-    if (run.error_layer == layer && !verdict.first_layer) verdict.first_layer = engine_error(run);
+    if (judged.run.error_layer == layer && !verdict.first_layer) {
+      verdict.first_layer = engine_error(judged.run);
+    }
   }
-  if (!run.error.empty() && run.error_layer < 0 && !verdict.first_layer && !verdict.whole_model) {
-    verdict.first_layer = engine_error(run);
+  if (!judged.run.error.empty() && judged.run.error_layer < 0 && !verdict.first_layer) {
+    verdict.first_layer = engine_error(judged.run);
   }
-  if (verdict.whole_model) verdict.first_position = first_position;
+  return first_position;
+}
+
+}  // namespace
+
+ModelVerdict judge_model(const Scenario& scenario, const EngineInfo& engine,
+                         std::optional<std::pair<int, const EngineInfo*>> faulty) {
+  if (!scenario.model) {
+    throw std::invalid_argument("judge_model: scenario '" + scenario.name + "' has no model");
+  }
+  ModelVerdict verdict;
+  verdict.whole_model = static_cast<bool>(engine.make_model);
+  const JudgedRun judged = run_and_bound(scenario, engine, verdict.whole_model, faulty);
+  judge_logits(judged, verdict);
+  std::optional<Divergence> first_position;
+  if (verdict.whole_model) {
+    first_position = first_whole_model_position(judged.run);
+    verdict.first_position = first_position;
+  } else {
+    first_position =
+        locate_layer(judged, static_cast<size_t>(std::max(1, scenario.layout.value_dim)), verdict);
+  }
+  // Phase 4: what fails the verdict.
   if (verdict.first_logits) {
     verdict.failure = verdict.first_logits;
   } else if (first_position) {
     verdict.failure = first_position;
-  } else if (!run.error.empty()) {
-    verdict.failure = engine_error(run);
+  } else if (!judged.run.error.empty()) {
+    verdict.failure = engine_error(judged.run);
   }
   verdict.pass = !verdict.failure;
   return verdict;
@@ -278,7 +307,7 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
   if (const auto& d = verdict.first_logits) {
     text += "logits: first diverging row " + to_string(d->key) + " (" + to_string(d->origin) +
             "): " + std::string(failure_kind_name(d->kind)) + " at token id " +
-            std::to_string(d->index) + ": got " + number(d->got) + ", expected " +
+            std::to_string(d->dim) + ": got " + number(d->got) + ", expected " +
             number(d->expected) + ", error " + number(d->error) + " > bound " + number(d->bound) +
             "\n";
     if (!d->detail.empty()) text += "  " + d->detail + "\n";
@@ -297,9 +326,10 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
               "): wrong-position: " + d->detail + "\n";
     } else {
       text += layer + ": first divergence at " + to_string(d->key) + " (" + to_string(d->origin) +
-              "): " + std::string(failure_kind_name(d->kind)) + " in the " + d->where +
-              (d->where == "attention" ? " of q head " + std::to_string(d->head) : "") +
-              ", value " + std::to_string(d->index) + ": got " + number(d->got) + ", expected " +
+              "): " + std::string(failure_kind_name(d->kind)) + " in the " +
+              std::string(model_site_name(d->site)) +
+              (d->site == ModelSite::attention ? " of q head " + std::to_string(d->q_head) : "") +
+              ", value " + std::to_string(d->dim) + ": got " + number(d->got) + ", expected " +
               number(d->expected) + ", error " + number(d->error) + " > bound " + number(d->bound) +
               "\n";
     }
@@ -318,7 +348,7 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
   const auto& f = verdict.failure;
   const auto& l = verdict.first_layer;
   if (f && !verdict.first_logits &&
-      !(l && l->layer == f->layer && l->where == f->where && l->key == f->key)) {
+      !(l && l->layer == f->layer && l->site == f->site && l->key == f->key)) {
     const std::string layer = f->layer >= 0 ? "layer " + std::to_string(f->layer) : "model";
     text += "fails on: " + layer + ", " +
             (f->kind == FailureKind::engine_error

@@ -14,37 +14,27 @@
 #include "kvfuzz/engine.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/scenario.h"
+#include "kvfuzz/verdict.h"
 
 namespace kvfuzz {
 
-struct ModelDivergence {
-  FailureKind kind = FailureKind::mismatch;
-  RowKey key;
-  RowOrigin origin;
-  int layer = -1;     // -1: the logits
-  std::string where;  // "logits", "position", "attention", "hidden"
-  int head = -1;      // attention: the q head
-  int index = 0;      // the value within the row (a vocabulary id for logits)
-  double got = 0, expected = 0, error = 0, bound = 0;
-  // Logits only: the five largest logits, (token id, value), on each side.
-  std::vector<std::pair<int, double>> top_got, top_expected;
-  std::string detail;  // engine error text
-};
-
+// The model level's verdict: what fails it and, to locate a failure, the first layer that
+// went wrong. Every divergence in it is the judge's Divergence with its model site and layer
+// set (kvfuzz/verdict.h), so the properties pass it on as it is.
 struct ModelVerdict {
   bool pass = true;
   // The engine ran the whole model (EngineInfo::make_model): only logits and positions came
   // back, so no layer is ever named (first_layer stays empty).
   bool whole_model = false;
   int rows_compared = 0;
-  std::optional<ModelDivergence> first_logits;  // the first diverging logits row
-  std::optional<ModelDivergence> first_layer;   // the first layer that went wrong
+  std::optional<Divergence> first_logits;  // the first diverging logits row
+  std::optional<Divergence> first_layer;   // the first layer that went wrong
   // A whole-model engine's first wrong reported position (its rows have no layers).
-  std::optional<ModelDivergence> first_position;
+  std::optional<Divergence> first_position;
   // What fails the verdict: the first logits row when one diverges, else the first wrong
   // reported position (layer order, then program order), else the engine error. Nothing
   // when the verdict passes. The property's signature comes from it.
-  std::optional<ModelDivergence> failure;
+  std::optional<Divergence> failure;
   // The largest |got - expected| / bound over every value compared (infinite for a value
   // that is not finite): how close the run came to failing, for margins in tests/benchmarks.
   double worst_logits_ratio = 0;

@@ -16,34 +16,9 @@ namespace kvfuzz {
 
 namespace {
 
-// The property's report and the shrinker's signature need a Divergence: the logits row
-// when the logits diverge, else the layer that went wrong (a wrong position or an error).
-Divergence as_divergence(const ModelDivergence& m) {
-  Divergence d;
-  d.kind = m.kind;
-  d.key = m.key;
-  d.origin = m.origin;
-  d.q_head = m.head < 0 ? 0 : m.head;
-  d.dim = m.index;
-  d.got = m.got;
-  d.expected = m.expected;
-  d.error = m.error;
-  d.bound = m.bound;
-  // A logits row is not one attention's row: no key range to show; an engine error has no
-  // row at all. The one-line summaries say where the divergence is in `detail`.
-  d.key_lo = 0;
-  d.key_hi = -1;
-  d.detail = m.layer < 0 && m.where == "logits"
-                 ? "logits, at token id " + std::to_string(m.index)
-                 : (m.layer >= 0 ? "layer " + std::to_string(m.layer) + " " : std::string()) +
-                       m.where +
-                       (m.where == "attention" ? ", q head " + std::to_string(m.head) : "");
-  if (!m.detail.empty()) d.detail += ": " + m.detail;
-  return d;
-}
-
-// What failed the verdict (ModelVerdict::failure): logits, a wrong position, an error.
-const ModelDivergence& deciding(const ModelVerdict& verdict) {
+// What failed the verdict (ModelVerdict::failure): logits, a wrong position, an error. It
+// is the judge's Divergence, with its model site and layer.
+const Divergence& deciding(const ModelVerdict& verdict) {
   return *verdict.failure;
 }
 
@@ -61,10 +36,10 @@ PropertyOutcome judge_model_property(Property property, const Scenario& scenario
           "prefix (model level): pass (" + std::to_string(base.rows_compared) + " logits rows)\n";
       return result;
     }
-    const ModelDivergence& first = deciding(base);
+    const Divergence& first = deciding(base);
     result.pass = false;
     result.signature = FailureSignature{Property::prefix, first.kind};
-    result.first = as_divergence(first);
+    result.first = first;
     result.report =
         property_headline(property, engine,
                           "every cached logits row equals the full-prefix row at the same key",
@@ -83,10 +58,10 @@ PropertyOutcome judge_model_property(Property property, const Scenario& scenario
   for (const ScenarioVariant& variant : variants) {
     const ModelVerdict verdict = judge_model(variant.scenario, engine);
     if (verdict.pass) continue;
-    const ModelDivergence& first = deciding(verdict);
+    const Divergence& first = deciding(verdict);
     result.pass = false;
     result.signature = FailureSignature{property, first.kind};
-    result.first = as_divergence(first);
+    result.first = first;
     result.report =
         property_headline(property, engine,
                           "the variant's logits equal the full-prefix logits as the scenario's do",

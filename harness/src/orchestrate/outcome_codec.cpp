@@ -17,6 +17,18 @@ double from_bits(const Json& j) {
   return std::bit_cast<double>(j.get<uint64_t>());
 }
 
+// A logits row's five largest logits: [[id, value bits], ...].
+Json top_to_json(const std::vector<std::pair<int, double>>& top) {
+  Json j = Json::array();
+  for (const auto& [id, value] : top) j.push_back({id, bits(value)});
+  return j;
+}
+std::vector<std::pair<int, double>> top_from_json(const Json& j) {
+  std::vector<std::pair<int, double>> top;
+  for (const Json& entry : j) top.emplace_back(entry.at(0).get<int>(), from_bits(entry.at(1)));
+  return top;
+}
+
 Json divergence_to_json(const Divergence& d) {
   return {{"kind", static_cast<int>(d.kind)},
           {"key", {d.key.seq, d.key.epoch, d.key.pos}},
@@ -28,7 +40,10 @@ Json divergence_to_json(const Divergence& d) {
           {"error", bits(d.error)},
           {"bound", bits(d.bound)},
           {"keys", {d.key_lo, d.key_hi}},
-          {"detail", d.detail}};
+          {"detail", d.detail},
+          {"site", static_cast<int>(d.site)},
+          {"layer", d.layer},
+          {"top", {top_to_json(d.top_got), top_to_json(d.top_expected)}}};
 }
 
 Divergence divergence_from_json(const Json& j) {
@@ -47,6 +62,10 @@ Divergence divergence_from_json(const Json& j) {
   d.key_lo = j.at("keys").at(0).get<int64_t>();
   d.key_hi = j.at("keys").at(1).get<int64_t>();
   d.detail = j.at("detail").get<std::string>();
+  d.site = static_cast<ModelSite>(j.at("site").get<int>());
+  d.layer = j.at("layer").get<int>();
+  d.top_got = top_from_json(j.at("top").at(0));
+  d.top_expected = top_from_json(j.at("top").at(1));
   return d;
 }
 
