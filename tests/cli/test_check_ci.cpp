@@ -259,6 +259,25 @@ TEST(CheckCi, AHangingExecEngineIsATimeoutFinding) {
   EXPECT_NE(again.out.find("timeout"), std::string::npos) << again.out;
 }
 
+// A case ends at its engine's first hang (CaseJudge): the engine is let hang once, not once
+// per property (six, each waiting out KVFUZZ_ENGINE_TIMEOUT again before the change).
+TEST(CheckCi, ACaseEndsAtItsEnginesFirstHang) {
+  const fs::path dir = scratch("first-hang");
+  const fs::path log = dir / "hangs.log";
+  const std::string engine = exec_engine("hang_on_step.py", "1");
+  const Result r =
+      run_shell("HANG_ON_STEP_LOG=" + log.string() + " KVFUZZ_ENGINE_TIMEOUT=1 " +
+                std::string(KVFUZZ_BINARY) + " check --engine " + engine + " --cases 1 --quiet" +
+                kSmall + " --out " + dir.string() + " --json " + (dir / "s.json").string());
+  ASSERT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_EQ(slurp(log), "hang\n") << r.out;
+  const Json s = json_of(dir / "s.json");
+  ASSERT_EQ(s["findings"].size(), 1u) << s;
+  EXPECT_EQ(s["findings"][0]["signature"], "prefix/engine-error");
+  EXPECT_NE(r.out.find("did not answer step within 1 s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the engine hung while judging prefix"), std::string::npos) << r.out;
+}
+
 TEST(CheckCi, MaxFailuresKeepsGoingAndCountsDuplicates) {
   const fs::path dir = scratch("max");
   const std::string engine = std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":segfault";

@@ -4,6 +4,8 @@
 // error that escapes the properties.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -133,6 +135,40 @@ TEST(CaseJudge, AnEngineThatCannotBeMadeIsJudgedAsEachPropertyJudgesIt) {
   for (const Property p : kAllProperties) {
     EXPECT_EQ(verdict.outcome(p).report, judge_property(p, s, broken).report) << property_name(p);
   }
+}
+
+// An engine whose every step fails as a hung exec engine's does: it counts a hang, then
+// throws. With `hangs` the case ends after the first property; without it (an engine that
+// merely throws) every property is judged.
+TEST(CaseJudge, ACaseEndsAtItsEnginesFirstHang) {
+  EngineInfo hanging = engine("contiguous");
+  const EngineDeclarations declared = probe_declarations(hanging);
+  auto count = std::make_shared<int64_t>(5);  // hangs of earlier cases do not count
+  hanging.name = "hanging";
+  hanging.make = [count](const EngineConfig&) -> std::unique_ptr<Engine> {
+    ++*count;
+    throw EngineError("the engine did not answer step within 1 s");
+  };
+  const Scenario s = test::worked_example();
+  CaseJudge judge(s);
+  const CaseVerdict thrown = judge.judge(kAllProperties, hanging, declared);
+  EXPECT_EQ(thrown.outcomes.size(), kAllProperties.size());
+  EXPECT_FALSE(thrown.hung_while);
+
+  hanging.hangs = [count] { return *count; };
+  const CaseVerdict hung = judge.judge(kAllProperties, hanging, declared);
+  ASSERT_EQ(hung.outcomes.size(), 1u);
+  ASSERT_TRUE(hung.hung_while);
+  EXPECT_EQ(*hung.hung_while, Property::prefix);
+  const PropertyOutcome prefix = hung.outcome(Property::prefix);
+  EXPECT_FALSE(prefix.pass);
+  EXPECT_NE(prefix.report.find("did not answer step within 1 s"), std::string::npos);
+  EXPECT_NE(prefix.report.find("the engine hung while judging prefix"), std::string::npos);
+  const PropertyOutcome schedule = hung.outcome(Property::schedule);
+  EXPECT_FALSE(schedule.pass);
+  EXPECT_EQ(schedule.report,
+            "the engine hung while judging prefix (its time limit ended the call): kvfuzz "
+            "judged no further property of this case\n");
 }
 
 }  // namespace

@@ -181,6 +181,11 @@ struct EngineInfo {
   // Set for an engine that runs whole models (model scenarios only; `make` is then empty):
   // the model level gives it vocabulary ids and judges its logits.
   ModelEngineFactory make_model = {};
+  // How many of its engines' calls ended at the engine's own time limit, over this process's
+  // life (an exec: engine's KVFUZZ_ENGINE_TIMEOUT); empty for engines without one. A case
+  // ends at its engine's first hang (CaseJudge, kvfuzz/orchestrate.h): every other property
+  // would wait out the same limit again.
+  std::function<int64_t()> hangs = {};
 };
 
 // Every built-in attention engine, honest ones first, in a fixed order. The groups all,

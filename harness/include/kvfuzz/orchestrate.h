@@ -81,10 +81,13 @@ struct CaseVerdict {
   // engine): its message, and the property being judged.
   std::optional<std::string> engine_error;
   std::optional<Property> error_while;
+  // The engine hung while this property was judged (EngineInfo::hangs grew): its outcome is
+  // the last one, and the properties after it were not judged.
+  std::optional<Property> hung_while;
 
   // The outcome of `property`, for the doors that judge one: as judged, or, when the engine
-  // threw past the properties before `property` was reached, a failing engine_error outcome
-  // that says so. (A skipped verdict has none: a door asks `skipped` first.)
+  // threw past the properties or hung before `property` was reached, a failing engine_error
+  // outcome that says so. (A skipped verdict has none: a door asks `skipped` first.)
   PropertyOutcome outcome(Property property) const;
 };
 
@@ -102,7 +105,8 @@ class CaseJudge {
   // The scenario's reference under `numerics`, prepared on first use.
   const Prepared& prepared(const EngineNumerics& numerics);
 
-  // Judges `properties` in order on `engine`, unless the case lies outside `declared`.
+  // Judges `properties` in order on `engine`, unless the case lies outside `declared`; stops
+  // after the first property during which the engine hung (CaseVerdict::hung_while).
   // `before` is told each property before it is judged, with the verdict so far (check's
   // workers send both to kvfuzz, so that a crash in the middle keeps what was reached).
   CaseVerdict judge(std::span<const Property> properties, const EngineInfo& engine,

@@ -7,6 +7,7 @@
 // leak across new_case; KVFUZZ_EXEC_PROTOCOL=1 makes every engine a process of its own
 // again (docs/BENCHMARKS.md, "Engine protocol").
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -66,6 +67,9 @@ struct ExecCommand {
   std::chrono::milliseconds timeout;
   int newest_protocol;
   ExecPool pool;
+  // Requests its engines did not answer in time (EngineTimeout), over this kvfuzz process's
+  // life: EngineInfo::hangs.
+  std::atomic<int64_t> hangs{0};
 };
 
 class ExecEngine final : public Engine {
@@ -73,19 +77,21 @@ class ExecEngine final : public Engine {
   // A process of the pool when there is one (new_case), else a new one (hello).
   ExecEngine(std::shared_ptr<ExecCommand> command, const EngineConfig& config)
       : command_(std::move(command)), layout_(config.layout) {
-    if (std::optional<ExecSession> idle = command_->pool.take()) {
-      session_ = std::move(*idle);
-      // A failure here ends the process with this object's members: never reused.
-      session_.hello = read_new_case_reply(
-          session_.process->exchange(new_case_request(config), "new_case", kSmallReplyLimit),
-          session_.hello);
-      return;
-    }
-    session_.process = std::make_unique<LineProcess>(command_->command, command_->timeout);
-    session_.hello = read_hello_reply(
-        session_.process->exchange(hello_request(config, command_->newest_protocol), "hello",
-                                   kSmallReplyLimit),
-        command_->newest_protocol);
+    counting_hangs([&] {
+      if (std::optional<ExecSession> idle = command_->pool.take()) {
+        session_ = std::move(*idle);
+        // A failure here ends the process with this object's members: never reused.
+        session_.hello = read_new_case_reply(
+            session_.process->exchange(new_case_request(config), "new_case", kSmallReplyLimit),
+            session_.hello);
+        return;
+      }
+      session_.process = std::make_unique<LineProcess>(command_->command, command_->timeout);
+      session_.hello = read_hello_reply(
+          session_.process->exchange(hello_request(config, command_->newest_protocol), "hello",
+                                     kSmallReplyLimit),
+          command_->newest_protocol);
+    });
   }
 
   // A process of version 2 whose every exchange succeeded goes back to the pool (which
@@ -141,9 +147,20 @@ class ExecEngine final : public Engine {
   template <typename Body>
   void guarded(Body&& body) {
     try {
-      body();
+      counting_hangs(body);
     } catch (...) {
       reusable_ = false;
+      throw;
+    }
+  }
+
+  // Runs `body`, counting a request it timed out on in the command's hangs.
+  template <typename Body>
+  void counting_hangs(Body&& body) {
+    try {
+      body();
+    } catch (const EngineTimeout&) {
+      ++command_->hangs;
       throw;
     }
   }
@@ -205,6 +222,7 @@ std::shared_ptr<const EngineInfo> exec_engine(const std::string& spec, const std
   info->make = [shared](const EngineConfig& config) -> std::unique_ptr<Engine> {
     return std::make_unique<ExecEngine>(shared, config);
   };
+  info->hangs = [shared] { return shared->hangs.load(); };
   return info;
 }
 

@@ -135,7 +135,8 @@ std::string LineProcess::exchange(std::string_view request, std::string_view wha
     const int wait = poll_wait(deadline, std::chrono::milliseconds(INT_MAX));
     if (wait == 0) {
       fail("the engine did not answer " + name + " within " + describe_seconds(timeout_) +
-           " (KVFUZZ_ENGINE_TIMEOUT); killed it" + stderr_suffix());
+               " (KVFUZZ_ENGINE_TIMEOUT); killed it" + stderr_suffix(),
+           /*hung=*/true);
     }
     std::array<pollfd, 3> fds{};
     nfds_t count = 0;
@@ -250,9 +251,10 @@ std::string LineProcess::stderr_suffix() const {
   return tail.empty() ? "; nothing on its stderr" : "; its stderr ended: " + tail;
 }
 
-void LineProcess::fail(const std::string& message) {
+void LineProcess::fail(const std::string& message, bool hung) {
   failure_ = message + process_.kill_and_reap();
   process_.close_pipes();
+  if (hung) throw EngineTimeout(*failure_);
   throw EngineError(*failure_);
 }
 

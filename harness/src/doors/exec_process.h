@@ -21,7 +21,8 @@
 // own (setsid, setpgid) escapes both kills.
 //
 // Failures throw EngineError with one line naming the request and what happened (the exit
-// status or signal, and the last stderr lines). After a failure the process is gone and
+// status or signal, and the last stderr lines); a request not answered in time throws its
+// subclass EngineTimeout. After a failure the process is gone and
 // every later exchange throws the same message.
 //
 // Across fork(): the process belongs to the kvfuzz process that started it. A forked
@@ -40,9 +41,17 @@
 #include <string_view>
 
 #include "doors/exec_stderr_tail.h"
+#include "kvfuzz/engine.h"
 #include "support/process.h"
 
 namespace kvfuzz::doors {
+
+// The engine did not answer a request within its time limit (KVFUZZ_ENGINE_TIMEOUT) and was
+// killed: it hung. The exec adapter counts these (EngineInfo::hangs), so that a case ends at
+// its engine's first hang instead of waiting out one more per property (CaseJudge).
+struct EngineTimeout : EngineError {
+  using EngineError::EngineError;
+};
 
 class LineProcess {
  public:
@@ -75,7 +84,8 @@ class LineProcess {
   static constexpr std::chrono::milliseconds kExitGrace{1000};
 
  private:
-  [[noreturn]] void fail(const std::string& message);
+  // Kills the process and throws: EngineTimeout when `hung`, else EngineError.
+  [[noreturn]] void fail(const std::string& message, bool hung = false);
   [[noreturn]] void fail_ended(std::string_view what, std::string_view how);
   bool write_some(std::string_view data, size_t& written);
   void read_stdout();

@@ -18,6 +18,16 @@ std::string while_judging(const std::optional<Property>& property) {
   return property ? " while judging " + std::string(property_name(*property)) : "";
 }
 
+namespace {
+
+// What a case that ended at its engine's first hang says (CaseVerdict::hung_while).
+std::string hung_note(Property property) {
+  return "the engine hung while judging " + std::string(property_name(property)) +
+         " (its time limit ended the call): kvfuzz judged no further property of this case\n";
+}
+
+}  // namespace
+
 PropertyOutcome CaseVerdict::outcome(Property property) const {
   for (const auto& [judged, outcome] : outcomes) {
     if (judged == property) return outcome;
@@ -25,8 +35,9 @@ PropertyOutcome CaseVerdict::outcome(Property property) const {
   PropertyOutcome failed;
   failed.pass = false;
   failed.signature = FailureSignature{property, FailureKind::engine_error};
-  failed.report = "the engine failed outside a run" + while_judging(error_while) + ": " +
-                  engine_error.value_or("no verdict was reached") + "\n";
+  failed.report = hung_while ? hung_note(*hung_while)
+                             : "the engine failed outside a run" + while_judging(error_while) +
+                                   ": " + engine_error.value_or("no verdict was reached") + "\n";
   return failed;
 }
 
@@ -38,6 +49,8 @@ CaseVerdict CaseJudge::judge(std::span<const Property> properties, const EngineI
     verdict.skipped = std::move(*outside);
     return verdict;
   }
+  const auto hangs = [&engine]() -> int64_t { return engine.hangs ? engine.hangs() : 0; };
+  const int64_t hangs_before = hangs();
   std::optional<Property> current;
   try {
     for (const Property property : properties) {
@@ -50,6 +63,15 @@ CaseVerdict CaseJudge::judge(std::span<const Property> properties, const EngineI
       if (property == Property::prefix) {
         verdict.rows_compared = outcome.rows_compared;
         verdict.rows_unjudged = outcome.rows_unjudged;
+      }
+      if (hangs() > hangs_before) {
+        // The engine hung (its own time limit killed it): the properties after this one
+        // would each wait out the same limit. The case ends here; the property's failure,
+        // an engine error, is the finding.
+        verdict.hung_while = property;
+        if (!outcome.pass) outcome.report += hung_note(property);
+        verdict.outcomes.emplace_back(property, std::move(outcome));
+        break;
       }
       verdict.outcomes.emplace_back(property, std::move(outcome));
     }

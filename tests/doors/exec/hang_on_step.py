@@ -4,6 +4,9 @@ engine, so that a case hangs whatever ran before it in the same process, as a ke
 stuck on one input does), for tests/cli/test_check_ci.cpp:
 
     python3 hang_on_step.py N
+
+With HANG_ON_STEP_LOG set, each hang appends one line to that file first: how many times
+kvfuzz let the engine hang.
 """
 
 import os
@@ -33,6 +36,9 @@ class HangingEngine(HonestEngine):
         if self.steps == HANG_AT:
             sys.stderr.write(f"hang_on_step: step {self.steps}, not answering\n")
             sys.stderr.flush()
+            if os.environ.get("HANG_ON_STEP_LOG"):
+                with open(os.environ["HANG_ON_STEP_LOG"], "a") as log:
+                    log.write("hang\n")
             time.sleep(3600)
         return super().step(chunks)
 
