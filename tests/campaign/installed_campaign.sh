@@ -48,7 +48,7 @@ campaign() {
 }
 
 echo "== a mutant, every default"
-campaign 1 "$work/mutant" --engine mask-origin --targets prefix --time 12s --shrink-time 10
+campaign 1 "$work/mutant" --engine mask-origin --targets prefix --time 6s --shrink-time 10
 if grep "warning" "$work/mutant.stderr"; then
   fail "a campaign of the installed kvfuzz warns with its own defaults"
 fi
@@ -66,7 +66,7 @@ status=0
 echo "filed $(basename "$filed"); the working directory is empty"
 
 echo "== no seeds, no dictionary"
-campaign 0 "$work/bare" --engine contiguous --targets prefix --time 8s \
+campaign 0 "$work/bare" --engine contiguous --targets prefix --time 4s \
   --seeds "$work/empty" --dict "$work/none.dict"
 for warning in "warning: --dict $work/none.dict: no such file" \
   "warning: fuzz_prefix found no seed inputs"; do
