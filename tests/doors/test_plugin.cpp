@@ -18,6 +18,7 @@
 #include "command.h"
 #include "corpus/fixture_names.h"
 #include "declarations_away.h"
+#include "generated_cases.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine_abi.h"
 #include "kvfuzz/engine_spec.h"
@@ -142,7 +143,7 @@ TEST(BuiltinPlugin, HonestEnginesPassEveryPropertyOnGeneratedScenarios) {
   for (const EngineInfo& engine : engine_registry()) {
     if (engine.mutant) continue;
     const auto plugin = builtin_plugin(engine.name);
-    for (uint64_t s = 0; s < 12; ++s) {
+    for (uint64_t s = 0; s < test::generated_cases(12); ++s) {
       const Scenario scenario = generated(8000 + s);
       for (const Property property : kAllProperties) {
         const PropertyOutcome out = judge_property(property, scenario, *plugin);

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine_tests.h"
+#include "generated_cases.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
@@ -188,8 +190,25 @@ TEST_P(HonestEngine, PassesCheckEngineOnEveryScenario) {
   }
 }
 
+// The default build runs every case; ASan + UBSan a fifth unless KVFUZZ_TEST_LONG=1
+// (tests/generated_cases.h). A default build that ran fewer would lose cases silently.
+TEST(GeneratedCases, EveryCaseInTheDefaultBuildAFifthUnderTheSanitizersAllWithLong) {
+  const char* before = std::getenv("KVFUZZ_TEST_LONG");
+  const std::string saved = before ? before : "";
+  ::unsetenv("KVFUZZ_TEST_LONG");
+  EXPECT_EQ(generated_cases(300), kSanitized ? 60u : 300u);
+  EXPECT_EQ(generated_cases(4), kSanitized ? 1u : 4u);
+  ::setenv("KVFUZZ_TEST_LONG", "1", 1);
+  EXPECT_EQ(generated_cases(300), 300u);
+  if (before) {
+    ::setenv("KVFUZZ_TEST_LONG", saved.c_str(), 1);
+  } else {
+    ::unsetenv("KVFUZZ_TEST_LONG");
+  }
+}
+
 TEST_P(HonestEngine, PassesGeneratedScenarios) {
-  for (uint64_t seed = 1; seed <= 300; ++seed) {
+  for (uint64_t seed = 1; seed <= generated_cases(300); ++seed) {
     PrngChoiceSource choices(seed);
     const Scenario scenario = generate_scenario(choices);
     std::string why;

@@ -18,6 +18,7 @@
 #include "corpus/provenance.h"
 #include "cpu/flash_constants.h"
 #include "forwarding_engine.h"
+#include "generated_cases.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
@@ -386,7 +387,7 @@ TEST(ModelHonest, PassHandBuiltScenariosInEveryDtype) {
 TEST(ModelHonest, PassGeneratedScenariosInEveryDtype) {
   double worst = 0, worst_layer = 0;
   int checks = 0;
-  for (uint64_t seed = 0; seed < 18; ++seed) {
+  for (uint64_t seed = 0; seed < test::generated_cases(18); ++seed) {
     Scenario base = generated(seed);
     for (DType dtype : kDTypes) {
       base.layout.dtype = dtype;

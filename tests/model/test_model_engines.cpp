@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "forwarding_engine.h"
+#include "generated_cases.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
@@ -88,7 +89,7 @@ TEST(ModelEngines, HonestOnesPassAllSixPropertiesOnGeneratedScenarios) {
   int judged = 0;
   for (const char* name : kHonest) {
     const EngineInfo& info = engine(name);
-    for (uint64_t seed = 0; seed < 8; ++seed) {
+    for (uint64_t seed = 0; seed < test::generated_cases(8); ++seed) {
       const Scenario s = generated(info, seed);
       ASSERT_FALSE(unjudgeable(s, probe_declarations(info))) << name;
       const ModelVerdict v = judge_model(s, info);
