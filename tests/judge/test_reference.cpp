@@ -239,6 +239,69 @@ TEST(Reference, ModelsStorageRounding) {
   EXPECT_EQ(rows_of(s)[0].values[0], round_to_dtype(static_cast<float>(1.0 / 3), DType::bf16));
 }
 
+// P rounded to a dtype (tolerance.cpp, step 8): the weights of the keys whose P is not 1 are
+// pooled by the cell their P rounds into. 80 distinct scores, each on two keys: every pair
+// shares a cell, and no two pairs do (adjacent P differ by 2%, cells by 0.8% at most), so
+// the spread is sqrt(sum over pairs of (2 w)^2), sqrt(2) times what keys counted one by
+// one would give. With 80 cells the probabilistic term (spread) is the smaller, so the
+// pooling decides the bound. Computed again, after rows of other numerics on the same
+// thread, the parts are the same bits (the per-thread table of cells is left empty).
+TEST(Reference, PRoundingPoolsTheWeightsOfEachCell) {
+  Scenario s;
+  constexpr int kPairs = 80;
+  std::vector<ExplicitToken> tokens;
+  std::vector<int> ids;
+  for (int j = 0; j < 2 * kPairs; ++j) {
+    const auto k = static_cast<float>(-0.02 * (j / 2));
+    tokens.push_back(token({{1}}, {{k}}, {{1}}));
+    ids.push_back(j);
+  }
+  s.tokens = tokens;
+  s.program = {Op::append(0, ids)};
+  double total = 0, squares = 0, mass = 0;
+  for (int pair = 0; pair < kPairs; ++pair) {
+    const double p = std::exp(static_cast<double>(static_cast<float>(-0.02 * pair)));
+    total += 2 * p;
+  }
+  for (int pair = 1; pair < kPairs; ++pair) {  // pair 0 scores the maximum: P = 1, exact
+    const double cell = 2 * std::exp(static_cast<double>(static_cast<float>(-0.02 * pair))) / total;
+    squares += cell * cell;
+    mass += cell;
+  }
+  const TokenTable table(s.tokens, s.layout);
+  const LogicalStream stream = logical_streams(s).at(0);
+  for (const DType p : {DType::bf16, DType::f16}) {
+    EngineNumerics numerics;
+    numerics.p = p;
+    const ReferenceRow last = reference_rows(s.layout, table, stream, numerics).back();
+    const double expected = tolerance_parts(ToleranceInputs{.numerics = numerics,
+                                                            .visible_keys = 2 * kPairs,
+                                                            .max_abs_value = 1,
+                                                            .p_weight_spread = std::sqrt(squares),
+                                                            .p_weight_mass = mass})
+                                .p_rounding;
+    const double one_by_one =
+        tolerance_parts(ToleranceInputs{.numerics = numerics,
+                                        .visible_keys = 2 * kPairs,
+                                        .max_abs_value = 1,
+                                        .p_weight_spread = std::sqrt(squares / 2),
+                                        .p_weight_mass = mass})
+            .p_rounding;
+    ASSERT_LT(one_by_one, expected * 0.75) << dtype_name(p);  // the test can tell them apart
+    EXPECT_NEAR(last.bound_parts[0].p_rounding, expected, 1e-12 * expected) << dtype_name(p);
+    EXPECT_NEAR(
+        reference_rows_plain(s.layout, table, stream, numerics).back().bound_parts[0].p_rounding,
+        expected, 1e-12 * expected)
+        << dtype_name(p);
+    EngineNumerics other;
+    other.p = p == DType::bf16 ? DType::f16 : DType::bf16;
+    (void)reference_rows(s.layout, table, stream, other);
+    EXPECT_EQ(reference_rows(s.layout, table, stream, numerics).back().bound_parts[0].p_rounding,
+              last.bound_parts[0].p_rounding)
+        << dtype_name(p);
+  }
+}
+
 // Two sequences, steps, resets (one of them leaving an empty epoch).
 Scenario reset_program() {
   Scenario s;
