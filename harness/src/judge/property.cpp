@@ -14,7 +14,11 @@
 // Bitwise claims: an engine may announce that it keeps an invariance bit for bit
 // (Engine::bitwise_claims). Its variants' rows must then have exactly the same bits as
 // the base run's (+0 and -0 differ; NaNs must match in bits too), and the first value that
-// differs is reported with both bit patterns and their distance in ulps.
+// differs is reported with both bit patterns and their distance in ulps of the engine's
+// declared output dtype.
+//
+// Reports: the variant is what an invariance judges, so a divergence's "got" is the
+// variant run's value and "expected" the base run's, at the base run's row key.
 #include "kvfuzz/property.h"
 
 #include <bit>
@@ -24,12 +28,15 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 
 #include "judge/attention_property.h"
 #include "judge/property_variants.h"
 #include "judge/report.h"
 #include "judge/tolerance.h"
+#include "kvfuzz/dtype.h"
 #include "kvfuzz/judge.h"
 #include "kvfuzz/token_table.h"
 #include "run/runner.h"
@@ -123,23 +130,52 @@ bool claims_bitwise(Property property, const BitwiseClaims& claims) {
   return false;
 }
 
-// Distance in ulps between two finite floats: how many steps from one float to the next
-// lead from one to the other (adjacent floats are 1 apart). Bit patterns map to a monotone
-// integer line, negative floats from -1 down, so that -0 and +0, whose bits differ, are 1
-// apart.
-uint64_t ulps_apart(float a, float b) {
-  const auto line = [](float x) -> int64_t {
-    const uint32_t bits = std::bit_cast<uint32_t>(x);
-    return bits & 0x80000000u ? -1 - static_cast<int64_t>(bits & 0x7fffffffu) : bits;
-  };
-  const int64_t d = line(a) - line(b);
-  return static_cast<uint64_t>(d < 0 ? -d : d);
+// A value's bits in `dtype` and its place on a monotone integer line of that dtype's values
+// (adjacent values 1 apart; negative values from -1 down, so that -0 and +0, whose bits
+// differ, are 1 apart); nullopt when the dtype does not hold the value exactly.
+struct DTypeBits {
+  uint32_t bits = 0;
+  int64_t line = 0;
+};
+std::optional<DTypeBits> dtype_bits(float x, DType dtype) {
+  if (!std::isfinite(x) || round_to_dtype(x, dtype) != x) return std::nullopt;
+  const uint32_t bits = dtype == DType::f32   ? std::bit_cast<uint32_t>(x)
+                        : dtype == DType::f16 ? f32_to_f16(x)
+                                              : f32_to_bf16(x);
+  const uint32_t sign = dtype == DType::f32 ? 0x80000000u : 0x8000u;
+  return DTypeBits{bits, bits & sign ? -1 - static_cast<int64_t>(bits & (sign - 1))
+                                     : static_cast<int64_t>(bits)};
 }
 
-std::string bits_text(float x) {
-  char text[64];
-  std::snprintf(text, sizeof text, "0x%08x (%.9g)", std::bit_cast<uint32_t>(x), x);
-  return text;
+// A bitwise claim's two values, in the engine's declared output dtype: each one's bits and
+// value, and how many of that dtype's ulps lie between them (one bf16 ulp is 65,536 f32
+// ulps: counted in f32, a bf16 engine's smallest difference would read as a huge one).
+// Values the dtype does not hold are shown and counted as f32.
+std::string bitwise_text(float got, const std::string& got_run, float expected,
+                         const std::string& expected_run, DType output) {
+  const auto a = dtype_bits(got, output), b = dtype_bits(expected, output);
+  const DType shown = a && b ? output : DType::f32;
+  const auto text = [&](float x, const std::string& run) {
+    char buffer[96];
+    const auto bits = dtype_bits(x, shown);
+    if (shown == DType::f32 || !bits) {
+      std::snprintf(buffer, sizeof buffer, "0x%08x (%.9g)", std::bit_cast<uint32_t>(x), x);
+    } else {
+      std::snprintf(buffer, sizeof buffer, "0x%04x (%.9g)", bits->bits, x);
+    }
+    return std::string(buffer) + " " + run;
+  };
+  std::string out = "the engine claims this invariance bit for bit: got " + text(got, got_run) +
+                    ", expected " + text(expected, expected_run);
+  const auto x = dtype_bits(got, shown), y = dtype_bits(expected, shown);
+  if (x && y) {
+    const int64_t d = x->line - y->line;
+    const auto n = static_cast<uint64_t>(d < 0 ? -d : d);
+    out += ", " + std::to_string(n) + " " + std::string(dtype_name(shown)) +
+           (n == 1 ? " ulp" : " ulps") + " apart";
+    if (shown != output) out += " (not both " + std::string(dtype_name(output)) + " values)";
+  }
+  return out;
 }
 
 bool same_value(double a, double b, double tolerance) {
@@ -207,8 +243,8 @@ std::optional<Divergence> compare_values(Divergence d, const Base& base, const R
     d.expected = want.values[i];
     d.error = std::fabs(d.got - d.expected);
     d.bound = 2 * accepted_error(ref.bound[h], ref.values[i], output);
-    d.detail = "got: the base run; expected: the variant run (" + twin_text(twin) +
-               "); bound: twice the reference's";
+    d.detail = "got: the variant run (" + twin_text(twin) +
+               "); expected: the base run; bound: twice the reference's";
     return d;
   };
   for (size_t i = 0; i < size; ++i) {
@@ -225,10 +261,8 @@ std::optional<Divergence> compare_values(Divergence d, const Base& base, const R
       if (std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y)) continue;
       Divergence found = at(FailureKind::mismatch, i);
       found.bound = 0;
-      found.detail = "the engine claims this invariance bit for bit: got " + bits_text(x) +
-                     " (the base run), expected " + bits_text(y) +
-                     " (the variant run: " + twin_text(twin) + "), " +
-                     std::to_string(ulps_apart(x, y)) + " ulps apart";
+      found.detail = bitwise_text(x, "(the variant run: " + twin_text(twin) + ")", y,
+                                  "(the base run)", output);
       return found;
     }
     return std::nullopt;
@@ -280,7 +314,8 @@ std::optional<Divergence> compare_slot(const Base& base, size_t b, const Variant
   if (got->values.size() != size || want->values.size() != size) {
     return std::nullopt;  // runner-checked
   }
-  return compare_values(std::move(d), base, ref, *got, *want, twin, bitwise);
+  // The variant is what is judged, against the base run: got is the variant's row.
+  return compare_values(std::move(d), base, ref, *want, *got, twin, bitwise);
 }
 
 // Every row agrees, but the variant failed where the base did not (after its last compared
