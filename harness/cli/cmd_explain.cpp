@@ -1,6 +1,8 @@
 // kvfuzz explain FIXTURE: every row with its visible keys, expected and got, per engine;
 // each engine's part computed in a forked child (isolation_flags.h), so that an engine that
-// crashes or hangs is one FAIL line and the other engines are still explained.
+// crashes or hangs is one FAIL line and the other engines are still explained. With
+// --property (by default the property the fixture records it fails), an invariance is
+// judged instead and its first diverging row named with both runs' values.
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -8,10 +10,12 @@
 
 #include "cli_support.h"
 #include "commands.h"
+#include "corpus/provenance.h"
 #include "isolation_flags.h"
 #include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/property.h"
 #include "model/model_check.h"
 #include "support/isolated_call.h"
 
@@ -22,6 +26,7 @@ namespace {
 struct ExplainOptions {
   std::string path;
   std::string engines = "all";
+  std::string property;      // empty: the fixture's recorded property (prefix when none)
   IsolationFlags isolation;  // --timeout (per engine), --no-fork
 };
 
@@ -39,8 +44,19 @@ std::string describe_layout(const Layout& l) {
 // scenario's logits verdict, first diverging logits row and first wrong layer; an attention
 // scenario's rows and bounds for the engine's declared numerics.
 std::string explain_engine(const Scenario& scenario, const Prepared& prepared,
-                           const EngineInfo& engine, const EngineNumerics& numerics) {
+                           const EngineInfo& engine, const EngineNumerics& numerics,
+                           Property property) {
   const std::string kind = engine.mutant ? "mutant" : "honest";
+  if (property != Property::prefix) {
+    // An invariance: the engine against itself on the property's variants. The report names
+    // the first base row a variant changes, the variant's row for it, and both values.
+    const PropertyOutcome outcome = judge_property(property, scenario, prepared, engine);
+    std::string text = std::string(outcome.pass ? "P" : "F") + "\nengine " + engine.name + " (" +
+                       kind + "): " + (outcome.pass ? "pass" : "FAIL") + " (property " +
+                       std::string(property_name(property)) + ")\n";
+    if (!outcome.pass) text += outcome.report + "\n";
+    return text;
+  }
   if (scenario.model) {
     const ModelVerdict verdict = judge_model(scenario, engine);
     std::string text = std::string(verdict.pass ? "P" : "F") + "\nengine " + engine.name + " (" +
@@ -61,7 +77,11 @@ std::string explain_engine(const Scenario& scenario, const Prepared& prepared,
 
 int run_explain(const ExplainOptions& options) {
   const auto engines = select_engines(options.engines);
+  // A bad --property is bad input before the fixture is read; none: the fixture's own.
+  const bool asked = !options.property.empty();
+  const Property chosen = asked ? select_property(options.property) : Property::prefix;
   const Scenario scenario = load_fixture(options.path);
+  const Property property = asked ? chosen : recorded_property(scenario);
   const Prepared prepared = prepare(scenario);
   std::printf("%s: %s\n", options.path.c_str(), scenario.name.c_str());
   std::printf("layout: %s\n", describe_layout(scenario.layout).c_str());
@@ -73,6 +93,10 @@ int run_explain(const ExplainOptions& options) {
         static_cast<unsigned long long>(m->seed));
   }
   if (!scenario.note.empty()) std::printf("note: %s\n", scenario.note.c_str());
+  if (property != Property::prefix) {
+    std::printf("property: %s (%s)\n", std::string(property_name(property)).c_str(),
+                asked ? "--property" : "the one the fixture records it fails");
+  }
   int status = kExitPass;
   if (auto problem = judge_expect(scenario, prepared)) {
     std::printf("expect rows: DISAGREE with the reference: %s\n", problem->c_str());
@@ -90,7 +114,7 @@ int run_explain(const ExplainOptions& options) {
     }
     // In a child (Isolation): the text, after a first character saying whether it passed.
     const auto explained = [&] {
-      return explain_engine(scenario, prepared, *engine, declared.numerics);
+      return explain_engine(scenario, prepared, *engine, declared.numerics, property);
     };
     std::string text;
     if (forks_for(*engine, isolation)) {
@@ -121,6 +145,10 @@ void add_explain_command(CLI::App& app, int& exit_status) {
       "Print every row of a fixture: sequence, epoch, position, visible keys, expected and got.");
   cmd->add_option("fixture", options->path, "Fixture file")->required();
   cmd->add_option("--engine", options->engines, kEnginesHelp)->default_val("all");
+  cmd->add_option("--property", options->property,
+                  "The property to judge: " + property_list(" or ") +
+                      " (default: the one the fixture's provenance records, else prefix, "
+                      "which prints every row)");
   add_isolation_options(*cmd, options->isolation,
                         "Seconds one engine may take on the fixture before its child is killed "
                         "and the engine's part says it hung",

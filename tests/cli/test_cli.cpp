@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -185,6 +186,47 @@ TEST(Cli, ExplainShowsTheWorkedExample) {
                        "4.29154e-06 (logit error 2.38419e-07)  ok"),
             std::string::npos)
       << r.out;
+}
+
+// explain --property judges an invariance: the honest engine passes it, the mutant whose
+// mask restarts at the chunk fails it, and the report names the base row a variant changes
+// with the variant's value as "got" and the base run's as "expected". A fixture that records
+// the property it fails is explained under it without the flag; a bad name is bad input.
+TEST(Cli, ExplainJudgesTheAskedOrRecordedProperty) {
+  const Result r = kvfuzz("explain " + seed("worked-example.json") +
+                          " --engine paged,mask-origin --property schedule");
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("property: schedule (--property)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("engine paged (honest): pass (property schedule)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("engine mask-origin (mutant): FAIL (property schedule)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("got: the variant run (the variant's row for it is seq 0 epoch 0 pos"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("expected: the base run"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("keys 0..3"), std::string::npos) << r.out;  // not prefix's row table
+
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvfuzz-cli-explain-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ifstream in(seed("worked-example.json"));
+  nlohmann::json fixture = nlohmann::json::parse(in);
+  fixture["provenance"] = {
+      {"source", "shrink"}, {"engine", "mask-origin"}, {"property", "schedule"}};
+  const fs::path recorded = dir / "recorded.json";
+  std::ofstream(recorded) << fixture.dump(2);
+  const Result by_record = kvfuzz("explain " + recorded.string() + " --engine mask-origin");
+  EXPECT_EQ(by_record.status, 1) << by_record.out << by_record.err;
+  EXPECT_NE(by_record.out.find("property: schedule (the one the fixture records it fails)"),
+            std::string::npos)
+      << by_record.out;
+  EXPECT_NE(by_record.out.find("FAIL (property schedule)"), std::string::npos) << by_record.out;
+
+  const Result bad = kvfuzz("explain " + recorded.string() + " --property sideways");
+  EXPECT_EQ(bad.status, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("sideways"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
 }
 
 // An engine declaring its output dtype is explained with its own bounds, plus the rounding.
