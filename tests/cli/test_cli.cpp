@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -43,18 +44,26 @@ TEST(Cli, ReplayOfTheSeedsPassesOnEveryHonestEngine) {
   EXPECT_NE(r.out.find("0 failed, 0 bad"), std::string::npos) << r.out;
 }
 
-// The low-precision engines skip the f32 seeds: said once per engine and reason at the end
-// ("flash-bf16 skipped 12 fixtures: the fixture lies outside its supports: ..."), never on
-// each fixture's line (before: a "skipped:" line of about 400 characters per fixture).
+// The low-precision engines skip the seeds of other dtypes: said once per engine and reason
+// at the end ("flash-bf16 skipped 25 fixtures: the fixture lies outside its supports: storage
+// dtype f32 ..."), never on each fixture's line (before: a "skipped:" line of about 400
+// characters per fixture). Each replays the worked example in its own dtype.
 TEST(Cli, ReplaySaysEachSkipOncePerEngineAndReason) {
   const fs::path seeds = kSource / "corpus/seeds";
   int f32 = 0, fixtures = 0;
+  std::map<std::string, int> of_dtype;
   for (const auto& entry : fs::directory_iterator(seeds)) {
     if (entry.path().extension() != ".json") continue;
     ++fixtures;
-    f32 += slurp(entry.path()).find("\"dtype\": \"f32\"") != std::string::npos;
+    for (const char* dtype : {"f32", "f16", "bf16"}) {
+      of_dtype[dtype] += slurp(entry.path()).find("\"dtype\": \"" + std::string(dtype) + "\"") !=
+                         std::string::npos;
+    }
   }
+  f32 = of_dtype["f32"];
   ASSERT_GT(f32, 1);
+  ASSERT_GE(of_dtype["f16"], 1);
+  ASSERT_GE(of_dtype["bf16"], 1);
   const Result r = kvfuzz("replay " + seeds.string() + " --engine paged,flash-bf16,flash-f16");
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("skipped:"), std::string::npos) << r.out;
@@ -65,21 +74,21 @@ TEST(Cli, ReplaySaysEachSkipOncePerEngineAndReason) {
         line.find(": the fixture ") != std::string::npos)
       skip_lines.push_back(line);
   }
-  ASSERT_EQ(skip_lines.size(), 2u) << r.out;  // one per low-precision engine: their reasons differ
-  for (const char* engine : {"flash-bf16", "flash-f16"}) {
-    int said = 0;
-    for (const std::string& line : skip_lines) {
-      if (!line.starts_with(std::string(engine) + " skipped ")) continue;
-      ++said;
-      EXPECT_NE(line.find(" skipped " + std::to_string(f32) +
-                          " fixtures: the fixture lies outside "
-                          "its supports: storage dtype f32"),
-                std::string::npos)
-          << line;
+  // One per low-precision engine and reason: the f32 seeds, and the other 16-bit dtype's.
+  ASSERT_EQ(skip_lines.size(), 4u) << r.out;
+  for (const auto& [engine, other] :
+       {std::pair{"flash-bf16", "f16"}, std::pair{"flash-f16", "bf16"}}) {
+    for (const std::string& dtype : {std::string("f32"), std::string(other)}) {
+      const int count = of_dtype[dtype];
+      const std::string text = std::string(engine) + " skipped " + std::to_string(count) +
+                               (count == 1 ? " fixture" : " fixtures") +
+                               ": the fixture lies outside its supports: storage dtype " + dtype;
+      int said = 0;
+      for (const std::string& line : skip_lines) said += line.starts_with(text);
+      EXPECT_EQ(said, 1) << text << "\n" << r.out;
     }
-    EXPECT_EQ(said, 1) << engine << "\n" << r.out;
   }
-  EXPECT_EQ(lines(r.out), fixtures + 2 + 1) << r.out;  // a line each, the skips, the summary
+  EXPECT_EQ(lines(r.out), fixtures + 4 + 1) << r.out;  // a line each, the skips, the summary
 }
 
 TEST(Cli, ReplayAgainstAMutantExitsOneAndNamesTheRow) {

@@ -13,7 +13,10 @@
 #include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
+#include "kvfuzz/token_table.h"
+#include "run/runner.h"
 
 namespace kvfuzz {
 namespace {
@@ -79,6 +82,40 @@ TEST(Seeds, EveryHonestEnginePassesEverySeed) {
   }
 }
 
+// The worked example stored in bf16 and in f16: the engines that compute in those dtypes,
+// which skip every f32 seed, replay it and pass, and return each row rounded to their output
+// dtype, as the seeds' notes derive by hand (14/3 and 12.4 are not representable).
+TEST(Seeds, LowPrecisionEnginesReplayTheWorkedExampleAndRoundItsRowsAsDerived) {
+  struct Case {
+    const char* seed;
+    const char* engine;
+    double row2, row4;
+  };
+  const Scenario f32 = load_fixture(kSeeds / "worked-example.json");
+  for (const Case& c : {Case{"worked-example-bf16", "flash-bf16", 4.65625, 12.375},
+                        Case{"worked-example-bf16", "cuda-paged-bf16", 4.65625, 12.375},
+                        Case{"worked-example-f16", "flash-f16", 4.66796875, 12.3984375},
+                        Case{"worked-example-f16", "contiguous-f16acc", 4.66796875, 12.3984375}}) {
+    const Scenario s = load_fixture(kSeeds / (std::string(c.seed) + ".json"));
+    const EngineInfo& engine = *find_engine(c.engine);
+    const EngineDeclarations declared = probe_declarations(engine);
+    EXPECT_EQ(replay_fixture(s, prepare(s), engine, declared).status, FixtureReplay::Status::pass)
+        << c.seed << " on " << c.engine;
+    EXPECT_EQ(replay_fixture(f32, prepare(f32), engine, declared).status,
+              FixtureReplay::Status::skipped)
+        << c.engine;
+    const auto instance = engine.make(engine_config(s));
+    const EngineRun run = run_engine(s, TokenTable(s.tokens, s.layout), *instance);
+    const std::vector<double> expected = {2, 3, c.row2, 7.5, c.row4};
+    ASSERT_EQ(run.rows.size(), expected.size()) << c.engine;
+    for (const EngineRow& row : run.rows) {
+      const auto p = static_cast<size_t>(row.key.pos);
+      ASSERT_LT(p, expected.size()) << c.engine;
+      EXPECT_EQ(row.values.at(0), expected[p]) << c.seed << " on " << c.engine << " pos " << p;
+    }
+  }
+}
+
 // What a mutant returns on a seed, derived by hand (see each seed's note).
 struct PredictedRow {
   RowKey key;
@@ -96,6 +133,8 @@ const double kE = std::exp(1.0);
 const std::vector<Prediction>& predictions() {
   static const std::vector<Prediction> table = {
       {"worked-example", "mask-origin", {{{0, 0, 3}, {2}}, {{0, 0, 4}, {3}}}},
+      {"worked-example-bf16", "mask-origin", {{{0, 0, 3}, {2}}, {{0, 0, 4}, {3}}}},
+      {"worked-example-f16", "mask-origin", {{{0, 0, 3}, {2}}, {{0, 0, 4}, {3}}}},
       {"one-token-prefix", "mask-origin", {{{0, 0, 1}, {2}}}},
       {"one-token-cache",
        "mask-origin",
