@@ -153,11 +153,11 @@ std::optional<DTypeBits> dtype_bits(float x, DType dtype) {
 // Values the dtype does not hold are shown and counted as f32.
 std::string bitwise_text(float got, const std::string& got_run, float expected,
                          const std::string& expected_run, DType output) {
-  const auto a = dtype_bits(got, output), b = dtype_bits(expected, output);
+  auto a = dtype_bits(got, output), b = dtype_bits(expected, output);
   const DType shown = a && b ? output : DType::f32;
-  const auto text = [&](float x, const std::string& run) {
+  if (shown != output) a = dtype_bits(got, shown), b = dtype_bits(expected, shown);
+  const auto text = [&](float x, const std::optional<DTypeBits>& bits, const std::string& run) {
     char buffer[96];
-    const auto bits = dtype_bits(x, shown);
     if (shown == DType::f32 || !bits) {
       std::snprintf(buffer, sizeof buffer, "0x%08x (%.9g)", std::bit_cast<uint32_t>(x), x);
     } else {
@@ -165,11 +165,10 @@ std::string bitwise_text(float got, const std::string& got_run, float expected,
     }
     return std::string(buffer) + " " + run;
   };
-  std::string out = "the engine claims this invariance bit for bit: got " + text(got, got_run) +
-                    ", expected " + text(expected, expected_run);
-  const auto x = dtype_bits(got, shown), y = dtype_bits(expected, shown);
-  if (x && y) {
-    const int64_t d = x->line - y->line;
+  std::string out = "the engine claims this invariance bit for bit: got " + text(got, a, got_run) +
+                    ", expected " + text(expected, b, expected_run);
+  if (a && b) {
+    const int64_t d = a->line - b->line;
     const auto n = static_cast<uint64_t>(d < 0 ? -d : d);
     out += ", " + std::to_string(n) + " " + std::string(dtype_name(shown)) +
            (n == 1 ? " ulp" : " ulps") + " apart";

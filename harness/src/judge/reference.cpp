@@ -86,44 +86,47 @@ PWeights p_weights(const double* p, int count, double total, DType dtype,
                    std::vector<std::pair<float, double>>& cells) {
   PWeights out;
   const double min_normal = dtype_min_normal(dtype);
+  // Hands `take` each key whose P is not exactly 1 (the maximum's own P is exact), with its
+  // weight, counting the subnormal ones.
+  const auto each_key = [&](auto&& take) {
+    for (int j = 0; j < count; ++j) {
+      const double pj = p[j];
+      if (pj == 1) continue;
+      if (pj < min_normal) ++out.subnormal;
+      take(pj, pj / total);
+    }
+  };
   double squares = 0;
+  const auto add_cell = [&](double weight) {
+    squares += weight * weight;
+    out.mass += weight;
+  };
   if (dtype != DType::f32) {
     // Per thread: each cell's weight (0 when unused) and the cells this row used, in the
     // order of their first key.
     thread_local std::vector<double> weight(size_t{1} << 16, 0.0);
     thread_local std::vector<uint16_t> used;
     used.clear();
-    for (int j = 0; j < count; ++j) {
-      const double pj = p[j];
-      if (pj == 1) continue;  // the maximum's own P is exact
-      if (pj < min_normal) ++out.subnormal;
+    each_key([&](double pj, double w) {
       const uint16_t cell = cell_bits(pj, dtype);
       if (weight[cell] == 0) used.push_back(cell);
-      weight[cell] += pj / total;
-    }
-    for (uint16_t cell : used) {
-      squares += weight[cell] * weight[cell];
-      out.mass += weight[cell];
+      weight[cell] += w;
+    });
+    for (const uint16_t cell : used) {
+      add_cell(weight[cell]);
       weight[cell] = 0;
     }
-    out.spread = std::sqrt(squares);
-    return out;
-  }
-  cells.clear();
-  for (int j = 0; j < count; ++j) {
-    const double pj = p[j];
-    if (pj == 1) continue;
-    if (pj < min_normal) ++out.subnormal;
-    cells.emplace_back(static_cast<float>(pj), pj / total);
-  }
-  std::sort(cells.begin(), cells.end());
-  for (size_t i = 0; i < cells.size();) {
-    double cell = 0;
-    size_t k = i;
-    for (; k < cells.size() && cells[k].first == cells[i].first; ++k) cell += cells[k].second;
-    squares += cell * cell;
-    out.mass += cell;
-    i = k;
+  } else {
+    cells.clear();
+    each_key([&](double pj, double w) { cells.emplace_back(static_cast<float>(pj), w); });
+    std::sort(cells.begin(), cells.end());
+    for (size_t i = 0; i < cells.size();) {
+      double cell = 0;
+      size_t k = i;
+      for (; k < cells.size() && cells[k].first == cells[i].first; ++k) cell += cells[k].second;
+      add_cell(cell);
+      i = k;
+    }
   }
   out.spread = std::sqrt(squares);
   return out;
