@@ -36,6 +36,15 @@ std::unique_ptr<Engine> make_split(const EngineConfig& config) {
   return std::make_unique<cpu::FlashEngine>(config, cpu::FlashSplit{.count = Count});
 }
 
+// ... and computing with one of numerics_profiles().
+template <cpu::SplitCount Count>
+EngineFactory make_split_with(std::string_view profile) {
+  const cpu::NumericsProfile& numerics = cpu::numerics_profile(profile);
+  return [&numerics](const EngineConfig& config) {
+    return cpu::with_numerics(make_split<Count>(config), numerics);
+  };
+}
+
 // A CUDA engine with one of cuda_engine.h's option sets.
 template <cuda::CudaEngineOptions (*Options)()>
 std::unique_ptr<Engine> make_cuda(const EngineConfig& config) {
@@ -78,6 +87,22 @@ std::vector<EngineInfo> build_registry() {
        "context, rounded up to whole tiles (short rows get empty ones), as FlashDecoding's "
        "num_splits does.",
        false, make_split<cpu::SplitCount::fixed>},
+      {"flash-split-bf16",
+       "flash-fixed-split computing as FlashAttention-2's split-KV forward does with bf16 "
+       "inputs: P rounded to bf16, each split's output normalised in f32 with its f32 "
+       "log-sum-exp, combined by weights exp(lse_s - lse), rows rounded to bf16 (bf16 "
+       "scenarios only).",
+       false, make_split_with<cpu::SplitCount::fixed>("bf16-lse")},
+      {"flash-f16-merge",
+       "Flash engine whose split decode stores each partition's normalised output in f16 and "
+       "merges them by their f32 log-sum-exps, as FlashInfer's merge_states and vLLM's "
+       "merge_attn_states do; P rounded to f16, rows rounded to f16 (f16 scenarios only).",
+       false, make_with<cpu::FlashEngine>("f16-merge")},
+      {"paged-f16-normalised",
+       "Paged engine normalising P before rounding it, as vLLM's paged attention kernel and "
+       "ONNX Runtime's Attention in f16 do: P = exp(s - m) / (sum + 1e-6) rounded to f16, f32 "
+       "sums, rows rounded to f16 (f16 scenarios only).",
+       false, make_with<cpu::PagedEngine>("f16-normalised")},
       {"cuda-paged",
        "CUDA kernels (paged decode split-K merged by log-sum-exp, chunked prefill over block "
        "tables) on a device pool, run on the SIMT launcher without a GPU: f32 sums and rows, "

@@ -52,6 +52,7 @@ TEST(Properties, CasesCoverTheseHonestEngines) {
   EXPECT_EQ(honest,
             (std::vector<std::string>{"contiguous", "paged", "flash", "flash-bf16", "flash-f16",
                                       "contiguous-f16acc", "flash-batch-split", "flash-fixed-split",
+                                      "flash-split-bf16", "flash-f16-merge", "paged-f16-normalised",
                                       "cuda-paged", "cuda-paged-bf16"}));
 }
 

@@ -53,9 +53,19 @@ struct KvArrays {
 // terms of P <= 1 times the generator's largest |v| (8188) stay below f16's 65504.
 inline constexpr size_t kF16RunKeys = 4;
 
+// vLLM's paged attention divides by sum + 1e-6 (EngineNumerics::p_normalised).
+inline constexpr float kNormaliserEpsilon = 1e-6f;
+
 struct Arithmetic {
   std::optional<DType> p;
   bool f16_values = false;
+  // P = exp(s - m) * (1 / (l + kNormaliserEpsilon)) rounded to `p`, nothing divided
+  // afterwards (vLLM's paged attention): a second sweep over the keys once m and l are known.
+  bool normalised_p = false;
+  // Split partials combined as (O_s, lse_s) (FlashAttention-2's combine), and the dtype
+  // they are stored in before the combine.
+  bool lse_combine = false;
+  DType partials = DType::f32;
 
   float weight(float w) const { return p ? round_to_dtype(w, *p) : w; }
 };
@@ -109,6 +119,20 @@ void single_pass_attention(const float* q, KeyRange keys, float scale, const KvA
     if (s > max_score) max_score = s;
   }
   for (size_t d = 0; d < kv.value_dim; ++d) out[d] = 0;
+  if (arith.normalised_p) {  // the exponentials and their sum first, then P.V
+    float sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      scores[i] = std::exp(scores[i] - max_score);
+      sum += scores[i];
+    }
+    const float inv = 1.0f / (sum + kNormaliserEpsilon);
+    for (size_t i = 0; i < n; ++i) {
+      add_value(kv.v, key_at(keys.lo + static_cast<int64_t>(i)).v, arith.weight(scores[i] * inv),
+                kv.value_dim, arith, scratch, out);
+      if ((i + 1) % kF16RunKeys == 0 || i + 1 == n) flush_run(arith, scratch, out, kv.value_dim);
+    }
+    return;
+  }
   float sum = 0;
   for (size_t i = 0; i < n; ++i) {
     const float w = std::exp(scores[i] - max_score);

@@ -40,7 +40,11 @@ void CpuEngine::declare(const EngineNumerics& numerics, const EngineSupports& su
   numerics_.rotated_keys_in_storage = true;
   numerics_.rope_angles_exact = true;  // rope_angles() computes them in double
   supports_ = supports;
-  arithmetic_ = Arithmetic{numerics.p, numerics.value_accumulation == DType::f16};
+  arithmetic_ = Arithmetic{.p = numerics.p,
+                           .f16_values = numerics.value_accumulation == DType::f16,
+                           .normalised_p = numerics.p_normalised,
+                           .lse_combine = numerics.split_combine_lse,
+                           .partials = numerics.split_partials};
 }
 
 void CpuEngine::check_seq(int seq, const char* what) const {

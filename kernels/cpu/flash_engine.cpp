@@ -10,6 +10,15 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
+// The largest of n scores, -inf for none (a NaN never wins).
+float max_of(const std::vector<float>& scores, size_t n) {
+  float max = kMinusInf;
+  for (size_t i = 0; i < n; ++i) {
+    if (scores[i] > max) max = scores[i];
+  }
+  return max;
+}
+
 }  // namespace
 
 FlashEngine::FlashEngine(const EngineConfig& config, FlashSplit split)
@@ -36,49 +45,90 @@ void FlashEngine::begin_chunk(int seq, int tokens) {
   step_longest_ = std::max(step_longest_, context);
 }
 
-void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, int64_t first_tile,
-                              float& m, float& l, float* acc) {
+size_t FlashEngine::load_tile(const Query& query, int kv_head, int64_t a, int64_t b) {
   const PagedKvStore& store = kv();
   const size_t hd = static_cast<size_t>(layout().head_dim);
   const size_t vd = static_cast<size_t>(layout().value_dim);
+  const size_t n = static_cast<size_t>(b - a + 1);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t j = a + static_cast<int64_t>(i);
+    store.keys().read(store.k_offset(query.seq, j, kv_head), tile_k_.data() + i * hd, hd);
+    store.values().read(store.v_offset(query.seq, j, kv_head), tile_v_.data() + i * vd, vd);
+    tile_s_[i] = scale() * dot(query.q, tile_k_.data() + i * hd, hd);
+  }
+  return n;
+}
+
+void FlashEngine::accumulate_tile(size_t n, const float* weights, float* acc) {
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  const Arithmetic& arith = arithmetic();
+  for (size_t i = 0; i < n; ++i) {
+    const float w = weights[i];
+    if (!arith.f16_values) {
+      for (size_t d = 0; d < vd; ++d) acc[d] += w * tile_v_[i * vd + d];
+      continue;
+    }
+    for (size_t d = 0; d < vd; ++d) {
+      const float term = round_to_dtype(w * tile_v_[i * vd + d], DType::f16);
+      tile_run_[d] = round_to_dtype(tile_run_[d] + term, DType::f16);
+    }
+    if ((i + 1) % kF16RunKeys != 0 && i + 1 != n) continue;
+    for (size_t d = 0; d < vd; ++d) {  // the f16 run into the f32 accumulator
+      acc[d] += tile_run_[d];
+      tile_run_[d] = 0;
+    }
+  }
+}
+
+void FlashEngine::online_pass(const Query& query, int kv_head, KeyRange keys, int64_t first_tile,
+                              float& m, float& l, float* acc) {
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  const Arithmetic& arith = arithmetic();
+  if (arith.normalised_p) return normalised_pass(query, kv_head, keys, first_tile, m, l, acc);
   for (int64_t t = first_tile; t <= keys.hi; t += kFlashTileKeys) {
     const int64_t a = std::max(t, keys.lo);
     const int64_t b = std::min(t + kFlashTileKeys - 1, keys.hi);
     if (a > b) continue;
-    const size_t n = static_cast<size_t>(b - a + 1);
-    float tile_max = kMinusInf;
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t j = a + static_cast<int64_t>(i);
-      store.keys().read(store.k_offset(query.seq, j, kv_head), tile_k_.data() + i * hd, hd);
-      store.values().read(store.v_offset(query.seq, j, kv_head), tile_v_.data() + i * vd, vd);
-      tile_s_[i] = scale() * dot(query.q, tile_k_.data() + i * hd, hd);
-      if (tile_s_[i] > tile_max) tile_max = tile_s_[i];
-    }
-    const float m_new = std::max(m, tile_max);
+    const size_t n = load_tile(query, kv_head, a, b);
+    const float m_new = std::max(m, max_of(tile_s_, n));
     const float rescale = std::exp(m - m_new);
     l *= rescale;
     for (size_t d = 0; d < vd; ++d) acc[d] *= rescale;
-    const Arithmetic& arith = arithmetic();
     for (size_t i = 0; i < n; ++i) {
       const float p = std::exp(tile_s_[i] - m_new);
       l += p;
-      const float w = arith.weight(p);
-      if (!arith.f16_values) {
-        for (size_t d = 0; d < vd; ++d) acc[d] += w * tile_v_[i * vd + d];
-        continue;
-      }
-      for (size_t d = 0; d < vd; ++d) {
-        const float term = round_to_dtype(w * tile_v_[i * vd + d], DType::f16);
-        tile_run_[d] = round_to_dtype(tile_run_[d] + term, DType::f16);
-      }
-      if ((i + 1) % kF16RunKeys != 0 && i + 1 != n) continue;
-      for (size_t d = 0; d < vd; ++d) {  // the f16 run into the f32 accumulator
-        acc[d] += tile_run_[d];
-        tile_run_[d] = 0;
-      }
+      tile_s_[i] = arith.weight(p);
     }
+    accumulate_tile(n, tile_s_.data(), acc);
     m = m_new;
   }
+}
+
+// As vLLM's paged attention: the max and the sum of the exponentials first (here tile by
+// tile, rescaled as the max grows), then P = exp(s - m) / (l + eps) rounded, times V.
+void FlashEngine::normalised_pass(const Query& query, int kv_head, KeyRange keys,
+                                  int64_t first_tile, float& m, float& l, float* acc) {
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  const auto tiles = [&](auto&& visit) {
+    for (int64_t t = first_tile; t <= keys.hi; t += kFlashTileKeys) {
+      const int64_t a = std::max(t, keys.lo);
+      const int64_t b = std::min(t + kFlashTileKeys - 1, keys.hi);
+      if (a <= b) visit(load_tile(query, kv_head, a, b));
+    }
+  };
+  tiles([&](size_t n) {
+    const float m_new = std::max(m, max_of(tile_s_, n));
+    l *= std::exp(m - m_new);
+    for (size_t i = 0; i < n; ++i) l += std::exp(tile_s_[i] - m_new);
+    m = m_new;
+  });
+  const float inv = 1.0f / (l + kNormaliserEpsilon);
+  tiles([&](size_t n) {
+    for (size_t i = 0; i < n; ++i) tile_s_[i] = arithmetic().weight(std::exp(tile_s_[i] - m) * inv);
+    accumulate_tile(n, tile_s_.data(), acc);
+  });
+  // The caller divides by l: the accumulator is handed back unnormalised.
+  for (size_t d = 0; d < vd; ++d) acc[d] *= l;
 }
 
 void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, int64_t size,
@@ -104,18 +154,50 @@ void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, i
 
 void FlashEngine::merge_partitions(size_t parts, KeyRange /*keys*/, int64_t /*size*/, float* out) {
   const size_t vd = static_cast<size_t>(layout().value_dim);
+  const Arithmetic& arith = arithmetic();
+  // A partition as the combine reads it: stored in the partials' dtype.
+  const auto stored = [&](float x) { return round_to_dtype(x, arith.partials); };
+  const auto np = static_cast<std::ptrdiff_t>(parts);
+  std::fill_n(out, vd, 0.0f);
+  if (arith.lse_combine) return lse_combine(parts, out);
   // Log-sum-exp merge: every partition rescaled to the global max. An empty partition (max
   // -inf, sum 0) gets weight exp(-inf - m) = 0; partition 0 always holds the row's first key.
-  const auto np = static_cast<std::ptrdiff_t>(parts);
   const float m = *std::max_element(part_m_.begin(), part_m_.begin() + np);
   float l = 0;
-  std::fill_n(out, vd, 0.0f);
   for (size_t p = 0; p < parts; ++p) {
     const float w = std::exp(part_m_[p] - m);
-    l += part_l_[p] * w;
-    for (size_t d = 0; d < vd; ++d) out[d] += part_acc_[p * vd + d] * w;
+    l += stored(part_l_[p]) * w;
+    for (size_t d = 0; d < vd; ++d) out[d] += stored(part_acc_[p * vd + d]) * w;
   }
   for (size_t d = 0; d < vd; ++d) out[d] /= l;
+}
+
+// FlashAttention-2's combine_attn_seqk_parallel: each partition normalised (acc times the
+// reciprocal of its sum) and stored in the partials' dtype, lse_s = m_s + log(l_s) (-inf
+// when empty); then lse = log(sum_s exp(lse_s - max)) + max and out = sum_s exp(lse_s -
+// lse) O_s, in partition order.
+void FlashEngine::lse_combine(size_t parts, float* out) {
+  const size_t vd = static_cast<size_t>(layout().value_dim);
+  const DType partials = arithmetic().partials;
+  if (part_lse_.size() < parts) part_lse_.resize(parts);
+  for (size_t p = 0; p < parts; ++p) {
+    const float l = part_l_[p];
+    part_lse_[p] = l == 0 ? kMinusInf : part_m_[p] + std::log(l);
+    const float inv = l == 0 ? 1.0f : 1.0f / l;
+    for (size_t d = 0; d < vd; ++d) {
+      part_acc_[p * vd + d] = round_to_dtype(part_acc_[p * vd + d] * inv, partials);
+    }
+  }
+  float lse_max =
+      *std::max_element(part_lse_.begin(), part_lse_.begin() + static_cast<std::ptrdiff_t>(parts));
+  if (lse_max == kMinusInf) lse_max = 0;
+  float lse_sum = 0;
+  for (size_t p = 0; p < parts; ++p) lse_sum += std::exp(part_lse_[p] - lse_max);
+  const float lse = std::log(lse_sum) + lse_max;
+  for (size_t p = 0; p < parts; ++p) {
+    const float scale = std::exp(part_lse_[p] - lse);
+    for (size_t d = 0; d < vd; ++d) out[d] += scale * part_acc_[p * vd + d];
+  }
 }
 
 void FlashEngine::attend(const Query& query, int kv_head, KeyRange keys, float* out) {

@@ -78,6 +78,16 @@ class FlashEngine : public PagedStorageEngine {
   // kFlashTileKeys, each cut to keys. Updates (m, l) and acc (value_dim floats).
   void online_pass(const Query& query, int kv_head, KeyRange keys, int64_t first_tile, float& m,
                    float& l, float* acc);
+  // The same for P normalised before it is rounded (Arithmetic::normalised_p): two sweeps.
+  void normalised_pass(const Query& query, int kv_head, KeyRange keys, int64_t first_tile, float& m,
+                       float& l, float* acc);
+  // Keys [a, b] of kv_head into the tile buffers, their scores in tile_s_; returns b - a + 1.
+  size_t load_tile(const Query& query, int kv_head, int64_t a, int64_t b);
+  // acc += weights[i] * the tile's value i, for its first n keys (in f16 runs when the
+  // values sum in f16).
+  void accumulate_tile(size_t n, const float* weights, float* acc);
+  // The log-sum-exp combine of normalised partitions (Arithmetic::lse_combine) into out.
+  void lse_combine(size_t parts, float* out);
   // Partitions of `size` keys from keys.lo, `parts` of them (some may lie past keys.hi).
   void split_decode(const Query& query, int kv_head, KeyRange keys, int64_t size, int64_t parts,
                     float* out);
@@ -85,6 +95,7 @@ class FlashEngine : public PagedStorageEngine {
   std::vector<float> tile_k_, tile_v_, tile_s_;    // one tile, decoded to float
   std::vector<float> tile_run_;                    // the tile's f16 value sums
   std::vector<float> part_m_, part_l_, part_acc_;  // split decode: per partition
+  std::vector<float> part_lse_;                    // ... and its lse for lse_combine
   FlashPathCounts counts_;
   FlashSplit split_;
   int64_t step_longest_ = 0;  // the longest decode context of step step_longest_at_

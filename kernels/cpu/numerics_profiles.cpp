@@ -33,6 +33,37 @@ const std::vector<NumericsProfile>& numerics_profiles() {
         .rotated_keys_in_storage = true,
         .rope_angles_exact = true},
        {.dtypes = {DType::f16}}},
+      {"bf16-lse",
+       "bf16 K/V, P rounded to bf16, split partials normalised in f32 and combined by their "
+       "f32 log-sum-exps, rows rounded to bf16 (FlashAttention-2's split-KV forward with "
+       "num_splits > 1 and combine_attn_seqk_parallel)",
+       {.output = DType::bf16,
+        .p = DType::bf16,
+        .rotated_keys_in_storage = true,
+        .rope_angles_exact = true,
+        .split_combine_lse = true},
+       {.dtypes = {DType::bf16}}},
+      {"f16-merge",
+       "f16 K/V, P rounded to f16, split partials normalised and stored in f16, combined by "
+       "their f32 log-sum-exps, rows rounded to f16 (FlashInfer's merge_states, vLLM's "
+       "merge_attn_states)",
+       {.output = DType::f16,
+        .p = DType::f16,
+        .rotated_keys_in_storage = true,
+        .rope_angles_exact = true,
+        .split_combine_lse = true,
+        .split_partials = DType::f16},
+       {.dtypes = {DType::f16}}},
+      {"f16-normalised",
+       "f16 K/V, P = exp(s - m) / (sum + 1e-6) rounded to f16 before P.V, f32 sums, rows "
+       "rounded to f16 (vLLM's paged attention kernel normalises so; ONNX Runtime's Attention "
+       "in f16 rounds its normalised softmax so)",
+       {.output = DType::f16,
+        .p = DType::f16,
+        .rotated_keys_in_storage = true,
+        .rope_angles_exact = true,
+        .p_normalised = true},
+       {.dtypes = {DType::f16}}},
   };
   return profiles;
 }

@@ -6,10 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <set>
 #include <sstream>
 
+#include "forwarding_engine.h"
 #include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
@@ -113,6 +116,76 @@ TEST(Seeds, LowPrecisionEnginesReplayTheWorkedExampleAndRoundItsRowsAsDerived) {
       ASSERT_LT(p, expected.size()) << c.engine;
       EXPECT_EQ(row.values.at(0), expected[p]) << c.seed << " on " << c.engine << " pos " << p;
     }
+  }
+}
+
+// `engine` computing as before but declaring its numerics changed by `change`.
+class Redeclared final : public test::ForwardingEngine {
+ public:
+  Redeclared(std::unique_ptr<Engine> inner, EngineNumerics numerics)
+      : ForwardingEngine(std::move(inner)), numerics_(numerics) {}
+  EngineNumerics numerics() const override { return numerics_; }
+
+ private:
+  EngineNumerics numerics_;
+};
+
+EngineInfo redeclared(const EngineInfo& engine,
+                      const std::function<void(EngineNumerics&)>& change) {
+  EngineNumerics numerics = probe_declarations(engine).numerics;
+  change(numerics);
+  EngineInfo info = engine;
+  info.make = [&engine, numerics](const EngineConfig& config) {
+    return std::make_unique<Redeclared>(engine.make(config), numerics);
+  };
+  return info;
+}
+
+// The split-combine and normalised-P seeds, both ways: the engines that compute so return
+// the rows the notes derive, pass when they declare it and fail when they do not (what
+// every honest engine of these forms did before the declarations existed); the engines
+// that compute the FlashAttention way return the exactly rounded rows.
+TEST(Seeds, SplitCombineAndNormalisedPEnginesReturnTheDerivedRowsAndPassOnlyAsDeclared) {
+  struct Case {
+    const char* seed;
+    const char* engine;
+    int64_t pos;
+    double row;
+    std::function<void(EngineNumerics&)> undeclare;  // nullptr: nothing to take back
+    int64_t first_miss = -1;                         // where the undeclared engine fails first
+  };
+  const auto no_lse = [](EngineNumerics& n) {
+    n.split_combine_lse = false;
+    n.split_partials = DType::f32;
+  };
+  const auto not_normalised = [](EngineNumerics& n) { n.p_normalised = false; };
+  for (const Case& c :
+       {Case{"split-combine-f16", "flash-f16-merge", 47, 1.0009765625, no_lse, 45},
+        Case{"split-combine-f16", "flash-f16", 47, 1, nullptr},
+        Case{"split-combine-f16", "paged-f16-normalised", 47, 1, nullptr},
+        Case{"normalised-p-f16", "paged-f16-normalised", 2, -1.666015625, not_normalised, 2},
+        Case{"normalised-p-f16", "flash-f16", 2, -1.6669921875, nullptr},
+        Case{"normalised-p-f16", "contiguous-f16acc", 2, -1.6669921875, nullptr},
+        Case{"normalised-p-f16", "flash-f16-merge", 2, -1.6669921875, nullptr}}) {
+    const Scenario s = load_fixture(kSeeds / (std::string(c.seed) + ".json"));
+    const EngineInfo& engine = *find_engine(c.engine);
+    const auto instance = engine.make(engine_config(s));
+    const EngineRun run = run_engine(s, TokenTable(s.tokens, s.layout), *instance);
+    bool found = false;
+    for (const EngineRow& row : run.rows) {
+      if (row.key.pos != c.pos) continue;
+      found = true;
+      EXPECT_EQ(row.values.at(0), c.row) << c.seed << " on " << c.engine;
+    }
+    EXPECT_TRUE(found) << c.seed << " on " << c.engine << ": no row at " << c.pos;
+    EXPECT_TRUE(judge_engine(s, prepare(s), engine).verdict.pass) << c.seed << " on " << c.engine;
+    if (!c.undeclare) continue;
+    const EngineInfo silent = redeclared(engine, c.undeclare);
+    const CheckOutcome outcome = judge_engine(s, prepare(s), silent);
+    ASSERT_FALSE(outcome.verdict.pass) << c.seed << " on " << c.engine << " undeclared";
+    const Divergence& d = *outcome.verdict.first;
+    EXPECT_EQ(d.kind, FailureKind::mismatch);
+    EXPECT_EQ(d.key.pos, c.first_miss) << c.seed << " on " << c.engine << " undeclared";
   }
 }
 

@@ -95,6 +95,22 @@ struct EngineNumerics {
   // grows with the position is tolerated, up to 20 p u radians, which dominates the bound
   // of long contexts).
   std::optional<bool> rope_angles_exact = std::nullopt;
+  // An engine that splits a row's keys into partials (split-KV decode) and combines them
+  // as normalised outputs O_s with an f32 log-sum-exp each, weighted by exp(lse_s - lse):
+  // FlashAttention-2's combine_attn_seqk_parallel, FlashInfer's merge_states, vLLM's
+  // merge_attn_states. Such weights sum to 1 only within a few ulps of |lse| (about the
+  // largest score), an error the judge then tolerates. false: the partials are combined
+  // unnormalised, (m, l, acc) rescaled to the largest m, or the engine does not split.
+  bool split_combine_lse = false;
+  // The dtype the split partials are stored in before they are combined (FlashInfer's and
+  // vLLM's merges take them in the model dtype; FlashAttention-2 keeps them in f32).
+  DType split_partials = DType::f32;
+  // P is divided by the normaliser before it is rounded to `p` (vLLM's paged attention
+  // kernel, ONNX Runtime's Attention in f16): every key's weight rounds, the largest
+  // included, and the rounded weights no longer sum to 1. The normaliser may carry an
+  // epsilon of up to 1e-6 relative (vLLM divides by sum + 1e-6). false: P is exp(s - m)
+  // against the running max and the normaliser sums it unrounded (FlashAttention-2).
+  bool p_normalised = false;
   bool operator==(const EngineNumerics&) const = default;
 };
 

@@ -1,4 +1,4 @@
-/* The kvfuzz engine plugin ABI, version 3: an engine in a shared library, in C.
+/* The kvfuzz engine plugin ABI, version 4: an engine in a shared library, in C.
  *
  *   kvfuzz check --engine plugin:./libmy_engine.so            (the library's only engine)
  *   kvfuzz check --engine plugin:./libmy_engine.so:my-engine  (one of several, by name)
@@ -31,7 +31,8 @@
  * declaration of an entry (capabilities, bitwise claims, numerics, supports) is one value
  * for every layout, as with the C++ interface.
  *
- * Versioning. kvfuzz speaks ABI 3 and still reads ABI 1 and 2; no other version is accepted.
+ * Versioning. kvfuzz speaks ABI 4 and still reads ABI 1, 2 and 3; no other version is
+ * accepted.
  * Every entry begins with its abi_version and struct_size, the size of that version's
  * kvfuzz_engine_api. kvfuzz reads only the fields within that size; the fields a version
  * lacks take kvfuzz_engine_api_defaults()' values, which say what that version meant, so
@@ -43,6 +44,9 @@
  *     storage, exact RoPE angles, storage dtypes, layout limits, value_dim == head_dim.
  *   - ABI 3 (sizeof(kvfuzz_engine_api)) adds `supports`, the KVFUZZ_SUPPORTS_* flags (RoPE
  *     required, no sliding windows), and `reserved`; an ABI 2 entry declares neither flag.
+ *   - ABI 4 (sizeof(kvfuzz_engine_api)) adds `numerics`, the KVFUZZ_NUMERICS_* flags (split
+ *     partials combined by log-sum-exp, P normalised before it is rounded), and
+ *     `split_partials_dtype`; an ABI 3 entry declares neither flag and f32 partials.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -69,7 +73,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 3
+#define KVFUZZ_ENGINE_ABI_VERSION 4
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -106,6 +110,15 @@ extern "C" {
  * (kvfuzz/engine.h, EngineSupports). */
 #define KVFUZZ_SUPPORTS_ROPE_REQUIRED 1u /* only layouts with RoPE (rope_theta != 0) */
 #define KVFUZZ_SUPPORTS_NO_WINDOWS 2u    /* only layouts without a sliding window */
+
+/* kvfuzz_engine_api.numerics (ABI 4): how the engine's arithmetic departs from the plain
+ * forms (kvfuzz/engine.h, EngineNumerics::split_combine_lse and p_normalised). */
+#define KVFUZZ_NUMERICS_SPLIT_COMBINE_LSE            \
+  1u /* partials combined as normalised O_s with f32 \
+        log-sum-exps, weights exp(lse_s - lse) */
+#define KVFUZZ_NUMERICS_P_NORMALISED             \
+  2u /* P divided by the normaliser before it is \
+        rounded to p_dtype */
 
 typedef struct kvfuzz_engine_config {
   /* sizeof(kvfuzz_engine_config) as kvfuzz was built: create can compare it with its own
@@ -198,6 +211,11 @@ typedef struct kvfuzz_engine_api {
   /* ABI 3 */
   uint32_t supports; /* KVFUZZ_SUPPORTS_* flags; 0: every layout the fields above allow */
   uint32_t reserved; /* 0; kvfuzz refuses anything else (room for a later version) */
+
+  /* ABI 4 */
+  uint32_t numerics;            /* KVFUZZ_NUMERICS_* flags; 0: neither */
+  int32_t split_partials_dtype; /* KVFUZZ_DTYPE_*: split partials stored in it before they
+                                   are combined (0, f32: kept in f32, or no split) */
 } kvfuzz_engine_api;
 
 /* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */
@@ -205,6 +223,8 @@ typedef struct kvfuzz_engine_api {
 /* sizeof(kvfuzz_engine_api) in ABI 2, whose fields are this struct's up to
  * `rope_angles_exact` (no padding follows it). */
 #define KVFUZZ_ENGINE_API_V2_SIZE offsetof(kvfuzz_engine_api, supports)
+/* sizeof(kvfuzz_engine_api) in ABI 3, whose fields are this struct's up to `reserved`. */
+#define KVFUZZ_ENGINE_API_V3_SIZE offsetof(kvfuzz_engine_api, numerics)
 
 typedef struct kvfuzz_engine_plugin_table {
   uint32_t abi_version; /* KVFUZZ_ENGINE_ABI_VERSION */

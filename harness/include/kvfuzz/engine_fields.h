@@ -94,7 +94,10 @@ struct Declaration<EngineNumerics> {
       DeclarationField{"value_accumulation", &S::value_accumulation, {DType::f32, DType::f16}},
       DeclarationField{"rotated_keys_in_storage", &S::rotated_keys_in_storage},
       DeclarationField{"rotated_queries_in_storage", &S::rotated_queries_in_storage},
-      DeclarationField{"rope_angles_exact", &S::rope_angles_exact}};
+      DeclarationField{"rope_angles_exact", &S::rope_angles_exact},
+      DeclarationField{"split_combine_lse", &S::split_combine_lse},
+      DeclarationField{"split_partials", &S::split_partials},
+      DeclarationField{"p_normalised", &S::p_normalised}};
 };
 
 template <>

@@ -36,13 +36,15 @@ struct EngineRow {
 };
 
 // One q head's bound in its parts (harness/src/judge/tolerance.cpp's steps), for explain:
-// the bound is softmax + sums + p_rounding; logit_error is the delta the softmax term grows
+// the bound is their total(); logit_error is the delta the softmax term grows
 // from.
 struct BoundParts {
   double logit_error = 0;
   double softmax = 0;     // the weights moved by the logit error (steps 1, 2, 4)
   double sums = 0;        // the weighted sum and its normaliser (steps 3, 7)
-  double p_rounding = 0;  // P rounded before P.V (step 8)
+  double p_rounding = 0;  // P rounded before P.V (steps 8, 11)
+  double combine = 0;     // split partials combined by log-sum-exp or stored narrower (step 10)
+  double total() const { return softmax + sums + p_rounding + combine; }
 };
 
 // A row of the reference, with what the comparator needs to judge it.

@@ -46,6 +46,8 @@ constexpr size_t entry_size(uint32_t version) {
       return KVFUZZ_ENGINE_API_V1_SIZE;
     case 2:
       return KVFUZZ_ENGINE_API_V2_SIZE;
+    case 3:
+      return KVFUZZ_ENGINE_API_V3_SIZE;
     default:
       return sizeof(kvfuzz_engine_api);
   }
@@ -154,6 +156,11 @@ inline constexpr std::tuple kAbiFields{
     AbiRow{&Sup::windows,
            Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_NO_WINDOWS, /*set_means_false=*/true},
            3},
+    // ABI 4
+    AbiRow{&Num::split_combine_lse,
+           Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_SPLIT_COMBINE_LSE}, 4},
+    AbiRow{&Num::split_partials, DTypeCode{KVFUZZ_ABI_SLOT(split_partials_dtype)}, 4},
+    AbiRow{&Num::p_normalised, Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_P_NORMALISED}, 4},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,
@@ -168,7 +175,8 @@ struct CheckedWord {
   std::string_view flags;
 };
 inline constexpr CheckedWord kCheckedWords[] = {{KVFUZZ_ABI_SLOT(bitwise), "KVFUZZ_BITWISE_*"},
-                                                {KVFUZZ_ABI_SLOT(supports), "KVFUZZ_SUPPORTS_*"}};
+                                                {KVFUZZ_ABI_SLOT(supports), "KVFUZZ_SUPPORTS_*"},
+                                                {KVFUZZ_ABI_SLOT(numerics), "KVFUZZ_NUMERICS_*"}};
 
 // The members of kvfuzz_engine_api that hold no declaration (the tests count them with
 // the table's slots against the struct's members).

@@ -66,9 +66,10 @@ bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos,
   return any;
 }
 
-// What P rounding needs of one row (tolerance.cpp, step 8): the weights of the keys whose P
-// is not exactly 1, pooled by the cell of the P dtype their P rounds into. `p` holds
-// exp(logit - max) per key, `total` their sum.
+// What P rounding needs of one row (tolerance.cpp, steps 8 and 11): the weights of the keys
+// whose P is not exactly 1, pooled by the cell of the P dtype their P rounds into. `p` holds
+// exp(logit - max) per key, `total` their sum; an engine that normalises P before rounding
+// it (`normalised`) rounds p / total instead, the largest key's included.
 struct PWeights {
   double spread = 0, mass = 0;
   int subnormal = 0;
@@ -82,18 +83,19 @@ uint16_t cell_bits(double p, DType dtype) {
   return dtype == DType::f16 ? f32_to_f16(x) : f32_to_bf16(x);
 }
 
-PWeights p_weights(const double* p, int count, double total, DType dtype,
+PWeights p_weights(const double* p, int count, double total, DType dtype, bool normalised,
                    std::vector<std::pair<float, double>>& cells) {
   PWeights out;
   const double min_normal = dtype_min_normal(dtype);
-  // Hands `take` each key whose P is not exactly 1 (the maximum's own P is exact), with its
-  // weight, counting the subnormal ones.
+  const double divisor = normalised ? total : 1;
+  // Hands `take` each key whose P is not exactly 1 (the maximum's own unnormalised P is
+  // exact), with its weight, counting the subnormal ones.
   const auto each_key = [&](auto&& take) {
     for (int j = 0; j < count; ++j) {
-      const double pj = p[j];
+      const double pj = p[j] / divisor;
       if (pj == 1) continue;
       if (pj < min_normal) ++out.subnormal;
-      take(pj, pj / total);
+      take(pj, p[j] / total);
     }
   };
   double squares = 0;
@@ -246,9 +248,9 @@ void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNum
                  const HeadAttention& attention, const KeyMaxima& maxima, double q_norm,
                  double q_error_norm, std::vector<std::pair<float, double>>& cells) {
   const double scale = std::fabs(layout.softmax_scale());
-  const PWeights pw =
-      numerics.p ? p_weights(attention.p, attention.visible, attention.total, *numerics.p, cells)
-                 : PWeights{};
+  const PWeights pw = numerics.p ? p_weights(attention.p, attention.visible, attention.total,
+                                             *numerics.p, numerics.p_normalised, cells)
+                                 : PWeights{};
   const auto at = static_cast<size_t>(h);
   row.value_scale[at] = maxima.value;
   const BoundParts parts = tolerance_parts(ToleranceInputs{
@@ -268,7 +270,7 @@ void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNum
       .p_subnormal_keys = pw.subnormal,
   });
   row.bound_parts[at] = parts;
-  row.bound[at] = parts.softmax + parts.sums + parts.p_rounding;
+  row.bound[at] = parts.total();
 }
 
 }  // namespace reference_parts
@@ -334,7 +336,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
         add_scaled(out, v, w, value_dim);
       }
       // The values' mean absolute deviation around the row, per dim (tolerance.cpp, step 4).
-      // And their mean magnitude, for f16 value sums (step 7).
+      // And their mean magnitude (steps 7, 10, 11).
       std::fill(deviation.begin(), deviation.end(), 0.0);
       std::fill(magnitude.begin(), magnitude.end(), 0.0);
       for (int j = lo; j <= p; ++j) {

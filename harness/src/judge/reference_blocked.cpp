@@ -12,6 +12,7 @@
 #include "judge/reference.h"
 #include "judge/reference_kernel.h"
 #include "judge/reference_parts.h"
+#include "judge/tolerance.h"
 
 namespace kvfuzz {
 
@@ -109,8 +110,8 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
   b.v_stride = v_stride;
   b.stride = stride;
   b.scale = layout.softmax_scale();
-  // The weighted mean |v| enters only the tolerance of f16 value sums (tolerance.cpp).
-  b.magnitude_needed = numerics.value_accumulation == DType::f16;
+  // The weighted mean |v| enters only some numerics' tolerance (tolerance.cpp).
+  b.magnitude_needed = needs_value_magnitude(numerics);
   b.scores = scores.data();
   b.weights = weights.data();
   b.out = out.data();

@@ -62,7 +62,8 @@ struct HeadAttention {
   int visible = 0;
   double total = 0;      // their sum
   double deviation = 0;  // max over dims of the weighted mean |v - row|
-  double magnitude = 0;  // max over dims of the weighted mean |v| (only f16 value sums use it)
+  double magnitude =
+      0;  // max over dims of the weighted mean |v| (what needs_value_magnitude says reads it)
 };
 
 // Fills q head h of `row` (its values are already there) with its value scale, bound parts and

@@ -142,8 +142,10 @@ std::string bound_text(const ReferenceRow& ref, DType output) {
   const auto loosest =
       static_cast<size_t>(std::max_element(ref.bound.begin(), ref.bound.end()) - ref.bound.begin());
   const BoundParts& p = ref.bound_parts[loosest];
-  std::vector<std::pair<double, const char*>> parts = {
-      {p.softmax, "softmax"}, {p.sums, "sums"}, {p.p_rounding, "P rounding"}};
+  std::vector<std::pair<double, const char*>> parts = {{p.softmax, "softmax"},
+                                                       {p.sums, "sums"},
+                                                       {p.p_rounding, "P rounding"},
+                                                       {p.combine, "split combine"}};
   std::stable_sort(parts.begin(), parts.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string text = "  bound " + brief(ref.bound[loosest]);

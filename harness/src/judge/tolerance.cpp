@@ -122,6 +122,37 @@
 //    the exact rounding model with its half-ulp boundary: a value an honest engine cannot
 //    return (one cell further) fails.
 //
+// 10. Split partials combined by log-sum-exp (numerics.split_combine_lse: FlashAttention-2's
+//    combine, FlashInfer's merge_states, vLLM's merge_attn_states). Each split s keeps its
+//    output normalised, O_s, and lse_s = m_s + log l_s in f32; the combine takes
+//    L = log(sum_s exp(lse_s - max)) + max and weights exp(lse_s - L). With exact lse's the
+//    weights sum to 1 and the logit errors of the splits' own keys are step 2's (they move
+//    whole splits' weights, renormalised by L). What is new is rounding at the magnitude
+//    of the scores: |lse_s|, |L| <= Λ = S + delta + ln n (|m_s| <= S + delta, 1 <= l_s <=
+//    n), and each is off by u Λ for its scaled max, u Λ for its sum, and a log's error
+//    (__logf: 2^-21 absolute plus 3 ulps, <= 8u + 3u ln n); L also by gamma_k for the sum of
+//    k <= n exponentials; lse_s - L rounds once more (u 2Λ) and its exp by 2u. So each
+//    weight is off by a factor e^{±eps}, eps <= 8u (Λ + 4) + n u, the weights no longer sum
+//    to 1, and the step-4 argument (a constant moves nothing) fails: the row moves by up to
+//    sum_s w_s |e^{eps_s} - 1| |O_s| <= expm1(eps) A, A = sum_j w_j |v_j| >= sum_s w_s |O_s|.
+//    An f32 engine meets it at scores in the hundreds, an f16 one at scores in the
+//    thousands (three keys scoring 16384 merge to 1 - 2^-10 against an exact 1). Partials
+//    stored in a narrower dtype t (numerics.split_partials: FlashInfer and vLLM merge
+//    partials in the model dtype) are each off by u_t |O_s| (and, unnormalised, their
+//    normalisers as much), plus half a subnormal spacing: 2 u_t A + spacing_t(0) more. Both
+//    with the safety factor: combine = 2 (expm1(eps) A + [2 u_t A + spacing_t(0)]). The term
+//    is charged to every row of an engine that declares it, split or not.
+//
+// 11. P normalised before it is rounded (numerics.p_normalised: vLLM's paged attention,
+//    ONNX Runtime's Attention in f16): P_j = round_p(exp(s_j - m) / l) multiplies v_j and
+//    nothing divides afterwards. Step 8 holds with the normalised weights for the cells
+//    (the reference pools w_j, not exp(s_j - m)) and with every key counted, the largest
+//    too: its P is no longer exactly 1. The error of a cell is r_c W_c v_j with |v_j| <= M,
+//    inside step 8's 2 u_p M. vLLM divides by l + 1e-6: every weight shrinks by up to 1e-6
+//    relative, the row by 1e-6 A, doubled for safety and charged to P rounding (with or
+//    without `p`). The f32 arithmetic of the normalisation (each weight off by (n + 3) u)
+//    is inside step 3's sums term.
+//
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
 // S = 0 gives bound 3.8e-5), while a mutant is wrong by a fraction of M: a mask that
@@ -167,16 +198,37 @@ double per_score_error(const ToleranceInputs& in, double d) {
   return per_score;
 }
 
-// Step 8: P rounded before P.V.
+// A of steps 7, 10 and 11 when the reference gave it, M otherwise.
+double magnitude(const ToleranceInputs& in, double m) {
+  return in.value_magnitude >= 0 ? std::min(in.value_magnitude, m) : m;
+}
+
+// Step 8: P rounded before P.V, and step 11's epsilon of a normalising engine.
 double p_rounding_term(const ToleranceInputs& in, double m, double n) {
-  if (!in.numerics.p) return 0;
+  const double epsilon = in.numerics.p_normalised ? kSafety * 1e-6 * magnitude(in, m) : 0;
+  if (!in.numerics.p) return epsilon;
   const DType p = *in.numerics.p;
   const double u_p = unit_roundoff(p);
   const double worst = 2 * u_p * m * in.p_weight_mass;
   const double likely = 2 * kLambda * u_p * m * in.p_weight_spread;
   const double subnormal =
       kLambda * std::sqrt(static_cast<double>(in.p_subnormal_keys)) * dtype_spacing(p, 0) / 2 * m;
-  return std::min(worst, likely) + std::min(subnormal, n * dtype_spacing(p, 0) / 2 * m);
+  return std::min(worst, likely) + std::min(subnormal, n * dtype_spacing(p, 0) / 2 * m) + epsilon;
+}
+
+// Step 10: split partials combined by log-sum-exp, or stored in a narrower dtype.
+double combine_term(const ToleranceInputs& in, double m, double n, double s, double delta) {
+  const EngineNumerics& num = in.numerics;
+  const double a = magnitude(in, m);
+  double term = 0;
+  if (num.split_combine_lse) {
+    const double eps = 8 * kU * (s + delta + std::log(n) + 4) + n * kU;
+    term += std::min(std::expm1(eps), 2.0) * a;
+  }
+  if (num.split_partials != DType::f32) {
+    term += 2 * unit_roundoff(num.split_partials) * a + dtype_spacing(num.split_partials, 0);
+  }
+  return kSafety * term;
 }
 
 }  // namespace
@@ -202,7 +254,7 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   const double softmax_term =
       n == 1 ? 0 : (growth < HUGE_VAL ? std::min(growth * spread, 2 * m) : 2 * m);
   if (in.numerics.value_accumulation == DType::f16) {
-    const double a = in.value_magnitude >= 0 ? std::min(in.value_magnitude, m) : m;
+    const double a = magnitude(in, m);
     const double f16_sums = kLambda * std::sqrt(3 * n) * kU16 * a + 4 * kU16 * m;
     parts.sums = f16_sums;
   } else {
@@ -211,12 +263,17 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   parts.logit_error = delta;
   parts.softmax = kSafety * softmax_term;
   parts.p_rounding = p_rounding_term(in, m, n);
+  parts.combine = combine_term(in, m, n, s, delta);
   return parts;
 }
 
 double tolerance(const ToleranceInputs& in) {
-  const BoundParts parts = tolerance_parts(in);
-  return parts.softmax + parts.sums + parts.p_rounding;
+  return tolerance_parts(in).total();
+}
+
+bool needs_value_magnitude(const EngineNumerics& numerics) {
+  return numerics.value_accumulation == DType::f16 || numerics.split_combine_lse ||
+         numerics.split_partials != DType::f32 || numerics.p_normalised;
 }
 
 double accepted_error(double bound, double expected, DType output) {

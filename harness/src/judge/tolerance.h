@@ -43,8 +43,11 @@ struct ToleranceInputs {
 // value of the row before its output is rounded. Never negative; zero when every visible
 // value is zero.
 double tolerance(const ToleranceInputs& in);
-// The same bound in its parts (their sum is tolerance(in)).
+// The same bound in its parts (their total() is tolerance(in)).
 BoundParts tolerance_parts(const ToleranceInputs& in);
+// Whether the bound for these numerics reads ToleranceInputs::value_magnitude (A), which
+// the reference then computes (steps 7, 10, 11 of tolerance.cpp).
+bool needs_value_magnitude(const EngineNumerics& numerics);
 
 // The largest |got - expected| accepted for one value: the bound, plus, for an engine that
 // rounds its rows to a narrower dtype, half that dtype's spacing at the largest magnitude
