@@ -88,13 +88,16 @@ std::string the_rest(const Struct& declared, const std::array<std::string_view, 
 }
 
 // The fields numerics_text() and supports_text() spell out in their own words.
-constexpr std::array<std::string_view, 7> kNumericsSpelled = {"output",
-                                                              "p",
-                                                              "score_accumulation",
-                                                              "value_accumulation",
-                                                              "rotated_keys_in_storage",
-                                                              "rotated_queries_in_storage",
-                                                              "rope_angles_exact"};
+constexpr std::array<std::string_view, 10> kNumericsSpelled = {"output",
+                                                               "p",
+                                                               "score_accumulation",
+                                                               "value_accumulation",
+                                                               "rotated_keys_in_storage",
+                                                               "rotated_queries_in_storage",
+                                                               "rope_angles_exact",
+                                                               "split_combine_lse",
+                                                               "split_partials",
+                                                               "p_normalised"};
 constexpr std::array<std::string_view, 8> kSupportsSpelled = {
     "dtypes",      "head_dim_multiple",     "max_head_dim",  "max_q_heads",
     "max_context", "value_dim_is_head_dim", "rope_required", "windows"};
@@ -108,7 +111,10 @@ std::string numerics_text(const EngineNumerics& n) {
          std::string(dtype_name(n.value_accumulation)) + "; with RoPE: rotated keys in storage " +
          said(n.rotated_keys_in_storage) + ", rotated queries in storage " +
          said(n.rotated_queries_in_storage) + ", angles in double " + said(n.rope_angles_exact) +
-         the_rest(n, kNumericsSpelled);
+         "; split partials " +
+         (n.split_combine_lse ? "normalised, combined by log-sum-exp" : "combined rescaled") +
+         ", stored in " + std::string(dtype_name(n.split_partials)) + "; P normalised first " +
+         yes_no(n.p_normalised) + the_rest(n, kNumericsSpelled);
 }
 
 std::string supports_text(const EngineSupports& s) {

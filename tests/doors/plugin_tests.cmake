@@ -10,7 +10,7 @@ set(KVFUZZ_TEST_PLUGIN_DEFINES "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_bui
 set(KVFUZZ_TEST_PLUGINS kvfuzz_builtin_engines)
 
 # One library per table defect, all from one source (tests/doors/plugins/bad_table.cpp).
-foreach(defect abi_version_4 null_table struct_size_too_small no_engines missing_name
+foreach(defect abi_version_next null_table struct_size_too_small no_engines missing_name
                invalid_name duplicate_names null_step truncate_without_function
                fork_without_function too_many_engines null_engines entry_abi_version_1
                abi_1_table_of_abi_3_entries abi_2_table_of_abi_3_entries name_not_text
@@ -53,6 +53,17 @@ add_dependencies(kvfuzz_test_plugin_abi_v2 kvfuzz_builtin_engines)
 list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_ABI_V2=\"$<TARGET_FILE:kvfuzz_test_plugin_abi_v2>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v2)
+
+# A plugin built against ABI 3 (tests/doors/plugins/abi_v3_table.cpp): the same, in a table
+# of ABI 3 entries.
+kvfuzz_add_plugin_library(kvfuzz_test_plugin_abi_v3 plugins/abi_v3_table.cpp)
+target_compile_definitions(kvfuzz_test_plugin_abi_v3 PRIVATE
+                           "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
+target_link_libraries(kvfuzz_test_plugin_abi_v3 PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(kvfuzz_test_plugin_abi_v3 kvfuzz_builtin_engines)
+list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
+     "KVFUZZ_PLUGIN_ABI_V3=\"$<TARGET_FILE:kvfuzz_test_plugin_abi_v3>\"")
+list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v3)
 
 # A plugin whose entries make every declaration of ABI 3
 # (tests/doors/plugins/declaring_engines.cpp).

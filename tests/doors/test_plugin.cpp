@@ -216,7 +216,7 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Declarations (ABI 2 and 3), and plugins built against ABI 1 and 2
+// Declarations (ABI 2, 3 and 4), and plugins built against ABI 1, 2 and 3
 
 std::shared_ptr<const EngineInfo> declaring(const std::string& name) {
   return resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_DECLARING) + ":" + name);
@@ -232,7 +232,10 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .value_accumulation = DType::f16,
                                           .rotated_keys_in_storage = true,
                                           .rotated_queries_in_storage = true,
-                                          .rope_angles_exact = true}));
+                                          .rope_angles_exact = true,
+                                          .split_combine_lse = true,
+                                          .split_partials = DType::bf16,
+                                          .p_normalised = true}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::f16, DType::bf16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
@@ -289,25 +292,44 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
   }
 }
 
-// An ABI 2 table is read with ABI 2's stride, every ABI 2 declaration as the entry makes
-// it, and what ABI 3 added (KVFUZZ_SUPPORTS_*) at its defaults: the engines declare what
-// the built-in ones do, since none of those needs RoPE or refuses windows.
-TEST(PluginAbi2, EveryEntryLoadsWithItsDeclarationsAndAbi3sDefaults) {
-  bool some_declaration = false;
-  for (const EngineInfo& engine : engine_registry()) {
-    SCOPED_TRACE(engine.name);
-    const auto plugin =
-        resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_ABI_V2) + ":" + engine.name);
-    EXPECT_EQ(plugin->description, engine.description);
-    EXPECT_EQ(plugin->mutant, engine.mutant);
-    const EngineDeclarations want = probe_declarations(engine);
-    ASSERT_FALSE(want.supports.rope_required);
-    ASSERT_TRUE(want.supports.windows);
-    const EngineDeclarations got = probe_declarations(*plugin);
-    EXPECT_EQ(fieldwise::differing_fields(got, want), std::vector<std::string>{});
-    some_declaration = some_declaration || want.numerics != EngineNumerics{};
+// What an engine declares through an entry of ABI `version`: the fields later versions
+// added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
+EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
+  const EngineNumerics defaults;
+  if (version < 4) {
+    declared.numerics.split_combine_lse = defaults.split_combine_lse;
+    declared.numerics.split_partials = defaults.split_partials;
+    declared.numerics.p_normalised = defaults.p_normalised;
   }
-  EXPECT_TRUE(some_declaration) << "no built-in engine declares numerics: ABI 2 goes untested";
+  return declared;
+}
+
+// An ABI 2 or ABI 3 table is read with its version's stride, every declaration of that
+// version as the entry makes it, and what later versions added at its defaults: ABI 3's
+// KVFUZZ_SUPPORTS_* (the built-in engines need no RoPE and take windows) and ABI 4's
+// numerics flags and partials dtype (which some built-in engines declare otherwise).
+TEST(PluginAbi2And3, EveryEntryLoadsWithItsDeclarationsAndLaterVersionsDefaults) {
+  for (const auto& [version, path] :
+       {std::pair{2, KVFUZZ_PLUGIN_ABI_V2}, std::pair{3, KVFUZZ_PLUGIN_ABI_V3}}) {
+    bool some_declaration = false, some_dropped = false;
+    for (const EngineInfo& engine : engine_registry()) {
+      SCOPED_TRACE(engine.name + " through ABI " + std::to_string(version));
+      const auto plugin = resolve_engine("plugin:" + std::string(path) + ":" + engine.name);
+      EXPECT_EQ(plugin->description, engine.description);
+      EXPECT_EQ(plugin->mutant, engine.mutant);
+      const EngineDeclarations declared = probe_declarations(engine);
+      ASSERT_FALSE(declared.supports.rope_required);
+      ASSERT_TRUE(declared.supports.windows);
+      const EngineDeclarations want = as_of_version(declared, version);
+      const EngineDeclarations got = probe_declarations(*plugin);
+      EXPECT_EQ(fieldwise::differing_fields(got, want), std::vector<std::string>{});
+      some_declaration = some_declaration || want.numerics != EngineNumerics{};
+      some_dropped = some_dropped || want.numerics != declared.numerics;
+    }
+    EXPECT_TRUE(some_declaration) << "no built-in engine declares numerics: ABI " << version
+                                  << " goes untested";
+    EXPECT_TRUE(some_dropped) << "no built-in engine declares what ABI 4 added";
+  }
 }
 
 TEST(PluginAbi1, EnginesAreJudgedAsBefore) {
@@ -336,8 +358,8 @@ struct Refusal {
 
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
-      {KVFUZZ_PLUGIN_ABI_VERSION_4,
-       {"plugin built for engine ABI 4, this kvfuzz speaks 3 and reads 1 and 2"}},
+      {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
+       {"plugin built for engine ABI 5, this kvfuzz speaks 4 and reads 1, 2 and 3"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -354,7 +376,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 3, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 4, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
@@ -690,7 +712,7 @@ TEST(PluginCommand, CheckRejectsAMutantPluginEngineShrinkAndReplayAgree) {
 
 TEST(PluginCommand, ABrokenPluginExitsTwoWithOneLineNamingIt) {
   for (const std::string& library :
-       {std::string(KVFUZZ_PLUGIN_ABI_VERSION_4), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
+       {std::string(KVFUZZ_PLUGIN_ABI_VERSION_NEXT), std::string(KVFUZZ_PLUGIN_NO_SYMBOL),
         std::string(KVFUZZ_PLUGIN_NAME_NOT_TEXT),
         std::string(KVFUZZ_PLUGIN_DESCRIPTION_WITH_NEWLINE),
         std::string("/nonexistent-kvfuzz-dir/libnothing.so")}) {

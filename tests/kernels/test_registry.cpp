@@ -47,7 +47,7 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     EXPECT_EQ(registry[i].name, names[i]);
-    EXPECT_EQ(registry[i].mutant, i >= 10) << names[i];
+    EXPECT_EQ(registry[i].mutant, i >= 13) << names[i];
     EXPECT_FALSE(registry[i].description.empty());
     EXPECT_TRUE(registry[i].make);
     EXPECT_EQ(find_engine(names[i]), &registry[i]);

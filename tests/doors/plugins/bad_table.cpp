@@ -8,7 +8,7 @@
 namespace {
 
 enum class Defect {
-  abi_version_4,                 // built for an ABI this kvfuzz does not know
+  abi_version_next,              // built for an ABI this kvfuzz does not know
   null_table,                    // kvfuzz_engine_plugin() returns NULL
   struct_size_too_small,         // an entry shorter than kvfuzz_engine_api
   no_engines,                    // engine_count 0
@@ -79,8 +79,8 @@ struct Table {
 
   Table() : engines{entry("first"), entry("second")}, table{KVFUZZ_ENGINE_ABI_VERSION, 2, engines} {
     switch (kDefect) {
-      case Defect::abi_version_4:
-        table.abi_version = 4;
+      case Defect::abi_version_next:
+        table.abi_version = KVFUZZ_ENGINE_ABI_VERSION + 1;
         break;
       case Defect::struct_size_too_small:
         engines[1].struct_size = 16;
