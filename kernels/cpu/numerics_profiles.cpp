@@ -33,6 +33,12 @@ const std::vector<NumericsProfile>& numerics_profiles() {
         .rotated_keys_in_storage = true,
         .rope_angles_exact = true},
        {.dtypes = {DType::f16}}},
+      {"f32-lse",
+       "f32 K/V, P and rows, split partials normalised and combined by their f32 "
+       "log-sum-exps (FlashAttention-2's combine with f32 inputs; FlashInfer's and vLLM's "
+       "merges of f32 partials)",
+       {.rotated_keys_in_storage = true, .rope_angles_exact = true, .split_combine_lse = true},
+       {}},
       {"bf16-lse",
        "bf16 K/V, P rounded to bf16, split partials normalised in f32 and combined by their "
        "f32 log-sum-exps, rows rounded to bf16 (FlashAttention-2's split-KV forward with "

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cpu/numerics_profiles.h"
+#include "forwarding_engine.h"
 #include "judge/tolerance.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
@@ -78,6 +80,70 @@ TEST(NumericsBases, HonestEnginesWithEachProfileStayWithinTheDeclaredBound) {
                   engine.name.c_str(), worst);
       EXPECT_LE(worst, 1.0);
     }
+  }
+}
+
+// An engine computing as before but declaring less (`take_back` resets what it declares
+// beyond the plain forms): what an honest engine had to say before it could declare itself.
+class Undeclared final : public test::ForwardingEngine {
+ public:
+  Undeclared(std::unique_ptr<Engine> inner, void (*take_back)(EngineNumerics&))
+      : ForwardingEngine(std::move(inner)), take_back_(take_back) {}
+  EngineNumerics numerics() const override {
+    EngineNumerics n = ForwardingEngine::numerics();
+    take_back_(n);
+    return n;
+  }
+
+ private:
+  void (*take_back_)(EngineNumerics&);
+};
+
+void plain_combine(EngineNumerics& n) {
+  n.split_combine_lse = false;
+  n.split_partials = DType::f32;
+}
+void plain_p(EngineNumerics& n) {
+  n.p_normalised = false;
+}
+
+// Both ways for the new forms: the log-sum-exp combine on the flash engine whose decodes
+// split into 4 (FlashAttention-2's num_splits), P normalised before rounding on the paged
+// engine. Declared, every generated case passes; undeclared, the same arithmetic fails a
+// generated case, as FlashAttention-2's, FlashInfer's and vLLM's kernels did before steps
+// 10 and 11 of tolerance.cpp. (Not bf16-lse: over 600 cases its combine's error stays
+// inside bf16's own noise, P's rounding and half a bf16 ulp of output.)
+TEST(NumericsBases, TheNewFormsPassDeclaredAndFailAGeneratedCaseUndeclared) {
+  struct Case {
+    const char* profile;
+    const char* base;
+    void (*take_back)(EngineNumerics&);
+  };
+  for (const Case& c : {Case{"f32-lse", "flash-fixed-split", plain_combine},
+                        Case{"f16-merge", "flash-fixed-split", plain_combine},
+                        Case{"f16-normalised", "paged", plain_p}}) {
+    const cpu::NumericsProfile& profile = cpu::numerics_profile(c.profile);
+    const EngineInfo engine = on_profile(*find_engine(c.base), profile);
+    EngineInfo undeclared = engine;
+    undeclared.make = [&engine, &c](const EngineConfig& config) -> std::unique_ptr<Engine> {
+      return std::make_unique<Undeclared>(engine.make(config), c.take_back);
+    };
+    const GeneratorOptions options = options_for(engine, profile);
+    int first_miss = -1;
+    for (int i = 0; i < 600 && first_miss < 0; ++i) {
+      PrngChoiceSource choices(case_seed(43, i));
+      const Scenario scenario = generate_scenario(choices, options);
+      ASSERT_TRUE(judge_engine(scenario, prepare(scenario), engine).verdict.pass)
+          << engine.name << ", case " << i;
+      const CheckOutcome outcome = judge_engine(scenario, prepare(scenario), undeclared);
+      if (outcome.verdict.pass) continue;
+      first_miss = i;
+      const Divergence& d = *outcome.verdict.first;
+      EXPECT_EQ(d.kind, FailureKind::mismatch) << engine.name << ", case " << i;
+      std::printf("%-28s undeclared fails case %d: error %.6g, bound %.6g\n", engine.name.c_str(),
+                  i, d.error, d.bound);
+    }
+    EXPECT_GE(first_miss, 0) << engine.name << " undeclared passed 600 generated cases";
   }
 }
 
