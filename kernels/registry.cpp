@@ -103,6 +103,11 @@ std::vector<EngineInfo> build_registry() {
        "ONNX Runtime's Attention in f16 do: P = exp(s - m) / (sum + 1e-6) rounded to f16, f32 "
        "sums, rows rounded to f16 (f16 scenarios only).",
        false, make_with<cpu::PagedEngine>("f16-normalised")},
+      {"flash-bf16-rope-tables",
+       "flash-bf16 rotating as HF transformers does in a bf16 model: RoPE's cos/sin tables "
+       "cast to bf16, products and sums rounded to bf16, so rotated q and k are bf16; P "
+       "rounded to bf16, rows rounded to bf16 (bf16 scenarios only).",
+       false, make_with<cpu::FlashEngine>("bf16-rope-tables")},
       {"cuda-paged",
        "CUDA kernels (paged decode split-K merged by log-sum-exp, chunked prefill over block "
        "tables) on a device pool, run on the SIMT launcher without a GPU: f32 sums and rows, "

@@ -53,7 +53,7 @@ TEST(Properties, CasesCoverTheseHonestEngines) {
             (std::vector<std::string>{"contiguous", "paged", "flash", "flash-bf16", "flash-f16",
                                       "contiguous-f16acc", "flash-batch-split", "flash-fixed-split",
                                       "flash-split-bf16", "flash-f16-merge", "paged-f16-normalised",
-                                      "cuda-paged", "cuda-paged-bf16"}));
+                                      "flash-bf16-rope-tables", "cuda-paged", "cuda-paged-bf16"}));
 }
 
 }  // namespace

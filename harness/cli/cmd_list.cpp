@@ -88,7 +88,8 @@ std::string the_rest(const Struct& declared, const std::array<std::string_view, 
 }
 
 // The fields numerics_text() and supports_text() spell out in their own words.
-constexpr std::array<std::string_view, 10> kNumericsSpelled = {"output",
+constexpr std::array<std::string_view, 11> kNumericsSpelled = {"rope_tables",
+                                                               "output",
                                                                "p",
                                                                "score_accumulation",
                                                                "value_accumulation",
@@ -114,7 +115,8 @@ std::string numerics_text(const EngineNumerics& n) {
          "; split partials " +
          (n.split_combine_lse ? "normalised, combined by log-sum-exp" : "combined rescaled") +
          ", stored in " + std::string(dtype_name(n.split_partials)) + "; P normalised first " +
-         yes_no(n.p_normalised) + the_rest(n, kNumericsSpelled);
+         yes_no(n.p_normalised) + "; RoPE tables in " + std::string(dtype_name(n.rope_tables)) +
+         the_rest(n, kNumericsSpelled);
 }
 
 std::string supports_text(const EngineSupports& s) {

@@ -22,6 +22,17 @@ void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in) {
   }
 }
 
+void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, DType dtype) {
+  const auto r = [dtype](float value) { return round_to_dtype(value, dtype); };
+  const int half = dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float a = x[i];
+    const float b = x[i + half];
+    x[i] = r(r(a * cos_in[i]) - r(b * sin_in[i]));
+    x[i + half] = r(r(a * sin_in[i]) + r(b * cos_in[i]));
+  }
+}
+
 float dot(const float* a, const float* b, size_t n) {
   float sum = 0;
   for (size_t i = 0; i < n; ++i) sum += a[i] * b[i];

@@ -26,6 +26,9 @@ void rope_angles(int dim, int64_t pos, double theta, float* cos_out, float* sin_
 // (x_i, x_{i+dim/2}) -> (x_i cos - x_{i+dim/2} sin, x_i sin + x_{i+dim/2} cos), in place.
 // validate() requires an even dim with RoPE.
 void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in);
+// The same as a model computing in `dtype` does it (HF transformers' apply_rotary_pos_emb on
+// bf16 tensors): cos and sin already rounded to it, and each product and the sum too.
+void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, DType dtype);
 
 // sum_i a[i] * b[i] in float, in index order (the order DTypeArray::dot uses).
 float dot(const float* a, const float* b, size_t n);

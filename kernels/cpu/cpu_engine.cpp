@@ -89,12 +89,17 @@ void CpuEngine::run_chunk(const ChunkIn& chunk, ChunkOut& out) {
     std::copy_n(chunk.k.data() + t * k_stride, k_stride, k_rot_.data());
     if (l.rope_theta) {
       rope_angles(l.head_dim, pos, *l.rope_theta, cos_.data(), sin_.data());
-      for (size_t h = 0; h < as_size(l.q_heads); ++h) {
-        rope_apply(q_rot_.data() + h * hd, l.head_dim, cos_.data(), sin_.data());
+      const DType tables = numerics_.rope_tables;
+      const auto rotate = [&](float* head) {
+        if (tables == DType::f32) return rope_apply(head, l.head_dim, cos_.data(), sin_.data());
+        rope_apply_in(head, l.head_dim, cos_.data(), sin_.data(), tables);
+      };
+      if (tables != DType::f32) {
+        for (float& c : cos_) c = round_to_dtype(c, tables);
+        for (float& s : sin_) s = round_to_dtype(s, tables);
       }
-      for (size_t h = 0; h < as_size(l.kv_heads); ++h) {
-        rope_apply(k_rot_.data() + h * hd, l.head_dim, cos_.data(), sin_.data());
-      }
+      for (size_t h = 0; h < as_size(l.q_heads); ++h) rotate(q_rot_.data() + h * hd);
+      for (size_t h = 0; h < as_size(l.kv_heads); ++h) rotate(k_rot_.data() + h * hd);
     }
     const int64_t index = store(chunk.seq, k_rot_.data(), chunk.v.data() + t * v_stride);
     if (t == 0) chunk_start = index;

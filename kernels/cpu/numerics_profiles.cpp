@@ -39,6 +39,17 @@ const std::vector<NumericsProfile>& numerics_profiles() {
        "merges of f32 partials)",
        {.rotated_keys_in_storage = true, .rope_angles_exact = true, .split_combine_lse = true},
        {}},
+      {"bf16-rope-tables",
+       "bf16 K/V, RoPE's cos/sin tables cast to bf16 and the rotation computed in bf16, P "
+       "rounded to bf16, rows rounded to bf16 (HF transformers' rotary embedding in a bf16 "
+       "model, then FlashAttention-2)",
+       {.output = DType::bf16,
+        .p = DType::bf16,
+        .rotated_keys_in_storage = true,
+        .rotated_queries_in_storage = true,
+        .rope_angles_exact = true,
+        .rope_tables = DType::bf16},
+       {.dtypes = {DType::bf16}}},
       {"bf16-lse",
        "bf16 K/V, P rounded to bf16, split partials normalised in f32 and combined by their "
        "f32 log-sum-exps, rows rounded to bf16 (FlashAttention-2's split-KV forward with "

@@ -235,7 +235,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .rope_angles_exact = true,
                                           .split_combine_lse = true,
                                           .split_partials = DType::bf16,
-                                          .p_normalised = true}));
+                                          .p_normalised = true,
+                                          .rope_tables = DType::bf16}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::f16, DType::bf16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
@@ -300,6 +301,7 @@ EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
     declared.numerics.split_combine_lse = defaults.split_combine_lse;
     declared.numerics.split_partials = defaults.split_partials;
     declared.numerics.p_normalised = defaults.p_normalised;
+    declared.numerics.rope_tables = defaults.rope_tables;
   }
   return declared;
 }

@@ -20,6 +20,7 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "flash-split-bf16",
                                        "flash-f16-merge",
                                        "paged-f16-normalised",
+                                       "flash-bf16-rope-tables",
                                        "cuda-paged",
                                        "cuda-paged-bf16",
                                        "mask-origin",
@@ -47,7 +48,7 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     EXPECT_EQ(registry[i].name, names[i]);
-    EXPECT_EQ(registry[i].mutant, i >= 13) << names[i];
+    EXPECT_EQ(registry[i].mutant, i >= 14) << names[i];
     EXPECT_FALSE(registry[i].description.empty());
     EXPECT_TRUE(registry[i].make);
     EXPECT_EQ(find_engine(names[i]), &registry[i]);

@@ -111,6 +111,11 @@ struct EngineNumerics {
   // epsilon of up to 1e-6 relative (vLLM divides by sum + 1e-6). false: P is exp(s - m)
   // against the running max and the normaliser sums it unrounded (FlashAttention-2).
   bool p_normalised = false;
+  // With RoPE: the dtype the cos/sin tables are rounded to before the rotation, which may
+  // then be computed in that dtype too (HF transformers and vLLM cast their tables to the
+  // model dtype; flash_attn_with_kvcache takes them in q's dtype). f32: tables in f32 or
+  // finer, the rotation in f32.
+  DType rope_tables = DType::f32;
   bool operator==(const EngineNumerics&) const = default;
 };
 

@@ -45,8 +45,9 @@
  *   - ABI 3 (sizeof(kvfuzz_engine_api)) adds `supports`, the KVFUZZ_SUPPORTS_* flags (RoPE
  *     required, no sliding windows), and `reserved`; an ABI 2 entry declares neither flag.
  *   - ABI 4 (sizeof(kvfuzz_engine_api)) adds `numerics`, the KVFUZZ_NUMERICS_* flags (split
- *     partials combined by log-sum-exp, P normalised before it is rounded), and
- *     `split_partials_dtype`; an ABI 3 entry declares neither flag and f32 partials.
+ *     partials combined by log-sum-exp, P normalised before it is rounded),
+ *     `split_partials_dtype`, `rope_tables_dtype` and `reserved2`; an ABI 3 entry declares
+ *     neither flag, f32 partials and f32 RoPE tables.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -216,6 +217,9 @@ typedef struct kvfuzz_engine_api {
   uint32_t numerics;            /* KVFUZZ_NUMERICS_* flags; 0: neither */
   int32_t split_partials_dtype; /* KVFUZZ_DTYPE_*: split partials stored in it before they
                                    are combined (0, f32: kept in f32, or no split) */
+  int32_t rope_tables_dtype;    /* KVFUZZ_DTYPE_*: with RoPE, cos/sin tables rounded to it
+                                   (and the rotation perhaps computed in it); 0, f32: f32 */
+  uint32_t reserved2;           /* 0; kvfuzz refuses anything else */
 } kvfuzz_engine_api;
 
 /* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */

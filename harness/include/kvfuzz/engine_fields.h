@@ -97,7 +97,8 @@ struct Declaration<EngineNumerics> {
       DeclarationField{"rope_angles_exact", &S::rope_angles_exact},
       DeclarationField{"split_combine_lse", &S::split_combine_lse},
       DeclarationField{"split_partials", &S::split_partials},
-      DeclarationField{"p_normalised", &S::p_normalised}};
+      DeclarationField{"p_normalised", &S::p_normalised},
+      DeclarationField{"rope_tables", &S::rope_tables}};
 };
 
 template <>

@@ -161,6 +161,7 @@ inline constexpr std::tuple kAbiFields{
            Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_SPLIT_COMBINE_LSE}, 4},
     AbiRow{&Num::split_partials, DTypeCode{KVFUZZ_ABI_SLOT(split_partials_dtype)}, 4},
     AbiRow{&Num::p_normalised, Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_P_NORMALISED}, 4},
+    AbiRow{&Num::rope_tables, DTypeCode{KVFUZZ_ABI_SLOT(rope_tables_dtype)}, 4},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,
@@ -180,10 +181,10 @@ inline constexpr CheckedWord kCheckedWords[] = {{KVFUZZ_ABI_SLOT(bitwise), "KVFU
 
 // The members of kvfuzz_engine_api that hold no declaration (the tests count them with
 // the table's slots against the struct's members).
-inline constexpr std::tuple kNotDeclarations{&Api::abi_version, &Api::struct_size, &Api::name,
-                                             &Api::description, &Api::mutant,      &Api::create,
-                                             &Api::destroy,     &Api::step,        &Api::reset,
-                                             &Api::truncate,    &Api::fork,        &Api::reserved};
+inline constexpr std::tuple kNotDeclarations{
+    &Api::abi_version, &Api::struct_size, &Api::name,     &Api::description, &Api::mutant,
+    &Api::create,      &Api::destroy,     &Api::step,     &Api::reset,       &Api::truncate,
+    &Api::fork,        &Api::reserved,    &Api::reserved2};
 
 #undef KVFUZZ_ABI_SLOT
 

@@ -45,13 +45,17 @@ namespace {
 // Rotated keys cached in the storage dtype (tolerance.cpp, step 5): round the rotated head
 // as the engine stores it, and record in `error` each element the engine's f32 rotation
 // may round to the neighbour (2e + spacing; 0 for the others). `raw` is the unrotated head
-// at position `pos`; `exact_angles`: the engine computes its angles in double
-// (EngineNumerics::rope_angles_exact). Returns whether any element is such.
+// at position `pos`; the engine's rotation error grows with its angles' (unless it declares
+// rope_angles_exact) and with tables rounded to a dtype (rope_tables). Returns whether any
+// element is such.
 bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos, DType dtype,
-                   bool exact_angles, double* error) {
+                   const EngineNumerics& numerics, double* error) {
   const size_t half = head_dim / 2;
-  const double angle = exact_angles ? 0 : 20 * static_cast<double>(pos);
-  const double reach = (4 + angle) * 0x1p-24;
+  const double angle =
+      numerics.rope_angles_exact.value_or(false) ? 0 : 20 * static_cast<double>(pos);
+  const double tables =
+      numerics.rope_tables == DType::f32 ? 0 : 3 * unit_roundoff(numerics.rope_tables);
+  const double reach = (4 + angle) * 0x1p-24 + tables;
   bool any = false;
   for (size_t d = 0; d < head_dim; ++d) {
     const size_t i = d % half;
@@ -149,7 +153,6 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
   out.key_norm.resize(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
   out.value_max.resize(out.key_norm.size());
   out.values.resize(static_cast<size_t>(n) * out.v_stride);
-  const bool exact_angles = numerics.rope_angles_exact.value_or(false);
   out.round_rotated =
       rope && numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32;
   out.key_error.resize(out.round_rotated ? out.keys.size() : 0);
@@ -170,9 +173,8 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
           static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
       if (out.round_rotated) {
         const size_t at = static_cast<size_t>(j) * out.k_stride + static_cast<size_t>(g) * hd;
-        out.key_ambiguous[jg] =
-            store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j, layout.dtype,
-                          exact_angles, out.key_error.data() + at);
+        out.key_ambiguous[jg] = store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j,
+                                              layout.dtype, numerics, out.key_error.data() + at);
       }
       out.key_norm[jg] = norm(head, layout.head_dim);
       double largest = 0;
@@ -199,9 +201,8 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   const bool round_rotated_q =
       rope && numerics.rotated_queries_in_storage.value_or(false) && layout.dtype != DType::f32;
   double q_error_norm = 0;
-  if (round_rotated_q &&
-      store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p, layout.dtype,
-                    numerics.rope_angles_exact.value_or(false), q_error)) {
+  if (round_rotated_q && store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p,
+                                       layout.dtype, numerics, q_error)) {
     q_error_norm = norm(q_error, layout.head_dim);
   }
   return {norm(q, layout.head_dim), q_error_norm};

@@ -24,6 +24,12 @@
 //      sum: each rotated element is off by <= 3u (|a cos| + |b sin|) <= 3u ||pair||, a pair
 //      by <= 3 sqrt(2) u ||pair||, for q and for k: 6 sqrt(2) u < 9u, times
 //      sum_pairs ||q_pair|| ||k_pair|| <= S: 9u S.
+//    * RoPE with cos/sin tables rounded to a dtype t (numerics.rope_tables: HF transformers
+//      and vLLM cast them to the model dtype, flash_attn_with_kvcache takes them in q's),
+//      the products and the sum perhaps rounded to t as well (a rotation computed in the
+//      model dtype): an element is off by <= 3 u_t (|a cos| + |b sin|) more, a pair by
+//      3 sqrt(2) u_t ||pair||, q and k: 9 u_t S more. (Step 5's boundary test widens by
+//      the same 3 u_t (|a| + |b|) per element.)
 //    * RoPE, the rotated k stored again in the dtype (the engine caches rotated keys):
 //      u_s S.
 //    * RoPE, an engine that computes the angle p * theta^(-2i/d) in f32: the frequency is
@@ -32,7 +38,7 @@
 //      <= (4 + ln theta) p u radians; with theta <= 1e7 (ln theta < 16.2) that is <= 20 p u.
 //      A pair turned by a wrong angle a moves by <= |a| ||pair||; q is at p and k at
 //      j <= p: 2 * 20 p u S. (Not for an engine that declares rope_angles_exact.)
-//    delta = S (gamma_{d+2} + 2u + [rope: 9u + u_s + 40 p u]) + 4u.
+//    delta = S (gamma_{d+2} + 2u + [rope: 9u + 9 u_t + u_s + 40 p u]) + 4u.
 //
 // 2. From logits to outputs. If every logit moves by at most delta, every softmax weight
 //    w_j = e^{l_j} / sum_k e^{l_k} moves by a factor within [e^{-2 delta}, e^{2 delta}], so
@@ -193,7 +199,8 @@ double per_score_error(const ToleranceInputs& in, double d) {
     const double stored = num.rotated_keys_in_storage.has_value() ? 0 : unit_roundoff(in.dtype);
     // An engine that declares its angles computed in double has no angle error to speak of.
     const double angles = num.rope_angles_exact.value_or(false) ? 0 : 40 * p * kU;
-    per_score += 9 * kU + stored + angles;
+    const double tables = num.rope_tables == DType::f32 ? 0 : 9 * unit_roundoff(num.rope_tables);
+    per_score += 9 * kU + tables + stored + angles;
   }
   return per_score;
 }

@@ -85,7 +85,14 @@
 //     output by at most u_d M and n of them by ~sqrt(n) u_d M: the attention term's form
 //     (2 sqrt(n) + 4) u M with u_d in place of u (the 2 covers the rescaling products)
 //   * output: the attention rows (an attention engine) or the logits (a whole-model
-//     engine) rounded to the dtype, u_d |x| (attention_round, logits_round)
+//     engine) rounded to the dtype, u_d |x| (attention_round, logits_round); split
+//     partials stored in a dtype are one more such rounding of the attention rows
+//   * rope_tables: cos/sin and the rotation rounded to the dtype, 9 u_d per rotated pair
+//     more, as tolerance.cpp derives it (rope)
+//   * p_normalised: the weights' rounding is the p term's either way; split_combine_lse's
+//     merge weights (off by about u times the largest score, tolerance.cpp step 10) get no
+//     term of their own: model scenarios have no score spreads, so u |score| stays below
+//     the f32 terms above
 // rotated_keys_in_storage and rope_angles_exact add nothing: the k_store and
 // rope_per_position terms above are always on, so both answers are covered.
 //
@@ -249,7 +256,7 @@ std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
     p.seed = splitmix64(state);
     p.qkv = us;
     p.projection = kU;
-    p.rope = 9 * kU;
+    p.rope = 9 * kU + 9 * beyond_f32(numerics.rope_tables);
     p.rope_per_position = 40 * kU;
     p.k_store = rope ? us : 0;
     p.attention = kU + beyond_f32(numerics.value_accumulation);
@@ -257,6 +264,7 @@ std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
     p.score_sum = beyond_f32(numerics.score_accumulation);
     p.p_round = numerics.p ? beyond_f32(*numerics.p) : 0;
     (declared.whole_model ? p.logits_round : p.attention_round) = beyond_f32(numerics.output);
+    p.attention_round += beyond_f32(numerics.split_partials);
     const auto sample = evaluate_reference(scenario, weights, &p);
     for (const auto& [key, row] : sample) {
       const auto ref = reference.find(key);

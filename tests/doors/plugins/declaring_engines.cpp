@@ -94,6 +94,7 @@ struct Table {
     all.supports = KVFUZZ_SUPPORTS_ROPE_REQUIRED | KVFUZZ_SUPPORTS_NO_WINDOWS;
     all.numerics = KVFUZZ_NUMERICS_SPLIT_COMBINE_LSE | KVFUZZ_NUMERICS_P_NORMALISED;
     all.split_partials_dtype = KVFUZZ_DTYPE_BF16;
+    all.rope_tables_dtype = KVFUZZ_DTYPE_BF16;
 
     kvfuzz_engine_api& some = engines[1];
     some.rotated_keys_in_storage = 0;
