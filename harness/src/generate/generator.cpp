@@ -50,6 +50,7 @@
 #include <string>
 
 #include "generate/bounds.h"
+#include "generate/integer_limits.h"
 #include "generate/layout.h"
 #include "generate/model_choices.h"
 #include "generate/placement.h"
@@ -94,6 +95,9 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // for long contexts: their RoPE rows at thousands of positions would get bounds as large
   // as their values (unjudged rows).
   if (!options.long_context) apply_score_spread(score_spread_from_seed(token_choices.seed), s);
+  // A wide pool at model level too, drawn last so that a model scenario without one is the
+  // one it was before.
+  if (model) apply_wide_pool(pick_wide_pool(c), s, s.placement);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

@@ -40,7 +40,16 @@ ScoreSpreadChoices score_spread_from_seed(uint64_t seed) {
 }
 
 void apply_score_spread(const ScoreSpreadChoices& choices, Scenario& s) {
-  if (!choices.on || s.model) return;
+  if (!choices.on) return;
+  if (s.model) {
+    // The model's q and k are its projections of RMS-normalised states (weights.cpp: O(1)
+    // elements, rarely beyond 4): the scale alone spreads the scores, as for uniform data
+    // of magnitude 4.
+    int exponent = 0;
+    std::frexp(std::ldexp(1.0, choices.bound_log2) / (16.0 * s.layout.head_dim), &exponent);
+    s.layout.scale = std::ldexp(1.0, exponent - 1);
+    return;
+  }
   auto* generated = std::get_if<GeneratedTokens>(&s.tokens);
   if (generated) generated->zero_scores = false;
   const double a = largest_value(s.tokens);
