@@ -30,9 +30,10 @@ What maps to what (README.md in this folder has the measurements):
   * reset, truncate, fork: the cache emptied, sliced to keep, copied (the operator cannot
     express them: the adapter slices what it passes as past).
 
---bug window|scale|rope|numerics breaks one mapping on purpose (negative controls):
-a window mask of W + 1 keys, the default scale, interleaved (GPT-J) RoPE pairs, no
-numerics declared.
+--bug window|scale|rope|numerics|normalisation breaks one mapping on purpose (negative
+controls): a window mask of W + 1 keys, the default scale, interleaved (GPT-J) RoPE pairs,
+no numerics declared, or (f16) P declared rounded as FlashAttention rounds it instead of
+normalised first.
 """
 
 import argparse
@@ -43,7 +44,7 @@ import onnxruntime as ort
 import ort_common as common
 from ort_common import proto
 
-BUGS = ("window", "scale", "rope", "numerics")
+BUGS = ("window", "scale", "rope", "numerics", "normalisation")
 OPSET = 23
 
 
@@ -98,13 +99,14 @@ class OrtAttentionEngine(common.CacheHistory):
         self.name = f"onnxruntime-{ort.__version__}-attention{OPSET}-{self.dtype}"
         self.name += f" (bug: {options.bug})" if options.bug else ""
         # Measured in README.md: the f16 kernel rounds its scores (Q.K^T, scaled) to f16,
-        # takes the softmax of those, rounds P to f16 and sums P.V in f32, rounding each
-        # output once (99.95% of values equal that model's rounding); the f32 kernel keeps
-        # everything in f32. q and k are rotated and rounded here before the kernel.
+        # takes the softmax of those, rounds the normalised P to f16 and sums P.V in f32,
+        # rounding each output once (99.95% of values equal that model's rounding); the f32
+        # kernel keeps everything in f32. q and k are rotated and rounded here before the kernel.
         half = self.dtype == "f16"
         self.numerics = {
             "output": self.dtype,
             "p": "f16" if half else "none",
+            "p_normalised": half,
             "score_accumulation": "f16" if half else "f32",
             "value_accumulation": "f32",
             "rotated_keys_in_storage": True,
@@ -113,6 +115,8 @@ class OrtAttentionEngine(common.CacheHistory):
         }
         if options.bug == "numerics":
             self.numerics = {}
+        if options.bug == "normalisation":
+            self.numerics["p_normalised"] = False
         self.supports = {"dtypes": [self.dtype]}
         self.session = common.session(model(config, options))
         self.caches = common.Caches(config, self.np_dtype, config.head_dim, config.value_dim)

@@ -73,6 +73,12 @@ kvfuzz_ort_test(ort_gqa_f16_bug_window 1 60 ${gqa} --dtype f16 --bug window)
 kvfuzz_ort_test(ort_gqa_window_cache_bug_window 1 60 ${gqa} --dtype f32 --path window --rope adapter
                 --bug window CHECK --window on)
 kvfuzz_ort_test(ort_gqa_f16_undeclared 1 60 ${gqa} --dtype f16 --bug numerics)
+# Attention's f16 kernel normalises P before rounding it: declared so it passes (below);
+# declaring FlashAttention's rounding instead, it fails (three equal weights at case 1),
+# and a wrong window is still caught under its declared numerics.
+kvfuzz_ort_test(ort_attention_f16_bug_normalisation 1 60 ${attention} --dtype f16
+                --bug normalisation)
+kvfuzz_ort_test(ort_attention_f16_bug_window 1 60 ${attention} --dtype f16 --bug window)
 
 # Every shipped variant, all six properties, default sizes.
 kvfuzz_ort_test(ort_gqa_f32_batched 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path batched)
@@ -81,6 +87,7 @@ kvfuzz_ort_test(ort_gqa_f16_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --pa
 kvfuzz_ort_test(ort_gqa_f16_batched 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path batched)
 kvfuzz_ort_test(ort_gqa_f16_shared 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path shared)
 kvfuzz_ort_test(ort_attention_f32 0 ${KVFUZZ_ORT_CASES} ${attention} --dtype f32)
+kvfuzz_ort_test(ort_attention_f16 0 ${KVFUZZ_ORT_CASES} ${attention} --dtype f16)
 # ORT's own sliding-window cache (sliding_window_cache = 1): windowed cases only.
 kvfuzz_ort_test(ort_gqa_f32_window_cache 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path window
                 --rope adapter CHECK --window on)

@@ -133,6 +133,11 @@ struct GeneratorOptions {
   std::optional<LongContextOptions> long_context;
   // Filters from the command line (GeneratorFilters above), applied after `supports`.
   GeneratorFilters filters;
+  // The largest scaled score a score spread aims at, as a power of two (score_spreads.h
+  // draws 2^12, 2^14 or 2^16). An engine that rounds its scores to f16
+  // (score_accumulation f16) is given 15: f16 holds nothing above 65504, and a spread the
+  // engine cannot represent would fail it for its dtype's range, not for its cache.
+  int max_score_spread_log2 = 16;
 };
 
 // Why `options.filters` cannot be met (no dtype in common with the supports, RoPE with

@@ -94,7 +94,11 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // From the token seed, drawn already: a scenario without a score spread is as before. Not
   // for long contexts: their RoPE rows at thousands of positions would get bounds as large
   // as their values (unjudged rows).
-  if (!options.long_context) apply_score_spread(score_spread_from_seed(token_choices.seed), s);
+  if (!options.long_context) {
+    ScoreSpreadChoices spread = score_spread_from_seed(token_choices.seed);
+    spread.bound_log2 = std::min(spread.bound_log2, options.max_score_spread_log2);
+    apply_score_spread(spread, s);
+  }
   // A wide pool at model level too, drawn last so that a model scenario without one is the
   // one it was before.
   if (model) apply_wide_pool(pick_wide_pool(c), s, s.placement);

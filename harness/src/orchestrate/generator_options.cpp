@@ -96,6 +96,9 @@ GeneratorOptions generator_options_from_declarations(std::span<const NamedDeclar
     if (engine.declared.supports.dtypes.empty()) {
       throw DeclarationError(engine.name + " supports no storage dtype");
     }
+    if (engine.declared.numerics.score_accumulation == DType::f16) {
+      generator.max_score_spread_log2 = std::min(generator.max_score_spread_log2, 15);
+    }
     generator.truncate = generator.truncate && engine.declared.capabilities.truncate;
     generator.fork = generator.fork && engine.declared.capabilities.fork;
   }
