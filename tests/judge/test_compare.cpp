@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "judge/compare.h"
+#include "judge/position_hypothesis.h"
 #include "judge/report.h"
 #include "kvfuzz/judge.h"
 #include "run/runner.h"
@@ -519,6 +520,59 @@ TEST(Report, AMismatchOfAFewUlpsNamesThePrecision) {
   EXPECT_NE(describe_divergence(d).find("precision"), std::string::npos);
   d.kind = FailureKind::not_finite;
   EXPECT_EQ(describe_divergence(d).find("precision"), std::string::npos);
+}
+
+// With RoPE, a key rotated one position off moves a row by a little: the report names that
+// key (position_hypothesis.h) instead of guessing at rounding. head_dim 4 and theta 10^6:
+// q = k = (0, 8, 0, 0) lie in the pair that turns by pos * 10^-3 radians, so scores are
+// 64 cos((p - j) / 1000), and the row at 3 with key 1 rotated at 2 instead moves by about
+// 10^-3: above an f32 bound, below a bf16 ulp. Computed here by hand.
+TEST(Report, AKeyRotatedAtAWrongPositionIsNamedInsteadOfThePrecision) {
+  Scenario s = worked_example();
+  s.layout.head_dim = 4;
+  s.layout.rope_theta = 1e6;
+  s.layout.scale = 1;
+  std::vector<ExplicitToken> tokens;
+  for (double v : {2.0, 4.0, 8.0, 16.0, 32.0}) {
+    tokens.push_back({{{0, 8, 0, 0}}, {{0, 8, 0, 0}}, {{v}}});
+  }
+  s.tokens = tokens;
+  const Prepared p = prepare(s);
+  const ReferenceRow& row3 = p.reference.at(RowKey{0, 0, 3});
+  const auto row_with = [](int key_one_at) {
+    double sum = 0, total = 0;
+    for (int j = 0; j <= 3; ++j) {
+      const double w = std::exp(64 * std::cos((3.0 - (j == 1 ? key_one_at : j)) * 1e-3));
+      sum += w * std::ldexp(2.0, j);
+      total += w;
+    }
+    return sum / total;
+  };
+  EXPECT_NEAR(row3.values[0], row_with(1), 1e-12);
+  const std::vector<float> wrong = {static_cast<float>(row_with(2))};
+  const auto why = wrong_angle_hypothesis(s, p.table, row3, 0, wrong, DType::f32);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_TRUE(contains(*why, "the key at position 1 rotated at position 2 instead")) << *why;
+  // A row no single wrong angle explains: nothing.
+  const std::vector<float> other = {static_cast<float>(row_with(1) + 0.5)};
+  EXPECT_FALSE(wrong_angle_hypothesis(s, p.table, row3, 0, other, DType::f32).has_value());
+  // The report prints the hypothesis and no precision hint, though the error is a few bf16
+  // ulps.
+  Divergence d;
+  d.kind = FailureKind::mismatch;
+  d.got = wrong[0];
+  d.expected = row3.values[0];
+  d.error = std::abs(d.got - d.expected);
+  d.bound = row3.bound[0];
+  ASSERT_LT(d.error, 4 * dtype_spacing(DType::bf16, d.expected));
+  EXPECT_TRUE(contains(describe_divergence(d), "precision:"));
+  d.hypothesis = *why;
+  const std::string text = describe_divergence(d);
+  EXPECT_TRUE(contains(text, "rotated at position 2")) << text;
+  EXPECT_FALSE(contains(text, "precision:")) << text;
+  // Without RoPE there is no angle to be wrong.
+  s.layout.rope_theta.reset();
+  EXPECT_FALSE(wrong_angle_hypothesis(s, prepare(s).table, row3, 0, wrong, DType::f32));
 }
 
 TEST(Report, ExplainRows) {

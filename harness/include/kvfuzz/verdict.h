@@ -51,6 +51,9 @@ struct Divergence {
   double got = 0, expected = 0, error = 0, bound = 0;
   int64_t key_lo = 0, key_hi = 0;  // keys the row should see (none at model level: hi < lo)
   std::string detail;              // engine error text, or what the engine reported instead
+  // A mismatch explained better than by rounding (judge/position_hypothesis.h: a key rotated
+  // at a wrong position); the report prints it instead of its precision hint.
+  std::string hypothesis;
   // Model scenarios: where in the model, and the layer (-1: the logits, or no layer).
   ModelSite site = ModelSite::none;
   int layer = -1;

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "judge/compare.h"
+#include "judge/position_hypothesis.h"
 #include "judge/reference_cache.h"
 #include "judge/report.h"
 #include "run/runner.h"
@@ -31,6 +32,31 @@ Prepared prepare(const Scenario& scenario, const EngineNumerics& numerics) {
   }
   return prepared;
 }
+
+namespace {
+
+// A first mismatch that a key rotated at a wrong position explains (position_hypothesis.h):
+// the report names that key instead of guessing at rounding.
+void explain_by_position(const Scenario& scenario, const Prepared& prepared,
+                         CheckOutcome& outcome) {
+  if (!outcome.verdict.first) return;
+  Divergence& d = *outcome.verdict.first;
+  if (d.kind != FailureKind::mismatch || d.site != ModelSite::none) return;
+  const auto ref = prepared.reference.find(d.key);
+  if (ref == prepared.reference.end()) return;
+  const auto vd = static_cast<size_t>(scenario.layout.value_dim);
+  for (const EngineRow& row : outcome.run.rows) {
+    if (row.key != d.key || row.values.size() < (static_cast<size_t>(d.q_head) + 1) * vd) continue;
+    const std::span<const float> head(row.values.data() + static_cast<size_t>(d.q_head) * vd, vd);
+    if (auto why = wrong_angle_hypothesis(scenario, prepared.table, ref->second, d.q_head, head,
+                                          prepared.numerics.output)) {
+      d.hypothesis = *why;
+    }
+    return;
+  }
+}
+
+}  // namespace
 
 CheckOutcome judge_engine(const Scenario& scenario, const Prepared& prepared,
                           const EngineInfo& engine) {
@@ -56,6 +82,7 @@ CheckOutcome judge_engine(const Scenario& scenario, const Prepared& prepared,
   const Prepared& judged = reprepared ? *reprepared : prepared;
   outcome.verdict = compare(judged.slots, judged.reference, outcome.run, scenario.layout.q_heads,
                             scenario.layout.value_dim, judged.numerics.output);
+  explain_by_position(scenario, judged, outcome);
   const auto compared = Clock::now();
   outcome.engine_seconds = std::chrono::duration<double>(ran - start).count();
   outcome.compare_seconds = std::chrono::duration<double>(compared - ran).count();

@@ -109,7 +109,8 @@ std::string describe_divergence(const Divergence& d) {
     text += "  this row should see keys at " + keys_text(d.key_lo, d.key_hi) + "\n";
   }
   if (!d.detail.empty()) text += "  " + d.detail + "\n";
-  text += precision_hint(d);
+  // A named wrong position explains the row; a guess at rounding would point away from it.
+  text += d.hypothesis.empty() ? precision_hint(d) : "  " + d.hypothesis + "\n";
   return text;
 }
 

@@ -41,6 +41,7 @@ Json divergence_to_json(const Divergence& d) {
           {"bound", bits(d.bound)},
           {"keys", {d.key_lo, d.key_hi}},
           {"detail", d.detail},
+          {"hypothesis", d.hypothesis},
           {"site", static_cast<int>(d.site)},
           {"layer", d.layer},
           {"top", {top_to_json(d.top_got), top_to_json(d.top_expected)}}};
@@ -62,6 +63,7 @@ Divergence divergence_from_json(const Json& j) {
   d.key_lo = j.at("keys").at(0).get<int64_t>();
   d.key_hi = j.at("keys").at(1).get<int64_t>();
   d.detail = j.at("detail").get<std::string>();
+  d.hypothesis = j.at("hypothesis").get<std::string>();
   d.site = static_cast<ModelSite>(j.at("site").get<int>());
   d.layer = j.at("layer").get<int>();
   d.top_got = top_from_json(j.at("top").at(0));
