@@ -4,12 +4,10 @@
 // walk the table with ABI 2's stride, read every ABI 2 declaration, and give the fields
 // ABI 3 added (supports) their defaults: an entry that read past its end would take the
 // next entry's abi_version (2) for KVFUZZ_SUPPORTS_NO_WINDOWS.
-#include <dlfcn.h>
-
 #include <cstdint>
-#include <vector>
 
 #include "kvfuzz/engine_abi.h"
+#include "older_abi_table.h"
 
 namespace {
 
@@ -46,21 +44,11 @@ struct engine_api_v2 {
 static_assert(sizeof(engine_api_v2) == KVFUZZ_ENGINE_API_V2_SIZE,
               "KVFUZZ_ENGINE_API_V2_SIZE must stay the size of ABI 2's kvfuzz_engine_api");
 
-struct V2Table {
-  std::vector<engine_api_v2> engines;
-  kvfuzz_engine_plugin_table table{};
-  bool built = false;
+}  // namespace
 
-  V2Table() {
-    void* builtin = dlopen(KVFUZZ_BUILTIN_PLUGIN, RTLD_NOW | RTLD_LOCAL);  // never closed
-    if (builtin == nullptr) return;
-    const auto plugin =
-        reinterpret_cast<kvfuzz_engine_plugin_fn>(dlsym(builtin, KVFUZZ_ENGINE_PLUGIN_SYMBOL));
-    const kvfuzz_engine_plugin_table* from = plugin != nullptr ? plugin() : nullptr;
-    if (from == nullptr) return;
-    for (uint32_t i = 0; i < from->engine_count; ++i) {
-      const kvfuzz_engine_api& e = from->engines[i];
-      engines.push_back({2,
+extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
+  static const OlderAbiTable<engine_api_v2> v2(2, [](const kvfuzz_engine_api& e) {
+    return engine_api_v2{2,
                          sizeof(engine_api_v2),
                          e.name,
                          e.description,
@@ -85,18 +73,7 @@ struct V2Table {
                          e.max_context,
                          e.rotated_queries_in_storage,
                          e.value_dim_is_head_dim,
-                         e.rope_angles_exact});
-    }
-    // The table type is the same in every ABI; only what engines points at is shorter.
-    table = {2, static_cast<uint32_t>(engines.size()),
-             reinterpret_cast<const kvfuzz_engine_api*>(engines.data())};
-    built = true;
-  }
-};
-
-}  // namespace
-
-extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
-  static const V2Table v2;
-  return v2.built ? &v2.table : nullptr;
+                         e.rope_angles_exact};
+  });
+  return v2.table();
 }

@@ -4,12 +4,10 @@
 // with ABI 3's stride, read every ABI 3 declaration, and give the fields ABI 4 added
 // (numerics flags, split_partials_dtype) their defaults: an entry that read past its end
 // would take the next entry's abi_version (3) for KVFUZZ_NUMERICS_SPLIT_COMBINE_LSE.
-#include <dlfcn.h>
-
 #include <cstdint>
-#include <vector>
 
 #include "kvfuzz/engine_abi.h"
+#include "older_abi_table.h"
 
 namespace {
 
@@ -48,21 +46,11 @@ struct engine_api_v3 {
 static_assert(sizeof(engine_api_v3) == KVFUZZ_ENGINE_API_V3_SIZE,
               "KVFUZZ_ENGINE_API_V3_SIZE must stay the size of ABI 3's kvfuzz_engine_api");
 
-struct V3Table {
-  std::vector<engine_api_v3> engines;
-  kvfuzz_engine_plugin_table table{};
-  bool built = false;
+}  // namespace
 
-  V3Table() {
-    void* builtin = dlopen(KVFUZZ_BUILTIN_PLUGIN, RTLD_NOW | RTLD_LOCAL);  // never closed
-    if (builtin == nullptr) return;
-    const auto plugin =
-        reinterpret_cast<kvfuzz_engine_plugin_fn>(dlsym(builtin, KVFUZZ_ENGINE_PLUGIN_SYMBOL));
-    const kvfuzz_engine_plugin_table* from = plugin != nullptr ? plugin() : nullptr;
-    if (from == nullptr) return;
-    for (uint32_t i = 0; i < from->engine_count; ++i) {
-      const kvfuzz_engine_api& e = from->engines[i];
-      engines.push_back({3,
+extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
+  static const OlderAbiTable<engine_api_v3> v3(3, [](const kvfuzz_engine_api& e) {
+    return engine_api_v3{3,
                          sizeof(engine_api_v3),
                          e.name,
                          e.description,
@@ -89,18 +77,7 @@ struct V3Table {
                          e.value_dim_is_head_dim,
                          e.rope_angles_exact,
                          e.supports,
-                         0});
-    }
-    // The table type is the same in every ABI; only what engines points at is shorter.
-    table = {3, static_cast<uint32_t>(engines.size()),
-             reinterpret_cast<const kvfuzz_engine_api*>(engines.data())};
-    built = true;
-  }
-};
-
-}  // namespace
-
-extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
-  static const V3Table v3;
-  return v3.built ? &v3.table : nullptr;
+                         0};
+  });
+  return v3.table();
 }
