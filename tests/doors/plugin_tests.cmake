@@ -32,40 +32,21 @@ list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_MISBEHAVING=\"$<TARGET_FILE:kvfuzz_test_plugin_misbehaving>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_misbehaving)
 
-# A plugin built against ABI 1 (tests/doors/plugins/abi_v1_table.cpp): the built-in engines,
-# forwarded to the builtin plugin, in a table of ABI 1 entries.
-kvfuzz_add_plugin_library(kvfuzz_test_plugin_abi_v1 plugins/abi_v1_table.cpp)
-target_compile_definitions(kvfuzz_test_plugin_abi_v1 PRIVATE
-                           "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
-target_link_libraries(kvfuzz_test_plugin_abi_v1 PRIVATE ${CMAKE_DL_LIBS})
-add_dependencies(kvfuzz_test_plugin_abi_v1 kvfuzz_builtin_engines)
-list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
-     "KVFUZZ_PLUGIN_ABI_V1=\"$<TARGET_FILE:kvfuzz_test_plugin_abi_v1>\"")
-list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v1)
+# Plugins built against ABI 1, 2 and 3 (tests/doors/plugins/abi_vN_table.cpp): the built-in
+# engines, forwarded to the builtin plugin with the declarations their version has, in a
+# table of that version's entries.
+foreach(version 1 2 3)
+  set(target kvfuzz_test_plugin_abi_v${version})
+  kvfuzz_add_plugin_library(${target} plugins/abi_v${version}_table.cpp)
+  target_compile_definitions(${target} PRIVATE
+                             "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
+  target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
+  add_dependencies(${target} kvfuzz_builtin_engines)
+  list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES "KVFUZZ_PLUGIN_ABI_V${version}=\"$<TARGET_FILE:${target}>\"")
+  list(APPEND KVFUZZ_TEST_PLUGINS ${target})
+endforeach()
 
-# A plugin built against ABI 2 (tests/doors/plugins/abi_v2_table.cpp): the built-in engines,
-# forwarded to the builtin plugin with their declarations, in a table of ABI 2 entries.
-kvfuzz_add_plugin_library(kvfuzz_test_plugin_abi_v2 plugins/abi_v2_table.cpp)
-target_compile_definitions(kvfuzz_test_plugin_abi_v2 PRIVATE
-                           "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
-target_link_libraries(kvfuzz_test_plugin_abi_v2 PRIVATE ${CMAKE_DL_LIBS})
-add_dependencies(kvfuzz_test_plugin_abi_v2 kvfuzz_builtin_engines)
-list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
-     "KVFUZZ_PLUGIN_ABI_V2=\"$<TARGET_FILE:kvfuzz_test_plugin_abi_v2>\"")
-list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v2)
-
-# A plugin built against ABI 3 (tests/doors/plugins/abi_v3_table.cpp): the same, in a table
-# of ABI 3 entries.
-kvfuzz_add_plugin_library(kvfuzz_test_plugin_abi_v3 plugins/abi_v3_table.cpp)
-target_compile_definitions(kvfuzz_test_plugin_abi_v3 PRIVATE
-                           "KVFUZZ_BUILTIN_PLUGIN=\"$<TARGET_FILE:kvfuzz_builtin_engines>\"")
-target_link_libraries(kvfuzz_test_plugin_abi_v3 PRIVATE ${CMAKE_DL_LIBS})
-add_dependencies(kvfuzz_test_plugin_abi_v3 kvfuzz_builtin_engines)
-list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
-     "KVFUZZ_PLUGIN_ABI_V3=\"$<TARGET_FILE:kvfuzz_test_plugin_abi_v3>\"")
-list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_abi_v3)
-
-# A plugin whose entries make every declaration of ABI 3
+# A plugin whose entries make every declaration of ABI 4
 # (tests/doors/plugins/declaring_engines.cpp).
 kvfuzz_add_plugin_library(kvfuzz_test_plugin_declaring plugins/declaring_engines.cpp)
 list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES

@@ -31,19 +31,6 @@ static_assert(sizeof(engine_api_v1) == KVFUZZ_ENGINE_API_V1_SIZE,
 }  // namespace
 
 extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
-  static const OlderAbiTable<engine_api_v1> v1(1, [](const kvfuzz_engine_api& e) {
-    return engine_api_v1{1,
-                         sizeof(engine_api_v1),
-                         e.name,
-                         e.description,
-                         e.capabilities,
-                         e.mutant,
-                         e.create,
-                         e.destroy,
-                         e.step,
-                         e.reset,
-                         e.truncate,
-                         e.fork};
-  });
+  static const OlderAbiTable<engine_api_v1> v1(1);
   return v1.table();
 }

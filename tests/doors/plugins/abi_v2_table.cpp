@@ -47,33 +47,6 @@ static_assert(sizeof(engine_api_v2) == KVFUZZ_ENGINE_API_V2_SIZE,
 }  // namespace
 
 extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
-  static const OlderAbiTable<engine_api_v2> v2(2, [](const kvfuzz_engine_api& e) {
-    return engine_api_v2{2,
-                         sizeof(engine_api_v2),
-                         e.name,
-                         e.description,
-                         e.capabilities,
-                         e.mutant,
-                         e.create,
-                         e.destroy,
-                         e.step,
-                         e.reset,
-                         e.truncate,
-                         e.fork,
-                         e.bitwise,
-                         e.output_dtype,
-                         e.p_dtype,
-                         e.score_accumulation,
-                         e.value_accumulation,
-                         e.rotated_keys_in_storage,
-                         e.dtypes,
-                         e.head_dim_multiple,
-                         e.max_head_dim,
-                         e.max_q_heads,
-                         e.max_context,
-                         e.rotated_queries_in_storage,
-                         e.value_dim_is_head_dim,
-                         e.rope_angles_exact};
-  });
+  static const OlderAbiTable<engine_api_v2> v2(2);
   return v2.table();
 }

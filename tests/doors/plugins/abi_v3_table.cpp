@@ -49,35 +49,6 @@ static_assert(sizeof(engine_api_v3) == KVFUZZ_ENGINE_API_V3_SIZE,
 }  // namespace
 
 extern "C" KVFUZZ_PLUGIN_EXPORT const kvfuzz_engine_plugin_table* kvfuzz_engine_plugin(void) {
-  static const OlderAbiTable<engine_api_v3> v3(3, [](const kvfuzz_engine_api& e) {
-    return engine_api_v3{3,
-                         sizeof(engine_api_v3),
-                         e.name,
-                         e.description,
-                         e.capabilities,
-                         e.mutant,
-                         e.create,
-                         e.destroy,
-                         e.step,
-                         e.reset,
-                         e.truncate,
-                         e.fork,
-                         e.bitwise,
-                         e.output_dtype,
-                         e.p_dtype,
-                         e.score_accumulation,
-                         e.value_accumulation,
-                         e.rotated_keys_in_storage,
-                         e.dtypes,
-                         e.head_dim_multiple,
-                         e.max_head_dim,
-                         e.max_q_heads,
-                         e.max_context,
-                         e.rotated_queries_in_storage,
-                         e.value_dim_is_head_dim,
-                         e.rope_angles_exact,
-                         e.supports,
-                         0};
-  });
+  static const OlderAbiTable<engine_api_v3> v3(3);
   return v3.table();
 }
