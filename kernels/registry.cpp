@@ -203,6 +203,19 @@ std::vector<EngineInfo> build_registry() {
        "cuda-paged over a pool whose pages lie past 2^32 elements, whose attention kernels "
        "compute K/V element offsets in 32 bits: reads wrap to the wrong memory.",
        true, mutants::make_cuda_offset_32bit},
+      {"cuda-race-unsynced-pages",
+       "cuda-paged whose decode has thread 0 stage the split's page ids in shared memory "
+       "with no __syncthreads after: every other thread reads them unordered (a race the "
+       "thread order hides; the launcher's race check names it).",
+       true, mutants::make_cuda_race_unsynced_pages},
+      {"cuda-barrier-per-branch",
+       "cuda-paged whose decode writes the barrier after staging its page ids once in each "
+       "branch of `if (t == 0)`: the block meets at two call sites (barrier-divergence).",
+       true, mutants::make_cuda_barrier_per_branch},
+      {"cuda-race-merge-no-syncwarp",
+       "cuda-paged whose decode merge has lane 0 weigh the splits into shared memory with no "
+       "__syncwarp after, as if the warp ran in lockstep: a race between lanes of one warp.",
+       true, mutants::make_cuda_race_merge_no_syncwarp},
   };
 }
 

@@ -89,6 +89,9 @@ const std::vector<MutantRow>& rejection_table() {
       {"cuda-split-bound-past-length", {{Property::prefix, 10,    0},
                                    {Property::poison,   10,    0}}},
       {"cuda-offset-32bit",       {{Property::prefix,   10,    0}}},
+      {"cuda-race-unsynced-pages", {{Property::prefix,  10,    0}}},
+      {"cuda-barrier-per-branch", {{Property::prefix,   10,    0}}},
+      {"cuda-race-merge-no-syncwarp", {{Property::prefix, 10,  0}}},
   };
   return table;
 }

@@ -41,10 +41,11 @@ struct PrefillArgs {
 // counts the same): the query tile, the K and V tiles, the tile's scores (then P), each
 // row's running max m, sum l and last rescale factor, and the rows' accumulators.
 struct PrefillShared {
-  float *q, *k, *v, *scores, *m, *l, *rescale, *acc;
+  KVFUZZ_SHARED_PTR(float) q, k, v, scores, m, l, rescale, acc;
 };
 
-KVFUZZ_DEVICE PrefillShared carve_prefill_shared(float* base, int head_dim, int value_dim) {
+KVFUZZ_DEVICE PrefillShared carve_prefill_shared(KVFUZZ_SHARED_PTR(float) base, int head_dim,
+                                                 int value_dim) {
   PrefillShared s;
   s.q = base;
   s.k = s.q + kPrefillQueryTile * head_dim;
@@ -102,14 +103,14 @@ KVFUZZ_DEVICE void tile_scores(const PrefillArgs& a, const PrefillShared& s, int
     const int r = i % kPrefillQueryTile, j = i / kPrefillQueryTile;
     if (r >= rows || j >= n) continue;
     const int query = pos0 + r, key = key0 + j;
-    float* score = s.scores + r * kPrefillKeyTile + j;
+    const int score = r * kPrefillKeyTile + j;
     if (key > query || (a.window > 0 && key <= query - a.window)) {
-      *score = -__builtin_inff();
+      s.scores[score] = -__builtin_inff();
       continue;
     }
     float dot = 0.0f;
     for (int d = 0; d < head_dim; ++d) dot += s.q[r * head_dim + d] * s.k[j * head_dim + d];
-    *score = a.scale * dot;
+    s.scores[score] = a.scale * dot;
   }
 }
 
@@ -117,7 +118,7 @@ KVFUZZ_DEVICE void tile_scores(const PrefillArgs& a, const PrefillShared& s, int
 // what the row has summed so far, P in place of the scores (rounded to p_dtype for P.V)
 // and l, which takes P unrounded.
 KVFUZZ_DEVICE void tile_softmax(const PrefillArgs& a, const PrefillShared& s, int r, int n) {
-  float* p = s.scores + r * kPrefillKeyTile;
+  const auto p = s.scores + r * kPrefillKeyTile;
   const float m_old = s.m[r];
   float m_new = m_old;
   for (int j = 0; j < n; ++j) m_new = p[j] > m_new ? p[j] : m_new;

@@ -10,6 +10,10 @@
 //   KVFUZZ_SHARED_ARRAY(T, name, n)     __shared__ T name[n]: on the CPU, a pointer into
 //                                       the block's shared memory (poisoned per block)
 //   KVFUZZ_DYNAMIC_SHARED(T, name)      extern __shared__ T name[]
+//   KVFUZZ_SHARED_PTR(T)                the type of a pointer into shared memory: T* on a
+//                                       device, simt::Shared<T> on the CPU, through which
+//                                       the launcher checks every access for races (index
+//                                       it, p[i]; never *p)
 //   KVFUZZ_LAUNCH(kernel, grid, block, shared, args...)   kernel<<<grid, block, shared>>>
 #pragma once
 
@@ -22,6 +26,12 @@
 #define KVFUZZ_HOST_DEVICE __host__ __device__ inline
 #define KVFUZZ_SHARED_ARRAY(T, name, n) __shared__ T name[n]
 #define KVFUZZ_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+// An alias, not T*, so that `KVFUZZ_SHARED_PTR(float) a, b;` declares two pointers.
+namespace kvfuzz::cuda_compat {
+template <class T>
+using SharedPtr = T*;
+}  // namespace kvfuzz::cuda_compat
+#define KVFUZZ_SHARED_PTR(T) ::kvfuzz::cuda_compat::SharedPtr<T>
 #define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \
   kernel<<<(grid), (block), (shared)>>>(__VA_ARGS__)
 
@@ -34,8 +44,11 @@
 #define KVFUZZ_GLOBAL inline
 #define KVFUZZ_DEVICE inline
 #define KVFUZZ_HOST_DEVICE inline
-#define KVFUZZ_SHARED_ARRAY(T, name, n) T* name = ::kvfuzz::simt::shared_array<T>(n)
-#define KVFUZZ_DYNAMIC_SHARED(T, name) T* name = ::kvfuzz::simt::dynamic_shared_array<T>()
+#define KVFUZZ_SHARED_ARRAY(T, name, n) \
+  const ::kvfuzz::simt::Shared<T> name(::kvfuzz::simt::shared_array<T>(n, #name))
+#define KVFUZZ_DYNAMIC_SHARED(T, name) \
+  const ::kvfuzz::simt::Shared<T> name(::kvfuzz::simt::dynamic_shared_array<T>(#name))
+#define KVFUZZ_SHARED_PTR(T) ::kvfuzz::simt::Shared<T>
 #define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \
   ::kvfuzz::simt::launch(#kernel, (grid), (block), (shared), [&] { kernel(__VA_ARGS__); })
 
@@ -46,8 +59,11 @@ using ::kvfuzz::simt::dim3;
 #define gridDim (::kvfuzz::simt::coordinates().grid_dim)
 constexpr int warpSize = ::kvfuzz::simt::kWarpSize;
 
-inline void __syncthreads() {
-  ::kvfuzz::simt::sync_block();
+inline void __syncthreads(::kvfuzz::simt::Site site = ::kvfuzz::simt::Site::current()) {
+  ::kvfuzz::simt::sync_block(site);
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::kvfuzz::simt::sync_warp(mask);
 }
 template <class T>
 T __shfl_sync(unsigned mask, T value, int source_lane, int width = warpSize) {

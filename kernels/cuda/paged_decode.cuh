@@ -36,6 +36,8 @@ struct DecodeArgs {
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeMaxGroup = 8;
 constexpr int kDecodeMaxKeysPerSplit = 256;
+// Splits the merge weighs in shared memory: an epoch's 16384 tokens take at most 64.
+constexpr int kDecodeMaxSplits = 64;
 
 // Splits for a batch: enough (sequence, kv head, split) blocks to fill `sms` twice over,
 // at most ceil(longest / 32) (at least 32 keys a split) and at most 16, and keys per split
@@ -73,11 +75,20 @@ inline dim3 decode_merge_grid(int batch, int q_heads) {
 }
 constexpr int kDecodeMergeThreads = 32;
 
+// The physical slot of position `pos` through the split's page ids, staged in shared
+// memory from page `first_page` of the sequence's block table on.
+KVFUZZ_DEVICE long long staged_slot(KVFUZZ_SHARED_PTR(int) pages, int first_page, int page_size,
+                                    int pos) {
+  const int page = pages[pos / page_size - first_page];
+  return static_cast<long long>(page) * page_size + pos % page_size;
+}
+
 // Grid decode_split_grid, kDecodeThreads threads.
 KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   KVFUZZ_SHARED_ARRAY(float, scores, kDecodeMaxGroup* kDecodeMaxKeysPerSplit);
   KVFUZZ_SHARED_ARRAY(float, head_max, kDecodeMaxGroup);
   KVFUZZ_SHARED_ARRAY(float, head_sum, kDecodeMaxGroup);
+  KVFUZZ_SHARED_ARRAY(int, split_pages, kDecodeMaxKeysPerSplit + 1);
   const PagedKv& kv = a.kv;
   const int group_blocks = decode_group_blocks(a.q_heads, kv.kv_heads);
   const int row = static_cast<int>(blockIdx.x);
@@ -100,9 +111,21 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   const int n = hi > lo ? hi - lo : 0;  // may be 0: an empty split
   if (n == 0 && (a.faults & kFaultEmptySplitUnwritten)) return;
   const int width = a.faults & kFaultHalfWarpReduce ? warpSize / 2 : warpSize;
+  // Thread 0 reads the split's stretch of the block table into shared memory once, for
+  // every thread's key reads (as kernels stage page indices), and a barrier publishes it.
+  const int first_page = lo / kv.page_size;
+  const int pages = n > 0 ? (hi - 1) / kv.page_size - first_page + 1 : 0;
+  if (t == 0) {
+    const int* table = kv.block_tables + static_cast<long long>(seq) * kv.max_pages;
+    for (int i = 0; i < pages; ++i) split_pages[i] = table[first_page + i];
+    if (a.faults & kFaultBarrierPerBranch) __syncthreads();  // the fault: one per branch
+  } else if (a.faults & kFaultBarrierPerBranch) {
+    __syncthreads();
+  }
+  if (!(a.faults & (kFaultPagesUnsynced | kFaultBarrierPerBranch))) __syncthreads();
   // Scores of every (q head of the group, key of the split), one key per thread at a time.
   for (int j = t; j < n; j += kDecodeThreads) {
-    const long long slot = kv_slot(kv, seq, lo + j);
+    const long long slot = staged_slot(split_pages, first_page, kv.page_size, lo + j);
     for (int g = 0; g < group; ++g) {
       const float* q =
           a.q + (static_cast<long long>(row) * a.q_heads + first_head + g) * kv.head_dim;
@@ -140,7 +163,7 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
     const int g = i / kv.value_dim, d = i % kv.value_dim;
     float acc = 0.0f;
     for (int j = 0; j < n; ++j) {
-      const long long slot = kv_slot(kv, seq, lo + j);
+      const long long slot = staged_slot(split_pages, first_page, kv.page_size, lo + j);
       acc += scores[g * kDecodeMaxKeysPerSplit + j] * load_v(kv, slot, kv_head, d, a.faults);
     }
     const long long head = static_cast<long long>(row) * a.q_heads + first_head + g;
@@ -154,27 +177,36 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
 
 // Grid decode_merge_grid, kDecodeMergeThreads threads (one warp): out = sum_s e^(m_s - m) o_s /
 // sum_s e^(m_s - m) l_s over the splits, m the largest split max; an empty split (max -inf) weighs
-// 0. Rows rounded to out_dtype as declared.
+// 0. Lane 0 weighs the splits once into shared memory (the weights, then their total), a
+// __syncwarp publishes them to the other lanes. Rows rounded to out_dtype as declared.
 KVFUZZ_GLOBAL void paged_decode_merge(DecodeArgs a) {
+  KVFUZZ_SHARED_ARRAY(float, split_weight, kDecodeMaxSplits + 1);  // the total last
   const long long head = static_cast<long long>(blockIdx.x) * a.q_heads + blockIdx.y;
   const int lane = static_cast<int>(threadIdx.x);
   const int value_dim = a.kv.value_dim;
-  float m = -__builtin_inff();
-  for (int s = 0; s < a.splits; ++s) {
-    const float x = a.partial_max[head * a.splits + s];
-    m = m > x ? m : x;
+  if (lane == 0) {
+    float m = -__builtin_inff();
+    for (int s = 0; s < a.splits; ++s) {
+      const float x = a.partial_max[head * a.splits + s];
+      m = m > x ? m : x;
+    }
+    float total = 0.0f;
+    for (int s = 0; s < a.splits; ++s) {
+      const float x = a.partial_max[head * a.splits + s];
+      const float w = x != -__builtin_inff() ? expf(x - m) : 0.0f;
+      split_weight[s] = w;
+      if (x != -__builtin_inff()) total += w * a.partial_sum[head * a.splits + s];
+    }
+    split_weight[kDecodeMaxSplits] = total;
   }
-  float total = 0.0f;
-  for (int s = 0; s < a.splits; ++s) {
-    const float x = a.partial_max[head * a.splits + s];
-    if (x != -__builtin_inff()) total += expf(x - m) * a.partial_sum[head * a.splits + s];
-  }
+  if (!(a.faults & kFaultMergeNoSyncwarp)) __syncwarp();
+  const float total = split_weight[kDecodeMaxSplits];
   for (int d = lane; d < value_dim; d += warpSize) {
     float acc = 0.0f;
     for (int s = 0; s < a.splits; ++s) {
       const float x = a.partial_max[head * a.splits + s];
       if (x != -__builtin_inff()) {
-        acc += expf(x - m) * a.partial_out[(head * a.splits + s) * value_dim + d];
+        acc += split_weight[s] * a.partial_out[(head * a.splits + s) * value_dim + d];
       }
     }
     a.out[head * value_dim + d] = round_to(acc / total, a.out_dtype);

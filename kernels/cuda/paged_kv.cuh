@@ -31,6 +31,17 @@ enum KernelFault : int {
   // the attention kernels' reads (not the cache write): a K/V element offset computed in
   // 32 bits, which wraps once a physical page lies past 2^32 elements.
   kFaultOffset32 = 1 << 4,
+  // Hazards (races and divergent barriers) the launcher's checks name, which its thread
+  // order alone does not show: each gives the right rows in thread order.
+  // paged decode: thread 0 stages the split's page ids in shared memory and no barrier
+  // follows: every other thread reads them unordered (a race: read after write).
+  kFaultPagesUnsynced = 1 << 5,
+  // paged decode: the barrier after the staging written once in each branch of
+  // `if (t == 0)`: the block meets at two call sites (barrier-divergence).
+  kFaultBarrierPerBranch = 1 << 6,
+  // paged decode merge: lane 0 weighs the splits into shared memory and no __syncwarp
+  // follows, as if the warp ran in lockstep (a race between lanes of one warp).
+  kFaultMergeNoSyncwarp = 1 << 7,
 };
 
 struct PagedKv {

@@ -39,4 +39,16 @@ std::unique_ptr<Engine> make_cuda_offset_32bit(const EngineConfig& config) {
   return with_fault(config, cuda::kFaultOffset32, /*wide_pool=*/true);
 }
 
+std::unique_ptr<Engine> make_cuda_race_unsynced_pages(const EngineConfig& config) {
+  return with_fault(config, cuda::kFaultPagesUnsynced);
+}
+
+std::unique_ptr<Engine> make_cuda_barrier_per_branch(const EngineConfig& config) {
+  return with_fault(config, cuda::kFaultBarrierPerBranch);
+}
+
+std::unique_ptr<Engine> make_cuda_race_merge_no_syncwarp(const EngineConfig& config) {
+  return with_fault(config, cuda::kFaultMergeNoSyncwarp);
+}
+
 }  // namespace kvfuzz::mutants

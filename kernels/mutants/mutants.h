@@ -41,5 +41,10 @@ std::unique_ptr<Engine> make_cuda_empty_split_unwritten(const EngineConfig& conf
 std::unique_ptr<Engine> make_cuda_half_warp_reduce(const EngineConfig& config);
 std::unique_ptr<Engine> make_cuda_split_bound_past_length(const EngineConfig& config);
 std::unique_ptr<Engine> make_cuda_offset_32bit(const EngineConfig& config);
+// Hazards the SIMT launcher's checks name (a race, a divergent barrier), which give the
+// right rows in thread order.
+std::unique_ptr<Engine> make_cuda_race_unsynced_pages(const EngineConfig& config);
+std::unique_ptr<Engine> make_cuda_barrier_per_branch(const EngineConfig& config);
+std::unique_ptr<Engine> make_cuda_race_merge_no_syncwarp(const EngineConfig& config);
 
 }  // namespace kvfuzz::mutants

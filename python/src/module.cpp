@@ -315,8 +315,7 @@ void bind_fixture_names(nb::module_& m) {
       [](const std::string& engine, const std::string& property, const std::string& kind,
          const Scenario& s) {
         FailureKind k = FailureKind::mismatch;
-        for (FailureKind each : {FailureKind::engine_error, FailureKind::wrong_position,
-                                 FailureKind::not_finite, FailureKind::mismatch}) {
+        for (FailureKind each : kFailureKinds) {
           if (failure_kind_name(each) == kind) k = each;
         }
         return failure_fixture_stem(engine, property_named(property), k, s);

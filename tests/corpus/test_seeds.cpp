@@ -247,8 +247,9 @@ const std::vector<Prediction>& predictions() {
        "truncate-shared-in-place",
        {{{0, 0, 4}, {kNaN}}, {{1, 2, 3}, {9.75}}}},
       // The CUDA kernel faults. A prefill tile whose keys are read before they are loaded
-      // reads the shared memory's NaN poison (query tile 16..31 of the 39-token prefill).
-      {"batch-split-partition-edge", "cuda-missing-tile-sync", {{{0, 0, 16}, {kNaN}}}},
+      // would read the shared memory's NaN poison; the launcher's race check stops the
+      // launch at the first such read, before any row (a race: no wrong value to predict).
+      {"batch-split-partition-edge", "cuda-missing-tile-sync", {}},
       // Sequence 1's 16 keys leave the second of the batch's two splits of 32 empty; unwritten,
       // the merge reads its poisoned partial.
       {"batch-split-partition-edge", "cuda-empty-split-unwritten", {{{1, 0, 15}, {kNaN}}}},
@@ -262,6 +263,12 @@ const std::vector<Prediction>& predictions() {
       // The wide pool's pages lie past 2^32 elements; 32-bit offsets wrap into its untouched
       // (zero) pages: every key and value reads 0, every row is 0.
       {"worked-example", "cuda-offset-32bit", {{{0, 0, 3}, {0}}, {{0, 0, 4}, {0}}}},
+      // The hazards: the first decode is where thread 0 stages the page ids (the race and
+      // the two-site barrier) and lane 0 weighs the splits (the lockstep race); the launch
+      // stops there, before the row.
+      {"one-token-prefix", "cuda-race-unsynced-pages", {}},
+      {"one-token-prefix", "cuda-barrier-per-branch", {}},
+      {"one-token-prefix", "cuda-race-merge-no-syncwarp", {}},
       {"poisoned-page-tail-huge",
        "page-tail-read",
        {{{0, 0, 2}, {static_cast<double>(std::numeric_limits<float>::max()) / 4}}}},

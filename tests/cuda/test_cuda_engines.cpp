@@ -1,7 +1,9 @@
 // The CUDA engines (kernels/cuda/engine) on the SIMT launcher: the device dtype
 // conversions bit for bit against the project's, the worked example's rows, every
-// property on generated cases over a wide pool (pages past 2^32 elements), and each
-// kernel-only mutant failing on a case made for its bug, by the margin stated there.
+// property on generated cases over a wide pool (pages past 2^32 elements), each
+// kernel-only mutant failing on a case made for its bug, by the margin stated there, the
+// same bits under every thread order, and each hazard mutant named by its kind where the
+// thread order alone hides it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,9 +16,11 @@
 
 #include "cuda/dtype.cuh"
 #include "cuda/engine/cuda_engine.h"
+#include "cuda/simt/simt.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/generator.h"
+#include "kvfuzz/judge.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/verdict.h"
@@ -121,15 +125,18 @@ TEST(CudaEngine, WidePoolPutsPagesPast2To32ElementsAndEveryPropertyHolds) {
 
 // Each kernel-only mutant on the first 20 generated cases, beside the honest cuda-paged on
 // the same cases: the honest engine passes every one; the mutant fails at least `fails` of
-// them, each failure either a non-finite row or a mismatch at least `margin` times its
-// bound (the smallest ratio seen is printed). Measured when written (20 cases each):
-//   missing-tile-sync 18 failed, all not-finite; empty-split-unwritten 8, not-finite;
+// them, each failure either `other` (a non-finite row, or the race the launcher's check
+// names before any poison is read) or a mismatch at least `margin` times its bound (the
+// smallest ratio seen is printed). Measured when written (20 cases each):
+//   missing-tile-sync 18 failed, all not-finite (19, all races, since the race check);
+//   empty-split-unwritten 8, not-finite;
 //   half-warp-reduce 7, smallest error/bound 25.9; split-bound-past-length 17, 23.9;
 //   offset-32bit 20, 5.0 (it reads zeros: a row of small values moves least).
 struct KernelMutant {
   const char* name;
   int fails;
   double margin;
+  FailureKind other = FailureKind::not_finite;
 };
 
 void PrintTo(const KernelMutant& m, std::ostream* os) {
@@ -158,7 +165,7 @@ TEST_P(KernelMutantFails, WhereTheHonestKernelPassesAndByItsMargin) {
       smallest = std::min(smallest, d.error / d.bound);
       EXPECT_GE(d.error, m.margin * d.bound) << "case " << i << ": " << bad.report;
     } else {
-      EXPECT_EQ(d.kind, FailureKind::not_finite) << "case " << i << ": " << bad.report;
+      EXPECT_EQ(d.kind, m.other) << "case " << i << ": " << bad.report;
     }
   }
   std::cout << m.name << ": " << failed << " of 20 cases failed; smallest error/bound " << smallest
@@ -167,7 +174,8 @@ TEST_P(KernelMutantFails, WhereTheHonestKernelPassesAndByItsMargin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, KernelMutantFails,
-                         testing::Values(KernelMutant{"cuda-missing-tile-sync", 15, 10},
+                         testing::Values(KernelMutant{"cuda-missing-tile-sync", 15, 10,
+                                                      FailureKind::race},
                                          KernelMutant{"cuda-empty-split-unwritten", 6, 10},
                                          KernelMutant{"cuda-half-warp-reduce", 5, 10},
                                          KernelMutant{"cuda-split-bound-past-length", 15, 10},
@@ -179,6 +187,122 @@ INSTANTIATE_TEST_SUITE_P(Cuda, KernelMutantFails,
                            }
                            return name;
                          });
+
+// An honest kernel has no race, so its rows are the same bits whichever order the
+// launcher runs a block's threads in: every ThreadOrder (random with two seeds) on the
+// first 10 generated cases, both honest engines, against thread order.
+TEST(CudaEngine, HonestKernelsGiveTheSameBitsUnderEveryThreadOrder) {
+  std::vector<ThreadSchedule> schedules;
+  for (const ThreadOrder order : kThreadOrders) schedules.push_back({order, 0});
+  schedules.push_back({ThreadOrder::random, 12345});
+  int rows = 0;
+  for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
+    const EngineInfo* engine = find_engine(name);
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 10; ++i) {
+      Scenario scenario = case_scenario(i);
+      if (std::string(name) == "cuda-paged-bf16") scenario.layout.dtype = DType::bf16;
+      const Prepared prepared = prepare(scenario);
+      std::vector<EngineRun> runs;
+      for (const ThreadSchedule& schedule : schedules) {
+        scenario.placement.threads = schedule;
+        runs.push_back(judge_engine(scenario, prepared, *engine).run);
+        ASSERT_FALSE(runs.back().error) << name << " case " << i << ": " << *runs.back().error;
+      }
+      for (size_t s = 1; s < runs.size(); ++s) {
+        ASSERT_EQ(runs[s].rows.size(), runs[0].rows.size());
+        for (size_t r = 0; r < runs[0].rows.size(); ++r) {
+          const std::vector<float>& a = runs[0].rows[r].values;
+          const std::vector<float>& b = runs[s].rows[r].values;
+          ASSERT_EQ(a.size(), b.size());
+          EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+              << name << " case " << i << " row " << r << " under order "
+              << thread_order_name(schedules[s].order);
+        }
+      }
+      rows += static_cast<int>(runs[0].rows.size());
+    }
+  }
+  EXPECT_GT(rows, 0);
+}
+
+// The hazard mutants (cuda/paged_kv.cuh) on the first 20 generated cases. Each gives the
+// right rows in thread order, so the launcher without its checks passes every case; with
+// them (the default) each case with a decode fails with the hazard's own kind, whatever
+// thread order the case drew. Measured when written: each fails 15 of 20 (the cases with
+// a decode), all with its kind; with the checks off, 0 of 20.
+struct HazardMutant {
+  const char* name;
+  FailureKind kind;
+  int fails;
+};
+
+void PrintTo(const HazardMutant& m, std::ostream* os) {
+  *os << m.name;
+}
+
+class HazardMutantNamed : public testing::TestWithParam<HazardMutant> {};
+
+TEST_P(HazardMutantNamed, ByItsKindWhereTheThreadOrderHidesIt) {
+  const HazardMutant& m = GetParam();
+  const EngineInfo* mutant = find_engine(m.name);
+  ASSERT_TRUE(mutant && mutant->mutant);
+  int failed = 0, failed_unchecked = 0;
+  for (int i = 0; i < 20; ++i) {
+    Scenario scenario = case_scenario(i);
+    const PropertyOutcome checked = judge_property(Property::prefix, scenario, *mutant);
+    if (!checked.pass) {
+      ++failed;
+      ASSERT_TRUE(checked.first.has_value()) << checked.report;
+      EXPECT_EQ(checked.first->kind, m.kind) << "case " << i << ": " << checked.report;
+      EXPECT_NE(checked.report.find("kernel hazard: " + std::string(failure_kind_name(m.kind))),
+                std::string::npos)
+          << checked.report;
+    }
+    // The launcher as it was: thread order, no checks.
+    scenario.placement.threads = {};
+    const simt::LaunchSettings unchecked({}, simt::Checks{false, false});
+    const PropertyOutcome plain = judge_property(Property::prefix, scenario, *mutant);
+    if (!plain.pass) ++failed_unchecked;
+    EXPECT_TRUE(plain.pass) << "case " << i << ": " << plain.report;
+  }
+  std::cout << m.name << ": " << failed << " of 20 cases named " << failure_kind_name(m.kind)
+            << "; without the checks " << failed_unchecked << " of 20 failed\n";
+  EXPECT_GE(failed, m.fails);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cuda, HazardMutantNamed,
+    testing::Values(HazardMutant{"cuda-race-unsynced-pages", FailureKind::race, 10},
+                    HazardMutant{"cuda-barrier-per-branch", FailureKind::barrier_divergence, 10},
+                    HazardMutant{"cuda-race-merge-no-syncwarp", FailureKind::race, 10}),
+    [](const testing::TestParamInfo<HazardMutant>& param) {
+      std::string name = param.param.name;
+      for (char& c : name) {
+        if (c == '-') c = '_';
+      }
+      return name;
+    });
+
+// The thread order alone shows the merge's race in the rows: reversed, lane 31 reads the
+// weights before lane 0 has written them (poison, NaN), so with the checks off the rows are
+// not finite where thread order gives them right.
+TEST(CudaEngine, AReversedThreadOrderShowsTheLockstepRaceInTheRows) {
+  const EngineInfo* mutant = find_engine("cuda-race-merge-no-syncwarp");
+  ASSERT_NE(mutant, nullptr);
+  const simt::LaunchSettings unchecked({}, simt::Checks{false, false});
+  int shown = 0;
+  for (int i = 0; i < 20; ++i) {
+    Scenario scenario = case_scenario(i);
+    scenario.placement.threads = {ThreadOrder::reversed, 0};
+    const PropertyOutcome outcome = judge_property(Property::prefix, scenario, *mutant);
+    if (outcome.pass) continue;
+    ++shown;
+    ASSERT_TRUE(outcome.first.has_value());
+    EXPECT_EQ(outcome.first->kind, FailureKind::not_finite) << outcome.report;
+  }
+  EXPECT_GE(shown, 10);
+}
 
 }  // namespace
 }  // namespace kvfuzz

@@ -1,12 +1,17 @@
 // The SIMT launcher (kernels/cuda/simt/simt.h): every thread of every block runs, barriers
 // hold, warp operations give CUDA's values, shared memory starts as poison, and each misuse
-// is a LaunchError naming the kernel, block and thread.
+// is a LaunchError naming the kernel, block and thread; each thread order runs the threads
+// in its order; races and divergent barriers are HazardErrors naming both sides, and what
+// orders two accesses (a barrier, a warp operation of both lanes) is no race.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/simt/simt.h"
@@ -198,6 +203,228 @@ TEST(Simt, MisusesAreLaunchErrorsNamingTheThread) {
   EXPECT_TRUE(contains(launch_error([] { launch("empty", dim3(1), dim3(0), 0, [] {}); }),
                        "empty: a launch of 1 blocks of 0 threads (1 to 1024 per block)"));
   EXPECT_TRUE(contains(launch_error([] { coordinates(); }), "outside a launch"));
+}
+
+// The kind and message of the HazardError that `run` throws (nullopt if none).
+template <class F>
+std::optional<std::pair<Hazard, std::string>> hazard(F run) {
+  try {
+    run();
+  } catch (const HazardError& e) {
+    return std::pair{e.hazard, std::string(e.what())};
+  }
+  return std::nullopt;
+}
+
+// The order in which 64 threads first run, under `order`.
+std::vector<int> first_runs(ThreadOrder order, uint64_t seed = 0) {
+  const LaunchSettings settings({order, seed}, Checks{});
+  std::vector<int> ran;
+  launch("order", dim3(1), dim3(64), 0,
+         [&] { ran.push_back(static_cast<int>(coordinates().thread_idx.x)); });
+  return ran;
+}
+
+TEST(SimtSchedule, EachOrderRunsTheThreadsInItsOrder) {
+  std::vector<int> forward(64), backward(64), interleaved;
+  std::iota(forward.begin(), forward.end(), 0);
+  std::iota(backward.rbegin(), backward.rend(), 0);
+  for (int lane = 0; lane < 32; ++lane) {
+    interleaved.push_back(lane);
+    interleaved.push_back(32 + lane);
+  }
+  EXPECT_EQ(first_runs(ThreadOrder::thread), forward);
+  EXPECT_EQ(first_runs(ThreadOrder::warp_ahead), forward);
+  EXPECT_EQ(first_runs(ThreadOrder::reversed), backward);
+  EXPECT_EQ(first_runs(ThreadOrder::warp_interleaved), interleaved);
+  // Random: a permutation of whole warps, each forwards or backwards; the same for the
+  // same seed, another for another seed.
+  const std::vector<int> random = first_runs(ThreadOrder::random, 7);
+  std::vector<int> sorted = random;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, forward);
+  for (int w = 0; w < 2; ++w) {
+    const int first = random[static_cast<size_t>(32 * w)];
+    const int step = random[static_cast<size_t>(32 * w + 1)] - first;
+    EXPECT_TRUE(step == 1 || step == -1);
+    for (int l = 0; l < 32; ++l)
+      EXPECT_EQ(random[static_cast<size_t>(32 * w + l)], first + step * l);
+  }
+  EXPECT_EQ(first_runs(ThreadOrder::random, 7), random);
+  bool differs = false;
+  for (uint64_t seed = 1; seed < 9; ++seed)
+    differs = differs || first_runs(ThreadOrder::random, seed) != random;
+  EXPECT_TRUE(differs);
+}
+
+// Under warp_ahead a warp whose shuffle completes runs on to the next __syncthreads before
+// the warps after it reach their shuffle; in thread order every warp reaches its shuffle
+// first.
+TEST(SimtSchedule, WarpAheadRunsAWarpToItsNextBarrier) {
+  std::vector<std::vector<std::string>> seen;
+  for (const ThreadOrder order : {ThreadOrder::thread, ThreadOrder::warp_ahead}) {
+    const LaunchSettings settings({order, 0}, Checks{});
+    std::vector<std::string> events;
+    launch("ahead", dim3(1), dim3(64), 0, [&] {
+      const int t = static_cast<int>(coordinates().thread_idx.x);
+      const std::string warp = "warp " + std::to_string(t / 32);
+      if (t % 32 == 0) events.push_back(warp + " at its shuffle");
+      shfl_xor(0xffffffffu, t, 1);
+      if (t % 32 == 31) events.push_back(warp + " at the barrier");
+      sync_block();
+    });
+    seen.push_back(events);
+  }
+  EXPECT_EQ(seen[0], (std::vector<std::string>{"warp 0 at its shuffle", "warp 1 at its shuffle",
+                                               "warp 0 at the barrier", "warp 1 at the barrier"}));
+  EXPECT_EQ(seen[1], (std::vector<std::string>{"warp 0 at its shuffle", "warp 0 at the barrier",
+                                               "warp 1 at its shuffle", "warp 1 at the barrier"}));
+}
+
+// A tile written by lanes of warp 1 and read by warp 0 without a barrier: thread order
+// reads poison in the rows; reversed order (warp 1 first) reads it right. The race check
+// names it whichever order ran, with both threads and both lines.
+TEST(SimtRaces, AReadAfterWriteAcrossWarpsIsARaceInEveryOrder) {
+  for (const ThreadOrder order : kThreadOrders) {
+    SCOPED_TRACE(thread_order_name(order));
+    const LaunchSettings settings({order, 3}, Checks{});
+    const auto found = hazard([] {
+      launch("raw", dim3(1), dim3(64), 0, [] {
+        const Shared<float> tile(shared_array<float>(32, "tile"));
+        const int t = static_cast<int>(coordinates().thread_idx.x);
+        if (t >= 32) tile[t - 32] = 1.0f;
+        if (t < 32) {
+          const float x = tile[31 - t];
+          (void)x;
+        }
+      });
+    });
+    ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->first, Hazard::race);
+    EXPECT_TRUE(contains(found->second, "race (")) << found->second;
+    EXPECT_TRUE(contains(found->second, "on shared memory `tile`[")) << found->second;
+    EXPECT_TRUE(contains(found->second, "test_simt.cpp:")) << found->second;
+    EXPECT_TRUE(contains(found->second, "with no __syncthreads between them")) << found->second;
+  }
+  // Thread order: warp 0 reads first, so the race is a write after read by thread 32.
+  const LaunchSettings settings({}, Checks{});
+  const auto war = hazard([] {
+    launch("war", dim3(1), dim3(64), 0, [] {
+      const Shared<float> tile(shared_array<float>(32, "tile"));
+      const int t = static_cast<int>(coordinates().thread_idx.x);
+      if (t < 32) (void)static_cast<float>(tile[t]);
+      if (t >= 32) tile[t - 32] = 2.0f;
+    });
+  });
+  ASSERT_TRUE(war.has_value());
+  EXPECT_TRUE(contains(war->second,
+                       "race (write after read) on shared memory `tile`[0] (byte 0 "
+                       "of 128): war block (0,0,0) thread (32,0,0) writes it at "))
+      << war->second;
+  EXPECT_TRUE(contains(war->second, "after thread (0,0,0) read it at test_simt.cpp:"))
+      << war->second;
+}
+
+TEST(SimtRaces, BarriersAndWarpOperationsOrderAccessesAndEqualWritesAreNoRace) {
+  const LaunchSettings settings({ThreadOrder::random, 11}, Checks{});
+  EXPECT_FALSE(hazard([] {
+                 launch("ordered", dim3(2), dim3(96), 0, [] {
+                   const Shared<float> tile(shared_array<float>(96, "tile"));
+                   const Shared<float> flag(shared_array<float>(1, "flag"));
+                   const int t = static_cast<int>(coordinates().thread_idx.x);
+                   tile[t] = static_cast<float>(t);
+                   sync_block();  // every write before every read
+                   const float mirror = tile[95 - t];
+                   sync_block();  // every read before the next writes
+                   tile[t] = mirror;
+                   // Lanes of one warp, ordered by a warp operation both take part in.
+                   const int lane0 = t / 32 * 32;
+                   if (t == lane0) tile[t] = 5.0f;
+                   sync_warp(0xffffffffu);
+                   (void)static_cast<float>(tile[lane0]);
+                   shfl_xor(0xffffffffu, 0, 1);
+                   if (t == lane0 + 1) tile[lane0] = 6.0f;
+                   // Every thread storing the same bits: no order changes the result.
+                   flag[0] = 1.0f;
+                 });
+               }).has_value());
+  // The same store of the same bits after a read of another warp is still a race (the
+  // read may see either).
+  const auto same_after_read = hazard([] {
+    launch("same", dim3(1), dim3(64), 0, [] {
+      const Shared<float> x(shared_array<float>(1, "x"));
+      const int t = static_cast<int>(coordinates().thread_idx.x);
+      if (t == 0) x[0] = 1.0f;
+      sync_block();
+      if (t == 1) (void)static_cast<float>(x[0]);
+      if (t == 40) x[0] = 2.0f;
+    });
+  });
+  ASSERT_TRUE(same_after_read.has_value());
+  // Different bits from two warps: write after write.
+  const auto waw = hazard([] {
+    launch("waw", dim3(1), dim3(64), 0, [] {
+      const Shared<float> x(shared_array<float>(1, "x"));
+      x[0] = static_cast<float>(coordinates().thread_idx.x / 32);
+    });
+  });
+  ASSERT_TRUE(waw.has_value());
+  EXPECT_TRUE(contains(waw->second, "race (write after write) on shared memory `x`[0]"))
+      << waw->second;
+  // Lanes of one warp with no warp operation between them.
+  const auto lockstep = hazard([] {
+    launch("lockstep", dim3(1), dim3(32), 0, [] {
+      const Shared<int> x(shared_array<int>(1, "x"));
+      if (coordinates().thread_idx.x == 0) x[0] = 7;
+      (void)static_cast<int>(x[0]);
+    });
+  });
+  ASSERT_TRUE(lockstep.has_value());
+  EXPECT_TRUE(contains(lockstep->second, "lanes of one warp with no warp operation between them"))
+      << lockstep->second;
+}
+
+TEST(SimtRaces, BarriersMetFromTwoCallSitesAreBarrierDivergence) {
+  const LaunchSettings settings({}, Checks{});
+  const auto found = hazard([] {
+    launch("branches", dim3(1), dim3(64), 0, [] {
+      if (coordinates().thread_idx.x == 0) {
+        sync_block();
+      } else {
+        sync_block();
+      }
+    });
+  });
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->first, Hazard::barrier_divergence);
+  EXPECT_TRUE(contains(found->second,
+                       "barrier-divergence: branches block (0,0,0) thread (1,0,0) reaches "
+                       "__syncthreads at test_simt.cpp:"))
+      << found->second;
+  EXPECT_TRUE(contains(found->second, "while thread (0,0,0) waits at the one at test_simt.cpp:"))
+      << found->second;
+  // One call site in a loop, met by every thread: no divergence.
+  EXPECT_FALSE(hazard([] {
+                 launch("loop", dim3(1), dim3(64), 0, [] {
+                   for (int i = 0; i < 3; ++i) sync_block();
+                 });
+               }).has_value());
+}
+
+// With the checks off the launcher is what it was: the hazards above pass unnamed.
+TEST(SimtRaces, ChecksOffNameNothing) {
+  const LaunchSettings settings({}, Checks{false, false});
+  EXPECT_FALSE(hazard([] {
+                 launch("off", dim3(1), dim3(64), 0, [] {
+                   const Shared<float> x(shared_array<float>(1, "x"));
+                   x[0] = static_cast<float>(coordinates().thread_idx.x);
+                   if (coordinates().thread_idx.x == 0) {
+                     sync_block();
+                   } else {
+                     sync_block();
+                   }
+                 });
+               }).has_value());
 }
 
 }  // namespace

@@ -43,7 +43,10 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "cuda-empty-split-unwritten",
                                        "cuda-half-warp-reduce",
                                        "cuda-split-bound-past-length",
-                                       "cuda-offset-32bit"};
+                                       "cuda-offset-32bit",
+                                       "cuda-race-unsynced-pages",
+                                       "cuda-barrier-per-branch",
+                                       "cuda-race-merge-no-syncwarp"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -26,6 +26,9 @@ struct EngineConfig {
   // 0..pool_pages-1 (the runner resolves identity / reversed / explicit lists).
   std::vector<int> page_order;
   Poison poison = Poison::nan;
+  // The order a kernel launcher on the CPU runs a block's threads in (the CUDA engines on
+  // the SIMT launcher); other engines ignore it.
+  ThreadSchedule threads;
 };
 
 // One sequence's new tokens in a batched forward. Arrays are token-major:
@@ -44,9 +47,17 @@ struct ChunkOut {
   std::vector<int64_t> positions;
 };
 
+// What an engine error is: a refusal or failure (error), or a hazard a kernel checker
+// found while the engine ran (the SIMT launcher's race and barrier checks,
+// kernels/cuda/simt/simt.h), which the report names as its own kind of failure.
+enum class EngineErrorKind { error, race, barrier_divergence };
+
 // Thrown by an engine that cannot carry out a call (pool exhausted, bad sequence...).
 struct EngineError : std::runtime_error {
   using std::runtime_error::runtime_error;
+  EngineError(EngineErrorKind kind_, const std::string& what)
+      : std::runtime_error(what), kind(kind_) {}
+  EngineErrorKind kind = EngineErrorKind::error;
 };
 
 // Invariances an engine guarantees bit for bit, as deterministic-inference engines do: the

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kvfuzz/engine.h"
+
 namespace kvfuzz {
 
 struct RowKey {
@@ -68,6 +70,8 @@ struct EngineRun {
   std::vector<EngineRow> rows;        // in the order the engine returned them
   std::optional<std::string> error;   // the engine threw, or returned a wrongly shaped chunk
   std::optional<RowOrigin> error_at;  // op where it happened
+  // A hazard a kernel checker found (EngineError::kind), which the verdict names as such.
+  EngineErrorKind error_kind = EngineErrorKind::error;
 };
 
 using ReferenceMap = std::map<RowKey, ReferenceRow>;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvfuzz/dtype.h"
+#include "kvfuzz/thread_schedule.h"
 
 namespace kvfuzz {
 
@@ -97,13 +98,15 @@ enum class Poison { nan, pos_inf, neg_inf, huge };
 std::string_view poison_name(Poison poison);
 std::optional<Poison> parse_poison(std::string_view name);
 
-// Physical placement: which physical pages the paged engines hand out, in order, and
-// what every byte outside the valid prefix holds.
+// Physical placement: which physical pages the paged engines hand out, in order, what
+// every byte outside the valid prefix holds, and in which order a kernel launcher on the
+// CPU runs a block's threads (thread_schedule.h).
 struct Placement {
   PageOrder order = PageOrder::identity;
   std::vector<int> pages;         // explicit_list only: a permutation of the pool
   std::optional<int> pool_pages;  // pool size; derived from the program when absent
   Poison poison = Poison::nan;
+  ThreadSchedule threads;
   bool operator==(const Placement&) const = default;
 };
 

@@ -24,9 +24,23 @@ enum class FailureKind {
   wrong_position,  // the engine reported a token at another (seq, epoch, pos) than the program's
   not_finite,      // NaN or Inf where the reference is finite
   mismatch,        // |got - expected| above the tolerance
+  race,            // a kernel checker saw a data race (an engine error of that kind)
+  barrier_divergence,  // a kernel checker saw a block meet at two barriers
 };
 
+inline constexpr FailureKind kFailureKinds[] = {
+    FailureKind::engine_error, FailureKind::wrong_position, FailureKind::not_finite,
+    FailureKind::mismatch,     FailureKind::race,           FailureKind::barrier_divergence};
+
 std::string_view failure_kind_name(FailureKind kind);
+
+// The failure kind of an engine error: a hazard's own kind, else engine_error.
+FailureKind failure_kind_of(EngineErrorKind kind);
+// Whether the kind is an engine error (a hazard's kinds too): a call that failed, not a row.
+constexpr bool is_engine_error(FailureKind kind) {
+  return kind == FailureKind::engine_error || kind == FailureKind::race ||
+         kind == FailureKind::barrier_divergence;
+}
 
 // Where in a model a divergence lies (model scenarios only; an attention scenario's row is
 // one attention row, `none`). The model level compares a whole forward: its logits, and to

@@ -196,7 +196,7 @@ Placement read_placement(const Object& top) {
   Placement placement;
   const auto node = top.get("placement");
   if (!node) return placement;
-  const Object o = node->to_object({"page_order", "pool_pages", "poison"});
+  const Object o = node->to_object({"page_order", "pool_pages", "poison", "threads"});
   if (auto order = o.get("page_order")) {
     if (order->json().is_array()) {
       const size_t n = order->array_size(static_cast<size_t>(limits::kMaxPoolPages), "pages");
@@ -215,6 +215,19 @@ Placement read_placement(const Object& top) {
   placement.pool_pages = o.get_int("pool_pages", 1, limits::kMaxPoolPages);
   if (auto poison = o.get("poison")) {
     placement.poison = *parse_poison(poison->to_choice({"nan", "+inf", "-inf", "huge"}));
+  }
+  if (auto threads = o.get("threads")) {
+    const Object t = threads->to_object({"order", "seed"});
+    std::vector<std::string_view> names;
+    for (const ThreadOrder order : kThreadOrders) names.push_back(thread_order_name(order));
+    placement.threads.order =
+        *parse_thread_order(t.need("order", "a thread order").to_choice(names));
+    if (auto seed = t.get("seed")) {
+      if (placement.threads.order != ThreadOrder::random) {
+        seed->fail("only order \"random\" takes a seed");
+      }
+      placement.threads.seed = seed->to_uint64();
+    }
   }
   return placement;
 }
@@ -429,6 +442,13 @@ std::string write_placement(const Placement& placement) {
   if (placement.pool_pages)
     fields.push_back(Field{"pool_pages", std::to_string(*placement.pool_pages)});
   fields.push_back(Field{"poison", json_string(poison_name(placement.poison))});
+  const ThreadSchedule& threads = placement.threads;
+  if (threads != ThreadSchedule{}) {
+    Fields t = {{"order", json_string(thread_order_name(threads.order))}};
+    if (threads.order == ThreadOrder::random)
+      t.push_back(Field{"seed", std::to_string(threads.seed)});
+    fields.push_back(Field{"threads", inline_object(t)});
+  }
   return block_object(fields, 2);
 }
 

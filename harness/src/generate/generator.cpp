@@ -41,6 +41,8 @@
 //                        (token_data.h)
 //     score spread       (score_spreads.h) now and then a scale that spreads scores across
 //                        split partitions past f32's exp range (from the token seed)
+//     pick_thread_schedule  (last; not at model level) the order the SIMT launcher runs a
+//                        block's threads in (placement.h)
 #include "kvfuzz/generator.h"
 
 #include <algorithm>
@@ -102,6 +104,9 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // A wide pool at model level too, drawn last so that a model scenario without one is the
   // one it was before.
   if (model) apply_wide_pool(pick_wide_pool(c), s, s.placement);
+  // The thread order of the CUDA engines' kernels on the SIMT launcher, drawn last (every
+  // other choice as before); not at model level, whose scenarios stay as they were.
+  if (!model) s.placement.threads = pick_thread_schedule(c);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

@@ -3,6 +3,7 @@
 #include "generate/placement.h"
 
 #include <array>
+#include <climits>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -26,6 +27,18 @@ PlacementChoices pick_placement(ChoiceSource& c, bool model_level) {
   // they were.
   if (!model_level) p.wide = pick_wide_pool(c);
   return p;
+}
+
+ThreadSchedule pick_thread_schedule(ChoiceSource& c) {
+  ThreadSchedule t;
+  t.order = pick_weighted<ThreadOrder>(c, {{ThreadOrder::thread, 3},
+                                           {ThreadOrder::reversed, 1},
+                                           {ThreadOrder::warp_interleaved, 1},
+                                           {ThreadOrder::random, 2},
+                                           {ThreadOrder::warp_ahead, 1}});
+  const auto seed = static_cast<uint64_t>(c.pick(0, INT32_MAX));  // drawn always: fixed arity
+  if (t.order == ThreadOrder::random) t.seed = seed;
+  return t;
 }
 
 namespace {

@@ -26,6 +26,10 @@ struct PlacementChoices {
 
 PlacementChoices pick_placement(ChoiceSource& c, bool model_level);
 
+// The order a kernel launcher on the CPU runs a block's threads in (thread_schedule.h):
+// thread order at lo. Two choices, the seed drawn whatever the order.
+ThreadSchedule pick_thread_schedule(ChoiceSource& c);
+
 // The placement for the built scenario `s` (its program known): the pool it needs plus
 // the spare pages, in the chosen order (a shuffle draws its swaps here, last).
 Placement resolve_pages(ChoiceSource& c, const PlacementChoices& choices, const Scenario& s);

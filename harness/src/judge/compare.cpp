@@ -34,8 +34,24 @@ std::string_view failure_kind_name(FailureKind kind) {
       return "not-finite";
     case FailureKind::mismatch:
       return "mismatch";
+    case FailureKind::race:
+      return "race";
+    case FailureKind::barrier_divergence:
+      return "barrier-divergence";
   }
   return "?";
+}
+
+FailureKind failure_kind_of(EngineErrorKind kind) {
+  switch (kind) {
+    case EngineErrorKind::race:
+      return FailureKind::race;
+    case EngineErrorKind::barrier_divergence:
+      return FailureKind::barrier_divergence;
+    case EngineErrorKind::error:
+      break;
+  }
+  return FailureKind::engine_error;
 }
 
 std::string_view model_site_name(ModelSite site) {
@@ -188,7 +204,7 @@ Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& refe
   // Every compared slot lies before the error, so the error comes after their divergences.
   if (run.error && !first) {
     Divergence d;
-    d.kind = FailureKind::engine_error;
+    d.kind = failure_kind_of(run.error_kind);
     d.origin = run.error_at.value_or(RowOrigin{});
     d.key_lo = 0;
     d.key_hi = -1;  // no row: the error may have happened outside a token (a reset, say)

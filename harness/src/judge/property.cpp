@@ -295,7 +295,7 @@ std::optional<Divergence> compare_slot(const Base& base, size_t b, const Variant
     if (got == nullptr && want == nullptr) return std::nullopt;
     // Both runs failed; the rows they share agree.
     if (base.run.error && variant.run.error) return std::nullopt;
-    d.kind = FailureKind::engine_error;
+    d.kind = failure_kind_of(got == nullptr ? base.run.error_kind : variant.run.error_kind);
     d.detail = got == nullptr ? "the base run produced no row here: " + base.run.error.value_or("")
                               : "the variant run produced no row here (" + twin_text(twin) +
                                     "): " + variant.run.error.value_or("");
@@ -322,7 +322,7 @@ std::optional<Divergence> compare_slot(const Base& base, size_t b, const Variant
 std::optional<Found> variant_failed_alone(const Base& base, const EngineRun& run) {
   if (!run.error || base.run.error) return std::nullopt;
   Divergence d;
-  d.kind = FailureKind::engine_error;
+  d.kind = failure_kind_of(run.error_kind);
   d.origin = run.error_at.value_or(RowOrigin{});
   d.key_lo = 0;
   d.key_hi = -1;  // no row

@@ -98,6 +98,8 @@ std::string describe_divergence(const Divergence& d) {
       text += " at " + to_string(d.key) + " (" + to_string(d.origin) + ")" + layer_suffix(d) + "\n";
       break;
     case FailureKind::engine_error:
+    case FailureKind::race:
+    case FailureKind::barrier_divergence:
       text += " at " + to_string(d.origin) + layer_suffix(d);
       if (has_row || d.site == ModelSite::logits) text += ", producing " + to_string(d.key);
       text += "\n";
@@ -105,7 +107,7 @@ std::string describe_divergence(const Divergence& d) {
   }
   // An engine error is a call that failed, not a row with wrong values: the keys a row
   // would have seen say nothing about it.
-  if (has_row && d.kind != FailureKind::engine_error) {
+  if (has_row && !is_engine_error(d.kind)) {
     text += "  this row should see keys at " + keys_text(d.key_lo, d.key_hi) + "\n";
   }
   if (!d.detail.empty()) text += "  " + d.detail + "\n";

@@ -25,6 +25,7 @@ EngineConfig engine_config(const Scenario& scenario) {
   config.layout = scenario.layout;
   config.sequences = scenario.sequences;
   config.poison = scenario.placement.poison;
+  config.threads = scenario.placement.threads;
   const Placement& placement = scenario.placement;
   if (placement.order == PageOrder::explicit_list) {
     config.page_order = placement.pages;

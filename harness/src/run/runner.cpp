@@ -64,6 +64,8 @@ class ProgramRun {
     const std::string what = describe_history_op(op);
     try {
       apply_history_op(engine_, op);
+    } catch (const EngineError& e) {
+      return fail("engine threw on " + what + ": " + e.what(), RowOrigin{op_index, 0, 0}, e.kind);
     } catch (const std::exception& e) {
       return fail("engine threw on " + what + ": " + e.what(), RowOrigin{op_index, 0, 0});
     } catch (...) {
@@ -134,6 +136,8 @@ class ProgramRun {
     }
     try {
       engine_.step(std::span<const ChunkIn>(ins_), std::span<ChunkOut>(outs_.data(), ins_.size()));
+    } catch (const EngineError& e) {
+      return fail(std::string("engine threw: ") + e.what(), RowOrigin{op_index, 0, 0}, e.kind);
     } catch (const std::exception& e) {
       return fail(std::string("engine threw: ") + e.what(), RowOrigin{op_index, 0, 0});
     } catch (...) {
@@ -183,9 +187,10 @@ class ProgramRun {
   }
 
   // Ends the run with `error` at `at`; always false.
-  bool fail(std::string error, const RowOrigin& at) {
+  bool fail(std::string error, const RowOrigin& at, EngineErrorKind kind = EngineErrorKind::error) {
     run_.error = std::move(error);
     run_.error_at = at;
+    run_.error_kind = kind;
     return false;
   }
 

@@ -24,16 +24,28 @@ const EngineConfig& checked(const EngineConfig& config) {
   return config;
 }
 
-// Runs `body`, turning the SIMT launcher's LaunchError (a divergent barrier, a bad warp
-// mask, too much shared memory: what a device reports as an error or undefined behaviour)
-// into the engine error a caller expects.
+// Runs `body`, its launches on the SIMT launcher in the thread order `threads` with the
+// hazard checks on (unless KVFUZZ_SIMT_CHECKS or an enclosing LaunchSettings says
+// otherwise), turning the launcher's
+// LaunchError (a divergent barrier, a bad warp mask, too much shared memory: what a device
+// reports as an error or undefined behaviour) into the engine error a caller expects, and
+// its HazardError into one of the hazard's kind.
 template <class Body>
-void guarded(Body&& body) {
+void guarded(const ThreadSchedule& threads, Body&& body) {
 #ifdef __CUDACC__
+  (void)threads;
   body();
 #else
   try {
+    // The checks of an enclosing LaunchSettings (a test's), else the process's.
+    const simt::LaunchSettings* outer = simt::LaunchSettings::current();
+    const simt::LaunchSettings settings(
+        threads, outer != nullptr ? outer->checks() : simt::default_checks());
     body();
+  } catch (const simt::HazardError& e) {
+    throw EngineError(e.hazard == simt::Hazard::race ? EngineErrorKind::race
+                                                     : EngineErrorKind::barrier_divergence,
+                      std::string("kernel hazard: ") + e.what());
   } catch (const simt::LaunchError& e) {
     throw EngineError(std::string("kernel launch failed: ") + e.what());
   }
@@ -75,7 +87,8 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
       options_(std::move(options)),
       scale_(static_cast<float>(config.layout.softmax_scale())),
       pool_(config.layout, config.sequences, config.page_order, config.poison, options_.wide_pool),
-      seen_(static_cast<size_t>(config.sequences), 0) {
+      seen_(static_cast<size_t>(config.sequences), 0),
+      threads_(config.threads) {
   if (layout_.head_dim > kPrefillMaxDim || layout_.value_dim > kPrefillMaxDim) {
     throw EngineError("the CUDA kernels take head_dim and value_dim up to " +
                       std::to_string(kPrefillMaxDim) + ", not " +
@@ -90,23 +103,23 @@ BitwiseClaims CudaEngine::bitwise_claims() const {
 
 void CudaEngine::reset(int seq) {
   common::check_sequence(seq, pool_.sequences(), "reset");
-  guarded([&] { pool_.release(seq); });
+  guarded(threads_, [&] { pool_.release(seq); });
 }
 
 void CudaEngine::truncate(int seq, int64_t keep) {
   common::check_sequence(seq, pool_.sequences(), "truncate");
-  guarded([&] { pool_.truncate(seq, keep); });
+  guarded(threads_, [&] { pool_.truncate(seq, keep); });
 }
 
 void CudaEngine::fork(int src, int dst) {
   common::check_sequence(src, pool_.sequences(), "fork");
   common::check_sequence(dst, pool_.sequences(), "fork");
-  guarded([&] { pool_.fork(src, dst); });
+  guarded(threads_, [&] { pool_.fork(src, dst); });
 }
 
 void CudaEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) {
   common::check_step_input(layout_, pool_.sequences(), chunks, outs, seen_, ++step_count_);
-  guarded([&] {
+  guarded(threads_, [&] {
     // Room for every chunk before any token is stored: an exhausted pool throws before any
     // position moves.
     std::vector<int64_t> first_pos;
@@ -218,6 +231,11 @@ void CudaEngine::decode(std::span<const ChunkIn> chunks) {
   a.window = l.window.value_or(0);
   a.scale = scale_;
   decode_splits(batch, l.kv_heads, longest, multiprocessors(), a.splits, a.keys_per_split);
+  if (a.splits > kDecodeMaxSplits) {
+    throw EngineError("decode of a context of " + std::to_string(longest) + " tokens takes " +
+                      std::to_string(a.splits) + " splits; the merge weighs at most " +
+                      std::to_string(kDecodeMaxSplits));
+  }
   a.p_dtype = rounding(options_.numerics.p);
   a.out_dtype = rounding(options_.numerics.output);
   a.faults = options_.faults;

@@ -67,6 +67,7 @@ class CudaEngine : public Engine {
   float scale_ = 1;
   DeviceKvPool pool_;
   std::vector<uint64_t> seen_;  // per sequence: the step that last fed it
+  ThreadSchedule threads_;      // the SIMT launcher's thread order (EngineConfig::threads)
   uint64_t step_count_ = 0;
   // Per-step host staging and device scratch.
   std::vector<float> host_q_, host_k_, host_v_, host_cos_, host_sin_, host_out_;

@@ -1,20 +1,25 @@
 // The SIMT launcher (simt.h): a block's threads as fibers on the calling thread (Boost.Context's
 // fcontext: a switch is a few instructions, where ucontext's swapcontext made a
 // sigprocmask system call, 1.1 million of them per generated case of the CUDA engines),
-// switched only where a thread finishes or waits. The scheduler resumes, in thread order,
-// every fiber whose wait is over, until all finished; when none can go on, the threads
-// that still wait are a divergent barrier, and the launch fails naming them.
+// switched only where a thread finishes or waits. The scheduler resumes, in the Schedule's
+// order, every fiber whose wait is over, until all finished; when none can go on, the
+// threads that still wait are a divergent barrier, and the launch fails naming them. The
+// race check's shadow state is in shared_races.cpp.
 #include <algorithm>
 #include <bit>
 #include <boost/context/detail/fcontext.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <memory>
 #include <vector>
 
+#include "cuda/simt/launch_state.h"
 #include "cuda/simt/simt.h"
+#include "kvfuzz/prng.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -31,9 +36,45 @@
 
 namespace kvfuzz::simt {
 
+namespace state {
+
+thread_local Block* t_block = nullptr;
+
+Block& block() {
+  if (t_block == nullptr || t_block->running == nullptr) {
+    throw LaunchError("simt: a device function was called outside a launch");
+  }
+  return *t_block;
+}
+
+std::string thread_text(const Fiber& f) {
+  const dim3& t = f.where.thread_idx;
+  return "thread (" + std::to_string(t.x) + "," + std::to_string(t.y) + "," + std::to_string(t.z) +
+         ")";
+}
+
+std::string who(const Block& b, const Fiber& f) {
+  const dim3& c = f.where.block_idx;
+  return std::string(b.name) + " block (" + std::to_string(c.x) + "," + std::to_string(c.y) + "," +
+         std::to_string(c.z) + ") " + thread_text(f);
+}
+
+std::string site_text(const Site& site) {
+  const char* file = site.file_name();
+  const char* slash = std::strrchr(file, '/');
+  return std::string(slash != nullptr ? slash + 1 : file) + ":" + std::to_string(site.line());
+}
+
+uint64_t next_epoch() {
+  thread_local uint64_t epochs = 0;
+  return ++epochs;
+}
+
+}  // namespace state
+
 namespace {
 
-namespace fcontext = boost::context::detail;
+using namespace state;  // NOLINT: this file is the launcher's state's other half
 
 // ASan keeps fake stacks and stack bounds per stack: every switch is announced to it.
 void start_switch(void** fake_stack, const void* bottom, size_t size) {
@@ -60,60 +101,6 @@ constexpr size_t kStackBytes = size_t{1} << 20;  // ASan's redzones take room
 constexpr size_t kStackBytes = size_t{256} << 10;
 #endif
 
-enum class Wait { none, block_barrier, warp_op, done };
-
-struct Fiber {
-  fcontext::fcontext_t context = nullptr;
-  char* stack = nullptr;  // one of the thread's stacks (fiber_stacks)
-  ThreadCoordinates where;
-  int linear = 0;
-  Wait wait = Wait::none;
-  uint64_t generation = 0;  // of the barrier or warp operation it waits at
-  const char* op = "";      // the warp operation it waits at
-  unsigned mask = 0;
-  int from = 0;             // the lane whose value it takes at that warp operation
-  size_t shared_calls = 0;  // shared_bytes() calls so far
-  void* fake_stack = nullptr;
-  // What the warp operation it waited at gave, set when the last lane arrived, so that
-  // lanes already past it cannot overwrite what slower lanes still read.
-  detail::WarpResult result{};
-};
-
-// A warp operation under way: the values offered so far, and the mask and name the first
-// lane to arrive gave (every other lane must give the same).
-struct WarpState {
-  uint64_t values[kWarpSize]{};
-  unsigned ballot = 0;
-  unsigned arrived = 0;
-  unsigned mask = 0;
-  const char* op = nullptr;
-  int first_lane = 0;
-  uint64_t generation = 0;
-};
-
-struct Block {
-  const char* name = "";
-  const std::function<void()>* kernel = nullptr;
-  std::vector<Fiber> fibers;
-  std::vector<WarpState> warps;
-  // The block's shared memory: the launch's dynamic bytes first, then each static array
-  // where its first call placed it.
-  unsigned char* shared = nullptr;  // the thread's (block_shared_memory), kMaxSharedBytes
-  size_t dynamic_bytes = 0;
-  std::vector<size_t> shared_offsets;  // per shared_bytes() call: its offset, in call order
-  size_t shared_used = 0;
-  int barrier_arrived = 0;
-  uint64_t barrier_generation = 0;
-  fcontext::fcontext_t scheduler = nullptr;  // where the running fiber switches back to
-  void* scheduler_fake_stack = nullptr;
-  const void* scheduler_bottom = nullptr;
-  size_t scheduler_size = 0;
-  Fiber* running = nullptr;
-  std::exception_ptr error;
-};
-
-thread_local Block* t_block = nullptr;
-
 // The calling thread's shared memory, kept from launch to launch (poisoned per block).
 unsigned char* block_shared_memory() {
   thread_local std::unique_ptr<unsigned char[]> bytes(new unsigned char[kMaxSharedBytes]);
@@ -126,21 +113,6 @@ char* fiber_stack(size_t index) {
   thread_local std::vector<std::unique_ptr<char[]>> stacks;
   while (stacks.size() <= index) stacks.emplace_back(new char[kStackBytes]);
   return stacks[index].get();
-}
-
-Block& block() {
-  if (t_block == nullptr || t_block->running == nullptr) {
-    throw LaunchError("simt: a device function was called outside a launch");
-  }
-  return *t_block;
-}
-
-std::string who(const Block& b, const Fiber& f) {
-  const ThreadCoordinates& c = f.where;
-  return std::string(b.name) + " block (" + std::to_string(c.block_idx.x) + "," +
-         std::to_string(c.block_idx.y) + "," + std::to_string(c.block_idx.z) + ") thread (" +
-         std::to_string(c.thread_idx.x) + "," + std::to_string(c.thread_idx.y) + "," +
-         std::to_string(c.thread_idx.z) + ")";
 }
 
 // Whether `f` may go on: its barrier or warp operation completed since it arrived.
@@ -158,13 +130,74 @@ bool released(const Block& b, const Fiber& f) {
   return false;
 }
 
-// The first fiber from `first` on, in thread order, that may go on; nullptr when none.
+// The first fiber from position `first` on, in the block's order, that may go on; nullptr
+// when none.
 Fiber* next_released(Block& b, size_t first) {
-  for (size_t i = first; i < b.fibers.size(); ++i) {
-    Fiber& f = b.fibers[i];
+  for (size_t i = first; i < b.order.size(); ++i) {
+    Fiber& f = b.fibers[static_cast<size_t>(b.order[i])];
     if (f.wait != Wait::done && released(b, f)) return &f;
   }
   return nullptr;
+}
+
+// The fiber to run after `self` waits: under warp_ahead a lane of its own warp that may go
+// on (its warp operation completed), else the next one after it in the block's order.
+Fiber* next_after(Block& b, const Fiber& self) {
+  if (b.schedule.order == ThreadOrder::warp_ahead) {
+    const size_t first = static_cast<size_t>(self.linear / kWarpSize * kWarpSize);
+    const size_t end = std::min(first + kWarpSize, b.fibers.size());
+    for (size_t i = first; i < end; ++i) {
+      Fiber& f = b.fibers[i];
+      if (&f != &self && f.wait != Wait::done && released(b, f)) return &f;
+    }
+  }
+  return next_released(b, static_cast<size_t>(self.position) + 1);
+}
+
+// The order of the pass about to start (the schedule's; random draws one per pass).
+void order_pass(Block& b) {
+  const size_t n = b.fibers.size();
+  const size_t warps = (n + kWarpSize - 1) / kWarpSize;
+  const bool first_pass = b.passes++ == 0;
+  if (!first_pass && b.schedule.order != ThreadOrder::random) return;
+  b.order.clear();
+  switch (b.schedule.order) {
+    case ThreadOrder::thread:
+    case ThreadOrder::warp_ahead:
+      for (size_t t = 0; t < n; ++t) b.order.push_back(static_cast<int>(t));
+      break;
+    case ThreadOrder::reversed:
+      for (size_t t = n; t-- > 0;) b.order.push_back(static_cast<int>(t));
+      break;
+    case ThreadOrder::warp_interleaved:
+      for (size_t lane = 0; lane < kWarpSize; ++lane) {
+        for (size_t w = 0; w < warps; ++w) {
+          if (w * kWarpSize + lane < n) b.order.push_back(static_cast<int>(w * kWarpSize + lane));
+        }
+      }
+      break;
+    case ThreadOrder::random: {
+      // The same order on every machine: splitmix64 of (seed, block, pass).
+      uint64_t state = b.schedule.seed ^ (b.block_linear * 0xD1B54A32D192ED03ull) ^
+                       (b.passes * 0x8CB92BA72F3D8DD7ull);
+      std::vector<size_t> warp_order(warps);
+      for (size_t w = 0; w < warps; ++w) warp_order[w] = w;
+      for (size_t w = warps; w > 1; --w) {
+        std::swap(warp_order[w - 1], warp_order[splitmix64(state) % w]);
+      }
+      for (const size_t w : warp_order) {
+        const size_t first = w * kWarpSize, end = std::min(first + kWarpSize, n);
+        if (splitmix64(state) & 1u) {
+          for (size_t t = end; t-- > first;) b.order.push_back(static_cast<int>(t));
+        } else {
+          for (size_t t = first; t < end; ++t) b.order.push_back(static_cast<int>(t));
+        }
+      }
+      break;
+    }
+  }
+  for (size_t i = 0; i < n; ++i)
+    b.fibers[static_cast<size_t>(b.order[i])].position = static_cast<int>(i);
 }
 
 // A switch hands the fiber (or scheduler) it resumes the slot where the context of the one
@@ -178,7 +211,7 @@ void keep_context(fcontext::transfer_t from) {
 // switch instead of two), or back to the scheduler at the end of a pass or after an error.
 void leave(Block& b, bool finished) {
   Fiber& self = *b.running;
-  Fiber* next = b.error ? nullptr : next_released(b, static_cast<size_t>(self.linear) + 1);
+  Fiber* next = b.error ? nullptr : next_after(b, self);
   thread_local fcontext::fcontext_t finished_context;  // a finished fiber's: never resumed
   fcontext::fcontext_t* slot = finished ? &finished_context : &self.context;
   // A finished fiber's fake stack is released (nullptr): it never runs again.
@@ -272,10 +305,12 @@ void make_fiber_context(Fiber& f, size_t index) {
   f.context = fcontext::make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_entry);
 }
 
-// Passes over the block's fibers in thread order (each a chain of switches, leave()) until
-// all finished; when none can go on, the threads that still wait are a divergent barrier.
+// Passes over the block's fibers in the schedule's order (each a chain of switches, leave())
+// until all finished; when none can go on, the threads that still wait are a divergent
+// barrier.
 void run_block(Block& b) {
   for (;;) {
+    order_pass(b);
     Fiber* first = next_released(b, 0);
     if (first == nullptr) break;
     resume(b, *first);
@@ -296,6 +331,34 @@ void run_block(Block& b) {
 
 }  // namespace
 
+Checks default_checks() {
+  static const Checks checks = [] {
+    const char* text = std::getenv("KVFUZZ_SIMT_CHECKS");
+    const std::string value = text != nullptr ? text : "all";
+    if (value == "all") return Checks{};
+    if (value == "none") return Checks{false, false};
+    if (value == "races") return Checks{true, false};
+    if (value == "barriers") return Checks{false, true};
+    throw LaunchError("KVFUZZ_SIMT_CHECKS=" + value + ": expected all, none, races or barriers");
+  }();
+  return checks;
+}
+
+LaunchSettings::LaunchSettings(Schedule schedule, Checks checks)
+    : schedule_(schedule), checks_(checks) {
+  previous_ = t_settings_slot();
+  t_settings_slot() = this;
+}
+
+LaunchSettings::~LaunchSettings() {
+  t_settings_slot() = previous_;
+}
+
+const LaunchSettings*& LaunchSettings::t_settings_slot() {
+  thread_local const LaunchSettings* current = nullptr;
+  return current;
+}
+
 const ThreadCoordinates& coordinates() {
   return block().running->where;
 }
@@ -311,6 +374,12 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
   Block b;
   b.name = name;
   b.kernel = &kernel;
+  if (const LaunchSettings* settings = LaunchSettings::current()) {
+    b.schedule = settings->schedule();
+    b.checks = settings->checks();
+  } else {
+    b.checks = default_checks();
+  }
   b.fibers.resize(threads);
   for (size_t i = 0; i < b.fibers.size(); ++i) b.fibers[i].stack = fiber_stack(i);
   b.warps.resize((threads + kWarpSize - 1) / kWarpSize);
@@ -322,16 +391,25 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
   b.shared = block_shared_memory();
   b.dynamic_bytes = shared_bytes_per_block;
   struct Reset {
-    ~Reset() { t_block = nullptr; }
+    ~Reset() {
+      t_block = nullptr;
+      detail::t_check_races = false;
+    }
   } reset;
   t_block = &b;
+  detail::t_check_races = b.checks.races;
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         fill_poison(b.shared, b.dynamic_bytes);  // static arrays: when placed
-        b.shared_offsets.clear();
+        b.shared_arrays.clear();
         b.shared_used = b.dynamic_bytes;
+        b.dynamic_name = "extern shared";
         b.barrier_arrived = 0;
+        b.block_linear =
+            bx + grid.x * (static_cast<uint64_t>(by) + grid.y * static_cast<uint64_t>(bz));
+        b.passes = 0;
+        b.epoch = next_epoch();
         for (WarpState& w : b.warps) w = WarpState{};
         for (unsigned t = 0; t < threads; ++t) {
           Fiber& f = b.fibers[t];
@@ -343,6 +421,7 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
           f.linear = static_cast<int>(t);
           f.wait = Wait::none;
           f.shared_calls = 0;
+          f.synced = 0;
           make_fiber_context(f, t);
         }
         bool finished = false;
@@ -363,23 +442,42 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
   }
 }
 
-void sync_block() {
+void sync_block(Site site) {
   Block& b = block();
   Fiber& f = *b.running;
+  if (b.checks.barriers) {
+    if (b.barrier_arrived == 0) {
+      b.barrier_site = site;
+      b.barrier_first = f.linear;
+    } else if (site.line() != b.barrier_site.line() || site.column() != b.barrier_site.column() ||
+               std::strcmp(site.file_name(), b.barrier_site.file_name()) != 0) {
+      const Fiber& first = b.fibers[static_cast<size_t>(b.barrier_first)];
+      throw HazardError(Hazard::barrier_divergence,
+                        "barrier-divergence: " + who(b, f) + " reaches __syncthreads at " +
+                            site_text(site) + " while " + thread_text(first) +
+                            " waits at the one at " + site_text(b.barrier_site) +
+                            ": the threads of a block must meet at one barrier");
+    }
+  }
   f.generation = b.barrier_generation;
   f.wait = Wait::block_barrier;
   if (++b.barrier_arrived == static_cast<int>(b.fibers.size())) {
     b.barrier_arrived = 0;
     ++b.barrier_generation;  // every waiting thread, this one included, is released
+    b.epoch = next_epoch();  // what comes after is ordered after all that came before
   }
   yield(b);
 }
 
-void* shared_bytes(size_t bytes, size_t align) {
+void sync_warp(unsigned mask) {
+  detail::warp_exchange("__syncwarp", mask, 0, kWarpSize, detail::Source::own, 0);
+}
+
+void* shared_bytes(size_t bytes, size_t align, const char* name) {
   Block& b = block();
   Fiber& f = *b.running;
   const size_t call = f.shared_calls++;
-  if (call == b.shared_offsets.size()) {
+  if (call == b.shared_arrays.size()) {
     // The first thread to make this call places it; the others find it.
     const size_t offset = (b.shared_used + align - 1) / align * align;
     if (offset + bytes > kMaxSharedBytes) {
@@ -388,14 +486,16 @@ void* shared_bytes(size_t bytes, size_t align) {
                         std::to_string(kMaxSharedBytes) + " a block has");
     }
     fill_poison(b.shared + offset, bytes);
-    b.shared_offsets.push_back(offset);
+    b.shared_arrays.push_back(SharedArray{offset, bytes, name});
     b.shared_used = offset + bytes;
   }
-  return b.shared + b.shared_offsets[call];
+  return b.shared + b.shared_arrays[call].offset;
 }
 
-void* dynamic_shared() {
-  return block().shared;
+void* dynamic_shared(const char* name) {
+  Block& b = block();
+  b.dynamic_name = name;
+  return b.shared;
 }
 
 namespace detail {
@@ -457,6 +557,10 @@ WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int wi
     w.ballot = 0;
     w.arrived = 0;
     ++w.generation;
+    ++w.completed;
+    for (unsigned left = mask; left != 0; left &= left - 1) {
+      lanes[std::countr_zero(left)].synced = w.completed;
+    }
   }
   yield(b);
   return f.result;  // every lane of the mask offered its value

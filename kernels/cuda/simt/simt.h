@@ -2,33 +2,51 @@
 // a model of its timing). A launch runs the grid's blocks one after another on the calling
 // thread; each block's threads are fibers (Boost.Context, annotated for AddressSanitizer) that
 // run until they finish or wait: at __syncthreads (a barrier over the block) or at a warp
-// operation (shuffles, votes: a barrier over the lanes of its mask). So a kernel sees what
-// it would see on a device whose threads interleave only at those points, and a missing
-// barrier shows: each launch fills the block's shared memory with poison (NaN bytes), and
-// a thread that reads a tile before the threads that write it ran reads poison.
+// operation (shuffles, votes, __syncwarp: a barrier over the lanes of its mask). So a kernel
+// sees what it would see on a device whose threads interleave only at those points, and a
+// missing barrier shows: each launch fills the block's shared memory with poison (NaN
+// bytes), and a thread that reads a tile before the threads that write it ran reads poison.
+//
+// Which thread runs first after a wait is the Schedule's (thread order, reversed, warps
+// interleaved lane by lane, a seeded random order per pass, or a warp run ahead to its next
+// barrier): an honest kernel gives the same bits under every one, a racy one may not.
 //
 // Checked, each a LaunchError naming the kernel, block and thread: a warp operation whose
 // mask leaves out the calling lane or the lane it reads, lanes of one mask that disagree on
 // it, a width that is not a power of two up to 32, a __syncthreads some threads of the
 // block never reach (they finished, or wait elsewhere), and shared memory past a block's
-// 227 KiB (sm_90's).
+// 227 KiB (sm_90's). And, as compute-sanitizer's racecheck and synccheck do on a device,
+// two hazards a launch may get right by the luck of its order (a HazardError, Checks):
+//   race                two threads touch one shared-memory word between the same two
+//                       barriers, at least one writing (read after write, write after
+//                       read, or write after write of different bits), and no barrier
+//                       orders them: threads of different warps, or lanes of one warp with
+//                       no warp operation of theirs in between;
+//   barrier-divergence  the threads of a block meet at __syncthreads from different call
+//                       sites (a barrier in both branches of an `if`, or skipped on one
+//                       path and met at the next): undefined behaviour on a device.
 //
 // What kernels see (kernels/cuda/cuda_compat.h maps CUDA's names onto these): threadIdx,
-// blockIdx, blockDim, gridDim; __syncthreads; __shfl_sync, __shfl_xor_sync,
+// blockIdx, blockDim, gridDim; __syncthreads; __syncwarp, __shfl_sync, __shfl_xor_sync,
 // __shfl_down_sync, __ballot_sync, __any_sync, __all_sync; static shared arrays by
 // shared_array<T>(n), the same address for the same call in every thread of a block, and
-// the launch's dynamic shared memory by dynamic_shared_array<T>().
+// the launch's dynamic shared memory by dynamic_shared_array<T>(); Shared<T>, the pointer
+// into shared memory through which every access is checked for races.
 //
 // Under AddressSanitizer every fiber switch is announced to it.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+
+#include "kvfuzz/thread_schedule.h"
 
 namespace kvfuzz::simt {
 
@@ -48,6 +66,51 @@ class LaunchError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A hazard found by the checks (see above): what a device may or may not get wrong.
+enum class Hazard { race, barrier_divergence };
+class HazardError : public LaunchError {
+ public:
+  HazardError(Hazard kind, const std::string& what) : LaunchError(what), hazard(kind) {}
+  Hazard hazard;
+};
+
+// Where in a kernel's source an access or a barrier is: reports name both sides of a hazard.
+using Site = std::source_location;
+
+// The order in which a block's threads run again after a wait (kvfuzz/thread_schedule.h):
+// each pass over the block resumes, in this order, every thread whose wait is over.
+using ThreadOrder = ::kvfuzz::ThreadOrder;
+using Schedule = ::kvfuzz::ThreadSchedule;
+
+// Which hazards a launch looks for. Both by default; the environment variable
+// KVFUZZ_SIMT_CHECKS=none turns them off for the process (to measure what they cost).
+struct Checks {
+  bool races = true;
+  bool barriers = true;
+};
+Checks default_checks();
+
+// The calling thread's launches run with `schedule` and `checks` while this lives (then
+// as before it): what an engine sets around the launches of one step.
+class LaunchSettings {
+ public:
+  LaunchSettings(Schedule schedule, Checks checks);
+  ~LaunchSettings();
+  LaunchSettings(const LaunchSettings&) = delete;
+  LaunchSettings& operator=(const LaunchSettings&) = delete;
+
+  Schedule schedule() const { return schedule_; }
+  Checks checks() const { return checks_; }
+  // The innermost settings alive on the calling thread; nullptr when none.
+  static const LaunchSettings* current() { return t_settings_slot(); }
+
+ private:
+  static const LaunchSettings*& t_settings_slot();
+  Schedule schedule_;
+  Checks checks_;
+  const LaunchSettings* previous_ = nullptr;
+};
+
 // The running thread's coordinates.
 struct ThreadCoordinates {
   dim3 thread_idx, block_idx, block_dim, grid_dim;
@@ -61,22 +124,24 @@ const ThreadCoordinates& coordinates();
 void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
             const std::function<void()>& kernel);
 
-// __syncthreads.
-void sync_block();
+// __syncthreads, called from `site`.
+void sync_block(Site site = Site::current());
+// __syncwarp(mask): the lanes of `mask` wait for one another.
+void sync_warp(unsigned mask);
 
 // A static shared array (__shared__ T name[n]): the n-th call of a thread gets the same
 // bytes as the n-th call of every other thread of its block, aligned to `align`, poisoned
-// when the block starts.
-void* shared_bytes(size_t bytes, size_t align);
+// when the block starts. `name` is what a race report calls it.
+void* shared_bytes(size_t bytes, size_t align, const char* name = "shared");
 template <class T>
-T* shared_array(size_t n) {
-  return static_cast<T*>(shared_bytes(n * sizeof(T), alignof(T)));
+T* shared_array(size_t n, const char* name = "shared") {
+  return static_cast<T*>(shared_bytes(n * sizeof(T), alignof(T), name));
 }
 // The launch's dynamic shared memory (extern __shared__), poisoned when the block starts.
-void* dynamic_shared();
+void* dynamic_shared(const char* name = "extern shared");
 template <class T>
-T* dynamic_shared_array() {
-  return static_cast<T*>(dynamic_shared());
+T* dynamic_shared_array(const char* name = "extern shared") {
+  return static_cast<T*>(dynamic_shared(name));
 }
 
 namespace detail {
@@ -129,3 +194,5 @@ T shfl_down(unsigned mask, T value, unsigned delta, int width = kWarpSize) {
 unsigned ballot(unsigned mask, bool predicate);
 
 }  // namespace kvfuzz::simt
+
+#include "cuda/simt/shared.h"  // IWYU pragma: export
