@@ -81,8 +81,9 @@ const std::vector<MutantRow>& rejection_table() {
                                    {Property::reset,    40,    7}}},
       {"fork-shares-partial-page", {{Property::prefix,   40,   18},
                                    {Property::batch,    40,   18}}},
-      {"cuda-missing-tile-sync",  {{Property::prefix,   10,    0},
-                                   {Property::schedule, 10,    0}}},
+      // A race the launcher names in every run (issue 25): the schedule property, which
+      // compares a run with another, sees both fail alike; its schedule target was case 0.
+      {"cuda-missing-tile-sync",  {{Property::prefix,   10,    0}}},
       {"cuda-empty-split-unwritten", {{Property::prefix, 10,    0},
                                    {Property::batch,    10,    0}}},
       {"cuda-half-warp-reduce",   {{Property::prefix,   10,    0}}},

@@ -289,6 +289,31 @@ TEST(FixtureRoundTrip, EveryPoisonAndPageOrder) {
   }
 }
 
+// Every thread order round-trips; thread order is written as nothing (fixtures from before
+// thread orders read and write as they did), the others as one line, a seed with random.
+TEST(FixtureRoundTrip, EveryThreadOrder) {
+  for (const ThreadOrder order : kThreadOrders) {
+    Scenario s = every_feature();
+    s.placement.threads = {order, order == ThreadOrder::random ? 18446744073709551615ull : 0};
+    const std::string text = write_fixture(s);
+    const std::string line =
+        order == ThreadOrder::random
+            ? "\"threads\": {\"order\": \"random\", \"seed\": 18446744073709551615}"
+            : "\"threads\": {\"order\": \"" + std::string(thread_order_name(order)) + "\"}";
+    EXPECT_EQ(text.find(line) != std::string::npos, order != ThreadOrder::thread) << text;
+    EXPECT_EQ(text.find("threads") != std::string::npos, order != ThreadOrder::thread) << text;
+    const Scenario back = parse_fixture(text, "t.json");
+    EXPECT_EQ(back, s) << text;
+    EXPECT_EQ(write_fixture(back), text);
+  }
+  // Spelled out, thread order reads as the default.
+  Scenario s = every_feature();
+  std::string text = write_fixture(s);
+  const std::string poison = "\"poison\": \"" + std::string(poison_name(s.placement.poison)) + "\"";
+  text.replace(text.find(poison), poison.size(), poison + ", \"threads\": {\"order\": \"thread\"}");
+  EXPECT_EQ(parse_fixture(text, "t.json"), s);
+}
+
 TEST(FixtureRoundTrip, ExplicitMultiHeadTokensAndEveryDtype) {
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     Scenario s;

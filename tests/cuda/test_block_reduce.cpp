@@ -49,8 +49,21 @@ KVFUZZ_GLOBAL void block_max_sum_without_barrier(const float* in, int n, float* 
 
 TEST(BlockReduce, WithoutTheBarrierThePartialsArePoison) {
   std::vector<float> in(256, 1.0f), out(2);
-  KVFUZZ_LAUNCH(block_max_sum_without_barrier, dim3(1), dim3(128), 0, in.data(), 256, out.data());
-  EXPECT_TRUE(std::isnan(out[0])) << out[0];
+  {
+    // The launcher without its checks: warp 0 reads the partials before warps 1..3 ran.
+    const simt::LaunchSettings unchecked({}, simt::Checks{false, false});
+    KVFUZZ_LAUNCH(block_max_sum_without_barrier, dim3(1), dim3(128), 0, in.data(), 256, out.data());
+    EXPECT_TRUE(std::isnan(out[0])) << out[0];
+  }
+  // With them (the default), the race is named before the poison is read.
+  try {
+    KVFUZZ_LAUNCH(block_max_sum_without_barrier, dim3(1), dim3(128), 0, in.data(), 256, out.data());
+    ADD_FAILURE() << "no race named";
+  } catch (const simt::HazardError& e) {
+    EXPECT_EQ(e.hazard, simt::Hazard::race);
+    EXPECT_NE(std::string(e.what()).find("on shared memory `partial_"), std::string::npos)
+        << e.what();
+  }
   KVFUZZ_LAUNCH(block_max_sum, dim3(1), dim3(128), 0, in.data(), 256, out.data());
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], 256.0f);

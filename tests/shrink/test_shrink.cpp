@@ -463,9 +463,10 @@ const std::map<std::string, Bound>& bounds() {
       // a token, fork into a partial page, a token on one side, whose slot the other side
       // also reads
       {"fork-shares-partial-page", {2, 2, 1, 1}},
-      // a prefill of two tokens over head_dim 2: a thread reads the tile element another
-      // thread had not loaded yet (with head_dim 1 each thread's element is its own)
-      {"cuda-missing-tile-sync", {2, 1, 1, 1, 2}},
+      // a prefill of two tokens: thread 1 scores the key thread 0 loaded, with no barrier
+      // between (the race check names it even at head_dim 1, where thread order reads it
+      // right)
+      {"cuda-missing-tile-sync", {2, 1, 1, 1}},
       // a decode at 33 keys (two splits of 32) whose window leaves the first split empty
       {"cuda-empty-split-unwritten", {33, 1, 1, 1}},
       // a decode over 17 keys: the first split past one half warp's 16 lanes
@@ -473,6 +474,12 @@ const std::map<std::string, Bound>& bounds() {
       // one token: its decode reads the slot after it
       {"cuda-split-bound-past-length", {1, 1, 1, 1}},
       {"cuda-offset-32bit", {1, 1, 1, 1}},
+      // a token, then a decode over two keys: thread 1 reads the page id thread 0 staged
+      {"cuda-race-unsynced-pages", {2, 1, 1, 1}},
+      // one token: its decode meets the staging barrier at two call sites
+      {"cuda-barrier-per-branch", {1, 1, 1, 1}},
+      // one token: lane 1 of the merge reads the total lane 0 wrote
+      {"cuda-race-merge-no-syncwarp", {1, 1, 1, 1}},
   };
   return table;
 }

@@ -54,6 +54,7 @@ Measure measure(const Scenario& s) {
   m.page_order = p.order == PageOrder::identity ? 0 : p.order == PageOrder::reversed ? 1 : 2;
   m.pool_pages = p.pool_pages.has_value();
   m.poison_not_nan = p.poison != Poison::nan;
+  m.threads_not_thread_order = p.threads != ThreadSchedule{};
   std::tie(m.page_class, m.page_rank) = page_key(l.page_size, std::max(1, max_epoch_length(s)));
 
   m.generated_tokens = std::holds_alternative<GeneratedTokens>(s.tokens);

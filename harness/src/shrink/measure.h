@@ -50,7 +50,8 @@ struct Measure {
   int page_order = 0;  // identity 0, reversed 1, an explicit list 2
   bool pool_pages = false;
   bool poison_not_nan = false;
-  int page_class = 0;  // page_key(): one page per sequence first
+  bool threads_not_thread_order = false;  // a thread schedule other than thread order
+  int page_class = 0;                     // page_key(): one page per sequence first
   int page_rank = 0;
 
   // The token table.

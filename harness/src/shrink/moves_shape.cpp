@@ -195,12 +195,14 @@ Made simplify_layout(const Scenario& s, int index, Scenario& out) {
   return Made::candidate;
 }
 
-// Identity page order (or at least reversed), derived pool size, NaN poison.
+// Identity page order (or at least reversed), derived pool size, NaN poison, thread order
+// (a failure that needs another thread order keeps it: the candidate passes).
 Made simplify_placement(const Scenario& s, int index, Scenario& out) {
-  if (index > 3) return Made::end;
+  if (index > 4) return Made::end;
   const Placement& p = s.placement;
   const bool applies[] = {p.order != PageOrder::identity, p.order == PageOrder::explicit_list,
-                          p.pool_pages.has_value(), p.poison != Poison::nan};
+                          p.pool_pages.has_value(), p.poison != Poison::nan,
+                          p.threads != ThreadSchedule{}};
   if (!applies[index]) return Made::skip;
   out = start_candidate(s);
   switch (index) {
@@ -215,8 +217,11 @@ Made simplify_placement(const Scenario& s, int index, Scenario& out) {
     case 2:
       out.placement.pool_pages.reset();
       break;
-    default:
+    case 3:
       out.placement.poison = Poison::nan;
+      break;
+    default:
+      out.placement.threads = {};
       break;
   }
   return Made::candidate;
