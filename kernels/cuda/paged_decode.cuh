@@ -162,8 +162,13 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   for (int i = t; i < group * kv.value_dim; i += kDecodeThreads) {
     const int g = i / kv.value_dim, d = i % kv.value_dim;
     float acc = 0.0f;
+    long long slot = 0;
     for (int j = 0; j < n; ++j) {
-      const long long slot = staged_slot(split_pages, first_page, kv.page_size, lo + j);
+      // Keys of one page lie in consecutive slots: the page id is read once per page.
+      const int pos = lo + j;
+      slot = j == 0 || pos % kv.page_size == 0
+                 ? staged_slot(split_pages, first_page, kv.page_size, pos)
+                 : slot + 1;
       acc += scores[g * kDecodeMaxKeysPerSplit + j] * load_v(kv, slot, kv_head, d, a.faults);
     }
     const long long head = static_cast<long long>(row) * a.q_heads + first_head + g;

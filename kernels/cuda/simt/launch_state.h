@@ -63,7 +63,8 @@ struct Block {
   const char* name = "";
   const std::function<void()>* kernel = nullptr;
   std::vector<Fiber> fibers;
-  std::vector<int> order;  // fibers' indices in the order a pass resumes them
+  std::vector<int> order;       // fibers' indices in the order a pass resumes them
+  bool in_thread_order = true;  // order[i] == i
   std::vector<WarpState> warps;
   Schedule schedule;
   Checks checks;
@@ -84,7 +85,7 @@ struct Block {
   // The span between two barriers of this block (a new one at each completed barrier and
   // each new block, counted on from launch to launch): accesses in different epochs are
   // ordered by a barrier.
-  uint64_t epoch = 0;
+  uint32_t epoch = 0;
   fcontext::fcontext_t scheduler = nullptr;  // where the running fiber switches back to
   void* scheduler_fake_stack = nullptr;
   const void* scheduler_bottom = nullptr;
@@ -96,8 +97,14 @@ struct Block {
 // The block the calling thread runs (nullptr outside a launch).
 extern thread_local Block* t_block;
 
+[[noreturn]] void outside_a_launch();
+
 // The running block; throws LaunchError outside a launch.
-Block& block();
+inline Block& block() {
+  if (t_block == nullptr || t_block->running == nullptr) [[unlikely]]
+    outside_a_launch();
+  return *t_block;
+}
 
 // "KERNEL block (x,y,z) thread (x,y,z)", and "thread (x,y,z)" alone.
 std::string who(const Block& b, const Fiber& f);
@@ -107,6 +114,6 @@ std::string site_text(const Site& site);
 
 // A new epoch counted on from the calling thread's last (shadow state from earlier epochs,
 // blocks and launches is then stale without being cleared).
-uint64_t next_epoch();
+uint32_t next_epoch();
 
 }  // namespace kvfuzz::simt::state

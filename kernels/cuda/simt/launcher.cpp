@@ -40,11 +40,8 @@ namespace state {
 
 thread_local Block* t_block = nullptr;
 
-Block& block() {
-  if (t_block == nullptr || t_block->running == nullptr) {
-    throw LaunchError("simt: a device function was called outside a launch");
-  }
-  return *t_block;
+[[noreturn]] void outside_a_launch() {
+  throw LaunchError("simt: a device function was called outside a launch");
 }
 
 std::string thread_text(const Fiber& f) {
@@ -65,9 +62,13 @@ std::string site_text(const Site& site) {
   return std::string(slash != nullptr ? slash + 1 : file) + ":" + std::to_string(site.line());
 }
 
-uint64_t next_epoch() {
-  thread_local uint64_t epochs = 0;
-  return ++epochs;
+uint32_t next_epoch() {
+  thread_local uint32_t epochs = 0;
+  if (++epochs == 0) {  // wrapped: no stale record may look current
+    detail::clear_shadow();
+    epochs = 1;
+  }
+  return epochs;
 }
 
 }  // namespace state
@@ -133,7 +134,15 @@ bool released(const Block& b, const Fiber& f) {
 // The first fiber from position `first` on, in the block's order, that may go on; nullptr
 // when none.
 Fiber* next_released(Block& b, size_t first) {
-  for (size_t i = first; i < b.order.size(); ++i) {
+  const size_t n = b.fibers.size();
+  if (b.in_thread_order) {  // position = thread: no indirection on the common path
+    for (size_t i = first; i < n; ++i) {
+      Fiber& f = b.fibers[i];
+      if (f.wait != Wait::done && released(b, f)) return &f;
+    }
+    return nullptr;
+  }
+  for (size_t i = first; i < n; ++i) {
     Fiber& f = b.fibers[static_cast<size_t>(b.order[i])];
     if (f.wait != Wait::done && released(b, f)) return &f;
   }
@@ -198,6 +207,18 @@ void order_pass(Block& b) {
   }
   for (size_t i = 0; i < n; ++i)
     b.fibers[static_cast<size_t>(b.order[i])].position = static_cast<int>(i);
+  b.in_thread_order =
+      b.schedule.order == ThreadOrder::thread || b.schedule.order == ThreadOrder::warp_ahead;
+}
+
+// What the race check's inline path knows of the thread about to run (shared.h). Its
+// warp's count of completed operations is taken as of the last one it took part in: the
+// same order for every operation of the full warp (a narrower mask may leave a race
+// between lanes unseen, never make one up).
+void set_running(const Fiber& f) {
+  if (!detail::t_races.on) return;
+  detail::t_races.thread = static_cast<int16_t>(f.linear);
+  detail::t_races.warp_completed = static_cast<uint32_t>(f.synced);
 }
 
 // A switch hands the fiber (or scheduler) it resumes the slot where the context of the one
@@ -220,6 +241,7 @@ void leave(Block& b, bool finished) {
   if (next != nullptr) {
     next->wait = Wait::none;
     b.running = next;
+    set_running(*next);
     start_switch(fake_stack, next->stack, kStackBytes);
     to = next->context;
   } else {
@@ -263,6 +285,7 @@ void yield(Block& b) {
 void resume(Block& b, Fiber& f) {
   f.wait = Wait::none;
   b.running = &f;
+  set_running(f);
   start_switch(&b.scheduler_fake_stack, f.stack, kStackBytes);
   const fcontext::transfer_t from = fcontext::jump_fcontext(f.context, &b.scheduler);
   finish_switch(b.scheduler_fake_stack);
@@ -393,11 +416,16 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
   struct Reset {
     ~Reset() {
       t_block = nullptr;
-      detail::t_check_races = false;
+      detail::t_races.on = false;
     }
   } reset;
   t_block = &b;
-  detail::t_check_races = b.checks.races;
+  detail::t_races.on = b.checks.races;
+  detail::t_races.base = b.shared;
+  if (b.checks.races) {
+    detail::t_races.words = detail::shadow_words();
+    detail::t_races.sites = detail::shadow_sites();
+  }
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
@@ -410,6 +438,7 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
             bx + grid.x * (static_cast<uint64_t>(by) + grid.y * static_cast<uint64_t>(bz));
         b.passes = 0;
         b.epoch = next_epoch();
+        detail::t_races.epoch = b.epoch;
         for (WarpState& w : b.warps) w = WarpState{};
         for (unsigned t = 0; t < threads; ++t) {
           Fiber& f = b.fibers[t];
@@ -450,7 +479,8 @@ void sync_block(Site site) {
       b.barrier_site = site;
       b.barrier_first = f.linear;
     } else if (site.line() != b.barrier_site.line() || site.column() != b.barrier_site.column() ||
-               std::strcmp(site.file_name(), b.barrier_site.file_name()) != 0) {
+               (site.file_name() != b.barrier_site.file_name() &&
+                std::strcmp(site.file_name(), b.barrier_site.file_name()) != 0)) {
       const Fiber& first = b.fibers[static_cast<size_t>(b.barrier_first)];
       throw HazardError(Hazard::barrier_divergence,
                         "barrier-divergence: " + who(b, f) + " reaches __syncthreads at " +
@@ -465,6 +495,7 @@ void sync_block(Site site) {
     b.barrier_arrived = 0;
     ++b.barrier_generation;  // every waiting thread, this one included, is released
     b.epoch = next_epoch();  // what comes after is ordered after all that came before
+    detail::t_races.epoch = b.epoch;
   }
   yield(b);
 }
@@ -509,11 +540,13 @@ WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int wi
     throw LaunchError(who(b, f) + ": " + what + " with width " + std::to_string(width) +
                       " (a power of two up to 32)");
   }
-  const int in_segment = source == Source::lane        ? arg % width
-                         : source == Source::lane_xor  ? (l % width) ^ arg
-                         : source == Source::lane_down ? l % width + arg
-                                                       : l % width;
-  const int from = in_segment >= 0 && in_segment < width ? l / width * width + in_segment : l;
+  // width is a power of two: masks instead of divisions (this runs once per lane per op).
+  const int low = width - 1;
+  const int in_segment = source == Source::lane        ? arg & low
+                         : source == Source::lane_xor  ? (l & low) ^ arg
+                         : source == Source::lane_down ? (l & low) + arg
+                                                       : l & low;
+  const int from = in_segment >= 0 && in_segment < width ? (l & ~low) + in_segment : l;
   const auto hex = [](unsigned bits) {
     char text[16];
     std::snprintf(text, sizeof text, "%08x", bits);
@@ -550,17 +583,15 @@ WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int wi
   f.wait = Wait::warp_op;
   if (w.arrived == mask) {
     Fiber* lanes = b.fibers.data() + warp * kWarpSize;
+    const uint64_t completed = ++w.completed;
     for (unsigned left = mask; left != 0; left &= left - 1) {
       Fiber& arrived = lanes[std::countr_zero(left)];
       arrived.result = WarpResult{w.values[arrived.from], w.ballot};
+      arrived.synced = completed;
     }
     w.ballot = 0;
     w.arrived = 0;
     ++w.generation;
-    ++w.completed;
-    for (unsigned left = mask; left != 0; left &= left - 1) {
-      lanes[std::countr_zero(left)].synced = w.completed;
-    }
   }
   yield(b);
   return f.result;  // every lane of the mask offered its value

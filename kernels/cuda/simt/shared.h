@@ -5,26 +5,115 @@
 // the line of the kernel it is on: the index converts to At, whose default argument
 // std::source_location::current() is evaluated where the conversion happens, at p[i].
 //
-// With the check off (or outside a launch) an access costs one test of a thread-local flag.
+// With the check off (or outside a launch) an access costs one test of a thread-local flag;
+// with it on, an access no other thread's access of the same epoch touched is settled
+// inline, the rest in shared_races.cpp.
 // Elements are whole 4-byte words (the shadow state's grain): a narrower T would make two
 // threads' halves of one word look like a race.
 #pragma once
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <source_location>
 
 namespace kvfuzz::simt {
 
 namespace detail {
-// Whether the running block checks races (set by the launcher per block).
-inline thread_local bool t_check_races = false;
-// Records an access of `bytes` bytes at `address` (inside the block's shared memory) by
-// the running thread and throws HazardError on a race; `written` holds the bytes a write
-// stores (a write of the bits already there by another thread is no race).
+
+// The race check's shadow state (shared_races.cpp): per 4-byte word of shared memory the
+// last write and up to two reads of the current span between barriers (an epoch), each
+// as the epoch, its warp's count of completed warp operations, its thread and (apart, in
+// WordSites, touched only when recorded) its line. Slot 0 is the write, slots 1 and 2 the
+// first two readers but the writer. 32 bytes a word, two to a cache line: the check's
+// cost is its loads.
+struct Word {
+  uint32_t epoch[3] = {0, 0, 0};  // 0: none
+  uint32_t warp_completed[3] = {0, 0, 0};
+  int16_t thread[3] = {-1, -1, -1};  // the block's linear thread index
+};
+struct WordSites {
+  std::source_location site[3];
+};
+constexpr int kWriteSlot = 0;
+
+// What an access needs to know, kept current by the launcher (at each block, barrier and
+// fiber switch) so that the common access is settled inline.
+struct RaceView {
+  bool on = false;                // the running block checks races
+  unsigned char* base = nullptr;  // the block's shared memory
+  Word* words = nullptr;          // its shadow state, a Word per 4 bytes
+  WordSites* sites = nullptr;     // and the lines of what the words record
+  uint32_t epoch = 0;             // the running block's current epoch
+  int16_t thread = 0;             // the running thread
+  uint32_t warp_completed = 0;    // its warp's completed operations
+};
+inline thread_local RaceView t_races;
+// The calling thread's shadow state, kMaxSharedBytes / 4 words, kept from launch to launch
+// (cleared when the 32-bit epoch count wraps).
+Word* shadow_words();
+WordSites* shadow_sites();
+void clear_shadow();
+
+// The access another thread's record conflicts with: the slow path, which decides with the
+// warp ordering, reports a race (HazardError) or records it.
 void shared_access(const void* address, size_t bytes, const void* written,
                    const std::source_location& site);
+
+// Whether slot `k` of `w` holds nothing of this epoch or the running thread's own access.
+inline bool mine_or_stale(const Word& w, int k, const RaceView& v) {
+  return w.epoch[k] != v.epoch || w.thread[k] == v.thread;
+}
+
+inline void record(Word& w, size_t index, int k, const RaceView& v,
+                   const std::source_location& site) {
+  w.epoch[k] = v.epoch;
+  w.warp_completed[k] = v.warp_completed;
+  w.thread[k] = v.thread;
+  v.sites[index].site[k] = site;
+}
+
+inline void on_read(const void* address, size_t bytes, const std::source_location& site) {
+  const RaceView& v = t_races;
+  const size_t offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(v.base);
+  if (bytes != 4 || offset >= kMaxSharedBytes || offset % 4 != 0) {
+    shared_access(address, bytes, nullptr, site);
+    return;
+  }
+  const size_t index = offset / 4;
+  Word& w = v.words[index];
+  if (!mine_or_stale(w, kWriteSlot, v)) {
+    shared_access(address, bytes, nullptr, site);
+    return;
+  }
+  // The first reader of this epoch, else the second distinct one; a third is not kept (a
+  // race with it may go unseen, none is made up). A read this thread recorded since its
+  // last warp operation needs nothing new.
+  const int k = mine_or_stale(w, 1, v) ? 1 : mine_or_stale(w, 2, v) ? 2 : 0;
+  if (k == 0) return;
+  if (w.epoch[k] == v.epoch && w.warp_completed[k] == v.warp_completed) return;
+  record(w, index, k, v, site);
+}
+
+inline void on_write(const void* address, size_t bytes, const void* written,
+                     const std::source_location& site) {
+  const RaceView& v = t_races;
+  const size_t offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(v.base);
+  if (bytes != 4 || offset >= kMaxSharedBytes || offset % 4 != 0) {
+    shared_access(address, bytes, written, site);
+    return;
+  }
+  const size_t index = offset / 4;
+  Word& w = v.words[index];
+  if (!mine_or_stale(w, 0, v) || !mine_or_stale(w, 1, v) || !mine_or_stale(w, 2, v)) {
+    shared_access(address, bytes, written, site);
+    return;
+  }
+  record(w, index, kWriteSlot, v, site);
+  w.epoch[1] = w.epoch[2] = 0;
+}
+
 }  // namespace detail
 
 // An index, and the kernel line where it indexes.
@@ -42,11 +131,11 @@ class SharedRef {
  public:
   SharedRef(T* address, std::source_location site) : address_(address), site_(site) {}
   operator T() const {  // NOLINT: reads convert implicitly, as a T& would
-    if (detail::t_check_races) detail::shared_access(address_, sizeof(T), nullptr, site_);
+    if (detail::t_races.on) detail::on_read(address_, sizeof(T), site_);
     return *address_;
   }
   SharedRef& operator=(T value) {
-    if (detail::t_check_races) detail::shared_access(address_, sizeof(T), &value, site_);
+    if (detail::t_races.on) detail::on_write(address_, sizeof(T), &value, site_);
     std::memcpy(static_cast<void*>(address_), &value, sizeof(T));
     return *this;
   }

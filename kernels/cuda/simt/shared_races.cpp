@@ -7,9 +7,11 @@
 // bits a word already holds conflicts with no earlier write (only with reads): two threads
 // storing the same value is what kernels do on purpose, and what no order changes.
 //
-// Per word two reads are remembered, the first and the latest of other threads: a third
-// reader may be forgotten (a race missed, never one made up). The state is never cleared:
-// each block and each barrier starts a new epoch, and state of older epochs is stale.
+// Per word two reads are remembered, the first two threads' but the writer's: a third
+// reader is not (a race with it missed, never one made up). The state is cleared only when
+// the 32-bit epoch count wraps: each block and each barrier starts a new epoch, and state
+// of older epochs is stale.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,24 +26,18 @@ namespace {
 using state::Block;
 using state::Fiber;
 
-// One access as remembered: by which thread, in which epoch, after how many completed
-// operations of its warp, and where in the kernel.
+using detail::Word;
+
+// One slot of a word as a report needs it.
 struct Stamp {
-  uint64_t epoch = 0;  // 0: none
-  int thread = -1;     // the block's linear thread index
-  uint64_t warp_completed = 0;
+  uint32_t epoch = 0;
+  uint32_t warp_completed = 0;
+  int thread = -1;
   Site site;
-  bool write = false;
 };
 
-struct Word {
-  Stamp write;
-  Stamp read[2];  // the first and the latest reader of this epoch but the writer
-};
-
-std::vector<Word>& shadow() {
-  thread_local std::vector<Word> words(kMaxSharedBytes / 4);
-  return words;
+Stamp stamp_of(const Word& w, const detail::WordSites& sites, int k) {
+  return Stamp{w.epoch[k], w.warp_completed[k], w.thread[k], sites.site[k]};
 }
 
 // Whether `earlier` (another thread's access in this epoch) is ordered before the running
@@ -66,10 +62,10 @@ std::string where_in(const Block& b, size_t offset, size_t element_bytes) {
          "] (byte " + std::to_string(offset - start) + " of " + std::to_string(size) + ")";
 }
 
-[[noreturn]] void report(const Block& b, const Fiber& f, const Stamp& earlier, bool write,
-                         const Site& site, size_t offset, size_t element_bytes) {
+[[noreturn]] void report(const Block& b, const Fiber& f, const Stamp& earlier, bool earlier_write,
+                         bool write, const Site& site, size_t offset, size_t element_bytes) {
   const char* kind =
-      earlier.write ? (write ? "write after write" : "read after write") : "write after read";
+      earlier_write ? (write ? "write after write" : "read after write") : "write after read";
   const Fiber& other = b.fibers[static_cast<size_t>(earlier.thread)];
   const bool same_warp = earlier.thread / kWarpSize == f.linear / kWarpSize;
   throw HazardError(
@@ -77,7 +73,7 @@ std::string where_in(const Block& b, size_t offset, size_t element_bytes) {
       std::string("race (") + kind + ") on shared memory " + where_in(b, offset, element_bytes) +
           ": " + state::who(b, f) + (write ? " writes it" : " reads it") + " at " +
           state::site_text(site) + " after " + state::thread_text(other) +
-          (earlier.write ? " wrote it" : " read it") + " at " + state::site_text(earlier.site) +
+          (earlier_write ? " wrote it" : " read it") + " at " + state::site_text(earlier.site) +
           (same_warp ? ", lanes of one warp with no warp operation between them"
                      : ", with no __syncthreads between them"));
 }
@@ -86,43 +82,63 @@ std::string where_in(const Block& b, size_t offset, size_t element_bytes) {
 
 namespace detail {
 
+namespace {
+std::vector<Word>& words_vector() {
+  thread_local std::vector<Word> words(kMaxSharedBytes / 4);
+  return words;
+}
+}  // namespace
+
+Word* shadow_words() {
+  return words_vector().data();
+}
+
+WordSites* shadow_sites() {
+  thread_local std::vector<WordSites> sites(kMaxSharedBytes / 4);
+  return sites.data();
+}
+
+void clear_shadow() {
+  std::vector<Word>& words = words_vector();
+  std::fill(words.begin(), words.end(), Word{});
+}
+
 void shared_access(const void* address, size_t bytes, const void* written,
                    const std::source_location& site) {
   Block& b = state::block();
   const Fiber& f = *b.running;
   const auto* p = static_cast<const unsigned char*>(address);
-  if (p < b.shared || p + bytes > b.shared + kMaxSharedBytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(b.shared);
+  if (at < base || at - base + bytes > kMaxSharedBytes) {
     throw LaunchError(state::who(b, f) + ": a shared-memory pointer reaches outside the block's " +
                       std::to_string(kMaxSharedBytes) + " bytes at " + state::site_text(site));
   }
-  const size_t offset = static_cast<size_t>(p - b.shared);
+  const size_t offset = at - base;
   const bool write = written != nullptr;
   const bool same_bits = write && std::memcmp(written, p, bytes) == 0;
-  const Stamp now{b.epoch, f.linear, b.warps[static_cast<size_t>(f.linear / kWarpSize)].completed,
-                  site, write};
-  std::vector<Word>& words = shadow();
-  for (size_t w = offset / 4; w <= (offset + bytes - 1) / 4; ++w) {
-    Word& word = words[w];
-    const Stamp& last = word.write;
-    const bool other_write = last.epoch == b.epoch && last.thread != f.linear;
+  const RaceView& v = t_races;
+  Word* words = shadow_words();
+  WordSites* sites = shadow_sites();
+  for (size_t i = offset / 4; i <= (offset + bytes - 1) / 4; ++i) {
+    Word& word = words[i];
+    const Stamp last = stamp_of(word, sites[i], kWriteSlot);
+    const bool other_write = last.epoch == v.epoch && last.thread != f.linear;
     if (other_write && !(write && same_bits) && !ordered(last, f)) {
-      report(b, f, last, write, site, offset, bytes);
+      report(b, f, last, true, write, site, offset, bytes);
     }
     if (write) {
-      for (const Stamp& read : word.read) {
-        if (read.epoch == b.epoch && read.thread != f.linear && !ordered(read, f)) {
-          report(b, f, read, write, site, offset, bytes);
+      for (int k = 1; k <= 2; ++k) {
+        const Stamp read = stamp_of(word, sites[i], k);
+        if (read.epoch == v.epoch && read.thread != f.linear && !ordered(read, f)) {
+          report(b, f, read, false, write, site, offset, bytes);
         }
       }
-      word.write = now;
-      word.read[0].epoch = word.read[1].epoch = 0;
+      record(word, i, kWriteSlot, v, site);
+      word.epoch[1] = word.epoch[2] = 0;
       continue;
     }
-    if (word.read[0].epoch != b.epoch || word.read[0].thread == f.linear) {
-      word.read[0] = now;
-    } else {
-      word.read[1] = now;
-    }
+    const int k = mine_or_stale(word, 1, v) ? 1 : mine_or_stale(word, 2, v) ? 2 : 0;
+    if (k != 0) record(word, i, k, v, site);
   }
 }
 
