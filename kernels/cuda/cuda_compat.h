@@ -59,8 +59,8 @@ using ::kvfuzz::simt::dim3;
 #define gridDim (::kvfuzz::simt::coordinates().grid_dim)
 constexpr int warpSize = ::kvfuzz::simt::kWarpSize;
 
-inline void __syncthreads(::kvfuzz::simt::Site site = ::kvfuzz::simt::Site::current()) {
-  ::kvfuzz::simt::sync_block(site);
+inline void __syncthreads(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  ::kvfuzz::simt::sync_block(file, line);
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ::kvfuzz::simt::sync_warp(mask);

@@ -522,6 +522,36 @@ TEST(Report, AMismatchOfAFewUlpsNamesThePrecision) {
   EXPECT_EQ(describe_divergence(d).find("precision"), std::string::npos);
 }
 
+// Keyed to the declared output dtype: an engine that declares bf16 rows gets the line only
+// within a few bf16 ulps, and is asked what else it rounds (its output rounding is
+// already in its bound); beyond them, nothing. f16 the same in f16 ulps.
+TEST(Report, ThePrecisionHintCountsUlpsOfTheDeclaredOutputDtype) {
+  Divergence d;
+  d.kind = FailureKind::mismatch;
+  d.expected = 7.5;  // bf16 ulp 2^-5, f16 ulp 2^-8 there
+  d.bound = 0.01;
+  d.output = DType::bf16;
+  d.error = 2 * 0.03125;
+  std::string text = describe_divergence(d);
+  EXPECT_TRUE(contains(text, "precision: the error is 2 bf16 ulps of the expected value, the "
+                             "dtype the engine declares its rows in: more rounding than it "
+                             "declares"))
+      << text;
+  EXPECT_FALSE(contains(text, "does the engine declare")) << text;
+  d.error = 5 * 0.03125;
+  EXPECT_FALSE(contains(describe_divergence(d), "precision")) << describe_divergence(d);
+  // In f16: 5 f16 ulps at 7.5 is no rounding of f16 rows, though it is 0.625 bf16 ulps (the
+  // line an undeclared engine would get).
+  d.output = DType::f16;
+  d.error = 5 * 0.00390625;
+  EXPECT_FALSE(contains(describe_divergence(d), "precision")) << describe_divergence(d);
+  d.output = DType::f32;
+  EXPECT_TRUE(contains(describe_divergence(d), "does the engine declare its numerics"));
+  d.output = DType::f16;
+  d.error = 3 * 0.00390625;
+  EXPECT_TRUE(contains(describe_divergence(d), "the error is 3 f16 ulps"));
+}
+
 // With RoPE, a key rotated one position off moves a row by a little: the report names that
 // key (position_hypothesis.h) instead of guessing at rounding. head_dim 4 and theta 10^6:
 // q = k = (0, 8, 0, 0) lie in the pair that turns by pos * 10^-3 radians, so scores are

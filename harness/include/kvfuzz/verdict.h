@@ -63,6 +63,9 @@ struct Divergence {
   int q_head = 0;
   int dim = 0;
   double got = 0, expected = 0, error = 0, bound = 0;
+  // The output dtype the engine declares (its rows' precision): what the precision hint
+  // counts ulps in.
+  DType output = DType::f32;
   int64_t key_lo = 0, key_hi = 0;  // keys the row should see (none at model level: hi < lo)
   std::string detail;              // engine error text, or what the engine reported instead
   // A mismatch explained better than by rounding (judge/position_hypothesis.h: a key rotated

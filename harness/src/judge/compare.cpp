@@ -124,6 +124,7 @@ std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot&
     d.expected = ref.values[i];
     d.error = std::fabs(d.got - d.expected);
     d.bound = accepted_error(ref.bound[static_cast<size_t>(h)], d.expected, output);
+    d.output = output;
     return d;
   };
   for (size_t i = 0; i < size; ++i) {

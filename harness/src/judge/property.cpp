@@ -233,6 +233,7 @@ std::optional<Divergence> compare_values(Divergence d, const Base& base, const R
   const auto value_dim = static_cast<size_t>(base.scenario.layout.value_dim);
   const size_t size = got.values.size();
   const DType output = base.prepared.numerics.output;
+  d.output = output;
   const auto at = [&](FailureKind kind, size_t i) {
     const auto h = i / value_dim;
     d.kind = kind;

@@ -34,10 +34,14 @@ std::string keys_text(int64_t lo, int64_t hi) {
          std::to_string(count) + (count == 1 ? " key)" : " keys)");
 }
 
-// A mismatch whose error is a few bf16 ulps at the expected value is what a kernel that
-// rounds its output (or P) to a 16-bit dtype gives: that rounding alone is up to half an
-// ulp, far above an f32 bound. The line gives the error in f16 and bf16 ulps; nothing for
-// larger errors, which no rounding explains.
+// A mismatch whose error is a few ulps at the expected value of the precision the engine
+// works in is what rounding gives, not a wrong key or value. Keyed to the declared output
+// dtype: an engine that declares f16 or bf16 rows gets the hint only within a few ulps of
+// that dtype, and is asked what else it rounds; one that declares f32 rows (nothing) gets
+// it within a few bf16 ulps, what a kernel that rounds its output or P to a 16-bit dtype
+// gives (that rounding alone is up to half an ulp, far above an f32 bound), and is asked
+// to declare it. Nothing for larger errors, which no rounding explains; a named wrong
+// position (Divergence::hypothesis) is printed instead of this line.
 std::string precision_hint(const Divergence& d) {
   constexpr double kFewUlps = 4;
   // A bound of 0 is a bitwise claim's: any difference fails it, whatever the precision.
@@ -45,6 +49,19 @@ std::string precision_hint(const Divergence& d) {
   if (d.kind != FailureKind::mismatch || d.site != ModelSite::none || d.bound == 0 ||
       d.expected == 0 || !std::isfinite(d.error)) {
     return {};
+  }
+  if (d.output != DType::f32) {
+    const double ulps = d.error / dtype_spacing(d.output, d.expected);
+    if (ulps > kFewUlps) return {};
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "  precision: the error is %.2g %s ulps of the expected value, the dtype the "
+                  "engine declares its rows in: ",
+                  ulps, std::string(dtype_name(d.output)).c_str());
+    return text + std::string(
+                      "more rounding than it declares; does it round something else too (P, "
+                      "scores, split partials, RoPE tables: docs/writing-an-engine.md, "
+                      "\"Numerics\")?\n");
   }
   const double bf16_ulps = d.error / dtype_spacing(DType::bf16, d.expected);
   if (bf16_ulps > kFewUlps) return {};

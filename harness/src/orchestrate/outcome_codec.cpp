@@ -39,6 +39,7 @@ Json divergence_to_json(const Divergence& d) {
           {"expected", bits(d.expected)},
           {"error", bits(d.error)},
           {"bound", bits(d.bound)},
+          {"output", static_cast<int>(d.output)},
           {"keys", {d.key_lo, d.key_hi}},
           {"detail", d.detail},
           {"hypothesis", d.hypothesis},
@@ -58,6 +59,7 @@ Divergence divergence_from_json(const Json& j) {
   d.dim = j.at("dim").get<int>();
   d.got = from_bits(j.at("got"));
   d.expected = from_bits(j.at("expected"));
+  d.output = static_cast<DType>(j.at("output").get<int>());
   d.error = from_bits(j.at("error"));
   d.bound = from_bits(j.at("bound"));
   d.key_lo = j.at("keys").at(0).get<int64_t>();

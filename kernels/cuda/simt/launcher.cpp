@@ -59,7 +59,7 @@ std::string who(const Block& b, const Fiber& f) {
 std::string site_text(const Site& site) {
   const char* file = site.file_name();
   const char* slash = std::strrchr(file, '/');
-  return std::string(slash != nullptr ? slash + 1 : file) + ":" + std::to_string(site.line());
+  return std::string(slash != nullptr ? slash + 1 : file) + ":" + std::to_string(site.line);
 }
 
 uint32_t next_epoch() {
@@ -471,14 +471,15 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
   }
 }
 
-void sync_block(Site site) {
+void sync_block(const char* file, unsigned line) {
+  const Site site{file, line};
   Block& b = block();
   Fiber& f = *b.running;
   if (b.checks.barriers) {
     if (b.barrier_arrived == 0) {
       b.barrier_site = site;
       b.barrier_first = f.linear;
-    } else if (site.line() != b.barrier_site.line() || site.column() != b.barrier_site.column() ||
+    } else if (site.line != b.barrier_site.line ||
                (site.file_name() != b.barrier_site.file_name() &&
                 std::strcmp(site.file_name(), b.barrier_site.file_name()) != 0)) {
       const Fiber& first = b.fibers[static_cast<size_t>(b.barrier_first)];

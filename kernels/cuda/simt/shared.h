@@ -2,8 +2,8 @@
 // the launcher's race check (simt.h, Checks::races). Kernels spell it
 // KVFUZZ_SHARED_PTR(T) (cuda_compat.h), which is a plain T* under nvcc; on the CPU an
 // element is reached only through operator[] (p[i], never *p), so that each access knows
-// the line of the kernel it is on: the index converts to At, whose default argument
-// std::source_location::current() is evaluated where the conversion happens, at p[i].
+// the line of the kernel it is on: the index converts to At, whose default arguments
+// __builtin_FILE and __builtin_LINE are evaluated where the conversion happens, at p[i].
 //
 // With the check off (or outside a launch) an access costs one test of a thread-local flag;
 // with it on, an access no other thread's access of the same epoch touched is settled
@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <source_location>
 
 namespace kvfuzz::simt {
 
@@ -34,7 +33,7 @@ struct Word {
   int16_t thread[3] = {-1, -1, -1};  // the block's linear thread index
 };
 struct WordSites {
-  std::source_location site[3];
+  Site site[3];
 };
 constexpr int kWriteSlot = 0;
 
@@ -58,23 +57,21 @@ void clear_shadow();
 
 // The access another thread's record conflicts with: the slow path, which decides with the
 // warp ordering, reports a race (HazardError) or records it.
-void shared_access(const void* address, size_t bytes, const void* written,
-                   const std::source_location& site);
+void shared_access(const void* address, size_t bytes, const void* written, const Site& site);
 
 // Whether slot `k` of `w` holds nothing of this epoch or the running thread's own access.
 inline bool mine_or_stale(const Word& w, int k, const RaceView& v) {
   return w.epoch[k] != v.epoch || w.thread[k] == v.thread;
 }
 
-inline void record(Word& w, size_t index, int k, const RaceView& v,
-                   const std::source_location& site) {
+inline void record(Word& w, size_t index, int k, const RaceView& v, const Site& site) {
   w.epoch[k] = v.epoch;
   w.warp_completed[k] = v.warp_completed;
   w.thread[k] = v.thread;
   v.sites[index].site[k] = site;
 }
 
-inline void on_read(const void* address, size_t bytes, const std::source_location& site) {
+inline void on_read(const void* address, size_t bytes, const Site& site) {
   const RaceView& v = t_races;
   const size_t offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(v.base);
   if (bytes != 4 || offset >= kMaxSharedBytes || offset % 4 != 0) {
@@ -96,8 +93,7 @@ inline void on_read(const void* address, size_t bytes, const std::source_locatio
   record(w, index, k, v, site);
 }
 
-inline void on_write(const void* address, size_t bytes, const void* written,
-                     const std::source_location& site) {
+inline void on_write(const void* address, size_t bytes, const void* written, const Site& site) {
   const RaceView& v = t_races;
   const size_t offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(v.base);
   if (bytes != 4 || offset >= kMaxSharedBytes || offset % 4 != 0) {
@@ -119,17 +115,17 @@ inline void on_write(const void* address, size_t bytes, const void* written,
 // An index, and the kernel line where it indexes.
 struct At {
   long long index;
-  std::source_location site;
+  Site site;
   template <std::integral I>
-  At(I i, std::source_location s = std::source_location::current())  // NOLINT: implicit
-      : index(static_cast<long long>(i)), site(s) {}
+  At(I i, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE())  // NOLINT
+      : index(static_cast<long long>(i)), site{file, line} {}
 };
 
 // One element of shared memory, as p[i] names it.
 template <class T>
 class SharedRef {
  public:
-  SharedRef(T* address, std::source_location site) : address_(address), site_(site) {}
+  SharedRef(T* address, Site site) : address_(address), site_(site) {}
   operator T() const {  // NOLINT: reads convert implicitly, as a T& would
     if (detail::t_races.on) detail::on_read(address_, sizeof(T), site_);
     return *address_;
@@ -145,7 +141,7 @@ class SharedRef {
 
  private:
   T* address_;
-  std::source_location site_;
+  Site site_;
 };
 
 template <class T>

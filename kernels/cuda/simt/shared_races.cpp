@@ -103,8 +103,7 @@ void clear_shadow() {
   std::fill(words.begin(), words.end(), Word{});
 }
 
-void shared_access(const void* address, size_t bytes, const void* written,
-                   const std::source_location& site) {
+void shared_access(const void* address, size_t bytes, const void* written, const Site& site) {
   Block& b = state::block();
   const Fiber& f = *b.running;
   const auto* p = static_cast<const unsigned char*>(address);

@@ -41,7 +41,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -75,7 +74,14 @@ class HazardError : public LaunchError {
 };
 
 // Where in a kernel's source an access or a barrier is: reports name both sides of a hazard.
-using Site = std::source_location;
+// Filled by __builtin_FILE and __builtin_LINE as default arguments, which both GCC and
+// clang (14, the sanitize preset's, has no std::source_location; GCC 12 no
+// __builtin_COLUMN) evaluate where the call is.
+struct Site {
+  const char* file = "";
+  unsigned line = 0;
+  const char* file_name() const { return file; }
+};
 
 // The order in which a block's threads run again after a wait (kvfuzz/thread_schedule.h):
 // each pass over the block resumes, in this order, every thread whose wait is over.
@@ -124,8 +130,9 @@ const ThreadCoordinates& coordinates();
 void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes,
             const std::function<void()>& kernel);
 
-// __syncthreads, called from `site`.
-void sync_block(Site site = Site::current());
+// __syncthreads, called from `file`:`line` (the caller's, by default). Barriers are told
+// apart by file and line: two on one line count as one.
+void sync_block(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE());
 // __syncwarp(mask): the lanes of `mask` wait for one another.
 void sync_warp(unsigned mask);
 
