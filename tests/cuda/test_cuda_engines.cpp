@@ -143,6 +143,16 @@ void PrintTo(const KernelMutant& m, std::ostream* os) {
   *os << m.name;
 }
 
+// A parameter's test name: its engine name with '_' for '-'.
+template <class Mutant>
+std::string test_name(const testing::TestParamInfo<Mutant>& param) {
+  std::string name = param.param.name;
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
 class KernelMutantFails : public testing::TestWithParam<KernelMutant> {};
 
 TEST_P(KernelMutantFails, WhereTheHonestKernelPassesAndByItsMargin) {
@@ -180,13 +190,7 @@ INSTANTIATE_TEST_SUITE_P(Cuda, KernelMutantFails,
                                          KernelMutant{"cuda-half-warp-reduce", 5, 10},
                                          KernelMutant{"cuda-split-bound-past-length", 15, 10},
                                          KernelMutant{"cuda-offset-32bit", 18, 4}),
-                         [](const testing::TestParamInfo<KernelMutant>& param) {
-                           std::string name = param.param.name;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+                         test_name<KernelMutant>);
 
 // An honest kernel has no race, so its rows are the same bits whichever order the
 // launcher runs a block's threads in: every ThreadOrder (random with two seeds) on the
@@ -276,13 +280,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(HazardMutant{"cuda-race-unsynced-pages", FailureKind::race, 10},
                     HazardMutant{"cuda-barrier-per-branch", FailureKind::barrier_divergence, 10},
                     HazardMutant{"cuda-race-merge-no-syncwarp", FailureKind::race, 10}),
-    [](const testing::TestParamInfo<HazardMutant>& param) {
-      std::string name = param.param.name;
-      for (char& c : name) {
-        if (c == '-') c = '_';
-      }
-      return name;
-    });
+    test_name<HazardMutant>);
 
 // The thread order alone shows the merge's race in the rows: reversed, lane 31 reads the
 // weights before lane 0 has written them (poison, NaN), so with the checks off the rows are

@@ -533,9 +533,10 @@ TEST(Report, ThePrecisionHintCountsUlpsOfTheDeclaredOutputDtype) {
   d.output = DType::bf16;
   d.error = 2 * 0.03125;
   std::string text = describe_divergence(d);
-  EXPECT_TRUE(contains(text, "precision: the error is 2 bf16 ulps of the expected value, the "
-                             "dtype the engine declares its rows in: more rounding than it "
-                             "declares"))
+  EXPECT_TRUE(contains(text,
+                       "precision: the error is 2 bf16 ulps of the expected value, the "
+                       "dtype the engine declares its rows in: more rounding than it "
+                       "declares"))
       << text;
   EXPECT_FALSE(contains(text, "does the engine declare")) << text;
   d.error = 5 * 0.03125;

@@ -112,8 +112,10 @@ std::string thread_text(const Fiber& f);
 // "file.cuh:123" (the file's name without its folders).
 std::string site_text(const Site& site);
 
-// A new epoch counted on from the calling thread's last (shadow state from earlier epochs,
+// The first epoch of a block about to start, and a new epoch after a barrier: counted on
+// from the calling thread's last (shadow state from earlier epochs,
 // blocks and launches is then stale without being cleared).
+uint32_t block_epoch();
 uint32_t next_epoch();
 
 }  // namespace kvfuzz::simt::state

@@ -62,13 +62,25 @@ std::string site_text(const Site& site) {
   return std::string(slash != nullptr ? slash + 1 : file) + ":" + std::to_string(site.line);
 }
 
-uint32_t next_epoch() {
-  thread_local uint32_t epochs = 0;
-  if (++epochs == 0) {  // wrapped: no stale record may look current
+namespace {
+thread_local uint32_t t_epochs = 0;
+}  // namespace
+
+uint32_t block_epoch() {
+  // Far from wrapping at every block start, where no word is written yet: a block would
+  // need 2^28 barriers to wrap inside it, and next_epoch() refuses that.
+  if (t_epochs >= 0xF0000000u) {
     detail::clear_shadow();
-    epochs = 1;
+    t_epochs = 0;
   }
-  return epochs;
+  return ++t_epochs;
+}
+
+uint32_t next_epoch() {
+  if (t_epochs == 0xFFFFFFFFu) {
+    throw LaunchError("simt: more than 2^28 barriers in one block (the race check's epochs)");
+  }
+  return ++t_epochs;
 }
 
 }  // namespace state
@@ -437,8 +449,8 @@ void launch(const char* name, dim3 grid, dim3 block_dim, size_t shared_bytes_per
         b.block_linear =
             bx + grid.x * (static_cast<uint64_t>(by) + grid.y * static_cast<uint64_t>(bz));
         b.passes = 0;
-        b.epoch = next_epoch();
-        detail::t_races.epoch = b.epoch;
+        b.epoch = block_epoch();
+        detail::t_races.epoch = detail::t_races.block_epoch = b.epoch;
         for (WarpState& w : b.warps) w = WarpState{};
         for (unsigned t = 0; t < threads; ++t) {
           Fiber& f = b.fibers[t];

@@ -45,6 +45,7 @@ struct RaceView {
   Word* words = nullptr;          // its shadow state, a Word per 4 bytes
   WordSites* sites = nullptr;     // and the lines of what the words record
   uint32_t epoch = 0;             // the running block's current epoch
+  uint32_t block_epoch = 0;       // its first: a word last written before it is unwritten
   int16_t thread = 0;             // the running thread
   uint32_t warp_completed = 0;    // its warp's completed operations
 };
@@ -71,43 +72,43 @@ inline void record(Word& w, size_t index, int k, const RaceView& v, const Site& 
   v.sites[index].site[k] = site;
 }
 
+// The shadow word of a whole, aligned 4-byte element of the block's shared memory; nullptr
+// for anything else (the slow path checks and reports it).
+inline Word* word_of(const RaceView& v, const void* address, size_t bytes, size_t& index) {
+  const size_t offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(v.base);
+  if (bytes != 4 || offset >= kMaxSharedBytes || offset % 4 != 0) return nullptr;
+  index = offset / 4;
+  return v.words + index;
+}
+
 inline void on_read(const void* address, size_t bytes, const Site& site) {
   const RaceView& v = t_races;
-  const size_t offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(v.base);
-  if (bytes != 4 || offset >= kMaxSharedBytes || offset % 4 != 0) {
-    shared_access(address, bytes, nullptr, site);
-    return;
-  }
-  const size_t index = offset / 4;
-  Word& w = v.words[index];
-  if (!mine_or_stale(w, kWriteSlot, v)) {
+  size_t index = 0;
+  Word* w = word_of(v, address, bytes, index);
+  if (w == nullptr || w->epoch[kWriteSlot] < v.block_epoch || !mine_or_stale(*w, kWriteSlot, v)) {
     shared_access(address, bytes, nullptr, site);
     return;
   }
   // The first reader of this epoch, else the second distinct one; a third is not kept (a
   // race with it may go unseen, none is made up). A read this thread recorded since its
   // last warp operation needs nothing new.
-  const int k = mine_or_stale(w, 1, v) ? 1 : mine_or_stale(w, 2, v) ? 2 : 0;
+  const int k = mine_or_stale(*w, 1, v) ? 1 : mine_or_stale(*w, 2, v) ? 2 : 0;
   if (k == 0) return;
-  if (w.epoch[k] == v.epoch && w.warp_completed[k] == v.warp_completed) return;
-  record(w, index, k, v, site);
+  if (w->epoch[k] == v.epoch && w->warp_completed[k] == v.warp_completed) return;
+  record(*w, index, k, v, site);
 }
 
 inline void on_write(const void* address, size_t bytes, const void* written, const Site& site) {
   const RaceView& v = t_races;
-  const size_t offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(v.base);
-  if (bytes != 4 || offset >= kMaxSharedBytes || offset % 4 != 0) {
+  size_t index = 0;
+  Word* w = word_of(v, address, bytes, index);
+  if (w == nullptr || !mine_or_stale(*w, 0, v) || !mine_or_stale(*w, 1, v) ||
+      !mine_or_stale(*w, 2, v)) {
     shared_access(address, bytes, written, site);
     return;
   }
-  const size_t index = offset / 4;
-  Word& w = v.words[index];
-  if (!mine_or_stale(w, 0, v) || !mine_or_stale(w, 1, v) || !mine_or_stale(w, 2, v)) {
-    shared_access(address, bytes, written, site);
-    return;
-  }
-  record(w, index, kWriteSlot, v, site);
-  w.epoch[1] = w.epoch[2] = 0;
+  record(*w, index, kWriteSlot, v, site);
+  w->epoch[1] = w->epoch[2] = 0;
 }
 
 }  // namespace detail

@@ -1,4 +1,5 @@
-// The race check (simt.h, Checks::races), in the spirit of compute-sanitizer's racecheck:
+// The race check (simt.h, Checks::races), in the spirit of compute-sanitizer's racecheck
+// (and, for a read of a word no thread of the block wrote, of its initcheck):
 // shadow state per 4-byte word of shared memory recording the last write and the reads
 // since it, each with its thread, epoch (the span between two barriers of the block) and
 // source line. An access conflicts with an earlier one of another thread in the same epoch
@@ -78,6 +79,20 @@ std::string where_in(const Block& b, size_t offset, size_t element_bytes) {
                      : ", with no __syncthreads between them"));
 }
 
+// A read of a word no thread of the block has written: what a thread that runs before the
+// thread that writes it reads (the read side of a race with that write, which on a device
+// may come first or last), or uninitialized memory. Either way the kernel reads poison
+// here, and is stopped before it uses it (a page id read so could send it anywhere).
+[[noreturn]] void unwritten(const Block& b, const Fiber& f, const Site& site, size_t offset,
+                            size_t element_bytes) {
+  throw HazardError(Hazard::race, "race (read before any write) on shared memory " +
+                                      where_in(b, offset, element_bytes) + ": " + state::who(b, f) +
+                                      " reads it at " + state::site_text(site) +
+                                      " before any thread of its block wrote it: a write by "
+                                      "another thread with no barrier between is a race, and "
+                                      "none at all an uninitialized read");
+}
+
 }  // namespace
 
 namespace detail {
@@ -120,6 +135,7 @@ void shared_access(const void* address, size_t bytes, const void* written, const
   WordSites* sites = shadow_sites();
   for (size_t i = offset / 4; i <= (offset + bytes - 1) / 4; ++i) {
     Word& word = words[i];
+    if (!write && word.epoch[kWriteSlot] < v.block_epoch) unwritten(b, f, site, offset, bytes);
     const Stamp last = stamp_of(word, sites[i], kWriteSlot);
     const bool other_write = last.epoch == v.epoch && last.thread != f.linear;
     if (other_write && !(write && same_bits) && !ordered(last, f)) {

@@ -21,7 +21,9 @@
 //                       barriers, at least one writing (read after write, write after
 //                       read, or write after write of different bits), and no barrier
 //                       orders them: threads of different warps, or lanes of one warp with
-//                       no warp operation of theirs in between;
+//                       no warp operation of theirs in between; and a read of a word no
+//                       thread of the block has written yet (its writer has not run, or it
+//                       is uninitialized), stopped before the poison read is used;
 //   barrier-divergence  the threads of a block meet at __syncthreads from different call
 //                       sites (a barrier in both branches of an `if`, or skipped on one
 //                       path and met at the next): undefined behaviour on a device.
