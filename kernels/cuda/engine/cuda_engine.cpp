@@ -37,10 +37,7 @@ void guarded(const ThreadSchedule& threads, Body&& body) {
   body();
 #else
   try {
-    // The checks of an enclosing LaunchSettings (a test's), else the process's.
-    const simt::LaunchSettings* outer = simt::LaunchSettings::current();
-    const simt::LaunchSettings settings(
-        threads, outer != nullptr ? outer->checks() : simt::default_checks());
+    const simt::LaunchSettings settings(threads);
     body();
   } catch (const simt::HazardError& e) {
     throw EngineError(e.hazard == simt::Hazard::race ? EngineErrorKind::race

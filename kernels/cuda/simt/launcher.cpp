@@ -385,6 +385,9 @@ LaunchSettings::LaunchSettings(Schedule schedule, Checks checks)
   t_settings_slot() = this;
 }
 
+LaunchSettings::LaunchSettings(Schedule schedule)
+    : LaunchSettings(schedule, current() != nullptr ? current()->checks() : default_checks()) {}
+
 LaunchSettings::~LaunchSettings() {
   t_settings_slot() = previous_;
 }

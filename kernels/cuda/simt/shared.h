@@ -154,8 +154,6 @@ class Shared {
   explicit Shared(T* base) : base_(base) {}
   SharedRef<T> operator[](At at) const { return SharedRef<T>(base_ + at.index, at.site); }
   Shared operator+(long long n) const { return Shared(base_ + n); }
-  // The address, for what only compares or offsets it (tests, carving a block of memory).
-  T* get() const { return base_; }
 
  private:
   T* base_ = nullptr;

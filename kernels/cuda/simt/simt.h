@@ -103,6 +103,8 @@ Checks default_checks();
 class LaunchSettings {
  public:
   LaunchSettings(Schedule schedule, Checks checks);
+  // `schedule` with the checks of the enclosing settings (a test's), else default_checks().
+  explicit LaunchSettings(Schedule schedule);
   ~LaunchSettings();
   LaunchSettings(const LaunchSettings&) = delete;
   LaunchSettings& operator=(const LaunchSettings&) = delete;
