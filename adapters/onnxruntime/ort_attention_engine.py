@@ -119,7 +119,7 @@ class OrtAttentionEngine(common.CacheHistory):
             self.numerics["p_normalised"] = False
         self.supports = {"dtypes": [self.dtype]}
         self.session = common.session(model(config, options))
-        self.caches = common.Caches(config, self.np_dtype, config.head_dim, config.value_dim)
+        self.caches = common.caches(config, self.np_dtype, config.head_dim, config.value_dim)
 
     def step(self, chunks):
         common.check_step(chunks, self.caches, self.config, self.dtype)

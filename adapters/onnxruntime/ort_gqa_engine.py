@@ -208,7 +208,7 @@ class OrtGqaEngine(common.CacheHistory):
         self.lanes = Lanes(config, options.rope == "ort", options.rotary_style)
         self.head_size = self.lanes.head_size
         self.session = common.session(model(config, options, self.lanes))
-        self.caches = common.Caches(config, self.np_dtype, self.head_size, self.head_size)
+        self.caches = common.caches(config, self.np_dtype, self.head_size, self.head_size)
         if options.path == "shared":
             self.caches = SharedBuffers(config, self.np_dtype, self.head_size, self.poison)
         self.windowed = options.path == "window" and bool(config.window)
@@ -431,7 +431,7 @@ class WindowCaches:
         self.window, self.capacity = config.window, config.window + WINDOW_SLACK
         self.kv_heads, self.head_size = config.kv_heads, head_size
         self.np_dtype, self.poison = np_dtype, poison
-        self.passed = common.Caches(config, np_dtype, head_size, head_size)
+        self.passed = common.caches(config, np_dtype, head_size, head_size)
         self.buffers = [self._fresh() for _ in range(config.sequences)]
 
     def _fresh(self):

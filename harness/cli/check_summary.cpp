@@ -132,6 +132,7 @@ std::string summary_json(const CheckPlan& plan, const CheckResult& result,
                        {"skipped", tally.skipped},
                        {"rows", tally.rows},
                        {"unjudged", tally.unjudged},
+                       {"bound_used", tally.bound_used},
                        {"failing_cases", failing},
                        {"crashes", tally.crashes},
                        {"ignored", ignored}});

@@ -182,14 +182,15 @@ void print_table(const CheckPlan& plan, const CheckResult& result) {
   for (const CheckEngine& e : plan.engines) {
     width = std::max(width, static_cast<int>(e.info->name.size()));
   }
-  std::printf("\n%-*s %-7s %6s %8s %9s %8s  %s\n", width, "engine", "kind", "cases", "rows",
-              "unjudged", "seconds", "verdict");
+  std::printf("\n%-*s %-7s %6s %8s %9s %6s %8s  %s\n", width, "engine", "kind", "cases", "rows",
+              "unjudged", "bound", "seconds", "verdict");
   for (size_t e = 0; e < plan.engines.size(); ++e) {
     const CheckEngine& engine = plan.engines[e];
     const CheckEngineResult& t = result.engines[e];
-    std::printf("%-*s %-7s %6d %8ld %9ld %8.3f  %s %s\n", width, engine.info->name.c_str(),
-                engine.info->mutant ? "mutant" : "honest", t.cases, t.rows, t.unjudged, t.seconds,
-                verdict_ok(engine, t) ? "ok  " : "BAD ", verdict_text(engine, t).c_str());
+    std::printf("%-*s %-7s %6d %8ld %9ld %6.3f %8.3f  %s %s\n", width, engine.info->name.c_str(),
+                engine.info->mutant ? "mutant" : "honest", t.cases, t.rows, t.unjudged,
+                t.bound_used, t.seconds, verdict_ok(engine, t) ? "ok  " : "BAD ",
+                verdict_text(engine, t).c_str());
   }
   // Per property, the cases each failed (only when some did).
   const bool any_failing =
@@ -218,6 +219,10 @@ void print_table(const CheckPlan& plan, const CheckResult& result) {
     std::printf("%s: %d cases were not run on it (the first %s)\n",
                 plan.engines[e].info->name.c_str(), t.skipped, t.skipped_why.c_str());
   }
+  std::printf(
+      "bound: the largest share of its arithmetic bound a judged value used in a passing row, "
+      "(error - the output dtype's half ulp) / bound: how close the engine came to failing "
+      "prefix\n");
   const bool any_unjudged = std::any_of(result.engines.begin(), result.engines.end(),
                                         [](const CheckEngineResult& t) { return t.unjudged > 0; });
   if (any_unjudged) {

@@ -88,7 +88,7 @@ std::string the_rest(const Struct& declared, const std::array<std::string_view, 
 }
 
 // The fields numerics_text() and supports_text() spell out in their own words.
-constexpr std::array<std::string_view, 11> kNumericsSpelled = {"rope_tables",
+constexpr std::array<std::string_view, 12> kNumericsSpelled = {"rope_tables",
                                                                "output",
                                                                "p",
                                                                "score_accumulation",
@@ -98,7 +98,8 @@ constexpr std::array<std::string_view, 11> kNumericsSpelled = {"rope_tables",
                                                                "rope_angles_exact",
                                                                "split_combine_lse",
                                                                "split_partials",
-                                                               "p_normalised"};
+                                                               "p_normalised",
+                                                               "exp_ulps"};
 constexpr std::array<std::string_view, 8> kSupportsSpelled = {
     "dtypes",      "head_dim_multiple",     "max_head_dim",  "max_q_heads",
     "max_context", "value_dim_is_head_dim", "rope_required", "windows"};
@@ -116,6 +117,7 @@ std::string numerics_text(const EngineNumerics& n) {
          (n.split_combine_lse ? "normalised, combined by log-sum-exp" : "combined rescaled") +
          ", stored in " + std::string(dtype_name(n.split_partials)) + "; P normalised first " +
          yes_no(n.p_normalised) + "; RoPE tables in " + std::string(dtype_name(n.rope_tables)) +
+         "; exp within " + std::to_string(n.exp_ulps) + (n.exp_ulps == 1 ? " ulp" : " ulps") +
          the_rest(n, kNumericsSpelled);
 }
 

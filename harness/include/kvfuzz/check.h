@@ -71,6 +71,10 @@ struct CheckEngineResult {
   std::string skipped_why;  // the first such case's reason
   long rows = 0;
   long unjudged = 0;
+  // The largest share of its arithmetic bound a judged value used over its cases
+  // (Verdict::bound_used): how close the engine came to failing prefix; above 1 only with
+  // a failure.
+  double bound_used = 0;
   double seconds = 0;
   // Cases on which each property failed (kProperties order), whether or not kept as a finding.
   std::array<int, kProperties.size()> failing{};

@@ -127,6 +127,13 @@ struct EngineNumerics {
   // model dtype; flash_attn_with_kvcache takes them in q's dtype). f32: tables in f32 or
   // finer, the rotation in f32.
   DType rope_tables = DType::f32;
+  // How far the softmax's exp may be off, in f32 ulps of its result (relative error up to
+  // exp_ulps * 2^-23), near underflow by up to 2^-125 absolute. 1: a correctly rounded or
+  // faithful exp (std::exp, expf, __expf's 2 ulps aside). Fast polynomial exps are far
+  // coarser: torch's CPU flash attention uses Vectorized<float>::fexp_u20, a degree-3
+  // polynomial on the exponent bits, up to 940 ulps (1.12e-4 relative) off, and its
+  // exp(0) is 0.99995, so the key at the max no longer has P = 1 exactly before rounding.
+  int exp_ulps = 1;
   bool operator==(const EngineNumerics&) const = default;
 };
 

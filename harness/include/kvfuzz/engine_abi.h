@@ -46,8 +46,9 @@
  *     required, no sliding windows), and `reserved`; an ABI 2 entry declares neither flag.
  *   - ABI 4 (sizeof(kvfuzz_engine_api)) adds `numerics`, the KVFUZZ_NUMERICS_* flags (split
  *     partials combined by log-sum-exp, P normalised before it is rounded),
- *     `split_partials_dtype`, `rope_tables_dtype` and `reserved2`; an ABI 3 entry declares
- *     neither flag, f32 partials and f32 RoPE tables.
+ *     `split_partials_dtype`, `rope_tables_dtype` and `exp_ulps` (first `reserved2`, which
+ *     kvfuzz refused unless 0, the value that still means a one-ulp exp); an ABI 3 entry
+ *     declares neither flag, f32 partials, f32 RoPE tables and a one-ulp exp.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -219,7 +220,10 @@ typedef struct kvfuzz_engine_api {
                                    are combined (0, f32: kept in f32, or no split) */
   int32_t rope_tables_dtype;    /* KVFUZZ_DTYPE_*: with RoPE, cos/sin tables rounded to it
                                    (and the rotation perhaps computed in it); 0, f32: f32 */
-  uint32_t reserved2;           /* 0; kvfuzz refuses anything else */
+  int32_t exp_ulps;             /* the softmax's exp off by at most this many f32 ulps of its
+                                   result (EngineNumerics::exp_ulps); 0 or 1: one ulp. Was
+                                   reserved2, which had to be 0: an older kvfuzz refuses an
+                                   entry that declares a coarser exp instead of misjudging it */
 } kvfuzz_engine_api;
 
 /* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */

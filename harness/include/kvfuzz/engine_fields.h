@@ -98,7 +98,8 @@ struct Declaration<EngineNumerics> {
       DeclarationField{"split_combine_lse", &S::split_combine_lse},
       DeclarationField{"split_partials", &S::split_partials},
       DeclarationField{"p_normalised", &S::p_normalised},
-      DeclarationField{"rope_tables", &S::rope_tables}};
+      DeclarationField{"rope_tables", &S::rope_tables},
+      DeclarationField{"exp_ulps", &S::exp_ulps}};
 };
 
 template <>

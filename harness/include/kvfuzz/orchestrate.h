@@ -76,6 +76,7 @@ struct CaseVerdict {
   // them only checked for finiteness. 0 when prefix was not asked.
   int rows_compared = 0;
   int rows_unjudged = 0;
+  double bound_used = 0;  // prefix's largest share of the bound (Verdict::bound_used)
   // The engine threw past the properties (they turn an engine's errors within a run into
   // engine_error divergences; what escapes is a failure outside one, e.g. to create the
   // engine): its message, and the property being judged.

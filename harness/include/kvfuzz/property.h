@@ -71,6 +71,7 @@ struct PropertyOutcome {
   // other properties.
   int rows_compared = 0;
   int rows_unjudged = 0;
+  double bound_used = 0;  // prefix: Verdict::bound_used
 };
 
 PropertyOutcome judge_property(Property property, const Scenario& scenario,

@@ -93,6 +93,10 @@ struct Verdict {
   int rows_compared = 0;
   int rows_failed = 0;
   int rows_unjudged = 0;
+  // The largest share of its arithmetic bound a judged value used, over the rows that
+  // passed: (|got - expected| - the output rounding's half ulp, which is modelled exactly)
+  // / bound. How close an honest engine comes to failing; 0 when no row was judged.
+  double bound_used = 0;
   std::vector<RowStatus> status;  // one per slot
 };
 

@@ -75,6 +75,7 @@ class Gatherer {
       case_judged_ = true;
       tally.rows += result.rows;
       tally.unjudged += result.unjudged;
+      tally.bound_used = std::max(tally.bound_used, result.bound_used);
       tally.seconds += result.seconds;
       for (const check::PropertyResult& p : result.properties) {
         if (p.pass) continue;

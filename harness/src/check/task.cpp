@@ -25,6 +25,7 @@ TaskResult task_result(const CaseVerdict& verdict) {
   result.skipped = verdict.skipped;
   result.rows = verdict.rows_compared;
   result.unjudged = verdict.rows_unjudged;
+  result.bound_used = verdict.bound_used;
   for (const auto& [property, outcome] : verdict.outcomes) {
     PropertyResult judged;
     judged.property = property;
@@ -71,6 +72,7 @@ std::string encode(const TaskResult& result) {
   if (result.skipped) j["skipped"] = *result.skipped;
   j["rows"] = result.rows;
   j["unjudged"] = result.unjudged;
+  j["bound_used"] = result.bound_used;
   j["seconds"] = result.seconds;
   j["properties"] = nlohmann::json::array();
   for (const PropertyResult& p : result.properties) {
@@ -99,6 +101,7 @@ TaskResult decode(const std::string& text) {
     if (j.contains("skipped")) result.skipped = j.at("skipped").get<std::string>();
     result.rows = j.at("rows").get<long>();
     result.unjudged = j.at("unjudged").get<long>();
+    result.bound_used = j.at("bound_used").get<double>();
     result.seconds = j.at("seconds").get<double>();
     for (const nlohmann::json& p : j.at("properties")) {
       PropertyResult judged;

@@ -44,6 +44,7 @@ struct TaskResult {
   std::optional<std::string> skipped;  // why the case says nothing about the engine
   long rows = 0;
   long unjudged = 0;
+  double bound_used = 0;  // prefix's largest share of the bound (Verdict::bound_used)
   double seconds = 0;
   std::vector<PropertyResult> properties;  // in the plan's order
   std::optional<TaskFailure> failure;

@@ -89,10 +89,12 @@ struct DTypeOrNone {
 struct TriState {
   Slot<int32_t> slot;
 };
-// int: 0 or more; 0 reads as `none`, the C++ value for no limit (1 for a multiple).
+// int: 0 or more; 0 reads as `none`, the C++ value for no limit (1 for a multiple, one ulp
+// for exp_ulps); `expected` is what a refusal says.
 struct Limit {
   Slot<int32_t> slot;
   int none = 0;
+  std::string_view expected = "0 (no limit) or more";
 };
 // bool: 1 or 0.
 struct Boolean {
@@ -162,6 +164,7 @@ inline constexpr std::tuple kAbiFields{
     AbiRow{&Num::split_partials, DTypeCode{KVFUZZ_ABI_SLOT(split_partials_dtype)}, 4},
     AbiRow{&Num::p_normalised, Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_P_NORMALISED}, 4},
     AbiRow{&Num::rope_tables, DTypeCode{KVFUZZ_ABI_SLOT(rope_tables_dtype)}, 4},
+    AbiRow{&Num::exp_ulps, Limit{KVFUZZ_ABI_SLOT(exp_ulps), 1, "0 (one ulp) or more"}, 4},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,
@@ -181,10 +184,10 @@ inline constexpr CheckedWord kCheckedWords[] = {{KVFUZZ_ABI_SLOT(bitwise), "KVFU
 
 // The members of kvfuzz_engine_api that hold no declaration (the tests count them with
 // the table's slots against the struct's members).
-inline constexpr std::tuple kNotDeclarations{
-    &Api::abi_version, &Api::struct_size, &Api::name,     &Api::description, &Api::mutant,
-    &Api::create,      &Api::destroy,     &Api::step,     &Api::reset,       &Api::truncate,
-    &Api::fork,        &Api::reserved,    &Api::reserved2};
+inline constexpr std::tuple kNotDeclarations{&Api::abi_version, &Api::struct_size, &Api::name,
+                                             &Api::description, &Api::mutant,      &Api::create,
+                                             &Api::destroy,     &Api::step,        &Api::reset,
+                                             &Api::truncate,    &Api::fork,        &Api::reserved};
 
 #undef KVFUZZ_ABI_SLOT
 
@@ -332,7 +335,9 @@ inline void put(int value, const Limit& e, DTypeSet, Api& api) {
 }
 inline std::string take(const Api& api, const Limit& e, DTypeSet, int& value) {
   const int32_t limit = api.*e.slot.member;
-  if (limit < 0) return detail::refusal(e.slot.name, std::to_string(limit), "0 (no limit) or more");
+  if (limit < 0) {
+    return detail::refusal(e.slot.name, std::to_string(limit), std::string(e.expected));
+  }
   value = limit == 0 ? e.none : limit;
   return "";
 }

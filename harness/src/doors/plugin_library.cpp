@@ -105,9 +105,6 @@ std::string take_declarations(const kvfuzz_engine_api& api, uint32_t version,
     return named + " has " + problem;
   }
   if (api.reserved != 0) return named + " has reserved " + abi::hex(api.reserved) + "; expected 0";
-  if (api.reserved2 != 0) {
-    return named + " has reserved2 " + abi::hex(api.reserved2) + "; expected 0";
-  }
   entry.bitwise = declared.bitwise;
   entry.numerics = declared.numerics;
   entry.supports = declared.supports;

@@ -145,6 +145,20 @@ std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot&
   return std::nullopt;
 }
 
+// The largest share of the arithmetic bound a row's values use (Verdict::bound_used): a
+// value's error beyond the output rounding over its head's bound.
+double bound_used(const EngineRow& row, const ReferenceRow& ref, int value_dim, DType output) {
+  double used = 0;
+  for (size_t i = 0; i < row.values.size(); ++i) {
+    const double bound = ref.bound[i / static_cast<size_t>(value_dim)];
+    const double expected = ref.values[i];
+    if (!(bound > 0) || !std::isfinite(expected)) continue;
+    const double rounding = accepted_error(bound, expected, output) - bound;
+    used = std::max(used, (std::fabs(row.values[i] - expected) - rounding) / bound);
+  }
+  return used;
+}
+
 // A bound that reaches the largest visible |v| says nothing finer than "finite".
 bool judged(const ReferenceRow& ref) {
   for (size_t h = 0; h < ref.bound.size() && h < ref.value_scale.size(); ++h) {
@@ -200,6 +214,9 @@ Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& refe
     const bool row_judged = judged(ref);
     verdict.status[s] = row_judged ? RowStatus::ok : RowStatus::unjudged;
     verdict.rows_unjudged += row_judged ? 0 : 1;
+    if (row_judged) {
+      verdict.bound_used = std::max(verdict.bound_used, bound_used(row, ref, value_dim, output));
+    }
   }
 
   // Every compared slot lies before the error, so the error comes after their divergences.

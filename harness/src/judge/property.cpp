@@ -361,6 +361,7 @@ PropertyOutcome judge_prefix(const Scenario& scenario, const Prepared& prepared,
   PropertyOutcome result;
   result.rows_compared = outcome.verdict.rows_compared;
   result.rows_unjudged = outcome.verdict.rows_unjudged;
+  result.bound_used = outcome.verdict.bound_used;
   if (outcome.verdict.pass) {
     result.report = "prefix: pass (" + std::to_string(outcome.verdict.rows_compared) + " rows)\n";
     return result;

@@ -16,10 +16,11 @@
 //    * q.k in f32 (d products, d - 1 sums) and the scale (rounded to f32, one multiply):
 //      gamma_{d+2} S.
 //    * the max subtraction l_j - m in f32: |l_j - m| <= 2S, one rounding: 2u S.
-//    * exp in f32 (<= 1 ulp, relative 2u), and once more for a flash engine's rescale or
-//      split merge factor exp(m_i - m): each is a relative weight error, i.e. an absolute
-//      logit error of 2u: 4u. (The rescale factor multiplies numerator and normaliser
-//      alike, so only its rounding, not its value, reaches the output.)
+//    * exp in f32 (<= 1 ulp, relative 2u; step 12 for a coarser one), and once more for a
+//      flash engine's rescale or split merge factor exp(m_i - m): each is a relative weight
+//      error, i.e. an absolute logit error of 2u: 4u. (The rescale factor multiplies
+//      numerator and normaliser alike, so only its rounding, not its value, reaches the
+//      output.)
 //    * RoPE, rotation in f32 from double angles: cos and sin rounded, two products, one
 //      sum: each rotated element is off by <= 3u (|a cos| + |b sin|) <= 3u ||pair||, a pair
 //      by <= 3 sqrt(2) u ||pair||, for q and for k: 6 sqrt(2) u < 9u, times
@@ -159,6 +160,22 @@
 //    without `p`). The f32 arithmetic of the normalisation (each weight off by (n + 3) u)
 //    is inside step 3's sums term.
 //
+// 12. A coarse exp (numerics.exp_ulps = k > 1: torch's CPU flash attention computes
+//    exp(s - m) with Vectorized<float>::fexp_u20, up to 940 ulps off, 1.12e-4 relative,
+//    measured against exp in double over 3e6 arguments in [-87, 0]; only the scalar tail
+//    of a row uses std::exp). Each weight is off by a factor within 1 +- 2ku, which step 1
+//    takes as a logit error of 2ku in place of exp's 2u; numerator and normaliser see the
+//    same exp, so step 4's argument holds. What step 8 no longer has is the key at the
+//    max with P = 1 exactly: exp(0) itself is off (fexp_u20 gives 0.99995), P still
+//    rounds to 1 in bf16 and f16 while the normaliser sums the unrounded 0.99995, so that
+//    key's P is off by up to 2ku relative: 2 (2ku) M more (2M: both normaliser
+//    conventions, as in step 8). Near underflow such exps may return up to 2^-125 where
+//    the exact value is below 2^-126 (fexp_u20 builds 2^n from the exponent bits, wrong
+//    below n = -126): n 2^-125 M more in the sums, doubled. With k = 1024 the logit term
+//    grows by ~1.2e-4 and the P term by 2.4e-4 M: an eighth of bf16's half ulp (2^-9
+//    relative) and about f16's (2^-12), so such an engine is still judged to within an
+//    ulp or two of its output dtype.
+//
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
 // S = 0 gives bound 3.8e-5), while a mutant is wrong by a fraction of M: a mask that
@@ -210,17 +227,26 @@ double magnitude(const ToleranceInputs& in, double m) {
   return in.value_magnitude >= 0 ? std::min(in.value_magnitude, m) : m;
 }
 
-// Step 8: P rounded before P.V, and step 11's epsilon of a normalising engine.
+// Step 12: the relative error of the softmax's exp, 1 ulp (2u) unless declared coarser.
+double exp_error(const EngineNumerics& numerics) {
+  return 2 * kU * std::max(1, numerics.exp_ulps);
+}
+
+// Step 8: P rounded before P.V, and step 11's epsilon of a normalising engine; step 12's
+// key at the max, whose coarse exp(0) rounds to P = 1 while the normaliser keeps it.
 double p_rounding_term(const ToleranceInputs& in, double m, double n) {
   const double epsilon = in.numerics.p_normalised ? kSafety * 1e-6 * magnitude(in, m) : 0;
   if (!in.numerics.p) return epsilon;
+  const double max_key =
+      in.numerics.exp_ulps > 1 ? std::min(2 * exp_error(in.numerics) * m, 2 * m) : 0;
   const DType p = *in.numerics.p;
   const double u_p = unit_roundoff(p);
   const double worst = 2 * u_p * m * in.p_weight_mass;
   const double likely = 2 * kLambda * u_p * m * in.p_weight_spread;
   const double subnormal =
       kLambda * std::sqrt(static_cast<double>(in.p_subnormal_keys)) * dtype_spacing(p, 0) / 2 * m;
-  return std::min(worst, likely) + std::min(subnormal, n * dtype_spacing(p, 0) / 2 * m) + epsilon;
+  return std::min(worst, likely) + std::min(subnormal, n * dtype_spacing(p, 0) / 2 * m) + epsilon +
+         max_key;
 }
 
 // Step 10: split partials combined by log-sum-exp, or stored in a narrower dtype.
@@ -247,7 +273,8 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   const double n = std::max(1, in.visible_keys);
   const double d = std::max(1, in.head_dim);
   const double s = std::fabs(in.max_score_terms);
-  const double delta = s * per_score_error(in, d) + in.rotated_key_ambiguity + 4 * kU;
+  const double delta =
+      s * per_score_error(in, d) + in.rotated_key_ambiguity + exp_error(in.numerics) + 2 * kU;
 
   // Step 4: the row's own spread D when known, M otherwise. D is computed from double
   // weights, which underflow below 2^-1022: each key may hide up to 2^-1022 * 2M of it, so
@@ -267,6 +294,7 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   } else {
     parts.sums = kSafety * ((2 * n + 4) * kU * m + n * 0x1p-149);
   }
+  if (in.numerics.exp_ulps > 1) parts.sums += kSafety * n * 0x1p-125 * m;  // step 12
   parts.logit_error = delta;
   parts.softmax = kSafety * softmax_term;
   parts.p_rounding = p_rounding_term(in, m, n);

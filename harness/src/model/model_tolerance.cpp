@@ -89,6 +89,8 @@
 //     partials stored in a dtype are one more such rounding of the attention rows
 //   * rope_tables: cos/sin and the rotation rounded to the dtype, 9 u_d per rotated pair
 //     more, as tolerance.cpp derives it (rope)
+//   * exp_ulps: a coarse exp moves every weight by up to exp_ulps 2^-23 relative, added to
+//     p_round
 //   * p_normalised: the weights' rounding is the p term's either way; split_combine_lse's
 //     merge weights (off by about u times the largest score, tolerance.cpp step 10) get no
 //     term of their own: model scenarios have no score spreads, so u |score| stays below
@@ -262,7 +264,9 @@ std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
     p.attention = kU + beyond_f32(numerics.value_accumulation);
     p.q_store = rope && numerics.rotated_queries_in_storage.value_or(false) ? us : 0;
     p.score_sum = beyond_f32(numerics.score_accumulation);
-    p.p_round = numerics.p ? beyond_f32(*numerics.p) : 0;
+    // A coarse exp (exp_ulps) is one more relative error of every weight, as P's rounding.
+    p.p_round = (numerics.p ? beyond_f32(*numerics.p) : 0) +
+                (numerics.exp_ulps > 1 ? numerics.exp_ulps * 0x1p-23 : 0);
     (declared.whole_model ? p.logits_round : p.attention_round) = beyond_f32(numerics.output);
     p.attention_round += beyond_f32(numerics.split_partials);
     const auto sample = evaluate_reference(scenario, weights, &p);

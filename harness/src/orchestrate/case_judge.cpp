@@ -63,6 +63,7 @@ CaseVerdict CaseJudge::judge(std::span<const Property> properties, const EngineI
       if (property == Property::prefix) {
         verdict.rows_compared = outcome.rows_compared;
         verdict.rows_unjudged = outcome.rows_unjudged;
+        verdict.bound_used = outcome.bound_used;
       }
       if (hangs() > hangs_before) {
         // The engine hung (its own time limit killed it): the properties after this one

@@ -79,7 +79,8 @@ Json outcome_to_json(const PropertyOutcome& outcome) {
   Json j = {{"pass", outcome.pass},
             {"report", outcome.report},
             {"rows_compared", outcome.rows_compared},
-            {"rows_unjudged", outcome.rows_unjudged}};
+            {"rows_unjudged", outcome.rows_unjudged},
+            {"bound_used", outcome.bound_used}};
   if (outcome.signature) {
     j["signature"] = {static_cast<int>(outcome.signature->property),
                       static_cast<int>(outcome.signature->kind)};
@@ -94,6 +95,7 @@ PropertyOutcome outcome_from_json(const Json& j) {
   outcome.report = j.at("report").get<std::string>();
   outcome.rows_compared = j.at("rows_compared").get<int>();
   outcome.rows_unjudged = j.at("rows_unjudged").get<int>();
+  outcome.bound_used = j.at("bound_used").get<double>();
   if (j.contains("signature")) {
     outcome.signature = FailureSignature{static_cast<Property>(j["signature"].at(0).get<int>()),
                                          static_cast<FailureKind>(j["signature"].at(1).get<int>())};

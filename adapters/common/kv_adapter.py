@@ -1,0 +1,164 @@
+"""What every Python adapter shares, whatever library runs its kernel: poison, kvfuzz's
+RoPE in float64, the per-sequence cache of an engine that concatenates past and new keys,
+the step's checks, and the exec door (kvfuzz.exec_server, with rows as JSON lists).
+
+An adapter's engine class takes (config, options) and returns rows as arrays (numpy, or
+anything numpy can read); the exec door (`serve_exec`) turns them into JSON lists, the
+in-process door (`kvfuzz.check(factory)`) reads them as they are. Both doors make one
+engine per case. Standard library and numpy only: the ONNX Runtime and torch adapters
+import it from their folders (adapters/onnxruntime, adapters/torch).
+"""
+
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def round_up(n, multiple):
+    return -(-n // multiple) * multiple
+
+
+def poison_value(poison, np_dtype):
+    """What kvfuzz asks unused cache slots to hold, in the kernel's dtype: padding rows and
+    the unused tail of a preallocated buffer get it, so a kernel that reads them is seen."""
+    if poison == "huge":
+        return np.finfo(np_dtype).max
+    return {"nan": np.nan, "+inf": np.inf, "-inf": -np.inf}[poison]
+
+
+def rope_angles(config, positions):
+    """pos * theta^(-2i/head_dim) for i < head_dim/2, float64: (len(positions), head_dim/2)."""
+    half = np.arange(config.head_dim // 2, dtype=np.float64)
+    inv_freq = config.rope_theta ** (-2.0 * half / config.head_dim)
+    return np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
+
+
+def rotate(config, x, first_position, interleaved=False):
+    """x[token][head][head_dim] turned by kvfuzz's RoPE (NeoX half-split pairs (i, i + d/2))
+    at first_position + token, in float64 (the caller rounds it once to the kernel's dtype).
+    interleaved: GPT-J pairs (2i, 2i + 1) instead, the wrong style for negative controls."""
+    angles = rope_angles(config, first_position + np.arange(x.shape[0]))[:, None, :]
+    cos, sin = np.cos(angles), np.sin(angles)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = a * cos - b * sin, a * sin + b * cos
+        return out
+    half = x.shape[-1] // 2
+    a, b = x[..., :half], x[..., half:]
+    return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+
+
+def _copy(array):
+    """A copy of a numpy array or a torch tensor (which has clone, not copy)."""
+    clone = getattr(array, "clone", None)
+    return clone() if clone is not None else array.copy()
+
+
+class Caches:
+    """Per sequence, the cache as a concatenating engine keeps it: keys and values
+    (1, kv_heads, length, width) in the kernel's dtype, exactly the valid tokens. The keys
+    are what the kernel cached (rotated, for RoPE), so reset, truncate and fork are exact
+    operations on these arrays. zeros(shape) makes an empty one (numpy or torch)."""
+
+    def __init__(self, config, zeros, key_width, value_width):
+        self.shapes = (key_width, value_width)
+        self.kv_heads, self.zeros = config.kv_heads, zeros
+        self.entries = [self.empty() for _ in range(config.sequences)]
+
+    def empty(self):
+        return tuple(self.zeros((1, self.kv_heads, 0, w)) for w in self.shapes)
+
+    def check(self, seq):
+        if not 0 <= seq < len(self.entries):
+            raise IndexError(f"sequence {seq} out of range (the engine has {len(self.entries)})")
+
+    def length(self, seq):
+        return self.entries[seq][0].shape[2]
+
+    def reset(self, seq):
+        self.check(seq)
+        self.entries[seq] = self.empty()
+
+    def truncate(self, seq, keep):
+        self.check(seq)
+        if not 0 <= keep <= self.length(seq):
+            raise ValueError(f"sequence {seq} holds {self.length(seq)} tokens, cannot keep {keep}")
+        self.entries[seq] = tuple(_copy(a[:, :, :keep]) for a in self.entries[seq])
+
+    def fork(self, src, dst):
+        self.check(src)
+        self.check(dst)
+        if src == dst:
+            raise ValueError(f"fork of sequence {src} into itself")
+        self.entries[dst] = tuple(_copy(a) for a in self.entries[src])
+
+
+def check_step(chunks, caches, config, dtype, kernel):
+    """The step's sequences are distinct and in range, and the layout's values fit the
+    kernel (named in the message: "ORT's", "torch's")."""
+    seqs = [chunk.seq for chunk in chunks]
+    for seq in seqs:
+        caches.check(seq)
+    if len(set(seqs)) != len(seqs):
+        raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
+    if config.dtype != dtype and dtype != "f32":  # f32 holds every dtype's values
+        raise ValueError(
+            f"layout.dtype {config.dtype}: this engine runs {kernel} {dtype} kernel (supports.dtypes [{dtype}])"
+        )
+
+
+class CacheHistory:
+    """reset, truncate and fork of an engine whose per-sequence caches are `self.caches`."""
+
+    def reset(self, seq):
+        self.caches.reset(seq)
+
+    def truncate(self, seq, keep):
+        self.caches.truncate(seq, keep)
+
+    def fork(self, src, dst):
+        self.caches.fork(src, dst)
+
+
+class JsonRows:
+    """The exec door's view of an engine: the same engine, its rows as JSON lists."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        for field in ("name", "numerics", "supports"):
+            if hasattr(engine, field):
+                setattr(self, field, getattr(engine, field))
+
+    def step(self, chunks):
+        return [(list(positions), np.asarray(out, np.float64).tolist()) for positions, out in self.engine.step(chunks)]
+
+    def reset(self, seq):
+        self.engine.reset(seq)
+
+    def truncate(self, seq, keep):
+        self.engine.truncate(seq, keep)
+
+    def fork(self, src, dst):
+        self.engine.fork(src, dst)
+
+
+def serve_exec(factory):
+    """Serves kvfuzz's exec protocol (version 2: one process for every case) with factory(config),
+    through kvfuzz.exec_server.
+
+    The checkout's python/kvfuzz/exec_server.py by itself when it is there, else the installed
+    package's: the module is standard library only, so the exec door needs no kvfuzz package
+    in the interpreter (.venv has the kernels' libraries from scripts/setup.sh; the package
+    only once tests/python's python_install ran), and a check runs this checkout's loop, not
+    whichever version was installed last (nor one that pip is replacing)."""
+    sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
+    try:
+        from exec_server import serve
+    except ImportError:
+        from kvfuzz.exec_server import serve
+
+    serve(lambda config: JsonRows(factory(config)))
