@@ -102,7 +102,7 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "numerics      output bf16, P rounded to bf16, score sums f16, value sums f16; with RoPE: "
         "rotated keys in storage yes",
         "; split partials normalised, combined by log-sum-exp, stored in bf16; P normalised "
-        "first yes; RoPE tables in bf16\n",
+        "first yes; RoPE tables in bf16; exp within 1024 ulps\n",
         "supports      storage f16, bf16; head_dim a multiple of 8, at most 256 (value_dim = "
         "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows\n",
         "bitwise       batch, schedule, layout, poison\n"}) {
@@ -115,7 +115,7 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
        {"numerics      output f32, P not rounded, score sums f32, value sums f32; with RoPE: "
         "rotated keys in storage not said, rotated queries in storage not said, angles in double "
         "not said; split partials combined rescaled, stored in f32; P normalised first no; RoPE "
-        "tables in f32\n",
+        "tables in f32; exp within 1 ulp\n",
         "supports      storage f32, f16, bf16; head_dim any; q heads any; context any\n",
         "bitwise       none", "engine        paged (honest)\n",
         "capabilities  truncate yes, fork yes\n"}) {

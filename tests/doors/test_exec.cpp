@@ -271,7 +271,8 @@ TEST(ExecEngine, NumericsAndSupportsInHelloAreReadBackExactly) {
                                           .value_accumulation = DType::f16,
                                           .rotated_keys_in_storage = true,
                                           .rotated_queries_in_storage = true,
-                                          .rope_angles_exact = true}));
+                                          .rope_angles_exact = true,
+                                          .exp_ulps = 1024}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::bf16, DType::f16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
@@ -775,6 +776,8 @@ TEST(ExecResolve, MalformedDeclarationsFailWithOneLineNamingTheField) {
        {R"($.numerics.value_accumulation: expected one of "f32", "f16", got the string 'bf16')"}},
       {misbehaving("numerics-rotated-null"),
        {"$.numerics.rotated_keys_in_storage: expected true or false, got null"}},
+      {misbehaving("numerics-exp-ulps-0"),
+       {"$.numerics.exp_ulps: expected a positive integer, got the number 0"}},
       {misbehaving("numerics-misspelt"),
        {"$.numerics.ouptut: unknown field; expected one of output, p, score_accumulation, "
         "value_accumulation, rotated_keys_in_storage, rotated_queries_in_storage, "

@@ -243,7 +243,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .split_combine_lse = true,
                                           .split_partials = DType::bf16,
                                           .p_normalised = true,
-                                          .rope_tables = DType::bf16}));
+                                          .rope_tables = DType::bf16,
+                                          .exp_ulps = 1024}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::f16, DType::bf16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,
@@ -309,6 +310,7 @@ EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
     declared.numerics.split_partials = defaults.split_partials;
     declared.numerics.p_normalised = defaults.p_normalised;
     declared.numerics.rope_tables = defaults.rope_tables;
+    declared.numerics.exp_ulps = defaults.exp_ulps;
   }
   return declared;
 }

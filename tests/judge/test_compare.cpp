@@ -61,6 +61,48 @@ TEST(Compare, ErrorWithinBoundPasses) {
   EXPECT_TRUE(compare_run(s, p, run).pass);
 }
 
+// The largest share of the bound a passing value used (Verdict::bound_used): about a half
+// for a value off by half its bound, near 0 (1.4%) for the reference rounded to float.
+TEST(Compare, TheVerdictSaysHowMuchOfTheBoundAPassingRowUsed) {
+  const Scenario s = worked_example();
+  const Prepared p = prepare(s);
+  EXPECT_LT(compare_run(s, p, exact_run(p)).bound_used, 0.05);  // the rounding to float
+  EngineRun run = exact_run(p);
+  const double bound = p.reference.at(RowKey{0, 0, 3}).bound[0];
+  run.rows[3].values[0] = static_cast<float>(7.5 + bound / 2);  // f32 spacing: 1.3% of bound
+  EXPECT_NEAR(compare_run(s, p, run).bound_used, 0.5, 0.02);
+}
+
+// torch's CPU flash attention in bf16 (adapters/torch), shrunk to two keys: scores 2.625
+// and -2.5, values 4 and 0. Its fexp_u20 gives exp(0) = 0.99995, which P rounds to 1 while
+// the normaliser keeps 0.99995 + exp(-5.125): 4 / 1.00589 = 3.97657 rounds up to 3.984375,
+// against the exact 3.97636 (which rounds down). Within the bound only when the engine
+// declares its exp's error (numerics.exp_ulps, tolerance.cpp step 12).
+TEST(Compare, ACoarseExpPassesWhenDeclaredAndFailsWhenNot) {
+  Scenario s;
+  s.layout.dtype = DType::bf16;
+  s.layout.scale = 1.0;
+  s.tokens = std::vector<ExplicitToken>{ExplicitToken{{{1}}, {{2.625}}, {{4}}},
+                                        ExplicitToken{{{1}}, {{-2.5}}, {{0}}}};
+  s.program = {Op::append(0, {0, 1})};
+  const auto verdict = [&](int exp_ulps) {
+    const EngineNumerics numerics{
+        .output = DType::bf16, .p = DType::bf16, .rope_angles_exact = true, .exp_ulps = exp_ulps};
+    const Prepared p = prepare(s, numerics);
+    EngineRun run = exact_run(p);
+    EXPECT_NEAR(p.reference.at(RowKey{0, 0, 1}).values[0], 3.9763557, 1e-6);
+    run.rows[0].values[0] = 4;
+    run.rows[1].values[0] = 3.984375;
+    return compare(p.slots, p.reference, run, 1, 1, DType::bf16);
+  };
+  const Verdict undeclared = verdict(1);
+  ASSERT_FALSE(undeclared.pass);
+  EXPECT_EQ(undeclared.first->key, (RowKey{0, 0, 1}));
+  const Verdict declared = verdict(1024);
+  EXPECT_TRUE(declared.pass);
+  EXPECT_LT(declared.bound_used, 1.0);
+}
+
 TEST(Compare, MismatchAboveBound) {
   const Scenario s = worked_example();
   const Prepared p = prepare(s);

@@ -74,6 +74,7 @@ DECLARED_NUMERICS = {
     "rotated_keys_in_storage": True,
     "rotated_queries_in_storage": True,
     "rope_angles_exact": True,
+    "exp_ulps": 1024,
 }
 DECLARED_SUPPORTS = {
     "dtypes": ["bf16", "f16"],
@@ -96,6 +97,7 @@ DECLARATIONS = {
     "numerics-f32-p": {"numerics": {"p": "f32"}},
     "numerics-bf16-accumulation": {"numerics": {"value_accumulation": "bf16"}},
     "numerics-rotated-null": {"numerics": {"rotated_keys_in_storage": None}},
+    "numerics-exp-ulps-0": {"numerics": {"exp_ulps": 0}},
     "numerics-misspelt": {"numerics": {"ouptut": "bf16"}},
     "supports-empty-dtypes": {"supports": {"dtypes": []}},
     "supports-dtype-twice": {"supports": {"dtypes": ["f16", "bf16", "f16"]}},

@@ -95,6 +95,7 @@ struct Table {
     all.numerics = KVFUZZ_NUMERICS_SPLIT_COMBINE_LSE | KVFUZZ_NUMERICS_P_NORMALISED;
     all.split_partials_dtype = KVFUZZ_DTYPE_BF16;
     all.rope_tables_dtype = KVFUZZ_DTYPE_BF16;
+    all.exp_ulps = 1024;
 
     kvfuzz_engine_api& some = engines[1];
     some.rotated_keys_in_storage = 0;
