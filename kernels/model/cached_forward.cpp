@@ -17,10 +17,12 @@ namespace kvfuzz {
 TransformerRun run_transformer(const Scenario& scenario, const TransformerWeights& weights,
                                std::span<const EngineInfo* const> layer_engines) {
   TransformerRun run;
-  const auto fail = [&](std::string message, RowOrigin at, int layer) {
+  const auto fail = [&](std::string message, RowOrigin at, int layer,
+                        EngineErrorKind kind = EngineErrorKind::error) {
     run.error = std::move(message);
     run.error_at = at;
     run.error_layer = layer;
+    run.error_kind = kind;
     return run;
   };
   if (!scenario.model) return fail("the scenario has no model", {}, -1);
@@ -59,7 +61,7 @@ TransformerRun run_transformer(const Scenario& scenario, const TransformerWeight
     try {
       stepped = forward->step(ins);
     } catch (const model::LayerFailure& e) {
-      return fail(e.what(), {op_index, e.chunk < 0 ? 0 : e.chunk, 0}, e.layer);
+      return fail(e.what(), {op_index, e.chunk < 0 ? 0 : e.chunk, 0}, e.layer, e.kind);
     }
     size_t r = 0;
     for (size_t c = 0; c < chunks.size(); ++c) {

@@ -142,6 +142,8 @@ void CachedTransformer::attend(size_t l, std::span<const ModelChunkIn> chunks,
   outs_.assign(ins_.size(), ChunkOut{});
   try {
     engines_[l]->step(std::span<const ChunkIn>(ins_), std::span<ChunkOut>(outs_));
+  } catch (const EngineError& e) {
+    throw LayerFailure(std::string("engine threw: ") + e.what(), layer, -1, e.kind);
   } catch (const std::exception& e) {
     throw LayerFailure(std::string("engine threw: ") + e.what(), layer);
   }

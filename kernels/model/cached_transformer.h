@@ -21,9 +21,11 @@ namespace kvfuzz::model {
 
 // Something went wrong in layer `layer` (-1: outside the layers, say a token id outside
 // the vocabulary); `chunk` is the step's chunk it concerns, -1 for the whole step.
+// `kind`: a layer engine's own EngineError kind (a race the SIMT launcher saw) passes through.
 struct LayerFailure : EngineError {
-  LayerFailure(const std::string& message, int failed_layer, int failed_chunk = -1)
-      : EngineError(message), layer(failed_layer), chunk(failed_chunk) {}
+  LayerFailure(const std::string& message, int failed_layer, int failed_chunk = -1,
+               EngineErrorKind failed_kind = EngineErrorKind::error)
+      : EngineError(failed_kind, message), layer(failed_layer), chunk(failed_chunk) {}
   int layer;
   int chunk;
 };

@@ -64,6 +64,7 @@ struct TransformerRun {
   std::string error;                 // an engine threw or returned a wrong shape
   RowOrigin error_at;
   int error_layer = -1;
+  EngineErrorKind error_kind = EngineErrorKind::error;  // a hazard's kind passes through
   // What the layers' engines declare (layer 0's): the model tolerance models it.
   EngineNumerics numerics;
 };

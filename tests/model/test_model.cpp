@@ -463,6 +463,33 @@ TEST(ModelMutants, GeneratedModelScenariosRejectTheSpreadAndWidePoolMutants) {
   }
 }
 
+// A kernel hazard the SIMT launcher reports in a layer's engine keeps its kind at model
+// level (a race is a race, not an engine error), and the report names it at its layer.
+TEST(ModelMutants, TheHazardMutantsAreNamedByTheirKindAtModelLevel) {
+  for (const auto& [name, kind] :
+       {std::pair{"cuda-race-unsynced-pages", FailureKind::race},
+        std::pair{"cuda-barrier-per-branch", FailureKind::barrier_divergence},
+        std::pair{"cuda-race-merge-no-syncwarp", FailureKind::race}}) {
+    const EngineInfo& mutant = test::engine(name);
+    const NamedDeclarations declared{mutant.name, probe_declarations(mutant)};
+    const GeneratorOptions options =
+        generator_options_from_declarations(std::span(&declared, 1), SizeCaps{.model = true});
+    std::optional<ModelVerdict> rejected;
+    for (int i = 0; i < 20 && !rejected; ++i) {
+      PrngChoiceSource choices(case_seed(3, i));
+      ModelVerdict verdict = judge_model(generate_scenario(choices, options), mutant);
+      if (!verdict.pass) rejected = std::move(verdict);
+    }
+    ASSERT_TRUE(rejected.has_value()) << name << " passed 20 generated model scenarios";
+    ASSERT_TRUE(rejected->failure.has_value()) << name;
+    EXPECT_EQ(rejected->failure->kind, kind) << name;
+    const std::string report = describe_model_divergence(*rejected);
+    EXPECT_NE(report.find(": " + std::string(failure_kind_name(kind)) + " at op "),
+              std::string::npos)
+        << report;
+  }
+}
+
 TEST(ModelMutants, TheFaultyLayerIsTheFirstDivergingLayer) {
   const EngineInfo* honest = find_engine("flash");
   for (const EngineInfo* mutant : registry(true)) {

@@ -119,10 +119,16 @@ Divergence wrong_position(const TransformerRow& row, int layer, int64_t reported
   return d;
 }
 
+// How a report names an engine's error: "engine error", or a hazard's own kind ("race").
+std::string error_name(FailureKind kind) {
+  return kind == FailureKind::engine_error ? "engine error" : std::string(failure_kind_name(kind));
+}
+
 // The run's engine error, at its layer (or the model's set-up when no layer is known). It
 // has no row: the key stays empty.
 Divergence engine_error(const TransformerRun& run) {
-  Divergence d = model_divergence(FailureKind::engine_error, ModelSite::engine, run.error_layer);
+  Divergence d =
+      model_divergence(failure_kind_of(run.error_kind), ModelSite::engine, run.error_layer);
   d.origin = run.error_at;
   d.detail = run.error;
   return d;
@@ -319,8 +325,9 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
   }
   if (const auto& d = verdict.first_layer) {
     const std::string layer = d->layer >= 0 ? "layer " + std::to_string(d->layer) : "model";
-    if (d->kind == FailureKind::engine_error) {
-      text += layer + ": engine error at " + to_string(d->origin) + ": " + d->detail + "\n";
+    if (is_engine_error(d->kind)) {
+      text += layer + ": " + error_name(d->kind) + " at " + to_string(d->origin) + ": " + d->detail +
+              "\n";
     } else if (d->kind == FailureKind::wrong_position) {
       text += layer + ": first divergence at " + to_string(d->key) + " (" + to_string(d->origin) +
               "): wrong-position: " + d->detail + "\n";
@@ -351,8 +358,8 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
       !(l && l->layer == f->layer && l->site == f->site && l->key == f->key)) {
     const std::string layer = f->layer >= 0 ? "layer " + std::to_string(f->layer) : "model";
     text += "fails on: " + layer + ", " +
-            (f->kind == FailureKind::engine_error
-                 ? "engine error at " + to_string(f->origin) + ": " + f->detail
+            (is_engine_error(f->kind)
+                 ? error_name(f->kind) + " at " + to_string(f->origin) + ": " + f->detail
                  : "wrong-position at " + to_string(f->key) + " (" + to_string(f->origin) +
                        "): " + f->detail) +
             "\n";
