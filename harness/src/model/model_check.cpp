@@ -326,8 +326,8 @@ std::string describe_model_divergence(const ModelVerdict& verdict) {
   if (const auto& d = verdict.first_layer) {
     const std::string layer = d->layer >= 0 ? "layer " + std::to_string(d->layer) : "model";
     if (is_engine_error(d->kind)) {
-      text += layer + ": " + error_name(d->kind) + " at " + to_string(d->origin) + ": " + d->detail +
-              "\n";
+      text += layer + ": " + error_name(d->kind) + " at " + to_string(d->origin) + ": " +
+              d->detail + "\n";
     } else if (d->kind == FailureKind::wrong_position) {
       text += layer + ": first divergence at " + to_string(d->key) + " (" + to_string(d->origin) +
               "): wrong-position: " + d->detail + "\n";

@@ -32,6 +32,7 @@ PropertyOutcome judge_model_property(Property property, const Scenario& scenario
   if (property == Property::prefix) {
     result.rows_compared = base.rows_compared;  // the logits rows
     if (base.pass) {
+      result.bound_used = base.worst_logits_ratio;  // the logits' largest error / bound
       result.report =
           "prefix (model level): pass (" + std::to_string(base.rows_compared) + " logits rows)\n";
       return result;
