@@ -12,6 +12,7 @@ reported with its raw fixture and case seed, not shrunk."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -96,12 +97,20 @@ class CheckResult:
         return "\n".join([head + f": FAIL ({broke})"] + [str(f) for f in self.findings])
 
 
+def shell_command(*words: str) -> str:
+    """A command line that runs as printed from any folder and shell: the interpreter that
+    runs kvfuzz now (its absolute path, so that its packages come along, kvfuzz's included,
+    whatever PATH and the virtual environment are there), then `-m kvfuzz` and the words,
+    each quoted for a POSIX shell."""
+    return " ".join(shlex.quote(word) for word in (sys.executable, "-m", "kvfuzz") + words)
+
+
 def replay_command(path: str, factory) -> str:
     """The one line that replays `path` on the engine `factory` makes."""
     spec = factory_spec(factory)
     if spec is None:
         return f"kvfuzz.replay({path!r}, <your engine factory>)"
-    return f"{os.path.basename(sys.executable)} -m kvfuzz replay {path} --engine {spec}"
+    return shell_command("replay", os.path.abspath(path), "--engine", spec)
 
 
 def rerun_command(seed: int, factory, properties: List[str], max_tokens: int, timeout: float) -> str:
@@ -109,14 +118,14 @@ def rerun_command(seed: int, factory, properties: List[str], max_tokens: int, ti
     spec = factory_spec(factory)
     if spec is None:
         return f"kvfuzz.check(<your engine factory>, case_seed={seed})"
-    command = f"{os.path.basename(sys.executable)} -m kvfuzz check --engine {spec} --case-seed {seed}"
+    words = ["check", "--engine", spec, "--case-seed", str(seed)]
     if properties != check_properties(None):
-        command += f" --property {','.join(properties)}"
+        words += ["--property", ",".join(properties)]
     if max_tokens:
-        command += f" --max-tokens {max_tokens}"
+        words += ["--max-tokens", str(max_tokens)]
     if timeout != 600:
-        command += f" --timeout {timeout:g}"
-    return command
+        words += ["--timeout", f"{timeout:g}"]
+    return shell_command(*words)
 
 
 def _shrunk(eng, raw_path: str, prop: str, out: str, shrink_seconds: float):

@@ -44,8 +44,8 @@ def builtin_engines() -> list:
 
 
 def factory_spec(factory: Any) -> Optional[str]:
-    """`path.py:Attr` for a factory defined at the top of a file (the path relative to the
-    working directory when below it), `module:Attr` for one of an installed module, or
+    """`/abs/path.py:Attr` for a factory defined at the top of a file (absolute, so that a
+    printed command runs from any folder), `module:Attr` for one of an installed module, or
     None when it cannot be imported by name (defined inside a function, a lambda)."""
     qualname = getattr(factory, "__qualname__", None)
     module_name = getattr(factory, "__module__", None)
@@ -54,9 +54,7 @@ def factory_spec(factory: Any) -> Optional[str]:
     module = sys.modules.get(module_name)
     path = getattr(module, "__file__", None)
     if path and (module_name == "__main__" or _outside_site_packages(path)):
-        path = os.path.abspath(path)
-        relative = os.path.relpath(path)
-        return f"{path if relative.startswith('..') else relative}:{qualname}"
+        return f"{os.path.abspath(path)}:{qualname}"
     if module_name == "__main__":
         return None
     return f"{module_name}:{qualname}"

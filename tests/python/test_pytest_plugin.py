@@ -168,7 +168,8 @@ def test_a_crashing_engine_fails_its_test_with_the_raw_fixture_and_pytest_goes_o
     (shrunk,) = re.findall(r"shrunk fixture: +(\S+-crash-SIGSEGV-\w+\.json)", failure_reports(done.stdout))
     assert kvfuzz.load_fixture(shrunk).ops == 1  # the reset alone
     replay = r"replay: +.+ -m kvfuzz replay " + re.escape(shrunk)
-    assert re.search(replay + " --engine test_crashing.py:Segfaulting", done.stdout), done.stdout
+    # The engine by its absolute path: the command runs from any folder.
+    assert re.search(replay + r" --engine /\S*/test_crashing\.py:Segfaulting", done.stdout), done.stdout
     (rerun,) = re.findall(r"rerun: +.+ -m kvfuzz (check --engine \S+:Segfaulting .+)", failure_reports(done.stdout))
     assert re.search(r"rerun: +.+:Hanging .*--timeout 1\b", done.stdout), done.stdout
     assert "--case-seed " + head.group(2) in rerun and "--timeout 120" in rerun
