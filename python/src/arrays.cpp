@@ -1,6 +1,7 @@
 #include "arrays.h"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>  // nb::cast<std::string>: without it a message is a bad_cast
 
 #include <cstring>
 #include <memory>
@@ -23,10 +24,6 @@ std::string shape_text(const std::vector<size_t>& shape) {
     text += (i ? ", " : "") + std::to_string(shape[i]);
   }
   return text + (shape.size() == 1 ? ",)" : ")");
-}
-
-std::string python_type_of(nb::handle value) {
-  return nb::cast<std::string>(nb::type_name(value.type()));
 }
 
 // One value of a CPU array of a floating dtype, or false for another dtype.
@@ -112,19 +109,47 @@ void read_output(nb::handle value, const std::vector<size_t>& shape, std::string
   }
 }
 
+std::string python_type_of(nb::handle value) {
+  return nb::cast<std::string>(nb::type_name(value.type()));
+}
+
+std::string python_repr(nb::handle value, size_t limit) {
+  try {
+    std::string text = nb::cast<std::string>(nb::repr(value));
+    return text.size() > limit ? text.substr(0, limit) + "..." : text;
+  } catch (const std::exception&) {
+    return "?";
+  }
+}
+
 void read_positions(nb::handle positions, size_t tokens, std::string_view what,
                     std::vector<int64_t>& into) {
   into.clear();
+  const std::string expected = "a sequence of " + std::to_string(tokens) + " integers";
+  nb::object items;
   try {
-    if (nb::hasattr(positions, "tolist")) {
-      nb::object list = positions.attr("tolist")();
-      for (nb::handle p : list) into.push_back(nb::cast<int64_t>(p));
-    } else {
-      for (nb::handle p : positions) into.push_back(nb::cast<int64_t>(p));
+    items = nb::hasattr(positions, "tolist") ? positions.attr("tolist")()
+                                             : nb::borrow<nb::object>(positions);
+    for (nb::handle p : items) {
+      // An int, not a bool (an int to Python) nor a float that happens to be whole: a
+      // position is an index, and a float one says the engine computed it wrongly.
+      if (!nb::isinstance<nb::int_>(p) || nb::isinstance<nb::bool_>(p)) {
+        std::string message = std::string(what) + "[" + std::to_string(into.size()) + "] is a " +
+                              python_type_of(p) + " (" + python_repr(p) +
+                              "); expected an integer position: " + expected;
+        if (nb::isinstance<nb::list>(p) || nb::isinstance<nb::tuple>(p)) {
+          message += " (is the pair (out, positions) instead of (positions, out)?)";
+        }
+        throw EngineError(message);
+      }
+      into.push_back(nb::cast<int64_t>(p));
     }
-  } catch (const std::exception&) {
-    throw EngineError(std::string(what) + " is a " + python_type_of(positions) +
-                      "; expected a sequence of " + std::to_string(tokens) + " integers");
+  } catch (const nb::python_error&) {
+    throw EngineError(std::string(what) + " is a " + python_type_of(positions) + " (" +
+                      python_repr(positions) + "); expected " + expected);
+  } catch (const nb::cast_error&) {
+    throw EngineError(std::string(what) + "[" + std::to_string(into.size()) +
+                      "] is an integer out of the range of int64; expected " + expected);
   }
   if (into.size() != tokens) {
     throw EngineError(std::string(what) + " holds " + std::to_string(into.size()) +

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,8 +29,14 @@ nanobind::object input_array(std::span<const float> values, size_t d0, size_t d1
 void read_output(nanobind::handle array, const std::vector<size_t>& shape, std::string_view what,
                  std::vector<float>& into);
 
-// One integer per token: a sequence or a 1-D array of integers.
+// One integer per token: a sequence or a 1-D array of integers. A wrong element is named
+// with its index, type and value ("step's result 0's positions[0] is a float (0.0)").
 void read_positions(nanobind::handle positions, size_t tokens, std::string_view what,
                     std::vector<int64_t>& into);
+
+// A Python value's type as its messages name it ("numpy.ndarray", "generator").
+std::string python_type_of(nanobind::handle value);
+// repr(value), cut to `limit` characters.
+std::string python_repr(nanobind::handle value, size_t limit = 40);
 
 }  // namespace kvfuzz::python

@@ -96,7 +96,19 @@ class PythonEngine final : public Engine {
                       static_cast<size_t>(l.value_dim))});
     }
     const nb::object results = calling_python("step", [&] { return engine_.attr("step")(list); });
-    const size_t count = calling_python("step", [&] { return nb::len(results); });
+    // kvfuzz needs the results' length and each by index: a generator or a set is the
+    // engine's answer in the wrong shape, said as such (not as the TypeError of our len()).
+    const auto sequence = [](nb::handle value) {
+      return nb::hasattr(value, "__len__") && nb::hasattr(value, "__getitem__") &&
+             !nb::isinstance<nb::str>(value);
+    };
+    if (!sequence(results)) {
+      throw EngineError("step returned a " + python_type_of(results) + " (" +
+                        python_repr(results) + "); expected a list of " +
+                        std::to_string(chunks.size()) +
+                        " (positions, out) pairs, one per chunk, in the chunks' order");
+    }
+    const size_t count = calling_python("len() of step's result", [&] { return nb::len(results); });
     if (count != chunks.size()) {
       throw EngineError("step returned " + std::to_string(count) + " results for " +
                         std::to_string(chunks.size()) +
@@ -104,9 +116,10 @@ class PythonEngine final : public Engine {
     }
     for (size_t i = 0; i < chunks.size(); ++i) {
       const std::string what = "step's result " + std::to_string(i);
-      const nb::object pair = results[i];
-      if (calling_python(what, [&] { return nb::len(pair); }) != 2) {
-        throw EngineError(what + " is not a (positions, out) pair");
+      const nb::object pair = calling_python(what, [&] { return results[i]; });
+      if (!sequence(pair) || calling_python(what, [&] { return nb::len(pair); }) != 2) {
+        throw EngineError(what + " is a " + python_type_of(pair) + " (" + python_repr(pair) +
+                          "); expected a (positions, out) pair");
       }
       const auto tokens = static_cast<size_t>(chunks[i].tokens);
       read_positions(pair[0], tokens, what + "'s positions", outs[i].positions);

@@ -158,6 +158,45 @@ def test_a_wrongly_shaped_output_is_an_engine_error_naming_the_shape():
     assert re.search(r"out has shape \(\d+, 1, 0\); expected \(\d+, 1, 1\)", outcome.report)
 
 
+class _Answering(NumpyEngine):
+    """The numpy engine, its step's answer passed through `answer` (a malformed one)."""
+
+    answer = staticmethod(lambda results: results)
+
+    def step(self, chunks):
+        return type(self).answer(super().step(chunks))
+
+
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        # Each message names the method, the field, what was expected and what arrived (issue
+        # 26: the first three were "std::bad_cast", the generator our len()'s TypeError).
+        (lambda rs: [(np.asarray(p, np.float64), o) for p, o in rs],
+         r"step's result 0's positions\[0\] is a float \(0\.0\); expected an integer position: "
+         r"a sequence of \d+ integers"),
+        (lambda rs: [(o, p) for p, o in rs],
+         r"step's result 0's positions\[0\] is a list \(.*\); expected an integer position: .*"
+         r"\(is the pair \(out, positions\) instead of \(positions, out\)\?\)"),
+        (lambda rs: [("abc", o) for p, o in rs],
+         r"step's result 0's positions\[0\] is a str \('a'\); expected an integer position"),
+        (lambda rs: [(None, o) for p, o in rs],
+         r"step's result 0's positions is a NoneType \(None\); expected a sequence of \d+ integers"),
+        (lambda rs: (r for r in rs),
+         r"step returned a generator \(<generator object .*\); expected a list of \d+ "
+         r"\(positions, out\) pairs, one per chunk"),
+        (lambda rs: [(p, o, 1) for p, o in rs],
+         r"step's result 0 is a tuple \(.*\); expected a \(positions, out\) pair"),
+    ],
+)  # fmt: skip
+def test_a_malformed_answer_names_the_method_the_field_and_what_arrived(answer, message):
+    engine = type("Malformed", (_Answering,), {"answer": staticmethod(answer)})
+    outcome = kvfuzz.judge(kvfuzz.load_fixture(WORKED), engine, "prefix")
+    assert outcome.signature == "prefix/engine-error", outcome.report
+    assert "bad_cast" not in outcome.report and "has no len()" not in outcome.report
+    assert re.search(message, outcome.report), outcome.report
+
+
 def test_keyboard_interrupt_in_the_engine_stops_a_check_in_this_process(tmp_path):
     class Interrupted(NumpyEngine):
         def step(self, chunks):
