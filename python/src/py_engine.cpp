@@ -103,9 +103,8 @@ class PythonEngine final : public Engine {
              !nb::isinstance<nb::str>(value);
     };
     if (!sequence(results)) {
-      throw EngineError("step returned a " + python_type_of(results) + " (" +
-                        python_repr(results) + "); expected a list of " +
-                        std::to_string(chunks.size()) +
+      throw EngineError("step returned a " + python_type_of(results) + " (" + python_repr(results) +
+                        "); expected a list of " + std::to_string(chunks.size()) +
                         " (positions, out) pairs, one per chunk, in the chunks' order");
     }
     const size_t count = calling_python("len() of step's result", [&] { return nb::len(results); });
