@@ -3,6 +3,7 @@
 #include <nanobind/stl/string.h>
 
 #include <csignal>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -67,13 +68,23 @@ doors::HelloReply read_declarations(nb::handle engine) {
   }
 }
 
+// Engine objects whose class defines new_case(config), idle between uses: kvfuzz makes an
+// engine for every case, property variant and shrink candidate (about 11 a case for all
+// six properties), and such an object is handed the next one's config instead of being
+// built again. Touched only with the GIL held.
+using IdleEngines = std::vector<nb::object>;
+
 class PythonEngine final : public Engine {
  public:
-  PythonEngine(nb::object engine, const EngineConfig& config)
-      : engine_(std::move(engine)), layout_(config.layout), declared_(read_declarations(engine_)) {}
+  PythonEngine(nb::object engine, const EngineConfig& config, std::shared_ptr<IdleEngines> idle)
+      : engine_(std::move(engine)),
+        layout_(config.layout),
+        declared_(read_declarations(engine_)),
+        idle_(std::move(idle)) {}
 
   ~PythonEngine() override {
     nb::gil_scoped_acquire gil;
+    if (idle_ && nb::hasattr(engine_, "new_case")) idle_->push_back(std::move(engine_));
     engine_.reset();
   }
 
@@ -142,6 +153,7 @@ class PythonEngine final : public Engine {
   nb::object engine_;
   Layout layout_;
   doors::HelloReply declared_;
+  std::shared_ptr<IdleEngines> idle_;
 };
 
 }  // namespace
@@ -190,11 +202,23 @@ std::shared_ptr<const EngineInfo> python_engine_info(nb::object factory, std::st
     nb::gil_scoped_acquire gil;
     delete p;
   });
-  info->make = [held](const EngineConfig& config) -> std::unique_ptr<Engine> {
+  auto idle = std::shared_ptr<IdleEngines>(new IdleEngines, [](IdleEngines* p) {
+    nb::gil_scoped_acquire gil;
+    delete p;
+  });
+  info->make = [held, idle](const EngineConfig& config) -> std::unique_ptr<Engine> {
+    if (!idle->empty()) {
+      // An engine of a finished case, handed this one (docs/python.md, "Engine reuse"): it
+      // must forget everything of the last, as a new object would.
+      nb::object engine = std::move(idle->back());
+      idle->pop_back();
+      calling_python("new_case", [&] { engine.attr("new_case")(nb::cast(config)); });
+      return std::make_unique<PythonEngine>(std::move(engine), config, idle);
+    }
     nb::object engine =
         calling_python("the engine factory", [&] { return (*held)(nb::cast(config)); });
     if (engine.is_none()) throw EngineError("the engine factory returned None");
-    return std::make_unique<PythonEngine>(std::move(engine), config);
+    return std::make_unique<PythonEngine>(std::move(engine), config, idle);
   };
   return info;
 }
