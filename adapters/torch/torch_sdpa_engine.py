@@ -2,7 +2,12 @@
 """torch.nn.functional.scaled_dot_product_attention on the CPU, natively in bf16, f16 or
 f32, as a kvfuzz engine:
 
+    kvfuzz check --engine "exec:.venv/bin/python adapters/torch/torch_sdpa_engine.py"
     kvfuzz check --engine "exec:.venv/bin/python adapters/torch/torch_sdpa_engine.py --dtype bf16"
+
+By default (--dtype layout) it computes in each case's layout dtype and declares that
+case's numerics (numerics keyed by dtype: one engine for all three); --dtype D takes only
+layouts of D.
 
     import kvfuzz, torch_sdpa_engine                     # in-process, the same engine
     kvfuzz.check(torch_sdpa_engine.factory(["--dtype", "bf16"]), cases=100)
@@ -58,7 +63,7 @@ EXP_ULPS = {"bf16": 1024, "f16": 1024, "f32": 20}
 
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES), default="bf16")
+    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES) + ["layout"], default="layout")
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     return parser.parse_args(argv)
 
@@ -91,12 +96,17 @@ def numerics(dtype, bug=None):
 class TorchSdpaEngine(common.CacheHistory):
     def __init__(self, config, options):
         self.config, self.options = config, options
-        self.dtype = options.dtype
+        self.dtype = config.dtype if options.dtype == "layout" else options.dtype
         self.torch_dtype = TORCH_DTYPES[self.dtype]
-        self.name = f"torch-{torch.__version__}-sdpa-cpu-{self.dtype}"
+        self.name = f"torch-{torch.__version__}-sdpa-cpu-{options.dtype}"
         self.name += f" (bug: {options.bug})" if options.bug else ""
-        self.numerics = numerics(self.dtype, options.bug)
-        self.supports = {"dtypes": [self.dtype], "value_dim_is_head_dim": True}
+        if options.dtype == "layout":
+            # Each case's numerics, by its dtype (kvfuzz.exec_server.layout_numerics).
+            self.numerics = {dtype: numerics(dtype, options.bug) for dtype in TORCH_DTYPES}
+            self.supports = {"value_dim_is_head_dim": True}
+        else:
+            self.numerics = numerics(self.dtype, options.bug)
+            self.supports = {"dtypes": [self.dtype], "value_dim_is_head_dim": True}
         zeros = lambda shape: torch.zeros(shape, dtype=self.torch_dtype)  # noqa: E731
         self.caches = common.Caches(config, zeros, config.head_dim, config.value_dim)
 

@@ -139,8 +139,24 @@ def config_from_hello(request):
     )
 
 
-def declarations(engine, protocol):
-    """The reply to hello and to new_case: the version, the name and what the engine declares."""
+DTYPES = ("f32", "f16", "bf16")
+
+
+def layout_numerics(numerics, dtype):
+    """An engine's `numerics` for a layout of `dtype`: the dict itself; or, for one keyed by
+    dtype ({"bf16": {...}, "f16": {...}}: an engine that computes in the layout's dtype),
+    the dtype's entry ({} when it has none: the defaults); or, for a method, what it
+    returns for the dtype. The in-process door (kvfuzz.check) asks this function too."""
+    if callable(numerics):
+        numerics = numerics(dtype)
+    if isinstance(numerics, dict) and numerics and all(key in DTYPES for key in numerics):
+        return numerics.get(dtype, {})
+    return numerics
+
+
+def declarations(engine, protocol, dtype="f32"):
+    """The reply to hello and to new_case: the version, the name and what the engine declares
+    (its numerics for the case's dtype: layout_numerics)."""
     capabilities = {"truncate": hasattr(engine, "truncate"), "fork": hasattr(engine, "fork")}
     name = getattr(engine, "name", type(engine).__name__)
     reply = {"ok": True, "protocol": protocol, "name": name, "capabilities": capabilities}
@@ -148,6 +164,8 @@ def declarations(engine, protocol):
     for field in ("bitwise", "numerics", "supports"):
         if hasattr(engine, field):
             reply[field] = getattr(engine, field)
+    if "numerics" in reply:
+        reply["numerics"] = layout_numerics(reply["numerics"], dtype)
     return reply
 
 
@@ -170,14 +188,16 @@ class Session:
                 ours = " or ".join(str(v) for v in self.protocols)
                 raise ValueError(f"this engine speaks protocol {ours}; kvfuzz offered {offered}")
             self.protocol = max(common)
-            self.engine = self.make_engine(config_from_hello(request))
-            return declarations(self.engine, self.protocol)
+            config = config_from_hello(request)
+            self.engine = self.make_engine(config)
+            return declarations(self.engine, self.protocol, config.dtype)
         if self.protocol is None:
             raise RuntimeError(f"'{op}' before hello")
         if op == "new_case" and self.protocol >= 2:
             self.engine = None  # the last case's engine is gone even if the next one fails
-            self.engine = self.make_engine(config_from_hello(request))
-            return declarations(self.engine, self.protocol)
+            config = config_from_hello(request)
+            self.engine = self.make_engine(config)
+            return declarations(self.engine, self.protocol, config.dtype)
         if self.engine is None:
             raise RuntimeError(f"'{op}' without a case: making its engine failed")
         if op == "step":

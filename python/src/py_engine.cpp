@@ -9,6 +9,7 @@
 
 #include "arrays.h"
 #include "doors/exec_protocol.h"
+#include "kvfuzz/dtype.h"
 #include "python_types.h"
 
 namespace nb = nanobind;
@@ -37,7 +38,7 @@ auto calling_python(std::string_view what, F&& f) -> decltype(f()) {
 // The declarations an engine object carries, read by the exec protocol's own strict
 // reader of hello's reply (one definition of what a declaration may say): the attributes
 // are written as that reply, and its complaints name the attribute ("$.numerics.output").
-doors::HelloReply read_declarations(nb::handle engine) {
+doors::HelloReply read_declarations(nb::handle engine, const Layout& layout) {
   nb::dict reply;
   reply["ok"] = true;
   reply["protocol"] = doors::kOldestProtocol;
@@ -52,6 +53,14 @@ doors::HelloReply read_declarations(nb::handle engine) {
   }
   for (const char* field : {"bitwise", "numerics", "supports"}) {
     if (nb::hasattr(engine, field)) reply[field] = engine.attr(field);
+  }
+  if (reply.contains("numerics")) {
+    // Numerics may follow the layout's dtype (kvfuzz.exec_server.layout_numerics, the one
+    // reading of that form for both Python doors).
+    reply["numerics"] = calling_python("the engine's numerics for the layout", [&] {
+      return nb::module_::import_("kvfuzz.exec_server")
+          .attr("layout_numerics")(reply["numerics"], std::string(dtype_name(layout.dtype)));
+    });
   }
   const std::string line = calling_python("writing the engine's declarations as JSON", [&] {
     return nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(reply));
@@ -79,7 +88,7 @@ class PythonEngine final : public Engine {
   PythonEngine(nb::object engine, const EngineConfig& config, std::shared_ptr<IdleEngines> idle)
       : engine_(std::move(engine)),
         layout_(config.layout),
-        declared_(read_declarations(engine_)),
+        declared_(read_declarations(engine_, config.layout)),
         idle_(std::move(idle)) {}
 
   ~PythonEngine() override {

@@ -971,9 +971,9 @@ TEST(ExecPersistent, AProcessThatDiedBetweenCasesIsReplaced) {
 TEST(ExecPersistent, AWrongAnswerToNewCaseIsOneLineAndTheProcessIsNotReused) {
   const std::vector<std::pair<std::string, std::string>> modes = {
       {"refuse-new-case", "the engine refused new_case: cannot start another case"},
-      {"new-case-changes-numerics",
-       "the engine's answer to new_case declares $.numerics.output otherwise than its answer "
-       "to hello; declarations must not depend on the case"},
+      {"new-case-changes-supports",
+       "the engine's answer to new_case declares $.supports.max_context otherwise than its "
+       "answer to hello; only numerics may depend on the case"},
       {"new-case-changes-capabilities",
        "the engine's answer to new_case declares $.capabilities.fork otherwise"},
       {"new-case-no-name",

@@ -269,3 +269,46 @@ def test_the_stubs_name_every_public_name_of_the_extension():
     public = {n for n in dir(module) if not n.startswith("_")}
     assert public == named, (public - named, named - public)
     assert os.path.isfile(os.path.join(os.path.dirname(module.__file__), "py.typed"))
+
+
+class _RoundsToTheLayoutsDtype(NumpyEngine):
+    """Computes as the numpy engine, rounding its rows to the layout's dtype (f32 for f32
+    and bf16 layouts, f16 for f16 ones): one class for every dtype."""
+
+    supports = {"dtypes": ["f32", "f16"]}
+
+    def step(self, chunks):
+        dtype = np.float16 if self.config.dtype == "f16" else np.float32
+        return [(p, np.asarray(o).astype(dtype)) for p, o in super().step(chunks)]
+
+
+class _KeyedByDtype(_RoundsToTheLayoutsDtype):
+    numerics = {"f16": {"output": "f16"}}
+
+
+class _NumericsMethod(_RoundsToTheLayoutsDtype):
+    def numerics(self, dtype):
+        return {"output": dtype}
+
+
+class _SetInInit(_RoundsToTheLayoutsDtype):
+    def __init__(self, config):
+        super().__init__(config)
+        self.numerics = {"output": config.dtype}
+
+
+class _DeclaresF32(_RoundsToTheLayoutsDtype):
+    numerics = {"output": "f32"}
+
+
+@pytest.mark.parametrize("engine", [_KeyedByDtype, _NumericsMethod, _SetInInit])
+def test_numerics_may_follow_the_layouts_dtype(engine, tmp_path):
+    # Issue 26: declarations were read once, of an f32 layout, so a class computing in the
+    # layout's dtype needed one class per dtype. Each case is judged by its own engine's.
+    result = kvfuzz.check(engine, cases=40, fork=False, out=str(tmp_path))
+    assert result.passed, result.summary()
+
+
+def test_an_engine_rounding_to_f16_fails_when_it_declares_f32(tmp_path):
+    result = kvfuzz.check(_DeclaresF32, cases=40, fork=False, out=str(tmp_path), properties="prefix")
+    assert [f.signature for f in result.findings] == ["prefix/mismatch"], result.summary()

@@ -363,9 +363,10 @@ std::optional<std::string> changed_declaration(const HelloReply& first, const He
       }
     });
   };
+  // Numerics may follow the case's layout (an engine computing in the layout's dtype); what
+  // plans the run (capabilities, supports) and the bitwise claims may not.
   compare(first.capabilities, again.capabilities);
   compare(first.bitwise, again.bitwise);
-  compare(first.numerics, again.numerics);
   compare(first.supports, again.supports);
   return changed;
 }
@@ -403,8 +404,8 @@ HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello) {
   read_declarations(reply, again);
   if (const auto changed = changed_declaration(hello, again)) {
     throw EngineError("the engine's answer to new_case declares " + *changed +
-                      " otherwise than its answer to hello; declarations must not depend on "
-                      "the case (docs/engine-protocol.md)");
+                      " otherwise than its answer to hello; only numerics may depend on the "
+                      "case (docs/engine-protocol.md)");
   }
   return again;
 }

@@ -143,8 +143,8 @@ def misbehave_on_new_case(reply):
     """Does what a v2 MODE says on a new_case; returns the reply to send."""
     if MODE == "refuse-new-case":
         return {"ok": False, "error": "cannot start another case"}
-    if MODE == "new-case-changes-numerics":
-        return dict(reply, numerics={"output": "bf16"})
+    if MODE == "new-case-changes-supports":
+        return dict(reply, supports={"max_context": 100})
     if MODE == "new-case-changes-capabilities":
         return dict(reply, capabilities={"truncate": True, "fork": False})
     if MODE == "new-case-no-name":
