@@ -73,6 +73,11 @@ class CheckResult:
     properties: List[str]
     cases: int = 0  # cases run (judged or skipped)
     skipped: int = 0  # cases the engine cannot be given (unjudgeable)
+    rows: int = 0  # prefix's rows compared with the reference
+    unjudged: int = 0  # of them, rows only checked to be finite (docs/check.md)
+    # The largest share of its arithmetic bound a judged value used (docs/check.md, "bound"):
+    # how close the engine came to failing prefix.
+    bound_used: float = 0.0
     seconds: float = 0.0
     findings: List[Finding] = field(default_factory=list)
     crashes: int = 0  # cases that ended in a crash, an exit, a timeout or an engine error
@@ -85,7 +90,8 @@ class CheckResult:
     def summary(self) -> str:
         head = (
             f"kvfuzz check of {self.engine}: {self.cases} cases, seed {self.seed}, "
-            f"properties {','.join(self.properties)}, {self.seconds:.1f} s"
+            f"properties {','.join(self.properties)}, {self.seconds:.1f} s, {self.rows} rows "
+            f"({self.unjudged} unjudged), bound used {self.bound_used:.3f}"
         )
         if self.skipped:
             head += f" ({self.skipped} cases skipped: outside the engine's declarations)"
@@ -244,6 +250,7 @@ def check(
     )
     result.cases = run.cases + run.skipped
     result.skipped = run.skipped
+    result.rows, result.unjudged, result.bound_used = run.rows, run.unjudged, run.bound_used
     result.crashes = run.crashes
     if progress is not None:
         progress(result.cases, len(seeds))

@@ -92,6 +92,7 @@ class CheckRun:
     skipped_why: str
     rows: int
     unjudged: int
+    bound_used: float
     crashes: int
     failing: Dict[str, int]
     findings: List[CheckFinding]

@@ -58,6 +58,7 @@ struct Run {
   int skipped = 0;  // outside the engine's declarations
   std::string skipped_why;
   long rows = 0, unjudged = 0;
+  double bound_used = 0;  // CheckEngineResult::bound_used
   int crashes = 0;
   std::map<std::string, int> failing;  // cases each chosen property failed on
   std::vector<Finding> findings;       // ignored ones too
@@ -141,6 +142,7 @@ Run run_check(EngineHandle& engine, const std::vector<uint64_t>& case_seeds,
   run.skipped_why = tally.skipped_why;
   run.rows = tally.rows;
   run.unjudged = tally.unjudged;
+  run.bound_used = tally.bound_used;
   run.crashes = tally.crashes;
   for (const Property p : plan.properties) {
     run.failing[std::string(property_name(p))] = tally.failing[static_cast<size_t>(p)];
@@ -168,6 +170,7 @@ void bind_check(nb::module_& m) {
       .def_ro("skipped_why", &Run::skipped_why)
       .def_ro("rows", &Run::rows)
       .def_ro("unjudged", &Run::unjudged)
+      .def_ro("bound_used", &Run::bound_used)
       .def_ro("crashes", &Run::crashes)
       .def_ro("failing", &Run::failing)
       .def_ro("findings", &Run::findings)

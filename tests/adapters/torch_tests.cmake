@@ -35,8 +35,9 @@ function(kvfuzz_torch_test name exit cases)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh ${long} ${exit} $<TARGET_FILE:kvfuzz> check
                    --engine "exec:${KVFUZZ_VENV_PYTHON} ${KVFUZZ_TORCH_ENGINE} ${flags}"
                    --cases ${cases} ${KVFUZZ_TORCH_CHECK} ${arg_CHECK})
+  # torch's import takes about 2 s, more beside other tests: room for hello (transformers').
   set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED torch_venv TIMEOUT 600 LABELS adapters
-                                          COST ${cases})
+                                          COST ${cases} ENVIRONMENT KVFUZZ_ENGINE_TIMEOUT=60)
 endfunction()
 
 kvfuzz_torch_test(torch_sdpa_bf16 0 ${KVFUZZ_TORCH_CASES} --dtype bf16)

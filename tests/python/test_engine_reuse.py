@@ -46,3 +46,10 @@ def test_an_engine_with_new_case_is_built_a_few_times_and_still_passes(tmp_path)
 def test_a_new_case_that_keeps_the_cache_is_a_finding(tmp_path):
     result = kvfuzz.check(LeakyReuse, cases=20, fork=False, out=str(tmp_path))
     assert not result.passed and result.findings, result.summary()
+
+
+def test_the_result_carries_rows_unjudged_and_the_bound_used(tmp_path):
+    result = kvfuzz.check(NumpyEngine, cases=10, fork=False, out=str(tmp_path), properties="prefix")
+    assert result.passed and result.rows > 100 and result.unjudged == 0, result.summary()
+    assert 0 < result.bound_used < 1, result.bound_used
+    assert f"{result.rows} rows (0 unjudged)" in result.summary()

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Hugging Face transformers' attention pieces, in the order its Mistral model uses them, as
+a kvfuzz engine:
+
+    KVFUZZ_ENGINE_TIMEOUT=60 kvfuzz check --engine "exec:.venv/bin/python adapters/transformers/hf_attention_engine.py"
+
+    import kvfuzz, hf_attention_engine                   # in-process, the same engine
+    kvfuzz.check(hf_attention_engine.factory(["--attention", "eager"]), cases=100)
+
+Per chunk, as MistralModel.forward and MistralAttention.forward do for one layer: the mask
+from the cache before the update (masking_utils.create_causal_mask, or
+create_sliding_window_causal_mask when the layout has a window: the model's config carries
+sliding_window), the rotary embedding at the chunk's position_ids (MistralRotaryEmbedding,
+rope_parameters = {"rope_type": "default", "rope_theta": theta}), apply_rotary_pos_emb,
+DynamicCache.update, then the attention interface the config names
+(ALL_ATTENTION_FUNCTIONS: "sdpa" by default, or "eager"), with the layout's scale as
+`scaling`. q, k and v come from kvfuzz instead of projections. One DynamicCache per
+sequence, batch 1: reset makes a new one, truncate crops it (DynamicCache.crop with the
+number of tokens to remove), fork deep-copies it. The engine's positions are the cache's
+lengths (get_seq_length), as a model's cache_position is.
+
+Numerics, as the pieces compute (README.md in this folder): the rotary tables are computed
+in f32 from f32 angles (inv_freq in f32 times the f32 position) and cast to the dtype, the
+rotation computed in the dtype; the cache stores the rotated keys in the dtype; "sdpa" is
+torch's CPU flash attention (adapters/torch: its exp is fexp_u20 in bf16 and f16, exp_u20
+in f32); "eager" is a matmul, torch.softmax in f32 and a matmul, offered in f32 only (in
+bf16 and f16 its scores come out of the matmul rounded to the dtype, which no declaration
+expresses yet).
+
+--bug window|rope|numerics breaks one mapping on purpose (negative controls): the config's
+sliding_window one wider than the layout's window, rope_theta twice the layout's, no
+numerics declared.
+"""
+
+import argparse
+import copy
+import os
+import sys
+
+import numpy as np
+import torch
+from transformers import DynamicCache, MistralConfig
+from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.mistral.modeling_mistral import (
+    MistralRotaryEmbedding,
+    apply_rotary_pos_emb,
+    eager_attention_forward,
+)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import kv_adapter as common  # noqa: E402
+
+torch.set_num_threads(1)  # kvfuzz runs cases side by side; results do not depend on it
+
+TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+BUGS = ("window", "rope", "numerics")
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa")
+    parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES) + ["layout"], default="layout",
+                        help="the dtype it computes in; layout (default): each case's own")  # fmt: skip
+    parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
+    options = parser.parse_args(argv)
+    if options.attention == "eager" and options.dtype not in ("f32", "layout"):
+        parser.error("--attention eager runs in f32 only (its half-precision scores are not declarable)")
+    return options
+
+
+def factory(argv=None):
+    """An engine factory for kvfuzz.check / kvfuzz.replay, with the command line's flags."""
+    options = parse(argv)
+    return lambda config: HfAttentionEngine(config, options)
+
+
+def numerics(dtype, attention, bug=None):
+    """How the pieces compute in `dtype` (the module's docstring)."""
+    if bug == "numerics":
+        return {}
+    half = dtype != "f32"
+    declared = {
+        "output": dtype,
+        "rotated_keys_in_storage": half,  # f32: nothing to round
+        "rotated_queries_in_storage": half,
+        "rope_angles_exact": False,  # f32 angles
+        "rope_tables": dtype,
+    }
+    if attention == "sdpa":
+        declared.update({"p": dtype if half else "none", "exp_ulps": 1024 if half else 20})
+    return declared
+
+
+class _Layer(torch.nn.Module):
+    """What the attention interfaces read of MistralAttention (its projections are not
+    needed: kvfuzz hands q, k and v), without building its weights."""
+
+    def __init__(self, config, groups):
+        super().__init__()
+        self.config, self.layer_idx, self.num_key_value_groups, self.is_causal = config, 0, groups, True
+        self.eval()
+
+
+class HfAttentionEngine:
+    def __init__(self, config, options):
+        self.config, self.options = config, options
+        self.dtype = config.dtype if options.dtype == "layout" else options.dtype
+        self.torch_dtype = TORCH_DTYPES[self.dtype]
+        import transformers
+
+        self.name = f"transformers-{transformers.__version__}-{options.attention}-{options.dtype}"
+        self.name += f" (bug: {options.bug})" if options.bug else ""
+        if options.dtype == "layout":
+            dtypes = ["f32"] if options.attention == "eager" else list(TORCH_DTYPES)
+            self.numerics = {d: numerics(d, options.attention, options.bug) for d in dtypes}
+        else:
+            dtypes = [options.dtype]
+            self.numerics = numerics(options.dtype, options.attention, options.bug)
+        # Its configs validate RoPE on an even head_dim even without rotary (MistralConfig).
+        self.supports = {"dtypes": dtypes, "value_dim_is_head_dim": True, "head_dim_multiple": 2}
+        c = config
+        theta = c.rope_theta if c.rope_theta is not None else 10000.0
+        window = c.window + (options.bug == "window") if c.window else None
+        self.hf = MistralConfig(
+            hidden_size=c.q_heads * c.head_dim, num_attention_heads=c.q_heads,
+            num_key_value_heads=c.kv_heads, head_dim=c.head_dim, num_hidden_layers=1,
+            intermediate_size=4, vocab_size=4, sliding_window=window,
+            rope_parameters={"rope_type": "default", "rope_theta": theta * (2 if options.bug == "rope" else 1)},
+            max_position_embeddings=1 << 20,
+        )  # fmt: skip
+        self.hf._attn_implementation = options.attention
+        self.layer = _Layer(self.hf, c.q_heads // c.kv_heads)
+        self.rotary = MistralRotaryEmbedding(self.hf) if c.rope_theta is not None else None
+        self.attend = ALL_ATTENTION_FUNCTIONS.get_interface(options.attention, eager_attention_forward)
+        self.caches = [DynamicCache() for _ in range(c.sequences)]
+
+    def _input(self, rows):
+        """rows[token][head][lane] as (1, heads, tokens, lanes) in the kernel's dtype."""
+        return torch.from_numpy(np.asarray(rows, np.float32)).to(self.torch_dtype).permute(1, 0, 2)[None]
+
+    def step(self, chunks):
+        seqs = [chunk.seq for chunk in chunks]
+        if len(set(seqs)) != len(seqs) or not all(0 <= s < len(self.caches) for s in seqs):
+            raise ValueError(f"step's sequences {seqs}: expected distinct ones in 0..{len(self.caches) - 1}")
+        return [self._forward(chunk) for chunk in chunks]
+
+    def _forward(self, chunk):
+        cache = self.caches[chunk.seq]
+        past, new = cache.get_seq_length(), len(chunk.q)
+        position_ids = torch.arange(past, past + new)[None]
+        embeds = torch.zeros(1, new, self.hf.hidden_size, dtype=self.torch_dtype)  # shape and dtype only
+        make_mask = create_sliding_window_causal_mask if self.hf.sliding_window else create_causal_mask
+        mask = make_mask(config=self.hf, inputs_embeds=embeds, attention_mask=None, cache=cache,
+                         position_ids=position_ids)  # fmt: skip
+        q, k, v = self._input(chunk.q), self._input(chunk.k), self._input(chunk.v)
+        if self.rotary is not None:
+            cos, sin = self.rotary(embeds, position_ids)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        k, v = cache.update(k, v, 0)
+        out, _ = self.attend(self.layer, q, k, v, mask, dropout=0.0, scaling=float(self.config.scale),
+                             sliding_window=self.hf.sliding_window)  # fmt: skip
+        return range(past, past + new), out[0].to(torch.float64).numpy()
+
+    def reset(self, seq):
+        self.caches[seq] = DynamicCache()
+
+    def truncate(self, seq, keep):
+        length = self.caches[seq].get_seq_length()
+        if not 0 <= keep <= length:
+            raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
+        if keep == 0:
+            self.caches[seq] = DynamicCache()  # crop(-length) of a whole cache: nothing left to crop
+        elif keep < length:
+            self.caches[seq].crop(keep - length)
+
+    def fork(self, src, dst):
+        if src == dst:
+            raise ValueError(f"fork of sequence {src} into itself")
+        self.caches[dst] = copy.deepcopy(self.caches[src])
+
+
+def main():
+    common.serve_exec(factory())
+
+
+if __name__ == "__main__":
+    main()
