@@ -95,8 +95,7 @@ TEST(ExecDeclarations, ANewCaseThatChangesAnyFieldButNumericsIsRefusedNamingIt) 
             "$." + std::string(Declaration<Part>::name) + "." + std::string(field.name);
         ++fields;
         if constexpr (std::is_same_v<Part, EngineNumerics>) {
-          const doors::HelloReply again =
-              doors::read_new_case_reply(reply_line(changed, 2), hello);
+          const doors::HelloReply again = doors::read_new_case_reply(reply_line(changed, 2), hello);
           EXPECT_EQ(again.numerics, changed.numerics) << path;
           return;
         }
