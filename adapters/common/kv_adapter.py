@@ -52,6 +52,16 @@ def rotate(config, x, first_position, interleaved=False):
     return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
 
 
+def per_dtype(chosen, dtypes, numerics_of):
+    """What an engine that computes in the dtype `chosen` declares: (numerics, supported
+    dtypes). "layout": each case's own dtype among `dtypes`, so its numerics are keyed by
+    dtype (kvfuzz.exec_server.layout_numerics gives each case its dtype's) and it supports
+    them all; otherwise `numerics_of(chosen)` and that dtype alone."""
+    if chosen == "layout":
+        return {dtype: numerics_of(dtype) for dtype in dtypes}, list(dtypes)
+    return numerics_of(chosen), [chosen]
+
+
 def _copy(array):
     """A copy of a numpy array or a torch tensor (which has clone, not copy)."""
     clone = getattr(array, "clone", None)

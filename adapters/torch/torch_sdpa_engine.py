@@ -100,13 +100,10 @@ class TorchSdpaEngine(common.CacheHistory):
         self.torch_dtype = TORCH_DTYPES[self.dtype]
         self.name = f"torch-{torch.__version__}-sdpa-cpu-{options.dtype}"
         self.name += f" (bug: {options.bug})" if options.bug else ""
-        if options.dtype == "layout":
-            # Each case's numerics, by its dtype (kvfuzz.exec_server.layout_numerics).
-            self.numerics = {dtype: numerics(dtype, options.bug) for dtype in TORCH_DTYPES}
-            self.supports = {"value_dim_is_head_dim": True}
-        else:
-            self.numerics = numerics(self.dtype, options.bug)
-            self.supports = {"dtypes": [self.dtype], "value_dim_is_head_dim": True}
+        self.numerics, dtypes = common.per_dtype(
+            options.dtype, TORCH_DTYPES, lambda dtype: numerics(dtype, options.bug)
+        )
+        self.supports = {"dtypes": dtypes, "value_dim_is_head_dim": True}
         zeros = lambda shape: torch.zeros(shape, dtype=self.torch_dtype)  # noqa: E731
         self.caches = common.Caches(config, zeros, config.head_dim, config.value_dim)
 

@@ -111,12 +111,10 @@ class HfAttentionEngine:
 
         self.name = f"transformers-{transformers.__version__}-{options.attention}-{options.dtype}"
         self.name += f" (bug: {options.bug})" if options.bug else ""
-        if options.dtype == "layout":
-            dtypes = ["f32"] if options.attention == "eager" else list(TORCH_DTYPES)
-            self.numerics = {d: numerics(d, options.attention, options.bug) for d in dtypes}
-        else:
-            dtypes = [options.dtype]
-            self.numerics = numerics(options.dtype, options.attention, options.bug)
+        offered = ["f32"] if options.attention == "eager" else list(TORCH_DTYPES)
+        self.numerics, dtypes = common.per_dtype(
+            options.dtype, offered, lambda dtype: numerics(dtype, options.attention, options.bug)
+        )
         # Its configs validate RoPE on an even head_dim even without rotary (MistralConfig).
         self.supports = {"dtypes": dtypes, "value_dim_is_head_dim": True, "head_dim_multiple": 2}
         c = config

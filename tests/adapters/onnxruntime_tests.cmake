@@ -3,15 +3,10 @@
 # the default sizes, through the exec door (the README's command) and in-process (the
 # Python package); each deliberately wrong mapping (--bug) must be caught on a row.
 #
-# They need the project's .venv with onnxruntime and numpy (scripts/setup.sh). That is
-# checked when the tests run, not when CMake configures (a configure-time answer would go
-# stale once setup has run): ort_venv fails naming what is missing, and the tests that
-# require it are then not run, which ctest counts as failures too. Never a silent skip.
-set(KVFUZZ_VENV_PYTHON ${PROJECT_SOURCE_DIR}/.venv/bin/python)
+# They need the project's .venv with onnxruntime and numpy (scripts/setup.sh): ort_venv
+# (adapter_venv, tests/adapters/CMakeLists.txt).
 set(KVFUZZ_ORT_DIR ${PROJECT_SOURCE_DIR}/adapters/onnxruntime)
-add_test(NAME ort_venv COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/require_venv.sh ${KVFUZZ_VENV_PYTHON}
-                               numpy onnxruntime)
-set_tests_properties(ort_venv PROPERTIES FIXTURES_SETUP ort_venv LABELS adapters)
+adapter_venv(ort_venv numpy onnxruntime)
 
 # The sanitize preset runs only the honest legacy path, at fewer cases: what it adds is
 # kvfuzz's exec door under ASan, not more of ORT. The negative controls check behaviour (a
@@ -24,27 +19,12 @@ if(KVFUZZ_SANITIZE)
 else()
   set(KVFUZZ_ORT_CASES 100)
 endif()
-set(KVFUZZ_ORT_LONG_CASES 150)
-set(KVFUZZ_ORT_CHECK --seed 1 --jobs 2 --quiet --out ${CMAKE_CURRENT_BINARY_DIR}/kvfuzz-out)
 
-# kvfuzz_ort_test(NAME EXIT CASES SCRIPT ENGINE_FLAGS... [CHECK check flags...]): kvfuzz
-# check --cases CASES of adapters/onnxruntime/SCRIPT with those flags, expecting exit
-# status EXIT (expect_exit.sh: a 1 must be a wrong row, not an engine error). An honest
-# check (EXIT 0) runs KVFUZZ_ORT_LONG_CASES under scripts/test.sh --long.
+# kvfuzz_ort_test(NAME EXIT CASES SCRIPT ENGINE_FLAGS... [CHECK check flags...]):
+# adapter_check of adapters/onnxruntime/SCRIPT with those flags.
 function(kvfuzz_ort_test name exit cases script)
-  cmake_parse_arguments(PARSE_ARGV 4 arg "" "" "CHECK")
-  list(JOIN arg_UNPARSED_ARGUMENTS " " flags)
-  set(long)
-  if(exit EQUAL 0)
-    set(long --long-cases ${KVFUZZ_ORT_LONG_CASES})
-  endif()
-  add_test(NAME ${name}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh ${long} ${exit} $<TARGET_FILE:kvfuzz> check
-                   --engine "exec:${KVFUZZ_VENV_PYTHON} ${KVFUZZ_ORT_DIR}/${script} ${flags}"
-                   --cases ${cases} ${KVFUZZ_ORT_CHECK} ${arg_CHECK})
-  # COST: the honest runs take half a minute each; ctest -j starts them before short tests.
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 600 LABELS adapters
-                                          COST ${cases})
+  adapter_check(${name} ${exit} ${cases} ${KVFUZZ_ORT_DIR}/${script} ort_venv ${ARGN}
+                LONG_CASES 150)
 endfunction()
 
 set(gqa ort_gqa_engine.py)

@@ -5,13 +5,9 @@
 # same kernel with the exp left undeclared, or with a mapping broken on purpose (--bug),
 # must be caught on a row.
 #
-# They need torch in the project's .venv (scripts/setup.sh), checked when the tests run
-# (torch_venv fails naming what is missing, and the tests that require it are then not run,
-# which ctest counts as failures too).
+# They need torch in the project's .venv (scripts/setup.sh): torch_venv (adapter_venv).
 set(KVFUZZ_TORCH_ENGINE ${PROJECT_SOURCE_DIR}/adapters/torch/torch_sdpa_engine.py)
-add_test(NAME torch_venv COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/require_venv.sh ${KVFUZZ_VENV_PYTHON}
-                                 numpy torch)
-set_tests_properties(torch_venv PROPERTIES FIXTURES_SETUP torch_venv LABELS adapters)
+adapter_venv(torch_venv numpy torch)
 
 # As for ORT: the sanitize preset runs one honest check, at fewer cases (kvfuzz's side of
 # the exec door under ASan); the default build runs the rest.
@@ -20,24 +16,13 @@ if(KVFUZZ_SANITIZE)
 else()
   set(KVFUZZ_TORCH_CASES 100)
 endif()
-set(KVFUZZ_TORCH_CHECK --seed 1 --jobs 2 --quiet --out ${CMAKE_CURRENT_BINARY_DIR}/kvfuzz-out)
 
-# kvfuzz_torch_test(NAME EXIT CASES ENGINE_FLAGS... [CHECK check flags...]): as
-# kvfuzz_ort_test, for adapters/torch/torch_sdpa_engine.py.
+# kvfuzz_torch_test(NAME EXIT CASES ENGINE_FLAGS... [CHECK check flags...]): adapter_check
+# of adapters/torch/torch_sdpa_engine.py. torch's import takes about 2 s, more beside other
+# tests: hello gets 60 s.
 function(kvfuzz_torch_test name exit cases)
-  cmake_parse_arguments(PARSE_ARGV 3 arg "" "" "CHECK")
-  list(JOIN arg_UNPARSED_ARGUMENTS " " flags)
-  set(long)
-  if(exit EQUAL 0)
-    set(long --long-cases 300)
-  endif()
-  add_test(NAME ${name}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh ${long} ${exit} $<TARGET_FILE:kvfuzz> check
-                   --engine "exec:${KVFUZZ_VENV_PYTHON} ${KVFUZZ_TORCH_ENGINE} ${flags}"
-                   --cases ${cases} ${KVFUZZ_TORCH_CHECK} ${arg_CHECK})
-  # torch's import takes about 2 s, more beside other tests: room for hello (transformers').
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED torch_venv TIMEOUT 600 LABELS adapters
-                                          COST ${cases} ENVIRONMENT KVFUZZ_ENGINE_TIMEOUT=60)
+  adapter_check(${name} ${exit} ${cases} ${KVFUZZ_TORCH_ENGINE} torch_venv ${ARGN}
+                LONG_CASES 300 START_UP_SECONDS 60)
 endfunction()
 
 kvfuzz_torch_test(torch_sdpa_bf16 0 ${KVFUZZ_TORCH_CASES} --dtype bf16)

@@ -3,34 +3,21 @@
 # properties at the default sizes, declared as they compute, in every dtype (sdpa) and in
 # f32 (eager); a wrong window, rotary or no declarations must be caught on a row.
 #
-# They need transformers (and torch) in the project's .venv (scripts/setup.sh), checked when
-# the tests run, as for the other adapters.
+# They need transformers (and torch) in the project's .venv (scripts/setup.sh):
+# transformers_venv (adapter_venv).
 set(KVFUZZ_HF_ENGINE ${PROJECT_SOURCE_DIR}/adapters/transformers/hf_attention_engine.py)
-add_test(NAME transformers_venv
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/require_venv.sh ${KVFUZZ_VENV_PYTHON} numpy torch
-                 transformers)
-set_tests_properties(transformers_venv PROPERTIES FIXTURES_SETUP transformers_venv LABELS adapters)
+adapter_venv(transformers_venv numpy torch transformers)
 if(KVFUZZ_SANITIZE)
   return()  # kvfuzz's side of the exec door under ASan is the ORT and torch tests'
 endif()
 
-# kvfuzz_hf_test(NAME EXIT CASES ENGINE_FLAGS...): as kvfuzz_torch_test.
+# kvfuzz_hf_test(NAME EXIT CASES ENGINE_FLAGS...): adapter_check of
+# adapters/transformers/hf_attention_engine.py. Importing transformers and torch takes
+# about 5 s on an idle core and more than the exec door's 10 s for hello when ctest runs
+# other tests beside it: hello gets 60 s.
 function(kvfuzz_hf_test name exit cases)
-  list(JOIN ARGN " " flags)
-  set(long)
-  if(exit EQUAL 0)
-    set(long --long-cases 300)
-  endif()
-  add_test(NAME ${name}
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh ${long} ${exit} $<TARGET_FILE:kvfuzz> check
-                   --engine "exec:${KVFUZZ_VENV_PYTHON} ${KVFUZZ_HF_ENGINE} ${flags}"
-                   --cases ${cases} --seed 1 --jobs 2 --quiet
-                   --out ${CMAKE_CURRENT_BINARY_DIR}/kvfuzz-out)
-  # Importing transformers and torch takes about 5 s on an idle core and more than the
-  # exec door's 10 s for hello when ctest runs other tests beside it: its start-up limit.
-  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED transformers_venv TIMEOUT 600
-                                          LABELS adapters COST ${cases}
-                                          ENVIRONMENT KVFUZZ_ENGINE_TIMEOUT=60)
+  adapter_check(${name} ${exit} ${cases} ${KVFUZZ_HF_ENGINE} transformers_venv ${ARGN}
+                LONG_CASES 300 START_UP_SECONDS 60)
 endfunction()
 
 # sdpa in each case's dtype (f32, f16, bf16: numerics keyed by dtype), and eager in f32.
