@@ -99,10 +99,12 @@ Divergence divergence_at(FailureKind kind, const ExpectedSlot& slot, const Refer
 }
 
 // Judges the values of a row at the right key: a non-finite value first (NaN never
-// passes), then the first value further from the reference than its head's bound.
+// passes), then the first value further from the reference than its head's bound. In the
+// same pass, `used` receives the largest share of its bound a value used (Verdict::
+// bound_used): its error beyond the output rounding over its head's bound.
 std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot& slot,
                                        const ReferenceRow& ref, int q_heads, int value_dim,
-                                       DType output) {
+                                       DType output, double& used) {
   const size_t size = static_cast<size_t>(q_heads) * static_cast<size_t>(value_dim);
   if (ref.values.size() != size || ref.bound.size() != static_cast<size_t>(q_heads)) {
     throw std::invalid_argument("compare: reference row " + to_string(ref.key) +
@@ -137,26 +139,16 @@ std::optional<Divergence> check_values(const EngineRow& row, const ExpectedSlot&
     const double bound = ref.bound[i / static_cast<size_t>(value_dim)];
     // A non-finite reference value (only from infinite inputs) passes only when matched
     // exactly; written so that a NaN anywhere fails.
-    const bool ok = std::isfinite(expected)
-                        ? std::fabs(got - expected) <= accepted_error(bound, expected, output)
-                        : got == expected;
-    if (!ok) return at(FailureKind::mismatch, i);
+    if (!std::isfinite(expected)) {
+      if (got != expected) return at(FailureKind::mismatch, i);
+      continue;
+    }
+    const double error = std::fabs(got - expected);
+    const double accepted = accepted_error(bound, expected, output);
+    if (!(error <= accepted)) return at(FailureKind::mismatch, i);
+    if (bound > 0) used = std::max(used, (error - (accepted - bound)) / bound);
   }
   return std::nullopt;
-}
-
-// The largest share of the arithmetic bound a row's values use (Verdict::bound_used): a
-// value's error beyond the output rounding over its head's bound.
-double bound_used(const EngineRow& row, const ReferenceRow& ref, int value_dim, DType output) {
-  double used = 0;
-  for (size_t i = 0; i < row.values.size(); ++i) {
-    const double bound = ref.bound[i / static_cast<size_t>(value_dim)];
-    const double expected = ref.values[i];
-    if (!(bound > 0) || !std::isfinite(expected)) continue;
-    const double rounding = accepted_error(bound, expected, output) - bound;
-    used = std::max(used, (std::fabs(row.values[i] - expected) - rounding) / bound);
-  }
-  return used;
 }
 
 // A bound that reaches the largest visible |v| says nothing finer than "finite".
@@ -207,16 +199,15 @@ Verdict compare(const std::vector<ExpectedSlot>& slots, const ReferenceMap& refe
       fail(s, std::move(d));
       continue;
     }
-    if (auto d = check_values(row, slot, ref, q_heads, value_dim, output)) {
+    double used = 0;
+    if (auto d = check_values(row, slot, ref, q_heads, value_dim, output, used)) {
       fail(s, std::move(*d));
       continue;
     }
     const bool row_judged = judged(ref);
     verdict.status[s] = row_judged ? RowStatus::ok : RowStatus::unjudged;
     verdict.rows_unjudged += row_judged ? 0 : 1;
-    if (row_judged) {
-      verdict.bound_used = std::max(verdict.bound_used, bound_used(row, ref, value_dim, output));
-    }
+    if (row_judged) verdict.bound_used = std::max(verdict.bound_used, used);
   }
 
   // Every compared slot lies before the error, so the error comes after their divergences.
