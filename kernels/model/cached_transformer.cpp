@@ -64,11 +64,9 @@ std::vector<StepRow> CachedTransformer::step(std::span<const ModelChunkIn> chunk
     attend(l, chunks, rows);
     feed_forward(l, rows);
   }
-  for (size_t r = 0; r < total; ++r) {
-    row_logits(h_.data() + r * d_.width, weights_, d_, n_.data() + r * d_.width, logits_.data(),
-               Unrounded{});
-    rows[r].logits = widen(logits_.data(), d_.vocab);
-  }
+  rows_logits(h_.data(), total, weights_, d_, n_.data(), logits_.data(), Unrounded{});
+  for (size_t r = 0; r < total; ++r)
+    rows[r].logits = widen(logits_.data() + r * d_.vocab, d_.vocab);
   return rows;
 }
 
@@ -101,20 +99,16 @@ size_t CachedTransformer::embed(std::span<const ModelChunkIn> chunks) {
   k_.resize(total * d_.k_size());
   v_.resize(total * d_.v_size());
   attn_.resize(total * d_.attention_size());
-  o_.resize(W);
-  gate_.resize(d_.ffn);
-  up_.resize(d_.ffn);
-  logits_.resize(d_.vocab);
+  o_.resize(total * W);
+  gate_.resize(total * d_.ffn);
+  up_.resize(total * d_.ffn);
+  logits_.resize(total * d_.vocab);
   return total;
 }
 
 void CachedTransformer::project_qkv(size_t l, size_t total) {
   const TransformerWeights::Layer& w = weights_.layers[l];
-  const size_t W = d_.width, qs = d_.q_size(), ks = d_.k_size(), vs = d_.v_size();
-  for (size_t r = 0; r < total; ++r) {
-    row_qkv(h_.data() + r * W, w, d_, n_.data() + r * W, q_.data() + r * qs, k_.data() + r * ks,
-            v_.data() + r * vs, Unrounded{});
-  }
+  rows_qkv(h_.data(), total, w, d_, n_.data(), q_.data(), k_.data(), v_.data(), Unrounded{});
   for (float& x : q_) x = round_to_dtype(x, layout_.dtype);
   for (float& x : k_) x = round_to_dtype(x, layout_.dtype);
   for (float& x : v_) x = round_to_dtype(x, layout_.dtype);
@@ -167,13 +161,11 @@ void CachedTransformer::attend(size_t l, std::span<const ModelChunkIn> chunks,
 void CachedTransformer::feed_forward(size_t l, std::vector<StepRow>& rows) {
   const TransformerWeights::Layer& w = weights_.layers[l];
   const size_t W = d_.width, as = d_.attention_size();
-  for (size_t r = 0; r < rows.size(); ++r) {
-    float* x = h_.data() + r * W;
-    const float* a = attn_.data() + r * as;
-    rows[r].attention.push_back(widen(a, as));
-    row_mlp(a, w, d_, x, n_.data() + r * W, o_.data(), gate_.data(), up_.data(), Unrounded{});
-    rows[r].hidden.push_back(widen(x, W));
-  }
+  for (size_t r = 0; r < rows.size(); ++r)
+    rows[r].attention.push_back(widen(attn_.data() + r * as, as));
+  rows_mlp(attn_.data(), rows.size(), w, d_, h_.data(), n_.data(), o_.data(), gate_.data(),
+           up_.data(), Unrounded{});
+  for (size_t r = 0; r < rows.size(); ++r) rows[r].hidden.push_back(widen(h_.data() + r * W, W));
 }
 
 }  // namespace kvfuzz::model

@@ -12,6 +12,7 @@
 
 #include "kvfuzz/rows.h"
 #include "kvfuzz/scenario.h"
+#include "model/mat_mul.h"
 #include "model/transformer.h"
 
 namespace kvfuzz::model {
@@ -26,31 +27,6 @@ void rms_norm(const T* x, const float* gain, size_t n, T* out) {
   for (size_t i = 0; i < n; ++i) sum += x[i] * x[i];
   const T inv = T(1) / std::sqrt(sum / static_cast<T>(n) + static_cast<T>(kNormEps));
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<T>(gain[i]) * (x[i] * inv);
-}
-
-// out[c] = sum_r x[r] * w[r * cols + c] (w row-major [rows][cols]), accumulated in T in r order.
-// Eight outputs at a time, their sums kept in registers over all of r: the same terms added
-// in the same order as one output at a time (the same bits), without a load and a store of
-// out[c] per term, which made the model level's reference passes memory-bound.
-template <class T>
-void mat_vec(const T* x, const std::vector<float>& w, size_t rows, size_t cols, T* out) {
-  constexpr size_t kBlock = 8;
-  size_t c0 = 0;
-  for (; c0 + kBlock <= cols; c0 += kBlock) {
-    T sum[kBlock] = {};
-    const float* column = w.data() + c0;
-    for (size_t r = 0; r < rows; ++r) {
-      const T xr = x[r];
-      const float* row = column + r * cols;
-      for (size_t i = 0; i < kBlock; ++i) sum[i] += xr * static_cast<T>(row[i]);
-    }
-    for (size_t i = 0; i < kBlock; ++i) out[c0 + i] = sum[i];
-  }
-  for (size_t c = c0; c < cols; ++c) {
-    T sum = 0;
-    for (size_t r = 0; r < rows; ++r) sum += x[r] * static_cast<T>(w[r * cols + c]);
-    out[c] = sum;
-  }
 }
 
 template <class T>
@@ -70,15 +46,17 @@ struct Dims {
 
 Dims dims_of(const ModelConfig& model, const Layout& layout);
 
-// One row's way through a layer and out of the model, around the attention, in T: what the
+// Rows' way through a layer and out of the model, around the attention, in T: what the
 // cached forward (T = float, the engine's side) and the reference (T = double, the judge's
-// side) compute alike. Each product (and norm) is handed to `rounded` with its fan-in: the
-// reference perturbs it there (model_tolerance.cpp models the rounding), the cached forward
-// passes Unrounded, since its float arithmetic rounds for real. What the two do differently
-// on purpose stays with them: the attention itself (the reference's own full-prefix
-// attention in double, the engine under test through its cache), RoPE (the reference's; the
-// engine applies its own), q/k/v rounded to the dtype (real in the cached forward, modelled
-// in the reference).
+// side) compute alike. Each function takes m rows at once (every buffer [m][its width]) so
+// that the products run as matrix products (mat_mul.h); each row's values are the same bits
+// as one row at a time. Each product (and norm) of each row is handed to `rounded` with its
+// fan-in: the reference perturbs it there (model_tolerance.cpp models the rounding), the
+// cached forward passes Unrounded, since its float arithmetic rounds for real. What the two
+// do differently on purpose stays with them: the attention itself (the reference's own
+// full-prefix attention in double, the engine under test through its cache), RoPE (the
+// reference's; the engine applies its own), q/k/v rounded to the dtype (real in the cached
+// forward, modelled in the reference).
 enum class Product { attention_norm, q, k, v, out, mlp_norm, gate, up, down, final_norm, logits };
 
 // The cached forward's `rounded`: nothing to add to float arithmetic.
@@ -87,52 +65,59 @@ struct Unrounded {
   void operator()(Product /*product*/, T* /*values*/, size_t /*n*/, size_t /*fan_in*/) const {}
 };
 
-// The attention's inputs of the row whose hidden state is h: x = RMSNorm(h), then
+// `rounded` on each of the m rows of width n in `values`.
+template <class T, class Rounded>
+void each_row(Rounded&& rounded, Product product, T* values, size_t m, size_t n, size_t fan_in) {
+  for (size_t i = 0; i < m; ++i) rounded(product, values + i * n, n, fan_in);
+}
+
+// The attention's inputs of the m rows whose hidden states are h: x = RMSNorm(h), then
 // q = x Wq, k = x Wk, v = x Wv.
 template <class T, class Rounded>
-void row_qkv(const T* h, const TransformerWeights::Layer& w, const Dims& d, T* x, T* q, T* k, T* v,
-             Rounded&& rounded) {
+void rows_qkv(const T* h, size_t m, const TransformerWeights::Layer& w, const Dims& d, T* x, T* q,
+              T* k, T* v, Rounded&& rounded) {
   const size_t W = d.width;
-  rms_norm(h, w.attention_norm.data(), W, x);
-  rounded(Product::attention_norm, x, W, W);
-  mat_vec(x, w.wq, W, d.q_size(), q);
-  mat_vec(x, w.wk, W, d.k_size(), k);
-  mat_vec(x, w.wv, W, d.v_size(), v);
-  rounded(Product::q, q, d.q_size(), W);
-  rounded(Product::k, k, d.k_size(), W);
-  rounded(Product::v, v, d.v_size(), W);
+  for (size_t i = 0; i < m; ++i) rms_norm(h + i * W, w.attention_norm.data(), W, x + i * W);
+  each_row(rounded, Product::attention_norm, x, m, W, W);
+  mat_mul(x, m, w.wq, W, d.q_size(), q);
+  mat_mul(x, m, w.wk, W, d.k_size(), k);
+  mat_mul(x, m, w.wv, W, d.v_size(), v);
+  each_row(rounded, Product::q, q, m, d.q_size(), W);
+  each_row(rounded, Product::k, k, m, d.k_size(), W);
+  each_row(rounded, Product::v, v, m, d.v_size(), W);
 }
 
-// The rest of the layer for the row whose attention output is a: h += a Wo, then
-// h += SwiGLU(RMSNorm(h)) (x, o, gate, up: scratch of width, width, ffn, ffn).
+// The rest of the layer for the m rows whose attention outputs are a: h += a Wo, then
+// h += SwiGLU(RMSNorm(h)) (scratch x and o: [m][width]; gate and up: [m][ffn]).
 template <class T, class Rounded>
-void row_mlp(const T* a, const TransformerWeights::Layer& w, const Dims& d, T* h, T* x, T* o,
-             T* gate, T* up, Rounded&& rounded) {
+void rows_mlp(const T* a, size_t m, const TransformerWeights::Layer& w, const Dims& d, T* h, T* x,
+              T* o, T* gate, T* up, Rounded&& rounded) {
   const size_t W = d.width, F = d.ffn, as = d.attention_size();
-  mat_vec(a, w.wo, as, W, o);
-  rounded(Product::out, o, W, as);
-  for (size_t i = 0; i < W; ++i) h[i] += o[i];
-  rms_norm(h, w.mlp_norm.data(), W, x);
-  rounded(Product::mlp_norm, x, W, W);
-  mat_vec(x, w.w_gate, W, F, gate);
-  mat_vec(x, w.w_up, W, F, up);
-  rounded(Product::gate, gate, F, W);
-  rounded(Product::up, up, F, W);
-  for (size_t i = 0; i < F; ++i) gate[i] = silu(gate[i]) * up[i];
-  mat_vec(gate, w.w_down, F, W, o);
-  rounded(Product::down, o, W, F);
-  for (size_t i = 0; i < W; ++i) h[i] += o[i];
+  mat_mul(a, m, w.wo, as, W, o);
+  each_row(rounded, Product::out, o, m, W, as);
+  for (size_t i = 0; i < m * W; ++i) h[i] += o[i];
+  for (size_t i = 0; i < m; ++i) rms_norm(h + i * W, w.mlp_norm.data(), W, x + i * W);
+  each_row(rounded, Product::mlp_norm, x, m, W, W);
+  mat_mul(x, m, w.w_gate, W, F, gate);
+  mat_mul(x, m, w.w_up, W, F, up);
+  each_row(rounded, Product::gate, gate, m, F, W);
+  each_row(rounded, Product::up, up, m, F, W);
+  for (size_t i = 0; i < m * F; ++i) gate[i] = silu(gate[i]) * up[i];
+  mat_mul(gate, m, w.w_down, F, W, o);
+  each_row(rounded, Product::down, o, m, W, F);
+  for (size_t i = 0; i < m * W; ++i) h[i] += o[i];
 }
 
-// The logits of the row whose last hidden state is h: RMSNorm, then the LM head.
+// The logits of the m rows whose last hidden states are h: RMSNorm, then the LM head
+// (scratch x: [m][width]; logits: [m][vocab]).
 template <class T, class Rounded>
-void row_logits(const T* h, const TransformerWeights& weights, const Dims& d, T* x, T* logits,
-                Rounded&& rounded) {
+void rows_logits(const T* h, size_t m, const TransformerWeights& weights, const Dims& d, T* x,
+                 T* logits, Rounded&& rounded) {
   const size_t W = d.width;
-  rms_norm(h, weights.final_norm.data(), W, x);
-  rounded(Product::final_norm, x, W, W);
-  mat_vec(x, weights.lm_head, W, d.vocab, logits);
-  rounded(Product::logits, logits, d.vocab, W);
+  for (size_t i = 0; i < m; ++i) rms_norm(h + i * W, weights.final_norm.data(), W, x + i * W);
+  each_row(rounded, Product::final_norm, x, m, W, W);
+  mat_mul(x, m, weights.lm_head, W, d.vocab, logits);
+  each_row(rounded, Product::logits, logits, m, d.vocab, W);
 }
 
 }  // namespace kvfuzz::model

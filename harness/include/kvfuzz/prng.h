@@ -59,8 +59,12 @@ class Xoshiro256 {
 float small_int_from_bits(uint64_t bits);
 // dyadic: multiples of 1/8 in [-4, 4] (exact in every dtype).
 float dyadic_from_bits(uint64_t bits);
-// uniform: multiples of 2^-23 in [-1, 1) (exact in f32, rounded in f16/bf16).
-float uniform_from_bits(uint64_t bits);
+// uniform: multiples of 2^-23 in [-1, 1) (exact in f32, rounded in f16/bf16). Inline: the
+// model level's tolerance draws millions a check (harness/src/model/reference_forward.cpp).
+inline float uniform_from_bits(uint64_t bits) {
+  const auto mantissa = static_cast<int32_t>(bits >> 40);  // 24 bits: [0, 2^24)
+  return static_cast<float>(mantissa - (1 << 23)) * 0x1p-23f;
+}
 // wide: +-(1 + m/1024) * 2^e with e in [-12, 12]: wide dynamic range, exact in f32.
 float wide_from_bits(uint64_t bits);
 

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "kvfuzz/prng.h"
+#include "model/attention_lanes.h"
 #include "model/model_math.h"
 #include "model/transformer.h"
 #include "scenario/rope.h"
@@ -167,12 +168,6 @@ struct Rounded {
   }
 };
 
-// out += w * v, element by element (the same bits in any vector width). The pointers never
-// alias; saying so lets the compiler use vector lanes.
-void add_scaled(double* __restrict out, const double* __restrict v, double w, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] += w * v[i];
-}
-
 // A stream's rows, positions first_row..n-1, with their keys and program origins.
 std::vector<TransformerRow> stream_rows(const LogicalStream& stream,
                                         const std::map<RowKey, RowOrigin>& origins) {
@@ -207,8 +202,9 @@ class ReferencePass {
         as(d_.attention_size()),
         group(std::max<size_t>(1, d_.kv_heads > 0 ? d_.q_heads / d_.kv_heads : 1)),
         scale_(layout_.softmax_scale()),
-        noise_(perturbation),
-        logits_(d_.vocab) {}
+        noise_(perturbation) {
+    if (layout_.rope_theta) rope_.emplace(hd, *layout_.rope_theta);
+  }
 
   // h = the stream's embeddings, and every buffer sized for its n tokens; false when a
   // token id is outside the vocabulary (validate() rejects such scenarios).
@@ -220,14 +216,15 @@ class ReferencePass {
       if (id >= d_.vocab) return false;
       for (size_t i = 0; i < W; ++i) h_[p * W + i] = weights_.embedding[id * W + i];
     }
-    x_.resize(W);
+    x_.resize(n_ * W);
     q_.resize(n_ * qs);
     k_.resize(n_ * ks);
     v_.resize(n_ * vs);
     a_.resize(n_ * as);
-    o_.resize(W);
-    gate_.resize(F);
-    up_.resize(F);
+    o_.resize(n_ * W);
+    gate_.resize(n_ * F);
+    up_.resize(n_ * F);
+    logits_.resize(n_ * d_.vocab);
     return true;
   }
 
@@ -235,20 +232,20 @@ class ReferencePass {
   // MLP; the rows (positions first_row..) keep the layer's attention output and hidden state.
   void layer(size_t l, size_t first_row, std::vector<TransformerRow>& rows) {
     const TransformerWeights::Layer& w = weights_.layers[l];
-    for (size_t p = 0; p < n_; ++p) project_qkv(w, l, p);
+    rows_qkv(h_.data(), n_, w, d_, x_.data(), q_.data(), k_.data(), v_.data(), Rounded{noise_, l});
+    for (size_t p = 0; p < n_; ++p) round_qkv(l, p);
+    transpose_keys();
     value_maxima();
     for (size_t p = 0; p < n_; ++p) attend(l, p);
-    for (size_t p = 0; p < n_; ++p) {
-      row_mlp(a_.data() + p * as, w, d_, h_.data() + p * W, x_.data(), o_.data(), gate_.data(),
-              up_.data(), Rounded{noise_, l});
-      if (p >= first_row) {
-        TransformerRow& row = rows[p - first_row];
-        const double* ap = a_.data() + p * as;
-        const double* hp = h_.data() + p * W;
-        row.reported_positions.push_back(static_cast<int64_t>(p));
-        row.attention.emplace_back(ap, ap + as);
-        row.hidden.emplace_back(hp, hp + W);
-      }
+    rows_mlp(a_.data(), n_, w, d_, h_.data(), x_.data(), o_.data(), gate_.data(), up_.data(),
+             Rounded{noise_, l});
+    for (size_t p = first_row; p < n_; ++p) {
+      TransformerRow& row = rows[p - first_row];
+      const double* ap = a_.data() + p * as;
+      const double* hp = h_.data() + p * W;
+      row.reported_positions.push_back(static_cast<int64_t>(p));
+      row.attention.emplace_back(ap, ap + as);
+      row.hidden.emplace_back(hp, hp + W);
     }
   }
 
@@ -256,23 +253,26 @@ class ReferencePass {
   // rows moved into `result`.
   void logits(size_t first_row, std::vector<TransformerRow>& rows,
               std::map<RowKey, TransformerRow>& result) {
+    if (first_row >= n_) return;
+    const size_t V = d_.vocab;
+    rows_logits(h_.data() + first_row * W, n_ - first_row, weights_, d_, x_.data(), logits_.data(),
+                Rounded{noise_, std::nullopt});
     for (size_t p = first_row; p < n_; ++p) {
-      row_logits(h_.data() + p * W, weights_, d_, x_.data(), logits_.data(),
-                 Rounded{noise_, std::nullopt});
-      noise_.relative(logits_.data(), d_.vocab, noise_ ? (*noise_).logits_round : 0, kLogitsRound);
+      double* lp = logits_.data() + (p - first_row) * V;
+      noise_.relative(lp, V, noise_ ? (*noise_).logits_round : 0, kLogitsRound);
       TransformerRow& row = rows[p - first_row];
-      row.logits = logits_;
+      row.logits.assign(lp, lp + V);
       result.emplace(row.key, std::move(row));
     }
   }
 
  private:
-  // Position p's q, k, v at layer l: the attention norm, the three projections, RoPE.
-  void project_qkv(const TransformerWeights::Layer& w, size_t l, size_t p) {
+  // Position p's q, k, v at layer l after the projections (rows_qkv): (perturbed) their
+  // rounding to the dtype, then RoPE.
+  void round_qkv(size_t l, size_t p) {
     double* qp = q_.data() + p * qs;
     double* kp = k_.data() + p * ks;
     double* vp = v_.data() + p * vs;
-    row_qkv(h_.data() + p * W, w, d_, x_.data(), qp, kp, vp, Rounded{noise_, l});
     if (noise_) {
       noise_.relative(qp, qs, (*noise_).qkv, at_layer(kQRound, l));
       noise_.relative(kp, ks, (*noise_).qkv, at_layer(kKRound, l));
@@ -285,8 +285,8 @@ class ReferencePass {
   // q and k stored again in the dtype.
   void rotate(size_t l, size_t p, double* qp, double* kp) {
     const double pos = static_cast<double>(p);
-    for (size_t g = 0; g < d_.q_heads; ++g) rope_rotate(qp + g * hd, hd, *layout_.rope_theta, pos);
-    for (size_t g = 0; g < d_.kv_heads; ++g) rope_rotate(kp + g * hd, hd, *layout_.rope_theta, pos);
+    for (size_t g = 0; g < d_.q_heads; ++g) rope_->rotate(qp + g * hd, p);
+    for (size_t g = 0; g < d_.kv_heads; ++g) rope_->rotate(kp + g * hd, p);
     if (!noise_) return;
     const double rel = (*noise_).rope + (*noise_).rope_per_position * pos;
     for (size_t g = 0; g < d_.q_heads; ++g) {
@@ -299,15 +299,46 @@ class ReferencePass {
     noise_.relative(qp, qs, (*noise_).q_store, at_layer(kQStore, l));
   }
 
-  // Each value head's largest |v|, for the attention noise's max over the visible keys.
+  // The keys of each kv head dimension-major (kt_[(g * head_dim + i) * n + j] is dimension i
+  // of key j), so that key_dots reads several keys' same dimension at once.
+  void transpose_keys() {
+    kt_.resize(d_.kv_heads * hd * n_);
+    for (size_t j = 0; j < n_; ++j) {
+      for (size_t g = 0; g < d_.kv_heads; ++g) {
+        for (size_t i = 0; i < hd; ++i) kt_[(g * hd + i) * n_ + j] = k_[j * ks + g * hd + i];
+      }
+    }
+  }
+
+  // Each value head's largest |v| over the keys position p sees ([first_key(p), p]), for
+  // the attention noise: once per (position, kv head), not per q head; a running maximum
+  // where there is no window (the max is exact, so the order it is taken in does not matter).
   void value_maxima() {
-    vmax_.resize(n_ * d_.kv_heads);
-    for (size_t j = 0; j < n_ * d_.kv_heads; ++j) {
+    const size_t kv = d_.kv_heads;
+    vmax_.resize(n_ * kv);
+    for (size_t j = 0; j < n_ * kv; ++j) {
       const double* vh = v_.data() + j * vd;  // head g of token t at (t * kv_heads + g) * vd
       double largest = 0;
       for (size_t i = 0; i < vd; ++i) largest = std::max(largest, std::fabs(vh[i]));
       vmax_[j] = largest;
     }
+    visible_vmax_.resize(n_ * kv);
+    for (size_t p = 0; p < n_; ++p) {
+      for (size_t g = 0; g < kv; ++g) {
+        double largest = layout_.window || p == 0 ? 0.0 : visible_vmax_[(p - 1) * kv + g];
+        for (size_t j = layout_.window ? first_key(p) : p; j <= p; ++j) {
+          largest = std::max(largest, vmax_[j * kv + g]);
+        }
+        visible_vmax_[p * kv + g] = largest;
+      }
+    }
+  }
+
+  // The first key position p sees: 0, or the sliding window's first.
+  size_t first_key(size_t p) const {
+    return layout_.window
+               ? p + 1 - std::min(p + 1, static_cast<size_t>(std::max(1, *layout_.window)))
+               : 0;
   }
 
   // Position p's attention output at layer l, every q head over keys [lo, p] (sliding window).
@@ -316,9 +347,7 @@ class ReferencePass {
   // under test's, through its cache; here it is the oracle's own, on the full prefix in
   // double, with the noise of declared numerics. Sharing it would judge an engine by itself.
   void attend(size_t l, size_t p) {
-    const size_t lo =
-        layout_.window ? p + 1 - std::min(p + 1, static_cast<size_t>(std::max(1, *layout_.window)))
-                       : 0;
+    const size_t lo = first_key(p);
     scores_.resize(p - lo + 1);
     for (size_t hq = 0; hq < d_.q_heads; ++hq) attend_head(l, p, lo, hq);
   }
@@ -330,12 +359,12 @@ class ReferencePass {
     const double* qh = q_.data() + p * qs + hq * hd;
     const bool score_noise = noise_ && (*noise_).score_sum > 0;
     double best = -HUGE_VAL;
+    key_dots(qh, hd, kt_.data() + g * hd * n_ + lo, n_, visible, scores_.data());
     for (size_t j = lo; j <= p; ++j) {
       const double* kh = k_.data() + j * ks + g * hd;
-      double dot = 0, magnitude = 0;
-      for (size_t i = 0; i < hd; ++i) dot += qh[i] * kh[i];
-      scores_[j - lo] = scale_ * dot;
+      scores_[j - lo] *= scale_;
       if (score_noise) {
+        double magnitude = 0;
         for (size_t i = 0; i < hd; ++i) magnitude += std::fabs(qh[i] * kh[i]);
         noise_.absolute(&scores_[j - lo], 1,
                         (*noise_).score_sum * 2 * std::sqrt(static_cast<double>(hd)) *
@@ -357,12 +386,9 @@ class ReferencePass {
       noise_.relative(scores_.data(), visible, (*noise_).p_round, at_layer(kPRound, l));
     }
     double* out = a_.data() + p * as + hq * vd;
-    std::fill(out, out + vd, 0.0);
-    double largest = 0;
-    for (size_t j = lo; j <= p; ++j) {
-      add_scaled(out, v_.data() + j * vs + g * vd, scores_[j - lo] / total, vd);
-      largest = std::max(largest, vmax_[j * d_.kv_heads + g]);
-    }
+    for (double& sc : scores_) sc /= total;
+    weighted_values(scores_.data(), visible, v_.data() + lo * vs + g * vd, vs, vd, out);
+    const double largest = visible_vmax_[p * d_.kv_heads + g];
     if (noise_) {
       noise_.absolute(
           out, vd,
@@ -378,8 +404,10 @@ class ReferencePass {
   const size_t W, F, hd, vd, qs, ks, vs, as, group;
   const double scale_;
   Noise noise_;
-  size_t n_ = 0;  // the current stream's length
-  std::vector<double> h_, x_, q_, k_, v_, vmax_, a_, o_, gate_, up_, scores_, logits_;
+  std::optional<RopeTable> rope_;  // with RoPE: cos and sin by position, shared by every layer
+  size_t n_ = 0;                   // the current stream's length
+  std::vector<double> h_, x_, q_, k_, kt_, v_, vmax_, visible_vmax_, a_, o_, gate_, up_, scores_,
+      logits_;
 };
 
 }  // namespace

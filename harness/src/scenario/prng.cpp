@@ -17,11 +17,6 @@ float dyadic_from_bits(uint64_t bits) {
   return static_cast<float>(static_cast<int>((bits >> 32) % 65u) - 32) * 0x1p-3f;
 }
 
-float uniform_from_bits(uint64_t bits) {
-  const auto mantissa = static_cast<int32_t>(bits >> 40);  // 24 bits: [0, 2^24)
-  return static_cast<float>(mantissa - (1 << 23)) * 0x1p-23f;
-}
-
 float wide_from_bits(uint64_t bits) {
   const auto mantissa = static_cast<int>(bits & 0x3FFu);           // 10 bits
   const int exponent = static_cast<int>((bits >> 32) % 25u) - 12;  // [-12, 12]

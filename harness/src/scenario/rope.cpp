@@ -4,17 +4,44 @@
 
 namespace kvfuzz {
 
+namespace {
+
+// Pair i's angle at pos: pos * theta^(-2i/d).
+double rope_angle(size_t i, size_t head_dim, double theta, double pos) {
+  const double inv_freq =
+      std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  return pos * inv_freq;
+}
+
+// Pair i of x turned by the angle whose cos and sin are c and s.
+void turn_pair(double* x, size_t i, size_t half, double c, double s) {
+  const double a = x[i], b = x[i + half];
+  x[i] = a * c - b * s;
+  x[i + half] = a * s + b * c;
+}
+
+}  // namespace
+
 void rope_rotate(double* x, size_t head_dim, double theta, double pos) {
   const size_t half = head_dim / 2;
   for (size_t i = 0; i < half; ++i) {
-    const double inv_freq =
-        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-    const double angle = pos * inv_freq;
-    const double c = std::cos(angle), s = std::sin(angle);
-    const double a = x[i], b = x[i + half];
-    x[i] = a * c - b * s;
-    x[i + half] = a * s + b * c;
+    const double angle = rope_angle(i, head_dim, theta, pos);
+    turn_pair(x, i, half, std::cos(angle), std::sin(angle));
   }
+}
+
+void RopeTable::rotate(double* x, size_t pos) {
+  const size_t half = head_dim_ / 2;
+  while (cos_sin_.size() < (pos + 1) * half * 2) {
+    const size_t at = cos_sin_.size() / (half * 2);
+    for (size_t i = 0; i < half; ++i) {
+      const double angle = rope_angle(i, head_dim_, theta_, static_cast<double>(at));
+      cos_sin_.push_back(std::cos(angle));
+      cos_sin_.push_back(std::sin(angle));
+    }
+  }
+  const double* cs = cos_sin_.data() + pos * half * 2;
+  for (size_t i = 0; i < half; ++i) turn_pair(x, i, half, cs[2 * i], cs[2 * i + 1]);
 }
 
 }  // namespace kvfuzz
