@@ -39,6 +39,7 @@ struct ShrinkCommandOptions {
   std::string engine;
   std::string property = "prefix";
   double seconds = 60;
+  int max_candidates = 0;  // 0: no limit
   std::string out = "kvfuzz-out/shrunk";
   std::string raw;  // empty: default_raw_dir(out)
   bool quiet = false;
@@ -76,11 +77,15 @@ std::string size_text(Size size) {
 // What the shrink did to the fixture's size, as a phrase after "fails SIGNATURE: ". A size
 // "from X to X" would read as a shrink that did nothing visible, so those cases say so.
 std::string outcome_text(Size before, Size after, const ShrinkResult& result) {
+  if (result.kept_input) {
+    return "kept at " + size_text(before) + ": every smaller fixture found was longer as text";
+  }
   if (result.accepted == 0) {
-    return result.timed_out ? "no smaller fixture than " + size_text(before) +
-                                  " found before the time budget ran out"
-                            : "already minimal for the moves at " + size_text(before) +
-                                  ": no candidate fails the same way";
+    return result.timed_out || result.out_of_candidates
+               ? "no smaller fixture than " + size_text(before) + " found before the " +
+                     (result.timed_out ? "time" : "candidate") + " budget ran out"
+               : "already minimal for the moves at " + size_text(before) +
+                     ": no candidate fails the same way";
   }
   if (before.ops == after.ops && before.tokens == after.tokens) {
     return "simplified at " + size_text(after) + " (layout or values; no op or token dropped)";
@@ -121,6 +126,7 @@ int shrink_crash(const ShrinkCommandOptions& options, const EngineInfo& engine, 
   std::fprintf(stderr, "shrink: saved the raw failing fixture to %s\n", raw_path.string().c_str());
   ShrinkOptions shrink_options;
   shrink_options.time_budget_seconds = options.seconds;
+  shrink_options.max_candidates = options.max_candidates;
   const auto start = std::chrono::steady_clock::now();
   const std::optional<ShrinkResult> result = shrink_with(
       input,
@@ -142,10 +148,9 @@ int shrink_crash(const ShrinkCommandOptions& options, const EngineInfo& engine, 
   shrunk.name =
       file_safe_name(engine.name) + "-" + file_safe_name(signature) + "-" + scenario_hash(shrunk);
   const std::string what_shrank = outcome_text(size_of(input), size_of(shrunk), *result);
-  char timing[96];
+  char timing[192];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
-                result->candidates(), seconds,
-                result->timed_out ? ", stopped at the time budget" : "");
+                result->candidates(), seconds, stop_phrase(*result).c_str());
   shrunk.note = "By kvfuzz shrink: " + what_shrank + " (" + timing + "). Ends " + engine.name +
                 " with " + signature + " while " + std::string(property_name(property)) +
                 " is judged.";
@@ -202,6 +207,7 @@ int run_shrink(const ShrinkCommandOptions& options) {
   ShrinkOptions shrink_options;
   shrink_options.property = property;
   shrink_options.time_budget_seconds = options.seconds;
+  shrink_options.max_candidates = options.max_candidates;
   shrink_options.judge = [&](Property p, const Scenario& candidate) {
     return judge_property(p, candidate, *engine, isolation);
   };
@@ -230,10 +236,9 @@ int run_shrink(const ShrinkCommandOptions& options) {
   Scenario shrunk = result->scenario;
   const std::string failure = failure_line(result->outcome);
   shrunk.name = failure_fixture_stem(engine->name, property, result->signature.kind, shrunk);
-  char timing[96];
+  char timing[192];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
-                result->candidates(), seconds,
-                result->timed_out ? ", stopped at the time budget" : "");
+                result->candidates(), seconds, stop_phrase(*result).c_str());
   const std::string what_shrank = outcome_text(before, after, *result);
   const bool smaller = before.ops != after.ops || before.tokens != after.tokens;
   shrunk.note =
@@ -292,6 +297,11 @@ void add_shrink_command(CLI::App& app, int& exit_status) {
                   "Time budget in seconds; when it runs out, the smallest fixture so far is saved")
       ->default_val(60)
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--max-candidates", options->max_candidates,
+                  "Candidate budget: at most N candidates judged (0: no limit); the same result "
+                  "on every machine, where --time depends on the machine's speed")
+      ->default_val(0)
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--out", options->out,
                   "Directory for the shrunk result (corpus/regressions to file it in the corpus)")
       ->default_val("kvfuzz-out/shrunk");

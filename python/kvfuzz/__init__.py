@@ -26,7 +26,7 @@ from kvfuzz._kvfuzz import (
     __version__,
     case_seed,
 )
-from kvfuzz._check import CheckResult, Finding, check
+from kvfuzz._check import CheckResult, Finding, KnownBug, check, root_cause_hash
 from kvfuzz._corpus import corpus_path, fixtures, load_fixture, save_fixture
 from kvfuzz._engines import builtin_engine, builtin_engines, engine, load_factory
 from kvfuzz._generate import generate
@@ -44,6 +44,7 @@ __all__ = [
     "Finding",
     "FixtureError",
     "FixtureResult",
+    "KnownBug",
     "ReferenceRow",
     "ReplayResult",
     "Scenario",
@@ -63,6 +64,7 @@ __all__ = [
     "load_fixture",
     "reference",
     "replay",
+    "root_cause_hash",
     "save_fixture",
     "shrink",
 ]

@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=600.0, help="seconds per case (600)")
     check.add_argument("--max-failures", type=int, default=None, help="distinct findings before stopping")
     check.add_argument("--ignore", action="append", default=[], help="a signature to set aside")
+    check.add_argument(
+        "--known",
+        action="append",
+        default=[],
+        help="a fixture (or folder of fixtures) of a known bug: replayed, and set aside when found again",
+    )
     return parser
 
 
@@ -84,6 +90,7 @@ def main(argv=None) -> int:
             timeout=args.timeout,
             max_failures=args.max_failures,
             ignore=args.ignore,
+            known=args.known,
         )
         print(result.summary())
         return 0 if result.passed else 1

@@ -11,6 +11,8 @@ reported with its raw fixture and case seed, not shrunk."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shlex
 import sys
@@ -21,6 +23,7 @@ from typing import Callable, Iterable, List, Optional
 from kvfuzz import _kvfuzz
 from kvfuzz._engines import EngineLike, engine, factory_spec
 from kvfuzz._judge import check_properties
+from kvfuzz._replay import replay_one
 
 
 @dataclass
@@ -39,6 +42,9 @@ class Finding:
     replay_command: str
     rerun_command: str = ""  # re-runs exactly this case through check (its own workers)
     duplicates: int = 0  # later cases with the same signature
+    # Findings of this run (other signatures, other properties) whose cases shrank to the same
+    # fixture: the same root cause, seen again; their signatures.
+    same_cause: List[str] = field(default_factory=list)
 
     @property
     def crashed(self) -> bool:
@@ -48,6 +54,8 @@ class Finding:
         head = f"{self.signature} at case {self.case_index + 1} (case seed {self.case_seed})"
         if self.duplicates:
             head += f", {self.duplicates} later duplicate{'s' if self.duplicates > 1 else ''}"
+        if self.same_cause:
+            head += f", the same shrunk case as {', '.join(self.same_cause)}"
         if self.fixture:
             shrunk = self.fixture
         elif self.signature == "timeout":
@@ -67,6 +75,47 @@ class Finding:
 
 
 @dataclass
+class KnownBug:
+    """A fixture of `known`: a bug set aside while the run looks for others."""
+
+    fixture: str  # the fixture's path
+    root_cause: str  # root_cause_hash of it
+    still_failing: bool  # it fails on the engine now ("known, still failing"), or passes
+    seen: int = 0  # this run's findings that shrank to it
+
+    def __str__(self) -> str:
+        state = "known, still failing" if self.still_failing else "known, now passing"
+        seen = f", found again {self.seen} time{'s' if self.seen != 1 else ''}" if self.seen else ""
+        return f"{state}: {self.fixture}{seen}"
+
+
+def root_cause_hash(fixture: str) -> str:
+    """What two failures share when they are one bug: the hash of a shrunk fixture's
+    scenario, without its name, note, provenance or case seed (a fixture's `hash` keeps
+    the case seed, which differs between two cases that shrink to the same scenario)."""
+    with open(fixture, encoding="utf-8") as f:
+        data = json.load(f)
+    for key in ("name", "note", "provenance", "seed"):
+        data.pop(key, None)
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _known_fixtures(known: Iterable[str]) -> List[str]:
+    """The fixture paths of `known`: files, and every fixture below a folder."""
+    paths: List[str] = []
+    for entry in [known] if isinstance(known, (str, os.PathLike)) else known:
+        entry = os.fspath(entry)
+        if os.path.isdir(entry):
+            paths += _kvfuzz.fixtures_below(entry)
+        elif os.path.isfile(entry):
+            paths.append(entry)
+        else:
+            raise ValueError(f"known: {entry!r}: expected a fixture file or a folder of fixtures")
+    return paths
+
+
+@dataclass
 class CheckResult:
     engine: str
     seed: int
@@ -82,6 +131,7 @@ class CheckResult:
     findings: List[Finding] = field(default_factory=list)
     crashes: int = 0  # cases that ended in a crash, an exit, a timeout or an engine error
     ignored: List[str] = field(default_factory=list)  # signatures found and set aside (`ignore`)
+    known: List[KnownBug] = field(default_factory=list)  # the fixtures of `known`, replayed
 
     @property
     def passed(self) -> bool:
@@ -97,10 +147,11 @@ class CheckResult:
             head += f" ({self.skipped} cases skipped: outside the engine's declarations)"
         if self.ignored:
             head += f" (ignored: {', '.join(self.ignored)})"
+        known = [str(k) for k in self.known]
         if self.passed:
-            return head + ": pass"
+            return "\n".join([head + ": pass"] + known)
         broke = ", ".join(f.signature for f in self.findings)
-        return "\n".join([head + f": FAIL ({broke})"] + [str(f) for f in self.findings])
+        return "\n".join([head + f": FAIL ({broke})"] + known + [str(f) for f in self.findings])
 
 
 def shell_command(*words: str) -> str:
@@ -202,6 +253,7 @@ def check(
     max_failures: Optional[int] = None,
     ignore: Iterable[str] = (),
     case_seed: Optional[int] = None,
+    known: Iterable[str] = (),
 ) -> CheckResult:
     """Runs `cases` generated scenarios on the engine `engine_factory` makes, judging every
     property of `properties` (default: all six) on each. Case i is generated from
@@ -216,7 +268,13 @@ def check(
     an exit too, each candidate judged in a forked child (a timeout is not shrunk). After
     `max_failures` distinct signatures (default: one per chosen property) the engine is not
     run on later cases; later findings of a signature already seen count as duplicates;
-    signatures in `ignore` are set aside. `progress(cases_done, cases_total)` is called about
+    signatures in `ignore` are set aside. Findings are then grouped by root cause: two
+    (of different signatures or properties) whose cases shrink to the same fixture are one
+    finding (`same_cause`). `known` (fixture files or folders of them: bugs already filed)
+    are replayed first, each reported as "known, still failing" or "known, now passing"; a
+    finding that shrinks to one of them is set aside (counted in its `seen`), and each known
+    bug still failing adds one to `max_failures`, so the run goes on looking for others.
+    `progress(cases_done, cases_total)` is called about
     every two seconds and at the end. `max_*` cap the generated sizes (0: the generator's own;
     max_tokens above 160 makes long contexts). Returns a CheckResult; its `findings` name
     property, signature, case seed, fixture paths, report and the replay command."""
@@ -233,6 +291,13 @@ def check(
     seeds = [case_seed] if case_seed is not None else [_kvfuzz.case_seed(seed, i) for i in range(cases)]
     result = CheckResult(engine=eng.name, seed=seed, properties=props)
     start = time.monotonic()
+    for path in _known_fixtures(known):
+        replayed = replay_one(path, eng, fork=bool(fork), timeout=float(timeout))
+        if replayed.status == "bad":
+            raise ValueError(f"known: {path}: {replayed.report}")
+        result.known.append(KnownBug(path, root_cause_hash(path), still_failing=replayed.status == "fail"))
+    known_causes = {k.root_cause: k for k in result.known}
+    still_failing = sum(k.still_failing for k in result.known)
     run = _kvfuzz.run_check(
         eng,
         seeds,
@@ -241,7 +306,7 @@ def check(
         jobs=jobs,
         fork=bool(fork),
         timeout=float(timeout),
-        max_failures=max_failures or len(props),
+        max_failures=(max_failures or len(props)) + still_failing,
         ignore=ignore,
         max_tokens=max_tokens,
         max_head_dim=max_head_dim,
@@ -254,6 +319,7 @@ def check(
     result.crashes = run.crashes
     if progress is not None:
         progress(result.cases, len(seeds))
+    causes = {}  # root_cause_hash of a finding's shrunk fixture: the finding
     for found in run.findings:
         if found.ignored:
             result.ignored.append(found.signature)
@@ -281,6 +347,15 @@ def check(
             )
         if finding.fixture:
             finding.replay_command = replay_command(finding.fixture, engine_factory)
+            cause = root_cause_hash(finding.fixture)
+            if cause in known_causes:
+                known_causes[cause].seen += 1 + finding.duplicates
+                continue
+            first = causes.get(cause)
+            if first is not None:
+                first.same_cause.append(finding.signature)
+                continue
+            causes[cause] = finding
         result.findings.append(finding)
     result.seconds = time.monotonic() - start
     return result

@@ -74,6 +74,9 @@ class Shrunk:
     tried: int
     skipped_seen: int
     timed_out: bool
+    out_of_candidates: bool
+    canonicalised: bool
+    kept_input: bool
 
 class CheckFinding:
     case_number: int
@@ -150,7 +153,13 @@ def judge(property: str, scenario: Scenario, engine: Engine) -> Outcome: ...
 def replay_fixture(scenario: Scenario, engine: Engine, fork: bool = True, timeout: float = 600.0) -> Tuple[str, str]: ...
 def explain(scenario: Scenario, engine: Engine) -> str: ...
 def shrink(
-    scenario: Scenario, engine: Engine, property: str, seconds: float, fork: bool = True, timeout: float = 600.0
+    scenario: Scenario,
+    engine: Engine,
+    property: str,
+    seconds: float,
+    fork: bool = True,
+    timeout: float = 600.0,
+    max_candidates: int = 0,
 ) -> Optional[Shrunk]: ...
 def stamp_failure(scenario: Scenario, source: str, engine: str, property: str, failure: str) -> None: ...
 def check_fixture_stem(engine: str, seed: int) -> str: ...

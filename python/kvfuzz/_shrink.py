@@ -21,7 +21,10 @@ class ShrinkResult:
     fixture: Optional[str]  # where it was saved, when `out` was given
     accepted: int
     tried: int
-    timed_out: bool
+    timed_out: bool  # stopped by `seconds`
+    out_of_candidates: bool  # stopped by `max_candidates`
+    canonicalised: bool  # unused token entries dropped after the search (same failure)
+    kept_input: bool  # every smaller scenario found was longer as a fixture: the input kept
 
 
 def shrink(
@@ -30,6 +33,7 @@ def shrink(
     property: Optional[str] = None,
     *,
     seconds: float = 60.0,
+    max_candidates: int = 0,
     out: Optional[str] = None,
     name: Optional[str] = None,
     fork: bool = True,
@@ -40,7 +44,10 @@ def shrink(
     the result is saved there as ENGINE-PROPERTY-KIND-HASH.json with its provenance. Each
     judgement runs in a child forked from this process (at most `timeout` seconds): a
     candidate that crashes or hangs the engine is another failure, and the shrink goes on;
-    `fork=False` judges here (for a debugger)."""
+    `fork=False` judges here (for a debugger). `max_candidates` (0: none) bounds the
+    candidates judged, a budget that gives the same result on every machine; after the
+    search the unused token-table entries are always dropped, and the result is never a
+    longer fixture than the input."""
     if isinstance(fixture_or_scenario, _kvfuzz.Scenario):
         scenario = fixture_or_scenario
     else:
@@ -50,7 +57,9 @@ def shrink(
     why = eng.unjudgeable(scenario)
     if why is not None:
         raise ValueError(f"for {eng.name}, the fixture {why}; expected a fixture it can run")
-    shrunk = _kvfuzz.shrink(scenario, eng, prop, seconds, fork=fork, timeout=timeout)
+    shrunk = _kvfuzz.shrink(
+        scenario, eng, prop, seconds, fork=fork, timeout=timeout, max_candidates=max_candidates
+    )
     if shrunk is None:
         return None
     small = shrunk.scenario
@@ -70,4 +79,7 @@ def shrink(
         accepted=shrunk.accepted,
         tried=shrunk.tried,
         timed_out=shrunk.timed_out,
+        out_of_candidates=shrunk.out_of_candidates,
+        canonicalised=shrunk.canonicalised,
+        kept_input=shrunk.kept_input,
     )

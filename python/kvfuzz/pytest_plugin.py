@@ -12,7 +12,8 @@ Options: --kvfuzz-cases N (default 50), --kvfuzz-seed S (default 1), --kvfuzz-ou
 --kvfuzz-max-tokens N (default 0: the generator's sizes), --kvfuzz-jobs N (default 1: worker
 processes), --kvfuzz-timeout S (default 600 s per case), --kvfuzz-no-fork (judge in pytest's
 own process: no crash isolation, for a debugger), --kvfuzz-max-failures N, --kvfuzz-ignore
-SIGNATURE (repeatable). A crash or a hang of the engine fails the test with its raw
+SIGNATURE and --kvfuzz-known FIXTURE|DIR (repeatable: a known bug set aside while the run
+looks for others). A crash or a hang of the engine fails the test with its raw
 fixture, case seed and replay command; pytest goes on.
 """
 
@@ -61,6 +62,12 @@ def pytest_addoption(parser):
     group.addoption(
         "--kvfuzz-ignore", action="append", default=[], help="a finding's signature to set aside"
     )
+    group.addoption(
+        "--kvfuzz-known",
+        action="append",
+        default=[],
+        help="a fixture or folder of known bugs: replayed, and set aside when found again",
+    )
 
 
 @pytest.fixture
@@ -82,6 +89,7 @@ def kvfuzz_check(request):
         options.setdefault("fork", not config.getoption("kvfuzz_no_fork"))
         options.setdefault("max_failures", config.getoption("kvfuzz_max_failures"))
         options.setdefault("ignore", config.getoption("kvfuzz_ignore"))
+        options.setdefault("known", config.getoption("kvfuzz_known"))
         result = kvfuzz.check(engine_factory, properties=properties, **options)
         if not result.passed:
             pytest.fail(result.summary(), pytrace=False)

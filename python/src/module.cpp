@@ -65,7 +65,7 @@ struct Shrunk {
   Scenario scenario;
   Outcome outcome;
   int accepted = 0, tried = 0, skipped_seen = 0;
-  bool timed_out = false;
+  bool timed_out = false, out_of_candidates = false, canonicalised = false, kept_input = false;
 };
 
 // A reference row: its key, the keys it sees, its values [q_head, value_dim] and bounds.
@@ -272,14 +272,18 @@ void bind_shrink(nb::module_& m) {
       .def_ro("accepted", &Shrunk::accepted)
       .def_ro("tried", &Shrunk::tried)
       .def_ro("skipped_seen", &Shrunk::skipped_seen)
-      .def_ro("timed_out", &Shrunk::timed_out);
+      .def_ro("timed_out", &Shrunk::timed_out)
+      .def_ro("out_of_candidates", &Shrunk::out_of_candidates)
+      .def_ro("canonicalised", &Shrunk::canonicalised)
+      .def_ro("kept_input", &Shrunk::kept_input);
   m.def(
       "shrink",
       [](const Scenario& s, EngineHandle& engine, const std::string& property, double seconds,
-         bool fork, double timeout) -> std::optional<Shrunk> {
+         bool fork, double timeout, int max_candidates) -> std::optional<Shrunk> {
         ShrinkOptions options;
         options.property = property_named(property);
         options.time_budget_seconds = seconds;
+        options.max_candidates = max_candidates;
         // Each judgement in a forked child: a candidate that crashes or hangs the engine is
         // another failure than the one kept, not the end of this process.
         const Isolation isolation{fork, seconds_to_ms(timeout)};
@@ -292,11 +296,12 @@ void bind_shrink(nb::module_& m) {
                 ? with_forked_children([&] { return shrink(s, *engine.info, options); })
                 : interruptible([&] { return shrink(s, *engine.info, options); });
         if (!r) return std::nullopt;
-        return Shrunk{r->scenario, outcome_of(r->outcome), r->accepted,
-                      r->tried,    r->skipped_seen,        r->timed_out};
+        return Shrunk{
+            r->scenario,  outcome_of(r->outcome), r->accepted,      r->tried,     r->skipped_seen,
+            r->timed_out, r->out_of_candidates,   r->canonicalised, r->kept_input};
       },
       nb::arg("scenario"), nb::arg("engine"), nb::arg("property"), nb::arg("seconds"),
-      nb::arg("fork") = true, nb::arg("timeout") = 600.0);
+      nb::arg("fork") = true, nb::arg("timeout") = 600.0, nb::arg("max_candidates") = 0);
 }
 
 // Fixture names and provenance, as every other tool that writes a fixture stamps them.

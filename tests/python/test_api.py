@@ -1,8 +1,10 @@
 """The package's in-process API, each piece tried both ways: an honest engine passes, a
 wrong one fails."""
 
+import json
 import os
 import re
+import time
 
 import numpy as np
 import pytest
@@ -97,6 +99,31 @@ def test_shrink_a_fixture(tmp_path):
     result = kvfuzz.shrink(seeds, BuggyNumpyEngine, "prefix", out=str(tmp_path))
     assert result.signature == "prefix/wrong-position"
     assert os.path.isfile(result.fixture) and result.scenario.tokens <= 2
+
+
+class _SlowBuggy(BuggyNumpyEngine):
+    """The buggy engine, 50 ms a call to make (a transformers-sized construction)."""
+
+    def __init__(self, config):
+        time.sleep(0.05)
+        super().__init__(config)
+
+
+def test_shrink_on_a_slow_engine_with_a_candidate_budget_drops_unused_tokens(tmp_path):
+    # A failing case whose table is made explicit with 30 tokens the program never uses.
+    seeds = os.path.join(ROOT, "corpus", "seeds", "reset-two-requests.json")
+    fat = json.load(open(seeds))
+    used = fat["tokens"]["explicit"]
+    fat["tokens"]["explicit"] = used + [used[0]] * 30
+    fat.pop("expect", None)
+    path = tmp_path / "fat.json"
+    path.write_text(json.dumps(fat))
+    result = kvfuzz.shrink(str(path), _SlowBuggy, "prefix", max_candidates=3, out=str(tmp_path))
+    assert result.signature == "prefix/wrong-position"
+    assert result.out_of_candidates and not result.timed_out
+    assert result.tried == 4 and result.canonicalised  # 3 of the moves, then the canonical form
+    assert len(json.load(open(result.fixture))["tokens"]["explicit"]) <= len(used)
+    assert os.path.getsize(result.fixture) < os.path.getsize(path)
 
 
 class Declaring(NumpyEngine):
@@ -312,3 +339,40 @@ def test_numerics_may_follow_the_layouts_dtype(engine, tmp_path):
 def test_an_engine_rounding_to_f16_fails_when_it_declares_f32(tmp_path):
     result = kvfuzz.check(_DeclaresF32, cases=40, fork=False, out=str(tmp_path), properties="prefix")
     assert [f.signature for f in result.findings] == ["prefix/mismatch"], result.summary()
+
+
+def test_known_bugs_are_replayed_and_set_aside_while_the_run_looks_for_others(tmp_path):
+    first = kvfuzz.check(BuggyNumpyEngine, cases=30, properties=["prefix"], out=str(tmp_path / "a"))
+    (finding,) = first.findings
+    assert finding.fixture
+    # The same bug found again is set aside: the run passes, and says the known bug still fails.
+    again = kvfuzz.check(
+        BuggyNumpyEngine, cases=30, properties=["prefix"], out=str(tmp_path / "b"), known=[finding.fixture]
+    )
+    assert again.passed and not again.findings
+    (known,) = again.known
+    assert known.still_failing and known.seen >= 1
+    assert "known, still failing: " + finding.fixture in again.summary()
+    # A folder of known bugs (the shrunk fixture and, below it, the raw one), on an engine
+    # that no longer has it: now passing.
+    fixed = kvfuzz.check(NumpyEngine, cases=5, properties=["prefix"], known=[str(tmp_path / "a")])
+    assert fixed.passed and [k.still_failing for k in fixed.known] == [False, False]
+    assert "known, now passing" in fixed.summary()
+    with pytest.raises(ValueError, match="known: .*expected a fixture file or a folder"):
+        kvfuzz.check(NumpyEngine, cases=1, known=[str(tmp_path / "missing.json")])
+
+
+def test_findings_that_shrink_to_one_case_are_one_root_cause(tmp_path):
+    result = kvfuzz.check(BuggyNumpyEngine, cases=30, out=str(tmp_path))
+    causes = [kvfuzz.root_cause_hash(f.fixture) for f in result.findings if f.fixture]
+    assert len(causes) == len(set(causes))  # one finding per shrunk case
+    grouped = sum(len(f.same_cause) for f in result.findings)
+    # Seed 1: prefix/wrong-position, and reset and batch failures of the same wrong position
+    # that shrink to the very same case.
+    assert grouped >= 1, [(f.signature, f.same_cause) for f in result.findings]
+    # The root-cause hash ignores what differs between two cases of one bug.
+    a = json.load(open(result.findings[0].fixture))
+    a["name"], a["note"], a["seed"] = "other", "other note", 12345
+    other = tmp_path / "renamed.json"
+    other.write_text(json.dumps(a))
+    assert kvfuzz.root_cause_hash(str(other)) == causes[0]

@@ -43,10 +43,11 @@ std::vector<std::pair<const EngineInfo*, Scenario>> failing_scenarios() {
 }
 
 void expect_counts_add_up(const ShrinkResult& result) {
-  // One row per move in the search's order, then the split lookahead.
+  // One row per move in the search's order, then the split lookahead and the canonical form.
   std::vector<std::string> names;
   for (const shrinking::Move& move : shrinking::moves()) names.emplace_back(move.name);
   names.emplace_back(shrinking::split_move().name);
+  names.emplace_back("canonical form");
   std::vector<std::string> rows;
   int tried = 0, accepted = 0, skipped = 0;
   for (const MoveCounts& row : result.moves) {

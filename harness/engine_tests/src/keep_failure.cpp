@@ -98,10 +98,9 @@ std::string keep_failure(const FailingCase& failing, const EngineInfo& engine,
 
   Scenario shrunk = result->scenario;
   shrunk.name = failure_fixture_stem(engine.name, failing.property, result->signature.kind, shrunk);
-  char timing[96];
+  char timing[192];
   std::snprintf(timing, sizeof timing, "%d of %d candidates accepted in %.1f s%s", result->accepted,
-                result->candidates(), seconds,
-                result->timed_out ? ", stopped at the time budget" : "");
+                result->candidates(), seconds, stop_phrase(*result).c_str());
   const std::string summary = shrink_summary(failing.scenario, shrunk, *result, timing);
   shrunk.note = "By the kvfuzz engine tests. " + summary + " Fails " +
                 to_string(result->signature) + " on " + engine.name + ": " +

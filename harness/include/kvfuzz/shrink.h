@@ -44,6 +44,9 @@ struct MoveCounts {
 struct ShrinkOptions {
   Property property = Property::prefix;
   double time_budget_seconds = 60;
+  // The most candidates judged (the engine run on them); 0: no limit. With a slow engine a
+  // budget in candidates gives the same result on every machine, where seconds do not.
+  int max_candidates = 0;
   std::function<void(const ShrinkProgress&)> on_progress;  // called after each acceptance
   // How the failing scenario and each candidate are judged; empty: judge_property on the
   // engine in this process. The commands judge in a forked child (kvfuzz/orchestrate.h), so
@@ -56,21 +59,40 @@ struct ShrinkOptions {
 };
 
 struct ShrinkResult {
-  Scenario scenario;           // the smallest failing scenario found
-  FailureSignature signature;  // the failure it keeps
-  PropertyOutcome outcome;     // of `scenario`
-  int accepted = 0;            // candidates that kept the failure
-  int tried = 0;               // candidates judged (run on the engine, or by the caller)
-  int skipped_seen = 0;        // candidates not judged: equal to one rejected before
-  bool timed_out = false;
+  Scenario scenario;               // the smallest failing scenario found
+  FailureSignature signature;      // the failure it keeps
+  PropertyOutcome outcome;         // of `scenario`
+  int accepted = 0;                // candidates that kept the failure
+  int tried = 0;                   // candidates judged (run on the engine, or by the caller)
+  int skipped_seen = 0;            // candidates not judged: equal to one rejected before
+  bool timed_out = false;          // stopped by time_budget_seconds
+  bool out_of_candidates = false;  // stopped by max_candidates
+  // The canonical form (below) replaced the search's result, having failed the same way.
+  bool canonicalised = false;
+  // The search's result written as a fixture was longer than the input's: the input was
+  // kept (a shrunk fixture is never larger than the raw one).
+  bool kept_input = false;
   // Every move in the order the search tries them, then the split lookahead ("split a
   // chunk": the splits it judged; the drops that follow a split count under their own
-  // move). The columns add up to accepted, tried and skipped_seen.
+  // move), then "canonical form" (judged at most once). The columns add up to accepted, tried and
+  // skipped_seen.
   std::vector<MoveCounts> moves;
 
   // The candidates that reached judgement: judged or skipped as seen.
   int candidates() const { return tried + skipped_seen; }
 };
+
+// After the search, whatever stopped it, two steps that compete for no budget: the
+// canonical form (token-table entries the program never uses dropped, the rest numbered in
+// order of first use, a generated table cut to the ids used: what the engine sees is the
+// same, value for value) is judged once and kept when it fails the same way; then, if the
+// result's fixture text is longer than the input's, the result with the input's generated
+// table (a seed and a count, where the search wrote out explicit values) is judged once,
+// and failing that the input is the result.
+//
+// What ended the shrink and what followed the search, as a phrase to append to a count of
+// candidates: "", or e.g. ", stopped at the time budget, canonical form".
+std::string stop_phrase(const ShrinkResult& result);
 
 // `failing` must fail `options.property` on `engine`; returns nothing if it passes.
 std::optional<ShrinkResult> shrink(const Scenario& failing, const EngineInfo& engine,

@@ -23,12 +23,14 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/shrink.h"
+#include "shrink/canonical.h"
 #include "shrink/measure.h"
 #include "shrink/moves.h"
 #include "support/hash.h"
@@ -39,12 +41,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The count row of the canonical form, judged once after the moves (shrink/canonical.h).
+constexpr std::string_view kCanonicalRow = "canonical form";
+
 // One row of the result's per-move counts for every move, in the order the search tries
 // them, then the split lookahead.
 std::vector<MoveCounts> count_rows(const std::vector<shrinking::Move>& moves) {
   std::vector<MoveCounts> rows;
   for (const shrinking::Move& move : moves) rows.push_back({std::string(move.name)});
   rows.push_back({std::string(shrinking::split_move().name)});
+  rows.push_back({std::string(kCanonicalRow)});
   return rows;
 }
 
@@ -60,7 +66,8 @@ class Search {
         options_(options),
         result_(result),
         start_(Clock::now()),
-        current_measure_(shrinking::measure(result.scenario)) {
+        current_measure_(shrinking::measure(result.scenario)),
+        input_outcome_(result.outcome) {
     result_.moves = count_rows(moves_);
     // What the engine declares, asked once: a candidate outside it (say value_dim 1 for an
     // engine with one head size) says nothing about the engine, and replay would skip the
@@ -76,14 +83,42 @@ class Search {
     }
   }
 
-  void run() {
-    if (out_of_time()) return;
+  // The moves until a local minimum or a budget, then the canonical form and the size
+  // guard (kvfuzz/shrink.h), which no budget stops.
+  void run(const Scenario& input) {
+    search();
+    canonicalise();
+    const size_t input_size = write_fixture(input).size();
+    if (write_fixture(result_.scenario).size() <= input_size) return;
+    // Longer than the input: the explicit values a move wrote out from a generated table,
+    // most often. The input's generated table instead, if that fails the same way.
+    if (std::optional<Scenario> generated =
+            shrinking::with_generated_table(result_.scenario, input);
+        generated && !validate(*generated) && !outside_the_engine(*generated) &&
+        write_fixture(*generated).size() <= input_size) {
+      PropertyOutcome outcome;
+      if (fails_the_same(*generated, outcome, result_.moves.back())) {
+        result_.scenario = std::move(*generated);
+        result_.outcome = std::move(outcome);
+        result_.canonicalised = true;
+        ++result_.accepted;
+        ++result_.moves.back().accepted;
+        return;
+      }
+    }
+    result_.scenario = input;
+    result_.outcome = input_outcome_;
+    result_.kept_input = true;
+  }
+
+  void search() {
+    if (out_of_budget()) return;
     bool progress = true;
-    while (progress && !result_.timed_out) {
+    while (progress && !stopped()) {
       progress = false;
       for (const shrinking::Move& move : moves_) {
         progress = run_move(move, result_.scenario) || progress;
-        if (result_.timed_out) return;
+        if (stopped()) return;
       }
       if (!progress) progress = split_lookahead();
     }
@@ -92,9 +127,30 @@ class Search {
  private:
   double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
-  bool out_of_time() {
+  bool stopped() const { return result_.timed_out || result_.out_of_candidates; }
+
+  // Whether a budget (seconds, candidates judged) is spent; says which in the result.
+  bool out_of_budget() {
     if (seconds() >= options_.time_budget_seconds) result_.timed_out = true;
-    return result_.timed_out;
+    if (options_.max_candidates > 0 && result_.tried >= options_.max_candidates) {
+      result_.out_of_candidates = true;
+    }
+    return stopped();
+  }
+
+  // The canonical form of the result, judged once (a nondeterministic engine could fail it
+  // another way: then the result stays as the search left it).
+  void canonicalise() {
+    std::optional<Scenario> canonical = shrinking::canonical_form(result_.scenario);
+    if (!canonical || validate(*canonical) || outside_the_engine(*canonical)) return;
+    MoveCounts& counts = result_.moves.back();  // kCanonicalRow
+    PropertyOutcome outcome;
+    if (!fails_the_same(*canonical, outcome, counts)) return;
+    result_.scenario = std::move(*canonical);
+    result_.outcome = std::move(outcome);
+    result_.canonicalised = true;
+    ++result_.accepted;
+    ++counts.accepted;
   }
 
   // The row of `move` (a drop move of the lookahead shares its row in moves()).
@@ -140,7 +196,7 @@ class Search {
   bool try_candidate(Scenario&& candidate, const shrinking::Move& move, MoveCounts& counts) {
     shrinking::Measure size = shrinking::measure(candidate);
     if (!(size < current_measure_) || validate(candidate) || outside_the_engine(candidate) ||
-        out_of_time())
+        out_of_budget())
       return false;
     PropertyOutcome outcome;
     if (!fails_the_same(candidate, outcome, counts)) return false;
@@ -178,7 +234,7 @@ class Search {
         if (!on_current) return true;  // the base was a lookahead: start again from the result
         --index;                       // the same index again, on the new current scenario
       }
-      if (result_.timed_out) break;
+      if (stopped()) break;
     }
     return accepted;
   }
@@ -190,13 +246,13 @@ class Search {
       Scenario split;
       const shrinking::Made made = split_move.make(result_.scenario, index, split);
       if (made == shrinking::Made::end) return false;
-      if (out_of_time()) return false;
+      if (out_of_budget()) return false;
       if (made == shrinking::Made::skip || validate(split) || outside_the_engine(split)) continue;
       PropertyOutcome outcome;
       if (!fails_the_same(split, outcome, counts)) continue;
       for (const shrinking::Move& move : shrinking::drop_moves()) {
         if (run_move(move, split)) return true;
-        if (result_.timed_out) return false;
+        if (stopped()) return false;
       }
     }
   }
@@ -213,6 +269,7 @@ class Search {
   ShrinkResult& result_;
   Clock::time_point start_;
   shrinking::Measure current_measure_;
+  PropertyOutcome input_outcome_;          // the input's, for the size guard
   std::unordered_set<uint64_t> rejected_;  // hashes of the candidates judged and rejected
 };
 
@@ -230,11 +287,20 @@ std::optional<ShrinkResult> shrink_with_moves(const Scenario& failing, const Eng
   result.scenario = failing;
   result.signature = *outcome.signature;
   result.outcome = std::move(outcome);
-  Search(&engine, nullptr, options, result, moves).run();
+  Search(&engine, nullptr, options, result, moves).run(failing);
   return result;
 }
 
 }  // namespace shrinking
+
+std::string stop_phrase(const ShrinkResult& result) {
+  std::string phrase;
+  if (result.timed_out) phrase += ", stopped at the time budget";
+  if (result.out_of_candidates) phrase += ", stopped at the candidate budget";
+  if (result.canonicalised) phrase += ", canonical form";
+  if (result.kept_input) phrase += ", the input kept (the result's fixture was longer)";
+  return phrase;
+}
 
 std::optional<ShrinkResult> shrink(const Scenario& failing, const EngineInfo& engine,
                                    const ShrinkOptions& options) {
@@ -247,7 +313,7 @@ std::optional<ShrinkResult> shrink_with(const Scenario& failing,
   if (!still_fails(failing)) return std::nullopt;
   ShrinkResult result;
   result.scenario = failing;
-  Search(nullptr, &still_fails, options, result).run();
+  Search(nullptr, &still_fails, options, result).run(failing);
   return result;
 }
 
