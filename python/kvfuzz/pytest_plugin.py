@@ -77,6 +77,11 @@ def kvfuzz_check(request):
     line's."""
     config = request.config
     out = config.getoption("kvfuzz_out") or os.path.join(str(config.rootpath), "kvfuzz-out")
+    # Under pytest-xdist (`-n N`) each worker writes to a folder of its own (OUT/gw0, ...):
+    # two workers checking the same engine and seed would otherwise write the same names.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        out = os.path.join(out, worker)
 
     def run(engine_factory, properties=None, **options):
         options.setdefault("cases", config.getoption("kvfuzz_cases"))

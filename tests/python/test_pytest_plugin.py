@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import kvfuzz
+from buggy_numpy_engine import BuggyNumpyEngine
 from conftest import EXAMPLES, failure_reports
 
 BUGGY_TEST = """\
@@ -46,6 +47,19 @@ def test_example_file_is_short_and_passes_on_the_honest_engine(run_pytest, tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert "6 passed" in done.stdout
     assert not (tmp_path / "out").exists()  # nothing failed, nothing saved
+
+
+def test_under_xdist_each_worker_writes_its_own_folder(run_pytest, tmp_path):
+    (tmp_path / "test_buggy.py").write_text(BUGGY_TEST)
+    out = tmp_path / "out"
+    done = run_pytest("test_buggy.py", "-n", "2", "--kvfuzz-cases", "40", "--kvfuzz-out", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"\b3 failed, 3 passed\b", done.stdout), done.stdout
+    paths = re.findall(r"shrunk fixture: (\S+\.json)", failure_reports(done.stdout))
+    assert len(paths) == 3 and len(set(paths)) == 3, paths  # no name shared by two findings
+    for path in paths:
+        assert re.fullmatch(re.escape(str(out)) + r"/gw[01]/[^/]+\.json", path), path
+        assert not kvfuzz.replay(path, BuggyNumpyEngine).passed
 
 
 def test_buggy_engine_fails_with_a_shrunk_fixture_and_its_replay_command(run_pytest, tmp_path):
