@@ -11,6 +11,7 @@ import sys
 from typing import Any, Callable, Optional, Union
 
 from kvfuzz import _kvfuzz
+from kvfuzz._inputs import preload
 
 EngineLike = Union[Callable[[Any], Any], "_kvfuzz.Engine"]
 
@@ -30,6 +31,7 @@ def engine(factory: EngineLike, name: Optional[str] = None) -> _kvfuzz.Engine:
         )
     if name is None:
         name = "python:" + getattr(factory, "__qualname__", type(factory).__name__)
+    preload(factory)  # torch, for an engine asking for torch inputs, before any fork
     return _kvfuzz.python_engine(factory, name)
 
 

@@ -89,6 +89,9 @@ class PythonEngine final : public Engine {
       : engine_(std::move(engine)),
         layout_(config.layout),
         declared_(read_declarations(engine_, config.layout)),
+        convert_(calling_python("the engine's inputs", [&] {
+          return nb::module_::import_("kvfuzz._inputs").attr("input_converter")(engine_);
+        })),
         idle_(std::move(idle)) {}
 
   ~PythonEngine() override {
@@ -107,13 +110,19 @@ class PythonEngine final : public Engine {
     nb::list list;
     for (const ChunkIn& c : chunks) {
       const auto tokens = static_cast<size_t>(c.tokens);
-      list.append(Chunk{
+      Chunk chunk{
           c.seq, c.tokens,
           input_array(c.q, tokens, static_cast<size_t>(l.q_heads), static_cast<size_t>(l.head_dim)),
           input_array(c.k, tokens, static_cast<size_t>(l.kv_heads),
                       static_cast<size_t>(l.head_dim)),
           input_array(c.v, tokens, static_cast<size_t>(l.kv_heads),
-                      static_cast<size_t>(l.value_dim))});
+                      static_cast<size_t>(l.value_dim))};
+      if (!convert_.is_none()) {  // the engine's `inputs` (kvfuzz/_inputs.py): torch tensors
+        calling_python("making the inputs torch tensors (the engine's `inputs`)", [&] {
+          for (nb::object* array : {&chunk.q, &chunk.k, &chunk.v}) *array = convert_(*array);
+        });
+      }
+      list.append(std::move(chunk));
     }
     const nb::object results = calling_python("step", [&] { return engine_.attr("step")(list); });
     // kvfuzz needs the results' length and each by index: a generator or a set is the
@@ -162,6 +171,7 @@ class PythonEngine final : public Engine {
   nb::object engine_;
   Layout layout_;
   doors::HelloReply declared_;
+  nb::object convert_;  // None, or what makes each input array what the engine's `inputs` asks
   std::shared_ptr<IdleEngines> idle_;
 };
 

@@ -376,3 +376,71 @@ def test_findings_that_shrink_to_one_case_are_one_root_cause(tmp_path):
     other = tmp_path / "renamed.json"
     other.write_text(json.dumps(a))
     assert kvfuzz.root_cause_hash(str(other)) == causes[0]
+
+
+class _TorchInputs(NumpyEngine):
+    """The numpy engine, asking for torch tensors and checking it gets them."""
+
+    inputs = "torch"
+
+    def step(self, chunks):
+        import types
+
+        import torch
+
+        plain = []
+        for chunk in chunks:
+            for x in (chunk.q, chunk.k, chunk.v):
+                assert isinstance(x, torch.Tensor) and x.dtype == torch.float32, type(x)
+                assert x.device.type == "cpu" and x.shape[0] == chunk.tokens
+            plain.append(
+                types.SimpleNamespace(
+                    seq=chunk.seq, tokens=chunk.tokens, q=chunk.q.numpy(), k=chunk.k.numpy(), v=chunk.v.numpy()
+                )
+            )
+        return super().step(plain)
+
+
+def test_inputs_as_torch_tensors_on_request():
+    pytest.importorskip("torch")  # in the project's .venv (scripts/python-requirements.txt)
+    assert kvfuzz.check(_TorchInputs, cases=20).passed
+
+
+class _BadInputs(NumpyEngine):
+    inputs = "tensorflow"
+
+
+def test_inputs_that_make_no_sense_are_refused_naming_the_attribute():
+    with pytest.raises(kvfuzz.EngineError, match=r"inputs: expected 'numpy', 'torch' or 'torch:DEVICE', got 'tensorflow'"):
+        kvfuzz.check(_BadInputs, cases=1)
+
+
+class _CudaInputs(_TorchInputs):
+    inputs = "torch:cuda"
+
+    def step(self, chunks):
+        for chunk in chunks:
+            assert chunk.q.device.type == "cuda"
+        return NumpyEngine.step(self, [_host(chunk) for chunk in chunks])
+
+
+def _host(chunk):
+    import types
+
+    return types.SimpleNamespace(
+        seq=chunk.seq, tokens=chunk.tokens, q=chunk.q.cpu().numpy(), k=chunk.k.cpu().numpy(), v=chunk.v.cpu().numpy()
+    )
+
+
+def _has_cuda():
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.skipif(not _has_cuda(), reason="no GPU on this machine: CUDA input tensors not run")
+def test_inputs_as_cuda_tensors_where_a_gpu_is_present():
+    assert kvfuzz.check(_CudaInputs, cases=10).passed
