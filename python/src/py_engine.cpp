@@ -89,9 +89,11 @@ class PythonEngine final : public Engine {
       : engine_(std::move(engine)),
         layout_(config.layout),
         declared_(read_declarations(engine_, config.layout)),
-        convert_(calling_python("the engine's inputs", [&] {
-          return nb::module_::import_("kvfuzz._inputs").attr("input_converter")(engine_);
-        })),
+        convert_(calling_python(
+            "the engine's inputs",
+            [&] {
+              return nb::module_::import_("kvfuzz._inputs").attr("input_converter")(engine_);
+            })),
         idle_(std::move(idle)) {}
 
   ~PythonEngine() override {
