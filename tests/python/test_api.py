@@ -4,6 +4,8 @@ wrong one fails."""
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 
 import kvfuzz
 from buggy_numpy_engine import BuggyNumpyEngine
-from conftest import ROOT
+from conftest import EXAMPLES, ROOT
 from numpy_engine import NumpyEngine
 
 WORKED = os.path.join(ROOT, "corpus", "seeds", "worked-example.json")
@@ -378,32 +380,25 @@ def test_findings_that_shrink_to_one_case_are_one_root_cause(tmp_path):
     assert kvfuzz.root_cause_hash(str(other)) == causes[0]
 
 
-class _TorchInputs(NumpyEngine):
-    """The numpy engine, asking for torch tensors and checking it gets them."""
-
-    inputs = "torch"
-
-    def step(self, chunks):
-        import types
-
-        import torch
-
-        plain = []
-        for chunk in chunks:
-            for x in (chunk.q, chunk.k, chunk.v):
-                assert isinstance(x, torch.Tensor) and x.dtype == torch.float32, type(x)
-                assert x.device.type == "cpu" and x.shape[0] == chunk.tokens
-            plain.append(
-                types.SimpleNamespace(
-                    seq=chunk.seq, tokens=chunk.tokens, q=chunk.q.numpy(), k=chunk.k.numpy(), v=chunk.v.numpy()
-                )
-            )
-        return super().step(plain)
+def _check_in_a_fresh_interpreter(engine_class, cases, out):
+    """kvfuzz.check of torch_input_engines.ENGINE_CLASS in a new interpreter: torch stays
+    out of this pytest process (imported here, its extension modules would fill the stderr
+    tails that test_crash_isolation.py reads)."""
+    code = (
+        "import sys, kvfuzz, torch_input_engines as t\n"
+        f"r = kvfuzz.check(t.{engine_class}, cases={cases}, out=sys.argv[1])\n"
+        "print(r.summary())\n"
+        "sys.exit(0 if r.passed else 1)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([EXAMPLES, os.path.dirname(__file__)]))
+    return subprocess.run(
+        [sys.executable, "-c", code, str(out)], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
-def test_inputs_as_torch_tensors_on_request():
-    pytest.importorskip("torch")  # in the project's .venv (scripts/python-requirements.txt)
-    assert kvfuzz.check(_TorchInputs, cases=20).passed
+def test_inputs_as_torch_tensors_on_request(tmp_path):
+    done = _check_in_a_fresh_interpreter("TorchInputs", 20, tmp_path)
+    assert done.returncode == 0 and ": pass" in done.stdout, done.stdout + done.stderr
 
 
 class _BadInputs(NumpyEngine):
@@ -415,32 +410,15 @@ def test_inputs_that_make_no_sense_are_refused_naming_the_attribute():
         kvfuzz.check(_BadInputs, cases=1)
 
 
-class _CudaInputs(_TorchInputs):
-    inputs = "torch:cuda"
-
-    def step(self, chunks):
-        for chunk in chunks:
-            assert chunk.q.device.type == "cuda"
-        return NumpyEngine.step(self, [_host(chunk) for chunk in chunks])
-
-
-def _host(chunk):
-    import types
-
-    return types.SimpleNamespace(
-        seq=chunk.seq, tokens=chunk.tokens, q=chunk.q.cpu().numpy(), k=chunk.k.cpu().numpy(), v=chunk.v.cpu().numpy()
-    )
-
-
 def _has_cuda():
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except ImportError:
-        return False
+    """Asked of torch in another interpreter (torch stays out of this one)."""
+    code = "import torch; print(torch.cuda.is_available())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return done.stdout.strip() == "True"
 
 
-@pytest.mark.skipif(not _has_cuda(), reason="no GPU on this machine: CUDA input tensors not run")
-def test_inputs_as_cuda_tensors_where_a_gpu_is_present():
-    assert kvfuzz.check(_CudaInputs, cases=10).passed
+def test_inputs_as_cuda_tensors_where_a_gpu_is_present(tmp_path):
+    if not _has_cuda():
+        pytest.skip("no GPU on this machine: CUDA input tensors not run")
+    done = _check_in_a_fresh_interpreter("CudaInputs", 10, tmp_path)
+    assert done.returncode == 0 and ": pass" in done.stdout, done.stdout + done.stderr
