@@ -13,6 +13,11 @@ replay and corpus for an attention engine written in Python (docs/python.md).
     result = kvfuzz.check(MyEngine, cases=100)
     assert result.passed, result.summary()
 
+A whole model (ids in, logits out) is a class with `whole_model = True`, made with a
+kvfuzz.ModelEngineConfig (config.weights() are the model's weights) and given
+kvfuzz.ModelChunk (seq, ids); it is judged at model level against the double full-prefix
+logits.
+
 In pytest, the `kvfuzz_check` fixture does the same and fails with the shrunk fixture's
 path and the command that replays it.
 """
@@ -22,6 +27,9 @@ from kvfuzz._kvfuzz import (
     EngineConfig,
     EngineError,
     FixtureError,
+    ModelChunk,
+    ModelConfig,
+    ModelEngineConfig,
     Scenario,
     __version__,
     case_seed,
@@ -45,6 +53,9 @@ __all__ = [
     "FixtureError",
     "FixtureResult",
     "KnownBug",
+    "ModelChunk",
+    "ModelConfig",
+    "ModelEngineConfig",
     "ReferenceRow",
     "ReplayResult",
     "Scenario",

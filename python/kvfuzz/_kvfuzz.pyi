@@ -31,6 +31,23 @@ class Chunk:
     k: numpy.ndarray
     v: numpy.ndarray
 
+class ModelConfig:
+    vocab: int
+    width: int
+    layers: int
+    ffn: int
+    seed: int
+
+class ModelEngineConfig:
+    engine: EngineConfig
+    model: ModelConfig
+    def weights(self) -> Dict[str, Any]: ...
+
+class ModelChunk:
+    seq: int
+    tokens: int
+    ids: numpy.ndarray
+
 class Scenario:
     name: str
     note: str

@@ -120,6 +120,68 @@ class Chunk:
     v: list
 
 
+@dataclass
+class ModelConfig:
+    """A whole model's sizes and its weights' seed (docs/fixture-format.md, "model")."""
+
+    vocab: int  # token ids and logits per row
+    width: int  # the residual stream
+    layers: int
+    ffn: int  # SwiGLU's hidden width
+    seed: int
+
+
+@dataclass
+class ModelEngineConfig:
+    """What hello tells a whole-model engine: every layer's attention (engine: a Config) and
+    the model, whose weights kvfuzz wrote to a safetensors file (weights_file)."""
+
+    engine: Config
+    model: ModelConfig
+    weights_file: str
+
+    def weights(self):
+        """The weights as float32 numpy arrays, [in][out] (x @ w), as the in-process
+        kvfuzz.ModelEngineConfig.weights() gives them: embedding, layers (a list of dicts:
+        attention_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down), final_norm, lm_head.
+        Needs numpy (imported here, so that an attention engine never needs it)."""
+        import numpy
+
+        with open(self.weights_file, "rb") as file:
+            data = file.read()
+        size = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + size])
+        header.pop("__metadata__", None)
+        body = memoryview(data)[8 + size :]
+        weights = {"layers": [{} for _ in range(self.model.layers)]}
+        for name, tensor in header.items():
+            begin, end = tensor["data_offsets"]
+            array = numpy.frombuffer(body[begin:end], dtype="<f4").reshape(tensor["shape"]).copy()
+            parts = name.split(".")
+            if parts[0] == "layers":
+                weights["layers"][int(parts[1])][parts[2]] = array
+            else:
+                weights[name] = array
+        return weights
+
+
+@dataclass
+class ModelChunk:
+    """One sequence's new tokens in a whole model's step: ids[token], vocabulary ids."""
+
+    seq: int
+    ids: list
+
+    @property
+    def tokens(self):
+        return len(self.ids)
+
+
+def _plain(values):
+    """A numpy array (or scalar) as the lists and numbers JSON writes; anything else as it is."""
+    return values.tolist() if hasattr(values, "tolist") else values
+
+
 def config_from_hello(request):
     """The Config a hello (or new_case) request describes."""
     layout = request["layout"]
@@ -154,12 +216,20 @@ def layout_numerics(numerics, dtype):
     return numerics
 
 
+def whole_model(engine):
+    """Whether the engine (or its class) says `whole_model = True`: ids in, logits out."""
+    return getattr(engine, "whole_model", False) is True
+
+
 def declarations(engine, protocol, dtype="f32"):
     """The reply to hello and to new_case: the version, the name and what the engine declares
-    (its numerics for the case's dtype: layout_numerics)."""
+    (its numerics for the case's dtype: layout_numerics). `engine` may be the class itself
+    (a whole model's first hello, which has no model to make one for)."""
     capabilities = {"truncate": hasattr(engine, "truncate"), "fork": hasattr(engine, "fork")}
-    name = getattr(engine, "name", type(engine).__name__)
+    name = getattr(engine, "name", getattr(engine, "__name__", type(engine).__name__))
     reply = {"ok": True, "protocol": protocol, "name": name, "capabilities": capabilities}
+    if whole_model(engine):
+        reply["whole_model"] = True
     # Optional declarations, dicts on the class (docs/engine-protocol.md, hello).
     for field in ("bitwise", "numerics", "supports"):
         if hasattr(engine, field):
@@ -177,6 +247,7 @@ class Session:
         self.protocols = protocols  # what this side speaks
         self.protocol = None  # the version hello chose
         self.engine = None
+        self.model = False  # the case is a whole model's (its hello carried "model")
 
     def answer(self, request):
         op = request.get("op")
@@ -188,18 +259,17 @@ class Session:
                 ours = " or ".join(str(v) for v in self.protocols)
                 raise ValueError(f"this engine speaks protocol {ours}; kvfuzz offered {offered}")
             self.protocol = max(common)
-            config = config_from_hello(request)
-            self.engine = self.make_engine(config)
-            return declarations(self.engine, self.protocol, config.dtype)
+            return self.start_case(request)
         if self.protocol is None:
             raise RuntimeError(f"'{op}' before hello")
         if op == "new_case" and self.protocol >= 2:
             self.engine = None  # the last case's engine is gone even if the next one fails
-            config = config_from_hello(request)
-            self.engine = self.make_engine(config)
-            return declarations(self.engine, self.protocol, config.dtype)
+            return self.start_case(request)
         if self.engine is None:
             raise RuntimeError(f"'{op}' without a case: making its engine failed")
+        if op == "step" and self.model:
+            results = self.engine.step([ModelChunk(c["seq"], c["ids"]) for c in request["chunks"]])
+            return {"ok": True, "chunks": [{"positions": _plain(p), "logits": _plain(logits)} for p, logits in results]}  # fmt: skip
         if op == "step":
             chunks = [Chunk(c["seq"], c["q"], c["k"], c["v"]) for c in request["chunks"]]
             results = self.engine.step(chunks)
@@ -213,6 +283,23 @@ class Session:
         else:
             raise ValueError(f"unknown op {op!r} (protocol {self.protocol})")
         return {"ok": True}
+
+
+    def start_case(self, request):
+        """hello or new_case: the case's engine, made for its config, and its declarations. A
+        whole model's first hello carries no model (kvfuzz does not know yet that it is one):
+        it is answered from the class, and no engine is made."""
+        config = config_from_hello(request)
+        self.model = "model" in request
+        if self.model:
+            m = request["model"]
+            model = ModelConfig(m["vocab"], m["width"], m["layers"], m["ffn"], m["seed"])
+            self.engine = self.make_engine(ModelEngineConfig(config, model, m["weights"]))
+        elif whole_model(self.make_engine):
+            return declarations(self.make_engine, self.protocol, config.dtype)
+        else:
+            self.engine = self.make_engine(config)
+        return declarations(self.engine, self.protocol, config.dtype)
 
 
 def serve(make_engine, requests=None, replies=None, protocols=PROTOCOLS):

@@ -10,6 +10,8 @@
 #include "arrays.h"
 #include "doors/exec_protocol.h"
 #include "kvfuzz/dtype.h"
+#include "py_calls.h"
+#include "py_model_engine.h"
 #include "python_types.h"
 
 namespace nb = nanobind;
@@ -21,67 +23,6 @@ namespace {
 // A sig_atomic_t: the SIGINT handler of a forked check sets it too, and run_check_plan polls it
 // as its stop flag (check_binding.cpp).
 volatile std::sig_atomic_t g_interrupted = 0;
-
-// Calls `f`; a Python exception becomes an EngineError carrying its traceback.
-template <typename F>
-auto calling_python(std::string_view what, F&& f) -> decltype(f()) {
-  // After Ctrl-C, every further call fails at once, so that the harness unwinds quickly.
-  if (g_interrupted) throw EngineError("interrupted (KeyboardInterrupt)");
-  try {
-    return f();
-  } catch (nb::python_error& e) {
-    if (e.matches(PyExc_KeyboardInterrupt)) g_interrupted = 1;
-    throw EngineError(std::string(what) + " raised " + format_python_error(e));
-  }
-}
-
-// The declarations an engine object carries, read by the exec protocol's own strict
-// reader of hello's reply (one definition of what a declaration may say): the attributes
-// are written as that reply, and its complaints name the attribute ("$.numerics.output").
-doors::HelloReply read_declarations(nb::handle engine, const Layout& layout) {
-  nb::dict reply;
-  reply["ok"] = true;
-  reply["protocol"] = doors::kOldestProtocol;
-  reply["name"] = "python";
-  if (nb::hasattr(engine, "capabilities")) {
-    reply["capabilities"] = engine.attr("capabilities");
-  } else {
-    nb::dict can;
-    can["truncate"] = nb::hasattr(engine, "truncate");
-    can["fork"] = nb::hasattr(engine, "fork");
-    reply["capabilities"] = can;
-  }
-  for (const char* field : {"bitwise", "numerics", "supports"}) {
-    if (nb::hasattr(engine, field)) reply[field] = engine.attr(field);
-  }
-  if (reply.contains("numerics")) {
-    // Numerics may follow the layout's dtype (kvfuzz.exec_server.layout_numerics, the one
-    // reading of that form for both Python doors).
-    reply["numerics"] = calling_python("the engine's numerics for the layout", [&] {
-      return nb::module_::import_("kvfuzz.exec_server")
-          .attr("layout_numerics")(reply["numerics"], std::string(dtype_name(layout.dtype)));
-    });
-  }
-  const std::string line = calling_python("writing the engine's declarations as JSON", [&] {
-    return nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(reply));
-  });
-  try {
-    return doors::read_hello_reply(line, doors::kOldestProtocol);
-  } catch (const EngineError& e) {
-    // "the engine's answer to hello does not follow protocol 1: $.numerics...": here the
-    // answer is the engine's attributes.
-    std::string message = e.what();
-    const std::string::size_type path = message.find("$.");
-    if (path != std::string::npos) message = message.substr(path + 2);
-    throw EngineError("the engine's declarations: " + message);
-  }
-}
-
-// Engine objects whose class defines new_case(config), idle between uses: kvfuzz makes an
-// engine for every case, property variant and shrink candidate (about 11 a case for all
-// six properties), and such an object is handed the next one's config instead of being
-// built again. Touched only with the GIL held.
-using IdleEngines = std::vector<nb::object>;
 
 class PythonEngine final : public Engine {
  public:
@@ -96,11 +37,7 @@ class PythonEngine final : public Engine {
             })),
         idle_(std::move(idle)) {}
 
-  ~PythonEngine() override {
-    nb::gil_scoped_acquire gil;
-    if (idle_ && nb::hasattr(engine_, "new_case")) idle_->push_back(std::move(engine_));
-    engine_.reset();
-  }
+  ~PythonEngine() override { release_engine(engine_, idle_.get()); }
 
   EngineCapabilities capabilities() const override { return declared_.capabilities; }
   BitwiseClaims bitwise_claims() const override { return declared_.bitwise; }
@@ -127,33 +64,12 @@ class PythonEngine final : public Engine {
       list.append(std::move(chunk));
     }
     const nb::object results = calling_python("step", [&] { return engine_.attr("step")(list); });
-    // kvfuzz needs the results' length and each by index: a generator or a set is the
-    // engine's answer in the wrong shape, said as such (not as the TypeError of our len()).
-    const auto sequence = [](nb::handle value) {
-      return nb::hasattr(value, "__len__") && nb::hasattr(value, "__getitem__") &&
-             !nb::isinstance<nb::str>(value);
-    };
-    if (!sequence(results)) {
-      throw EngineError("step returned a " + python_type_of(results) + " (" + python_repr(results) +
-                        "); expected a list of " + std::to_string(chunks.size()) +
-                        " (positions, out) pairs, one per chunk, in the chunks' order");
-    }
-    const size_t count = calling_python("len() of step's result", [&] { return nb::len(results); });
-    if (count != chunks.size()) {
-      throw EngineError("step returned " + std::to_string(count) + " results for " +
-                        std::to_string(chunks.size()) +
-                        " chunks; expected one (positions, out) pair per chunk");
-    }
+    const auto pairs = step_pairs(results, chunks.size(), "out");
     for (size_t i = 0; i < chunks.size(); ++i) {
       const std::string what = "step's result " + std::to_string(i);
-      const nb::object pair = calling_python(what, [&] { return results[i]; });
-      if (!sequence(pair) || calling_python(what, [&] { return nb::len(pair); }) != 2) {
-        throw EngineError(what + " is a " + python_type_of(pair) + " (" + python_repr(pair) +
-                          "); expected a (positions, out) pair");
-      }
       const auto tokens = static_cast<size_t>(chunks[i].tokens);
-      read_positions(pair[0], tokens, what + "'s positions", outs[i].positions);
-      read_output(pair[1],
+      read_positions(pairs[i].first, tokens, what + "'s positions", outs[i].positions);
+      read_output(pairs[i].second,
                   {tokens, static_cast<size_t>(l.q_heads), static_cast<size_t>(l.value_dim)},
                   what + "'s out", outs[i].out);
     }
@@ -217,28 +133,25 @@ volatile std::sig_atomic_t* interrupted_flag() {
 std::shared_ptr<const EngineInfo> python_engine_info(nb::object factory, std::string name) {
   auto info = std::make_shared<EngineInfo>();
   info->name = std::move(name);
-  info->description = "a Python engine, in-process";
-  // The factory object lives as long as the EngineInfo (shared, so copies of `make` share it).
-  auto held = std::shared_ptr<nb::object>(new nb::object(std::move(factory)), [](nb::object* p) {
-    nb::gil_scoped_acquire gil;
-    delete p;
-  });
-  auto idle = std::shared_ptr<IdleEngines>(new IdleEngines, [](IdleEngines* p) {
-    nb::gil_scoped_acquire gil;
-    delete p;
-  });
+  // A class saying `whole_model = True` runs whole models (py_model_engine.cpp).
+  const nb::object declared = nb::getattr(factory, "whole_model", nb::none());
+  if (!declared.is_none() && !nb::isinstance<nb::bool_>(declared)) {
+    throw nb::type_error(("the engine factory's whole_model: expected True or False, got a " +
+                          python_type_of(declared) + " (" + python_repr(declared) + ")")
+                             .c_str());
+  }
+  const bool whole_model = !declared.is_none() && nb::cast<bool>(declared);
+  info->description =
+      whole_model ? "a Python whole-model engine, in-process" : "a Python engine, in-process";
+  // The factory lives as long as the EngineInfo (shared, so copies of `make` share it).
+  auto held = held_by_cpp(std::move(factory));
+  auto idle = idle_engines();
+  if (whole_model) {
+    info->make_model = python_model_factory(held, idle);
+    return info;
+  }
   info->make = [held, idle](const EngineConfig& config) -> std::unique_ptr<Engine> {
-    if (!idle->empty()) {
-      // An engine of a finished case, handed this one (docs/python.md, "Engine reuse"): it
-      // must forget everything of the last, as a new object would.
-      nb::object engine = std::move(idle->back());
-      idle->pop_back();
-      calling_python("new_case", [&] { engine.attr("new_case")(nb::cast(config)); });
-      return std::make_unique<PythonEngine>(std::move(engine), config, idle);
-    }
-    nb::object engine =
-        calling_python("the engine factory", [&] { return (*held)(nb::cast(config)); });
-    if (engine.is_none()) throw EngineError("the engine factory returned None");
+    nb::object engine = engine_object(*held, *idle, nb::cast(config));
     return std::make_unique<PythonEngine>(std::move(engine), config, idle);
   };
   return info;

@@ -1,5 +1,6 @@
 // exec:COMMAND: an engine in another process, any language, speaking JSON lines on its
-// stdin and stdout (docs/engine-protocol.md). An engine of protocol version 1 is one
+// stdin and stdout (docs/engine-protocol.md): an attention engine, or a whole model when
+// its hello says "whole_model": true. An engine of protocol version 1 is one
 // process per Engine made (a fresh engine per case, per property variant, per shrink
 // candidate), so its start-up is part of what each costs. One of version 2 serves many:
 // an Engine that ends cleanly gives its process back to the command's pool
@@ -20,6 +21,7 @@
 #include "doors/exec_process.h"
 #include "doors/exec_protocol.h"
 #include "doors/external_engines.h"
+#include "doors/model_weights_file.h"
 
 namespace kvfuzz::doors {
 
@@ -72,88 +74,62 @@ struct ExecCommand {
   std::atomic<int64_t> hangs{0};
 };
 
-class ExecEngine final : public Engine {
+// One case's process: taken from the command's pool (new_case) or started (hello), and
+// given back when every exchange succeeded. What ExecEngine and ExecModelEngine share.
+class ExecCase {
  public:
-  // A process of the pool when there is one (new_case), else a new one (hello).
-  ExecEngine(std::shared_ptr<ExecCommand> command, const EngineConfig& config)
-      : command_(std::move(command)), layout_(config.layout) {
+  ExecCase(std::shared_ptr<ExecCommand> command, const EngineConfig& config,
+           const std::optional<ModelRequest>& model)
+      : command_(std::move(command)) {
     counting_hangs([&] {
       if (std::optional<ExecSession> idle = command_->pool.take()) {
         session_ = std::move(*idle);
         // A failure here ends the process with this object's members: never reused.
-        session_.hello = read_new_case_reply(
-            session_.process->exchange(new_case_request(config), "new_case", kSmallReplyLimit),
-            session_.hello);
+        session_.hello =
+            read_new_case_reply(session_.process->exchange(new_case_request(config, model),
+                                                           "new_case", kSmallReplyLimit),
+                                session_.hello);
         return;
       }
       session_.process = std::make_unique<LineProcess>(command_->command, command_->timeout);
       session_.hello = read_hello_reply(
-          session_.process->exchange(hello_request(config, command_->newest_protocol), "hello",
-                                     kSmallReplyLimit),
+          session_.process->exchange(hello_request(config, command_->newest_protocol, model),
+                                     "hello", kSmallReplyLimit),
           command_->newest_protocol);
     });
   }
 
   // A process of version 2 whose every exchange succeeded goes back to the pool (which
   // also checks that it is still alive); any other is ended here.
-  ~ExecEngine() override {
+  ~ExecCase() {
     if (reusable_ && session_.hello.protocol >= kPersistentProtocol) {
       command_->pool.give(std::move(session_));
     }
   }
-  ExecEngine(const ExecEngine&) = delete;
-  ExecEngine& operator=(const ExecEngine&) = delete;
+  ExecCase(const ExecCase&) = delete;
+  ExecCase& operator=(const ExecCase&) = delete;
 
-  const std::string& name() const { return session_.hello.name; }
-  int protocol() const { return session_.hello.protocol; }
-  EngineCapabilities capabilities() const override { return session_.hello.capabilities; }
-  BitwiseClaims bitwise_claims() const override { return session_.hello.bitwise; }
-  EngineNumerics numerics() const override { return session_.hello.numerics; }
-  EngineSupports supports() const override { return session_.hello.supports; }
+  const HelloReply& hello() const { return session_.hello; }
 
-  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
-    if (outs.size() != chunks.size()) {
-      throw EngineError("step: " + std::to_string(chunks.size()) + " chunks but " +
-                        std::to_string(outs.size()) + " outputs");
-    }
-    guarded([&] {
-      // step_request() checks every span's size against the layout before it reads one.
-      const std::string request = step_request(chunks, layout_);
-      const std::string reply =
-          process().exchange(request, "step", step_reply_limit(chunks, layout_));
-      read_step_reply(reply, chunks, layout_, outs, protocol());
-    });
-  }
-
-  void reset(int seq) override { done(reset_request(seq), "reset"); }
-
-  // The runner calls these only when hello announced them; refused here otherwise too, so
-  // that the engine never receives an op it did not ask for.
-  void truncate(int seq, int64_t keep) override {
-    if (!capabilities().truncate) Engine::truncate(seq, keep);
-    done(truncate_request(seq, keep), "truncate");
-  }
-
-  void fork(int src, int dst) override {
-    if (!capabilities().fork) Engine::fork(src, dst);
-    done(fork_request(src, dst), "fork");
-  }
-
- private:
-  LineProcess& process() { return *session_.process; }
-
-  // Runs one request. Any failure, the process's or its reply's (a refusal included),
-  // leaves the process unfit for another case: it is ended, not given back.
-  template <typename Body>
-  void guarded(Body&& body) {
+  // One request and its reply line. Any failure, the process's or its reply's (a refusal
+  // included), leaves the process unfit for another case: it is ended, not given back.
+  template <typename Read>
+  void exchange(const std::string& request, const char* what, size_t limit, Read&& read) {
     try {
-      counting_hangs(body);
+      counting_hangs([&] { read(session_.process->exchange(request, what, limit)); });
     } catch (...) {
       reusable_ = false;
       throw;
     }
   }
 
+  // reset, truncate, fork: {"ok": true}.
+  void done(const std::string& request, const char* what) {
+    exchange(request, what, kSmallReplyLimit,
+             [&](const std::string& reply) { read_done_reply(reply, what, hello().protocol); });
+  }
+
+ private:
   // Runs `body`, counting a request it timed out on in the command's hangs.
   template <typename Body>
   void counting_hangs(Body&& body) {
@@ -165,17 +141,99 @@ class ExecEngine final : public Engine {
     }
   }
 
-  // reset, truncate, fork: {"ok": true}.
-  void done(const std::string& request, const char* what) {
-    guarded([&] {
-      read_done_reply(process().exchange(request, what, kSmallReplyLimit), what, protocol());
-    });
-  }
-
   std::shared_ptr<ExecCommand> command_;
-  Layout layout_;
   ExecSession session_;
   bool reusable_ = true;
+};
+
+class ExecEngine final : public Engine {
+ public:
+  ExecEngine(std::shared_ptr<ExecCommand> command, const EngineConfig& config)
+      : case_(std::move(command), config, std::nullopt), layout_(config.layout) {}
+
+  const std::string& name() const { return case_.hello().name; }
+  int protocol() const { return case_.hello().protocol; }
+  bool whole_model() const { return case_.hello().whole_model; }
+  EngineCapabilities capabilities() const override { return case_.hello().capabilities; }
+  BitwiseClaims bitwise_claims() const override { return case_.hello().bitwise; }
+  EngineNumerics numerics() const override { return case_.hello().numerics; }
+  EngineSupports supports() const override { return case_.hello().supports; }
+
+  void step(std::span<const ChunkIn> chunks, std::span<ChunkOut> outs) override {
+    if (outs.size() != chunks.size()) {
+      throw EngineError("step: " + std::to_string(chunks.size()) + " chunks but " +
+                        std::to_string(outs.size()) + " outputs");
+    }
+    // step_request() checks every span's size against the layout before it reads one.
+    case_.exchange(step_request(chunks, layout_), "step", step_reply_limit(chunks, layout_),
+                   [&](const std::string& reply) {
+                     read_step_reply(reply, chunks, layout_, outs, protocol());
+                   });
+  }
+
+  void reset(int seq) override { case_.done(reset_request(seq), "reset"); }
+
+  // The runner calls these only when hello announced them; refused here otherwise too, so
+  // that the engine never receives an op it did not ask for.
+  void truncate(int seq, int64_t keep) override {
+    if (!capabilities().truncate) Engine::truncate(seq, keep);
+    case_.done(truncate_request(seq, keep), "truncate");
+  }
+
+  void fork(int src, int dst) override {
+    if (!capabilities().fork) Engine::fork(src, dst);
+    case_.done(fork_request(src, dst), "fork");
+  }
+
+ private:
+  ExecCase case_;
+  Layout layout_;
+};
+
+// A whole model through the exec door (docs/engine-protocol.md, "Whole models"): hello and
+// new_case carry the model and its weights file, step carries ids and returns logits.
+class ExecModelEngine final : public ModelEngine {
+ public:
+  ExecModelEngine(std::shared_ptr<ExecCommand> command, const ModelEngineConfig& config)
+      : case_(std::move(command), config.engine,
+              ModelRequest{config.model,
+                           ModelWeightsFile(config.model, config.engine.layout).path().string()}),
+        vocab_(static_cast<size_t>(std::max(0, config.model.vocab))) {
+    // The weights file lived until the full expression above ended: the engine has read it
+    // while answering hello or new_case.
+    if (!case_.hello().whole_model) {
+      throw EngineError("the engine's answer to hello no longer says \"whole_model\": true");
+    }
+  }
+
+  EngineCapabilities capabilities() const override { return case_.hello().capabilities; }
+  EngineNumerics numerics() const override { return case_.hello().numerics; }
+  EngineSupports supports() const override { return case_.hello().supports; }
+
+  void step(std::span<const ModelChunkIn> chunks, std::span<ModelChunkOut> outs) override {
+    if (outs.size() != chunks.size()) {
+      throw EngineError("step: " + std::to_string(chunks.size()) + " chunks but " +
+                        std::to_string(outs.size()) + " outputs");
+    }
+    case_.exchange(model_step_request(chunks), "step", model_step_reply_limit(chunks, vocab_),
+                   [&](const std::string& reply) {
+                     read_model_step_reply(reply, chunks, vocab_, outs, case_.hello().protocol);
+                   });
+  }
+
+  void reset(int seq) override { case_.done(reset_request(seq), "reset"); }
+  void truncate(int seq, int64_t keep) override {
+    if (!capabilities().truncate) ModelEngine::truncate(seq, keep);
+    case_.done(truncate_request(seq, keep), "truncate");
+  }
+  void fork(int src, int dst) override {
+    if (!capabilities().fork) ModelEngine::fork(src, dst);
+    case_.done(fork_request(src, dst), "fork");
+  }
+
+ private:
+  ExecCase case_;
+  size_t vocab_;
 };
 
 // What hello is sent at resolve time: the configuration probe_declarations() makes its
@@ -200,6 +258,7 @@ std::shared_ptr<const EngineInfo> exec_engine(const std::string& spec, const std
   shared->newest_protocol = newest_protocol(spec);
   std::string name;
   int protocol = kOldestProtocol;
+  bool whole_model = false;
   try {
     // Started once here so that a command that is missing, crashes on start-up or speaks
     // something else fails now, with the shell's or the engine's own words. A process of
@@ -207,21 +266,28 @@ std::shared_ptr<const EngineInfo> exec_engine(const std::string& spec, const std
     const ExecEngine probe(shared, smallest_config());
     name = probe.name();
     protocol = probe.protocol();
+    whole_model = probe.whole_model();
   } catch (const EngineError& e) {
     throw EngineSpecError("--engine " + spec + ": " + e.what());
   }
   auto info = std::make_shared<EngineInfo>();
   info->name = spec;
-  info->description = "'" + name + "', a process speaking the engine protocol, version " +
-                      std::to_string(protocol) +
-                      (protocol >= kPersistentProtocol ? " (one process serves many cases)" : "") +
-                      ": " + command;
+  info->description =
+      "'" + name + "', a process speaking the engine protocol" +
+      (whole_model ? " (a whole model)" : "") + ", version " + std::to_string(protocol) +
+      (protocol >= kPersistentProtocol ? " (one process serves many cases)" : "") + ": " + command;
   info->mutant = false;
   info->out_of_process = true;
   // The pool lives as long as the EngineInfo and the engines made from it.
-  info->make = [shared](const EngineConfig& config) -> std::unique_ptr<Engine> {
-    return std::make_unique<ExecEngine>(shared, config);
-  };
+  if (whole_model) {
+    info->make_model = [shared](const ModelEngineConfig& config) -> std::unique_ptr<ModelEngine> {
+      return std::make_unique<ExecModelEngine>(shared, config);
+    };
+  } else {
+    info->make = [shared](const EngineConfig& config) -> std::unique_ptr<Engine> {
+      return std::make_unique<ExecEngine>(shared, config);
+    };
+  }
   info->hangs = [shared] { return shared->hangs.load(); };
   return info;
 }

@@ -114,14 +114,13 @@ void append_tensor(std::string& out, std::span<const float> values, int tokens, 
   out += ']';
 }
 
-void read_positions(const JsonNode& result, const ChunkIn& chunk, ChunkOut& out) {
-  const auto tokens = static_cast<size_t>(chunk.tokens);
+void read_positions(const JsonNode& result, size_t tokens, std::vector<int64_t>& into) {
   const JsonNode positions = result.field("positions");
   positions.expect_array_of(tokens, "integers (one position per token)");
-  out.positions.resize(tokens);
+  into.resize(tokens);
   using Limits = std::numeric_limits<int64_t>;
   for (size_t t = 0; t < tokens; ++t) {
-    out.positions[t] = positions.at(t).to_int64(Limits::min(), Limits::max(), "an integer");
+    into[t] = positions.at(t).to_int64(Limits::min(), Limits::max(), "an integer");
   }
 }
 
@@ -237,8 +236,9 @@ Struct read_object(const JsonNode& reply, std::string_view example, Unknown unkn
 namespace {
 
 // What hello and new_case say of a case, after `request`'s own fields: its layout,
-// sequences and placement.
-std::string case_request(Ordered request, const EngineConfig& config) {
+// sequences and placement, and a whole model's sizes and weights.
+std::string case_request(Ordered request, const EngineConfig& config,
+                         const std::optional<ModelRequest>& model) {
   const Layout& l = config.layout;
   Ordered layout = {{"q_heads", l.q_heads},       {"kv_heads", l.kv_heads},
                     {"head_dim", l.head_dim},     {"value_dim", l.value_dim},
@@ -251,23 +251,44 @@ std::string case_request(Ordered request, const EngineConfig& config) {
   request["sequences"] = config.sequences;
   request["page_order"] = config.page_order;
   request["poison"] = std::string(poison_name(config.poison));
+  if (model) {
+    const ModelConfig& m = model->model;
+    request["model"] = {{"vocab", m.vocab}, {"width", m.width}, {"layers", m.layers},
+                        {"ffn", m.ffn},     {"seed", m.seed},   {"weights", model->weights}};
+  }
   return request.dump();
 }
 
 }  // namespace
 
-std::string hello_request(const EngineConfig& config, int newest) {
+std::string hello_request(const EngineConfig& config, int newest,
+                          const std::optional<ModelRequest>& model) {
   Ordered hello = {{"op", "hello"}, {"protocol", kOldestProtocol}};
   if (newest > kOldestProtocol) {
     std::vector<int> offered;
     for (int v = kOldestProtocol; v <= newest; ++v) offered.push_back(v);
     hello["protocols"] = offered;
   }
-  return case_request(std::move(hello), config);
+  return case_request(std::move(hello), config, model);
 }
 
-std::string new_case_request(const EngineConfig& config) {
-  return case_request(Ordered{{"op", "new_case"}}, config);
+std::string new_case_request(const EngineConfig& config, const std::optional<ModelRequest>& model) {
+  return case_request(Ordered{{"op", "new_case"}}, config, model);
+}
+
+std::string model_step_request(std::span<const ModelChunkIn> chunks) {
+  std::string out = R"({"op":"step","chunks":[)";
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    out += c ? R"(,{"seq":)" : R"({"seq":)";
+    out += std::to_string(chunks[c].seq) + R"(,"ids":[)";
+    for (size_t t = 0; t < chunks[c].ids.size(); ++t) {
+      if (t) out += ',';
+      out += std::to_string(chunks[c].ids[t]);
+    }
+    out += "]}";
+  }
+  out += "]}";
+  return out;
 }
 
 std::string step_request(std::span<const ChunkIn> chunks, const Layout& layout) {
@@ -349,12 +370,15 @@ void read_declarations(const JsonNode& reply, HelloReply& hello) {
       read_object<BitwiseClaims>(reply, R"({"batch": true, "layout": true})", Unknown::ignored);
   hello.numerics = read_object<EngineNumerics>(reply, R"({"output": "bf16"})", Unknown::refused);
   hello.supports = read_object<EngineSupports>(reply, R"({"dtypes": ["f16"]})", Unknown::refused);
+  const JsonNode whole_model = reply.field("whole_model");
+  hello.whole_model = whole_model.present() && whole_model.to_bool();
 }
 
 // The first field `again` declares otherwise than `first`, as its JSON path
 // ("$.numerics.output"), or nothing.
 std::optional<std::string> changed_declaration(const HelloReply& first, const HelloReply& again) {
   if (first.name != again.name) return std::string("$.name");
+  if (first.whole_model != again.whole_model) return std::string("$.whole_model");
   std::optional<std::string> changed;
   const auto compare = [&]<Declared Struct>(const Struct& a, const Struct& b) {
     for_each_field<Struct>([&](const auto& field) {
@@ -424,8 +448,45 @@ void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, con
     if (!result.json().is_object()) {
       result.expected(R"(an object {"positions": [...], "out": [...]})");
     }
-    read_positions(result, chunks[c], outs[c]);
+    read_positions(result, static_cast<size_t>(chunks[c].tokens), outs[c].positions);
     read_rows(result, chunks[c], layout, outs[c]);
+  }
+}
+
+void read_model_step_reply(std::string_view line, std::span<const ModelChunkIn> chunks,
+                           size_t vocab, std::span<ModelChunkOut> outs, int protocol) {
+  const Json json = parse_reply_line(line, "step");
+  const ReplyReport report("step", protocol);
+  const JsonNode reply(&json, "$", report);
+  require_ok(reply, "");
+  const JsonNode results = reply.field("chunks");
+  results.expect_array_of(chunks.size(),
+                          "chunk results (one per chunk of the request, in its order)");
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const JsonNode result = results.at(c);
+    if (!result.json().is_object()) {
+      result.expected(R"(an object {"positions": [...], "logits": [...]})");
+    }
+    const size_t tokens = chunks[c].ids.size();
+    read_positions(result, tokens, outs[c].positions);
+    const JsonNode rows = result.field("logits");
+    rows.expect_array_of(tokens, "logits rows (one per token)");
+    std::vector<float>& logits = outs[c].logits;
+    logits.resize(tokens * vocab);
+    size_t i = 0;
+    for (size_t t = 0; t < tokens; ++t) {
+      const Json& row = rows.json()[t];
+      if (!is_array_of(row, vocab)) {
+        rows.at(t).expected("an array of " + std::to_string(vocab) + " numbers (vocab)");
+      }
+      for (size_t v = 0; v < vocab; ++v) {
+        double value = 0;
+        if (!read_number(row[v], value)) {
+          rows.at(t).at(v).expected("a number (or NaN, Infinity, -Infinity)");
+        }
+        logits[i++] = static_cast<float>(value);
+      }
+    }
   }
 }
 
@@ -443,6 +504,12 @@ size_t step_reply_limit(std::span<const ChunkIn> chunks, const Layout& layout) {
   // A double prints in at most 24 characters; 64 per value and per token leave room for
   // separators, brackets, spaces and the positions.
   return kSmallReplyLimit + 64 * (values + tokens);
+}
+
+size_t model_step_reply_limit(std::span<const ModelChunkIn> chunks, size_t vocab) {
+  size_t tokens = 0;
+  for (const ModelChunkIn& c : chunks) tokens += c.ids.size();
+  return kSmallReplyLimit + 64 * (tokens * vocab + tokens);
 }
 
 }  // namespace kvfuzz::doors

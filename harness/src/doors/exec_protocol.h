@@ -12,11 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "kvfuzz/engine.h"
+#include "kvfuzz/model_engine.h"
 
 namespace kvfuzz::doors {
 
@@ -33,18 +35,32 @@ struct HelloReply {
   BitwiseClaims bitwise;
   EngineNumerics numerics;
   EngineSupports supports;
+  // "whole_model": true: it runs whole models (ids in, logits out; docs/engine-protocol.md,
+  // "Whole models"), so every later hello and new_case carries a "model".
+  bool whole_model = false;
+};
+
+// What hello and new_case add for a whole-model engine: the model's sizes and seed, and the
+// safetensors file holding its weights (doors/model_weights_file.h).
+struct ModelRequest {
+  ModelConfig model;
+  std::string weights;
 };
 
 // hello for `config`, offering versions kOldestProtocol .. `newest`: "protocol" is always
 // 1 (what an engine of version 1 checks), "protocols" lists them all (absent when only 1
 // is offered: then hello is exactly version 1's).
-std::string hello_request(const EngineConfig& config, int newest);
+std::string hello_request(const EngineConfig& config, int newest,
+                          const std::optional<ModelRequest>& model = std::nullopt);
 // Version 2: the next case, in the process that served the last one; the same fields as
 // hello but "protocol" and "protocols".
-std::string new_case_request(const EngineConfig& config);
+std::string new_case_request(const EngineConfig& config,
+                             const std::optional<ModelRequest>& model = std::nullopt);
 // Throws EngineError, before reading any value, when a chunk's q, k or v does not hold
 // exactly its tokens' values for `layout`.
 std::string step_request(std::span<const ChunkIn> chunks, const Layout& layout);
+// A whole model's step: each chunk's sequence and vocabulary ids.
+std::string model_step_request(std::span<const ModelChunkIn> chunks);
 std::string reset_request(int seq);
 std::string truncate_request(int seq, int64_t keep);
 std::string fork_request(int src, int dst);
@@ -61,12 +77,17 @@ HelloReply read_hello_reply(std::string_view line, int newest);
 HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello);
 void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, const Layout& layout,
                      std::span<ChunkOut> outs, int protocol);
+// A whole model's step: per chunk "positions" (one per token) and "logits" (one array of
+// `vocab` numbers per token).
+void read_model_step_reply(std::string_view line, std::span<const ModelChunkIn> chunks,
+                           size_t vocab, std::span<ModelChunkOut> outs, int protocol);
 // reset, truncate and fork: {"ok": true}.
 void read_done_reply(std::string_view line, std::string_view what, int protocol);
 
 // The longest reply line a correct engine can need for these chunks (every value printed
 // at its longest, with room to spare); a longer one is refused before it is parsed.
 size_t step_reply_limit(std::span<const ChunkIn> chunks, const Layout& layout);
+size_t model_step_reply_limit(std::span<const ModelChunkIn> chunks, size_t vocab);
 inline constexpr size_t kSmallReplyLimit = size_t{1} << 20;
 
 }  // namespace kvfuzz::doors
