@@ -12,11 +12,10 @@
 #include "commands.h"
 #include "corpus/provenance.h"
 #include "isolation_flags.h"
-#include "judge/report.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
-#include "model/model_check.h"
 #include "support/isolated_call.h"
 
 namespace kvfuzz::cli {
@@ -37,41 +36,6 @@ std::string describe_layout(const Layout& l) {
                      std::string(dtype_name(l.dtype));
   if (l.rope_theta) text += ", RoPE theta " + std::to_string(*l.rope_theta);
   if (l.window) text += ", window " + std::to_string(*l.window);
-  return text;
-}
-
-// One engine's part of the explanation, after 'P' (it passes) or 'F' (it fails): a model
-// scenario's logits verdict, first diverging logits row and first wrong layer; an attention
-// scenario's rows and bounds for the engine's declared numerics.
-std::string explain_engine(const Scenario& scenario, const Prepared& prepared,
-                           const EngineInfo& engine, const EngineNumerics& numerics,
-                           Property property) {
-  const std::string kind = engine.mutant ? "mutant" : "honest";
-  if (property != Property::prefix) {
-    // An invariance: the engine against itself on the property's variants. The report names
-    // the first base row a variant changes, the variant's row for it, and both values.
-    const PropertyOutcome outcome = judge_property(property, scenario, prepared, engine);
-    std::string text = std::string(outcome.pass ? "P" : "F") + "\nengine " + engine.name + " (" +
-                       kind + "): " + (outcome.pass ? "pass" : "FAIL") + " (property " +
-                       std::string(property_name(property)) + ")\n";
-    if (!outcome.pass) text += outcome.report + "\n";
-    return text;
-  }
-  if (scenario.model) {
-    const ModelVerdict verdict = judge_model(scenario, engine);
-    std::string text = std::string(verdict.pass ? "P" : "F") + "\nengine " + engine.name + " (" +
-                       kind + "): " + (verdict.pass ? "pass" : "FAIL") +
-                       " (model level: " + std::to_string(prepared.slots.size()) +
-                       " logits rows)\n";
-    if (!verdict.pass || verdict.first_layer) text += describe_model_divergence(verdict) + "\n";
-    return text;
-  }
-  const Prepared own = numerics == prepared.numerics ? prepared : prepare(scenario, numerics);
-  const CheckOutcome outcome = judge_engine(scenario, own, engine);
-  std::string text = std::string(outcome.verdict.pass ? "P" : "F") + "\nengine " + engine.name +
-                     " (" + kind + "): " + (outcome.verdict.pass ? "pass" : "FAIL") + "\n" +
-                     explain_rows(scenario, own, outcome);
-  if (!outcome.verdict.pass) text += describe_divergence(*outcome.verdict.first) + "\n";
   return text;
 }
 
@@ -114,7 +78,9 @@ int run_explain(const ExplainOptions& options) {
     }
     // In a child (Isolation): the text, after a first character saying whether it passed.
     const auto explained = [&] {
-      return explain_engine(scenario, prepared, *engine, declared.numerics, property);
+      const EngineExplanation e =
+          explain_engine(scenario, prepared, *engine, declared.numerics, property);
+      return std::string(e.pass ? "P" : "F") + "\n" + e.text;
     };
     std::string text;
     if (forks_for(*engine, isolation)) {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy
 
@@ -53,6 +53,13 @@ def check_properties(properties) -> List[str]:
     return list(properties)
 
 
-def explain(scenario: _kvfuzz.Scenario, engine_factory: EngineLike) -> str:
-    """One line per row of the scenario: its key, the keys it sees, expected and got."""
-    return _kvfuzz.explain(scenario, engine(engine_factory))
+def explain(
+    scenario: _kvfuzz.Scenario, engine_factory: EngineLike, property: Optional[str] = None
+) -> str:
+    """What `kvfuzz explain` prints for the engine: whether it passes, then for prefix one
+    line per row (its key, the keys it sees, expected and got) or, for a model scenario, the
+    first diverging logits row; for another property (default: the one the fixture records
+    it fails, else prefix) the first row a variant changes, with both values."""
+    if property is not None and property not in PROPERTIES:
+        raise ValueError(f"property: expected one of {', '.join(PROPERTIES)}, got {property!r}")
+    return _kvfuzz.explain(scenario, engine(engine_factory), property)

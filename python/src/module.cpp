@@ -254,14 +254,22 @@ void bind_judge(nb::module_& m) {
                                                    detail);
       },
       nb::arg("scenario"), nb::arg("engine"), nb::arg("fork") = true, nb::arg("timeout") = 600.0);
+  // One engine's part of `kvfuzz explain`, as the command computes it (explain_engine,
+  // kvfuzz/orchestrate.h); property None: the one the fixture records it fails, else prefix.
   m.def(
       "explain",
-      [](const Scenario& s, EngineHandle& engine) {
+      [](const Scenario& s, EngineHandle& engine, std::optional<std::string> property) {
+        const Property p = property ? property_named(*property) : recorded_property(s);
+        const EngineDeclarations& declared = engine.declarations();
+        if (const auto missing = unjudgeable(s, declared)) {
+          return "engine " + engine.info->name + ": skipped: the fixture " + *missing + "\n";
+        }
         const Prepared prepared = prepare(s);
         return interruptible(
-            [&] { return explain_rows(s, prepared, judge_engine(s, prepared, *engine.info)); });
+                   [&] { return explain_engine(s, prepared, *engine.info, declared.numerics, p); })
+            .text;
       },
-      nb::arg("scenario"), nb::arg("engine"));
+      nb::arg("scenario"), nb::arg("engine"), nb::arg("property").none() = nb::none());
 }
 
 // Shrinking a failing scenario under its failure signature.

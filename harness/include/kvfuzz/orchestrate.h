@@ -170,4 +170,18 @@ PropertyOutcome judge_property(Property property, const Scenario& scenario,
                                const EngineInfo& engine, const Isolation& isolation,
                                std::string* ended = nullptr);
 
+// One engine's part of `kvfuzz explain` (and Python's kvfuzz.explain), for every door alike:
+// for prefix, an attention scenario's every row (key, visible keys, expected and got, the
+// bound for `numerics`) or a model scenario's logits verdict, first diverging logits row and
+// first wrong layer; for an invariance, the engine against itself on the property's variants
+// with the first row a variant changes. `text` begins "engine NAME (honest|mutant): pass" or
+// "...: FAIL". `prepared` is prepare(scenario).
+struct EngineExplanation {
+  bool pass = true;
+  std::string text;
+};
+EngineExplanation explain_engine(const Scenario& scenario, const Prepared& prepared,
+                                 const EngineInfo& engine, const EngineNumerics& numerics,
+                                 Property property);
+
 }  // namespace kvfuzz
