@@ -72,6 +72,9 @@ struct ExecCommand {
   // Requests its engines did not answer in time (EngineTimeout), over this kvfuzz process's
   // life: EngineInfo::hangs.
   std::atomic<int64_t> hangs{0};
+  // Where a whole model's weights files go (doors/model_weights_file.h), removed with the
+  // command.
+  WeightsFolder weights;
 };
 
 // One case's process: taken from the command's pool (new_case) or started (hello), and
@@ -194,10 +197,12 @@ class ExecEngine final : public Engine {
 // new_case carry the model and its weights file, step carries ids and returns logits.
 class ExecModelEngine final : public ModelEngine {
  public:
-  ExecModelEngine(std::shared_ptr<ExecCommand> command, const ModelEngineConfig& config)
-      : case_(std::move(command), config.engine,
-              ModelRequest{config.model,
-                           ModelWeightsFile(config.model, config.engine.layout).path().string()}),
+  ExecModelEngine(const std::shared_ptr<ExecCommand>& command, const ModelEngineConfig& config)
+      : case_(command, config.engine,
+              ModelRequest{config.model, ModelWeightsFile(command->weights.path(), config.model,
+                                                          config.engine.layout)
+                                             .path()
+                                             .string()}),
         vocab_(static_cast<size_t>(std::max(0, config.model.vocab))) {
     // The weights file lived until the full expression above ended: the engine has read it
     // while answering hello or new_case.

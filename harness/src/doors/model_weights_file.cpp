@@ -78,11 +78,9 @@ std::string model_weights_safetensors(const ModelConfig& model, const Layout& la
   return out;
 }
 
-ModelWeightsFile::ModelWeightsFile(const ModelConfig& model, const Layout& layout) {
+ModelWeightsFile::ModelWeightsFile(const std::filesystem::path& folder, const ModelConfig& model,
+                                   const Layout& layout) {
   static std::atomic<uint64_t> made{0};  // engines of one process (threads) never share a file
-  const std::filesystem::path folder =
-      std::filesystem::temp_directory_path() /
-      ("kvfuzz-weights-" + std::to_string(static_cast<unsigned long>(getuid())));
   const std::string name =
       std::to_string(static_cast<long>(getpid())) + "-" + std::to_string(made++) + "-vocab" +
       std::to_string(model.vocab) + "-width" + std::to_string(model.width) + "-layers" +
@@ -98,6 +96,19 @@ ModelWeightsFile::ModelWeightsFile(const ModelConfig& model, const Layout& layou
 ModelWeightsFile::~ModelWeightsFile() {
   std::error_code ignored;  // already gone (a user cleaning the folder) is fine
   std::filesystem::remove(path_, ignored);
+}
+
+WeightsFolder::WeightsFolder() : owner_(static_cast<long>(getpid())) {
+  static std::atomic<uint64_t> made{0};
+  path_ = std::filesystem::temp_directory_path() /
+          ("kvfuzz-weights-" + std::to_string(static_cast<unsigned long>(getuid()))) /
+          (std::to_string(owner_) + "-" + std::to_string(made++));
+}
+
+WeightsFolder::~WeightsFolder() {
+  if (static_cast<long>(getpid()) != owner_) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 }  // namespace kvfuzz::doors
