@@ -24,6 +24,11 @@ error handling; you write the engine:
 
 and run `kvfuzz check --engine "exec:python3 my_engine.py"`.
 
+A whole model (ids in, logits out; docs/engine-protocol.md, "Whole models") is a class that
+says `whole_model = True`: it is made with a ModelEngineConfig (engine: the layout, model:
+the sizes, weights(): the weights kvfuzz wrote, as numpy arrays), its step is given
+ModelChunks (seq, ids) and returns (positions, logits) pairs.
+
 Without the package. This file is standard library only (orjson when present) and imports
 nothing of kvfuzz, on purpose: an exec engine is a separate process, often run by a plain
 python3 in which kvfuzz is not installed, or from a checkout whose compiled extension
