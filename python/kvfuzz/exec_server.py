@@ -274,7 +274,7 @@ class Session:
             raise RuntimeError(f"'{op}' without a case: making its engine failed")
         if op == "step" and self.model:
             results = self.engine.step([ModelChunk(c["seq"], c["ids"]) for c in request["chunks"]])
-            return {"ok": True, "chunks": [{"positions": _plain(p), "logits": _plain(logits)} for p, logits in results]}  # fmt: skip
+            return {"ok": True, "chunks": [{"positions": [int(x) for x in p], "logits": _plain(logits)} for p, logits in results]}  # fmt: skip
         if op == "step":
             chunks = [Chunk(c["seq"], c["q"], c["k"], c["v"]) for c in request["chunks"]]
             results = self.engine.step(chunks)

@@ -29,3 +29,18 @@ kvfuzz_hf_test(transformers_sdpa_bug_window 1 60 --bug window)
 kvfuzz_hf_test(transformers_eager_bug_window 1 60 --attention eager --bug window)
 kvfuzz_hf_test(transformers_sdpa_bug_rope 1 60 --bug rope)
 kvfuzz_hf_test(transformers_sdpa_bug_numerics 1 60 --bug numerics)
+
+# The model level (adapters/transformers/hf_model_engine.py): kvfuzz's tiny transformer as a
+# MistralForCausalLM checkpoint, its cached decode through the model's own forward and
+# DynamicCache, judged as a whole model (ids in, logits out) against the double full-prefix
+# logits; f32, sdpa and eager. The negative controls: sliding_window one wider, rope_theta
+# doubled.
+set(KVFUZZ_HF_MODEL ${PROJECT_SOURCE_DIR}/adapters/transformers/hf_model_engine.py)
+function(kvfuzz_hf_model_test name exit cases)
+  adapter_check(${name} ${exit} ${cases} ${KVFUZZ_HF_MODEL} transformers_venv ${ARGN}
+                LONG_CASES 200 START_UP_SECONDS 60)
+endfunction()
+kvfuzz_hf_model_test(transformers_model_sdpa 0 40)
+kvfuzz_hf_model_test(transformers_model_eager 0 40 --attention eager)
+kvfuzz_hf_model_test(transformers_model_bug_window 1 40 --bug window)
+kvfuzz_hf_model_test(transformers_model_bug_rope 1 40 --bug rope)

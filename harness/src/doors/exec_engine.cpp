@@ -87,11 +87,14 @@ class ExecCase {
     counting_hangs([&] {
       if (std::optional<ExecSession> idle = command_->pool.take()) {
         session_ = std::move(*idle);
-        // A failure here ends the process with this object's members: never reused.
+        // A failure here ends the process with this object's members: never reused. A whole
+        // model's first case with its model declares anew (ExecSession::before_model).
+        const bool first_model = model && session_.before_model;
         session_.hello =
             read_new_case_reply(session_.process->exchange(new_case_request(config, model),
                                                            "new_case", kSmallReplyLimit),
-                                session_.hello);
+                                session_.hello, !first_model);
+        if (first_model) session_.before_model = false;
         return;
       }
       session_.process = std::make_unique<LineProcess>(command_->command, command_->timeout);
@@ -99,6 +102,7 @@ class ExecCase {
           session_.process->exchange(hello_request(config, command_->newest_protocol, model),
                                      "hello", kSmallReplyLimit),
           command_->newest_protocol);
+      session_.before_model = !model && session_.hello.whole_model;
     });
   }
 

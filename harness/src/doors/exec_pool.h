@@ -29,6 +29,10 @@ namespace kvfuzz::doors {
 struct ExecSession {
   std::unique_ptr<LineProcess> process;
   HelloReply hello;
+  // The declarations in `hello` are a whole model's answer to a hello without a model (the
+  // first one, sent before kvfuzz knew): only "whole_model" counts, and the first answer
+  // that was given a model replaces them instead of being compared with them.
+  bool before_model = false;
 };
 
 class ExecPool {

@@ -74,7 +74,9 @@ HelloReply read_hello_reply(std::string_view line, int newest);
 // new_case's reply: a hello reply of version 2, whose declarations must be those of the
 // process's hello (`hello`): kvfuzz plans and judges every case by what the engine
 // declared once, so a change is refused, naming what changed.
-HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello);
+// `compare` false: read it as hello's reply is read, compared with nothing (the first case
+// a whole model is given its model, after a hello that had none).
+HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello, bool compare = true);
 void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, const Layout& layout,
                      std::span<ChunkOut> outs, int protocol);
 // A whole model's step: per chunk "positions" (one per token) and "logits" (one array of

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""kvfuzz's tiny transformer as a Hugging Face transformers checkpoint, run by the model's own
+forward with its cache, as a kvfuzz whole-model engine (ids in, logits out):
+
+    KVFUZZ_ENGINE_TIMEOUT=60 kvfuzz check --engine "exec:.venv/bin/python adapters/transformers/hf_model_engine.py"
+
+    import kvfuzz, hf_model_engine                  # in-process, the same engine
+    kvfuzz.check(hf_model_engine.HfModel, cases=50)
+
+Per case the model is a MistralForCausalLM (Llama's architecture with an optional sliding
+window) whose config is the case's model and layout: vocab_size, hidden_size (width),
+intermediate_size (ffn), num_hidden_layers, num_attention_heads, num_key_value_heads,
+head_dim, rms_norm_eps 1e-5, rope_parameters {"rope_type": "default", "rope_theta": theta},
+sliding_window (the layout's window, or None), tie_word_embeddings False; its weights are
+kvfuzz's (config.weights(), transposed to torch's Linear [out][in]) loaded with
+load_state_dict(strict=True); each attention module's `scaling` is the layout's scale
+(MistralAttention takes head_dim^-0.5 from nowhere else). Per chunk, batch 1:
+model(input_ids, cache=cache, use_cache=True) (5.25's name for
+past_key_values), the model deriving cache_position
+and position_ids from the cache's length and building its own causal or sliding-window
+mask. One DynamicCache per sequence: reset makes a new one, truncate crops it
+(DynamicCache.crop with the negative count of tokens to remove), fork deep-copies it.
+
+f32 only: in bf16 or f16 the model's weights and every product would be rounded too, which
+kvfuzz's model numerics do not describe (its reference rounds only q, k and v to the
+layout's dtype). RoPE is always applied (rope_required), and q, k and v have one head size
+(value_dim_is_head_dim). Numerics as the attention adapter declares them in f32
+(hf_attention_engine.numerics: rotary angles in f32; sdpa's exp_u20).
+
+--attention sdpa|eager picks the attention interface; --bug window|rope breaks one mapping on
+purpose (negative controls): sliding_window one wider than the layout's, rope_theta doubled.
+In-process the classes HfModel, HfModelEager, HfModelBugWindow and HfModelBugRope are these.
+"""
+
+import argparse
+import copy
+import os
+import sys
+
+import numpy as np
+import torch
+from transformers import DynamicCache, MistralConfig, MistralForCausalLM
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from hf_attention_engine import numerics  # noqa: E402  (one declaration of how sdpa computes)
+
+torch.set_num_threads(1)  # kvfuzz runs cases side by side; results do not depend on it
+
+BUGS = ("window", "rope")
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa")
+    parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
+    return parser.parse_args(argv)
+
+
+def state_dict(weights):
+    """kvfuzz's weights ([in][out]) as MistralForCausalLM's state dict (Linear: [out][in])."""
+    t = lambda array: torch.from_numpy(np.ascontiguousarray(array))  # noqa: E731
+    state = {
+        "model.embed_tokens.weight": t(weights["embedding"]),
+        "model.norm.weight": t(weights["final_norm"]),
+        "lm_head.weight": t(weights["lm_head"].T),
+    }
+    for i, layer in enumerate(weights["layers"]):
+        at = f"model.layers.{i}."
+        state[at + "input_layernorm.weight"] = t(layer["attention_norm"])
+        state[at + "post_attention_layernorm.weight"] = t(layer["mlp_norm"])
+        for name, key in (("q_proj", "wq"), ("k_proj", "wk"), ("v_proj", "wv"), ("o_proj", "wo")):
+            state[at + f"self_attn.{name}.weight"] = t(layer[key].T)
+        for name, key in (("gate_proj", "w_gate"), ("up_proj", "w_up"), ("down_proj", "w_down")):
+            state[at + f"mlp.{name}.weight"] = t(layer[key].T)
+    return state
+
+
+class HfModel:
+    whole_model = True
+    options = parse([])
+    supports = {"dtypes": ["f32"], "value_dim_is_head_dim": True, "head_dim_multiple": 2,
+                "rope_required": True}  # fmt: skip
+
+    def __init__(self, config):
+        import transformers
+
+        o = self.options
+        self.name = f"transformers-{transformers.__version__}-model-{o.attention}"
+        self.name += f" (bug: {o.bug})" if o.bug else ""
+        self.numerics = numerics("f32", o.attention)
+        self.new_case(config)
+
+    def new_case(self, config):
+        """The next case's model, as a fresh object would be (kvfuzz reuses this object)."""
+        layout, model, o = config.engine, config.model, self.options
+        self.caches = [DynamicCache() for _ in range(layout.sequences)]
+        if layout.rope_theta is None or layout.head_dim % 2 or layout.value_dim != layout.head_dim:
+            self.model = None  # kvfuzz's probe (the smallest layout) asks only for declarations
+            return
+        window = layout.window + (o.bug == "window") if layout.window else None
+        theta = layout.rope_theta * (2 if o.bug == "rope" else 1)
+        self.hf = MistralConfig(
+            vocab_size=model.vocab, hidden_size=model.width, intermediate_size=model.ffn,
+            num_hidden_layers=model.layers, num_attention_heads=layout.q_heads,
+            num_key_value_heads=layout.kv_heads, head_dim=layout.head_dim, rms_norm_eps=1e-5,
+            rope_parameters={"rope_type": "default", "rope_theta": theta}, sliding_window=window,
+            max_position_embeddings=1 << 20, tie_word_embeddings=False,
+            bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        )  # fmt: skip
+        self.hf._attn_implementation = o.attention
+        self.model = MistralForCausalLM(self.hf).eval()
+        self.model.load_state_dict(state_dict(config.weights()), strict=True)
+        for layer in self.model.model.layers:
+            layer.self_attn.scaling = float(layout.scale)
+
+    def step(self, chunks):
+        seqs = [chunk.seq for chunk in chunks]
+        if len(set(seqs)) != len(seqs) or not all(0 <= s < len(self.caches) for s in seqs):
+            raise ValueError(f"step's sequences {seqs}: expected distinct ones in 0..{len(self.caches) - 1}")
+        return [self._forward(chunk) for chunk in chunks]
+
+    def _forward(self, chunk):
+        cache = self.caches[chunk.seq]
+        past = cache.get_seq_length()
+        ids = torch.as_tensor(np.asarray(chunk.ids, np.int64))[None]
+        with torch.no_grad():
+            out = self.model(input_ids=ids, cache=cache, use_cache=True)
+        return range(past, past + len(chunk.ids)), out.logits[0].to(torch.float32).numpy()
+
+    def reset(self, seq):
+        self.caches[seq] = DynamicCache()
+
+    def truncate(self, seq, keep):
+        length = self.caches[seq].get_seq_length()
+        if not 0 <= keep <= length:
+            raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
+        if keep == 0:
+            self.caches[seq] = DynamicCache()  # crop(-length) of a whole cache: nothing left to crop
+        elif keep < length:
+            self.caches[seq].crop(keep - length)  # a negative count: the tokens to remove
+
+    def fork(self, src, dst):
+        if src == dst:
+            raise ValueError(f"fork of sequence {src} into itself")
+        self.caches[dst] = copy.deepcopy(self.caches[src])
+
+
+class HfModelEager(HfModel):
+    options = parse(["--attention", "eager"])
+
+
+class HfModelBugWindow(HfModel):
+    options = parse(["--bug", "window"])
+
+
+class HfModelBugRope(HfModel):
+    options = parse(["--bug", "rope"])
+
+
+def factory(argv=None):
+    """The engine class for these command-line flags (a class: kvfuzz reads whole_model off it)."""
+    return type("HfModel", (HfModel,), {"options": parse(argv)})
+
+
+def main():
+    sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
+    try:
+        from exec_server import serve
+    except ImportError:
+        from kvfuzz.exec_server import serve
+
+    serve(factory())
+
+
+if __name__ == "__main__":
+    main()
