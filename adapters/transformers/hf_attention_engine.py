@@ -16,7 +16,10 @@ DynamicCache.update, then the attention interface the config names
 (ALL_ATTENTION_FUNCTIONS: "sdpa" by default, or "eager"), with the layout's scale as
 `scaling`. q, k and v come from kvfuzz instead of projections. One DynamicCache per
 sequence, batch 1: reset makes a new one, truncate crops it (DynamicCache.crop with the
-number of tokens to remove), fork deep-copies it. The engine's positions are the cache's
+number of tokens to remove), fork deep-copies it. With --cache static, a StaticCache of
+STATIC_LENGTH slots made from the config (its sliding layers when the layout has a window),
+cropped the same way where it can be (a sliding layer that went past its window cannot:
+rebuilt from the kept tokens), its unused slots masked by the mask functions. The engine's positions are the cache's
 lengths (get_seq_length), as a model's cache_position is.
 
 Numerics, as the pieces compute (README.md in this folder): the rotary tables are computed
@@ -27,9 +30,9 @@ in f32); "eager" is a matmul, torch.softmax in f32 and a matmul, offered in f32 
 bf16 and f16 its scores come out of the matmul rounded to the dtype, which no declaration
 expresses yet).
 
---bug window|rope|numerics breaks one mapping on purpose (negative controls): the config's
-sliding_window one wider than the layout's window, rope_theta twice the layout's, no
-numerics declared.
+--bug window|rope|numerics|no-crop breaks one mapping on purpose (negative controls): the
+config's sliding_window one wider than the layout's window, rope_theta twice the layout's, no
+numerics declared, a truncate that leaves the cache as it was.
 """
 
 import argparse
@@ -39,7 +42,7 @@ import sys
 
 import numpy as np
 import torch
-from transformers import DynamicCache, MistralConfig
+from transformers import DynamicCache, MistralConfig, StaticCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.mistral.modeling_mistral import (
@@ -54,7 +57,10 @@ import kv_adapter as common  # noqa: E402
 torch.set_num_threads(1)  # kvfuzz runs cases side by side; results do not depend on it
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-BUGS = ("window", "rope", "numerics")
+# A StaticCache's slots (max_cache_len), and so the longest sequence it is offered
+# (supports.max_context): every step attends over all of them, masked.
+STATIC_LENGTH = 512
+BUGS = ("window", "rope", "numerics", "no-crop")
 
 
 def parse(argv=None):
@@ -62,6 +68,8 @@ def parse(argv=None):
     parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa")
     parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES) + ["layout"], default="layout",
                         help="the dtype it computes in; layout (default): each case's own")  # fmt: skip
+    parser.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
+                        help="DynamicCache, or StaticCache of STATIC_LENGTH slots (with the config's sliding window)")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     options = parser.parse_args(argv)
     if options.attention == "eager" and options.dtype not in ("f32", "layout"):
@@ -110,6 +118,7 @@ class HfAttentionEngine:
         import transformers
 
         self.name = f"transformers-{transformers.__version__}-{options.attention}-{options.dtype}"
+        self.name += "-static" if options.cache == "static" else ""
         self.name += f" (bug: {options.bug})" if options.bug else ""
         offered = ["f32"] if options.attention == "eager" else list(TORCH_DTYPES)
         self.numerics, dtypes = common.per_dtype(
@@ -117,6 +126,8 @@ class HfAttentionEngine:
         )
         # Its configs validate RoPE on an even head_dim even without rotary (MistralConfig).
         self.supports = {"dtypes": dtypes, "value_dim_is_head_dim": True, "head_dim_multiple": 2}
+        if options.cache == "static":
+            self.supports["max_context"] = STATIC_LENGTH
         c = config
         theta = c.rope_theta if c.rope_theta is not None else 10000.0
         window = c.window + (options.bug == "window") if c.window else None
@@ -131,7 +142,16 @@ class HfAttentionEngine:
         self.layer = _Layer(self.hf, c.q_heads // c.kv_heads)
         self.rotary = MistralRotaryEmbedding(self.hf) if c.rope_theta is not None else None
         self.attend = ALL_ATTENTION_FUNCTIONS.get_interface(options.attention, eager_attention_forward)
-        self.caches = [DynamicCache() for _ in range(c.sequences)]
+        # What each sequence's cache was given, (k, v) per chunk: a sliding StaticCache that
+        # went past its window cannot be cropped (is_croppable), so a truncate rebuilds it
+        # from the kept tokens, as a server recomputes them.
+        self.history = [[] for _ in range(c.sequences)]
+        self.caches = [self._new_cache() for _ in range(c.sequences)]
+
+    def _new_cache(self):
+        if self.options.cache == "static":
+            return StaticCache(config=self.hf, max_cache_len=STATIC_LENGTH)
+        return DynamicCache()
 
     def _input(self, rows):
         """rows[token][head][lane] as (1, heads, tokens, lanes) in the kernel's dtype."""
@@ -145,7 +165,7 @@ class HfAttentionEngine:
 
     def _forward(self, chunk):
         cache = self.caches[chunk.seq]
-        past, new = cache.get_seq_length(), len(chunk.q)
+        past, new = int(cache.get_seq_length()), len(chunk.q)  # int: a StaticCache answers its live counter
         position_ids = torch.arange(past, past + new)[None]
         embeds = torch.zeros(1, new, self.hf.hidden_size, dtype=self.torch_dtype)  # shape and dtype only
         make_mask = create_sliding_window_causal_mask if self.hf.sliding_window else create_causal_mask
@@ -155,27 +175,48 @@ class HfAttentionEngine:
         if self.rotary is not None:
             cos, sin = self.rotary(embeds, position_ids)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        self.history[chunk.seq].append((k, v))
         k, v = cache.update(k, v, 0)
         out, _ = self.attend(self.layer, q, k, v, mask, dropout=0.0, scaling=float(self.config.scale),
                              sliding_window=self.hf.sliding_window)  # fmt: skip
         return range(past, past + new), out[0].to(torch.float64).numpy()
 
     def reset(self, seq):
-        self.caches[seq] = DynamicCache()
+        self.caches[seq] = self._new_cache()
+        self.history[seq] = []
 
     def truncate(self, seq, keep):
-        length = self.caches[seq].get_seq_length()
+        length = int(self.caches[seq].get_seq_length())
         if not 0 <= keep <= length:
             raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
+        if self.options.bug == "no-crop":
+            return  # the bug: the cache keeps the dropped tokens and its length
+        self.history[seq] = self._kept(self.history[seq], keep)
         if keep == 0:
-            self.caches[seq] = DynamicCache()  # crop(-length) of a whole cache: nothing left to crop
+            self.caches[seq] = self._new_cache()  # crop(-length) of a whole cache: nothing left to crop
+        elif keep < length and all(getattr(layer, "is_croppable", True) for layer in self.caches[seq].layers):
+            self.caches[seq].crop(keep - length)  # a negative count: the tokens to remove
         elif keep < length:
-            self.caches[seq].crop(keep - length)
+            self.caches[seq] = self._new_cache()
+            k, v = (torch.cat(parts, dim=2) for parts in zip(*self.history[seq]))
+            self.caches[seq].update(k, v, 0)
+
+    @staticmethod
+    def _kept(history, keep):
+        """The first `keep` tokens of a sequence's (k, v) chunks."""
+        kept = []
+        for k, v in history:
+            if keep <= 0:
+                break
+            kept.append((k[:, :, :keep], v[:, :, :keep]))
+            keep -= k.shape[2]
+        return kept
 
     def fork(self, src, dst):
         if src == dst:
             raise ValueError(f"fork of sequence {src} into itself")
         self.caches[dst] = copy.deepcopy(self.caches[src])
+        self.history[dst] = list(self.history[src])
 
 
 def main():

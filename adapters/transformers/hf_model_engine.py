@@ -122,7 +122,7 @@ class HfModel:
 
     def _forward(self, chunk):
         cache = self.caches[chunk.seq]
-        past = cache.get_seq_length()
+        past = int(cache.get_seq_length())
         ids = torch.as_tensor(np.asarray(chunk.ids, np.int64))[None]
         with torch.no_grad():
             out = self.model(input_ids=ids, cache=cache, use_cache=True)
@@ -132,7 +132,7 @@ class HfModel:
         self.caches[seq] = DynamicCache()
 
     def truncate(self, seq, keep):
-        length = self.caches[seq].get_seq_length()
+        length = int(self.caches[seq].get_seq_length())
         if not 0 <= keep <= length:
             raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
         if keep == 0:

@@ -29,6 +29,12 @@ kvfuzz_hf_test(transformers_sdpa_bug_window 1 60 --bug window)
 kvfuzz_hf_test(transformers_eager_bug_window 1 60 --attention eager --bug window)
 kvfuzz_hf_test(transformers_sdpa_bug_rope 1 60 --bug rope)
 kvfuzz_hf_test(transformers_sdpa_bug_numerics 1 60 --bug numerics)
+# StaticCache (sliding layers when the layout has a window; a truncate crops it, or rebuilds
+# a sliding layer that went past its window): passes; a wrong window and a truncate that
+# forgets to crop are caught.
+kvfuzz_hf_test(transformers_static_sdpa 0 60 --cache static)
+kvfuzz_hf_test(transformers_static_bug_window 1 40 --cache static --bug window)
+kvfuzz_hf_test(transformers_static_bug_no_crop 1 40 --cache static --bug no-crop)
 
 # The model level (adapters/transformers/hf_model_engine.py): kvfuzz's tiny transformer as a
 # MistralForCausalLM checkpoint, its cached decode through the model's own forward and
