@@ -59,6 +59,10 @@ std::string junit_xml(const CheckPlan& plan, const CheckResult& result,
         if (f.ignored) {
           body += "<system-out>" + markup_text("ignored (--ignore " + f.signature + "): " + text) +
                   "</system-out>";
+        } else if (!f.known.empty()) {
+          body += "<system-out>" +
+                  markup_text("known bug (--known " + f.known.string() + "): " + text) +
+                  "</system-out>";
         } else if (!engine.info->mutant) {
           body += "<failure type=\"" + markup_text(f.signature) + "\" message=\"" +
                   markup_text(f.line) + "\">" + markup_text(text) + "</failure>";
@@ -122,7 +126,9 @@ std::string summary_json(const CheckPlan& plan, const CheckResult& result,
                                     : nlohmann::json()},
            {"message", f.line},
            {"duplicates", f.duplicates},
-           {"ignored", f.ignored}});
+           {"ignored", f.ignored},
+           // The known bug's fixture it shrank to (--known), or null.
+           {"known", f.known.empty() ? nlohmann::json() : nlohmann::json(f.known.string())}});
     }
     engines.push_back({{"name", engine.info->name},
                        {"kind", engine.info->mutant ? "mutant" : "honest"},

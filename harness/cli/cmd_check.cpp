@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "check_filters.h"
+#include "check_known.h"
 #include "check_reproduce.h"
 #include "check_summary.h"
 #include "cli_support.h"
@@ -47,6 +48,8 @@ struct CheckOptions {
   std::string case_seed_text;  // empty: --cases cases from --seed
   int max_failures = 1;
   std::vector<std::string> ignore;
+  std::vector<std::string> known;  // --known: fixtures and folders of bugs already filed
+  double shrink_seconds = 30;      // --shrink-seconds: per finding, with --known
   std::string junit, json;
   CaseFilters filters;
 };
@@ -150,10 +153,14 @@ void print_finding(const CheckPlan& plan, const CheckFinding& f, const std::stri
 
 std::string verdict_text(const CheckEngine& engine, const CheckEngineResult& t) {
   const CheckFinding* first = nullptr;
-  int kept = 0, duplicates = 0, ignored = 0;
+  int kept = 0, duplicates = 0, ignored = 0, known = 0;
   for (const CheckFinding& f : t.findings) {
     if (f.ignored) {
       ignored += 1 + f.duplicates;
+      continue;
+    }
+    if (!f.known.empty()) {
+      known += 1 + f.duplicates;
       continue;
     }
     if (first == nullptr) first = &f;
@@ -173,6 +180,7 @@ std::string verdict_text(const CheckEngine& engine, const CheckEngineResult& t) 
     }
   }
   if (ignored > 0) text += " [" + std::to_string(ignored) + " ignored]";
+  if (known > 0) text += " [" + std::to_string(known) + " known]";
   return text;
 }
 
@@ -273,6 +281,9 @@ int run_check(const CheckOptions& options) {
   plan.max_failures = options.max_failures;
   plan.ignore = options.ignore;
   plan.out = options.out;
+  // Known bugs: loaded (bad input before anything runs), replayed, and room made for them.
+  std::vector<KnownBug> known = load_known(options.known);
+  plan.max_failures += replay_known(known, plan, isolation);
 
   const std::vector<std::string> argv = own_command_line();
   const auto command_of = [&](const CheckFinding& f) {
@@ -290,9 +301,12 @@ int run_check(const CheckOptions& options) {
   g_interrupted = 0;
   callbacks.stop = &g_interrupted;
   std::signal(SIGINT, on_interrupt);
-  const CheckResult result = run_check_plan(plan, callbacks);
+  CheckResult result = run_check_plan(plan, callbacks);
   std::signal(SIGINT, SIG_DFL);
 
+  if (!known.empty() && !result.interrupted) {
+    set_aside_known(known, plan, result, isolation, options.shrink_seconds);
+  }
   print_table(plan, result);
   print_events(events, result.cases_run);
   FindingCommands commands;
@@ -380,6 +394,16 @@ void add_check_command(CLI::App& app, int& exit_status) {
   cmd->add_option("--ignore", options->ignore,
                   "A finding signature (prefix/mismatch, crash/SIGSEGV, timeout, ...) to count "
                   "as ignored: it neither fails the run nor ends it (repeatable)");
+  cmd->add_option("--known", options->known,
+                  "A fixture, or a folder of fixtures, of a bug already known (repeatable): "
+                  "replayed first and reported as still failing or now passing; a finding "
+                  "that shrinks to one is set aside, not failing the run, while the run looks "
+                  "for others");
+  cmd->add_option("--shrink-seconds", options->shrink_seconds,
+                  "With --known: seconds to shrink each finding before comparing it with the "
+                  "known bugs (its shrunk fixture is written beside the raw one)")
+      ->default_val(30)
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_option("--junit", options->junit, "Write a JUnit XML report to this file");
   cmd->add_option("--json", options->json, "Write a JSON summary to this file");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");

@@ -11,8 +11,6 @@ reported with its raw fixture and case seed, not shrunk."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shlex
 import sys
@@ -91,14 +89,9 @@ class KnownBug:
 
 def root_cause_hash(fixture: str) -> str:
     """What two failures share when they are one bug: the hash of a shrunk fixture's
-    scenario, without its name, note, provenance or case seed (a fixture's `hash` keeps
-    the case seed, which differs between two cases that shrink to the same scenario)."""
-    with open(fixture, encoding="utf-8") as f:
-        data = json.load(f)
-    for key in ("name", "note", "provenance", "seed"):
-        data.pop(key, None)
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    scenario without its name, note and provenance (its case seed included): the
+    scenario's `hash`, the one kvfuzz check --known compares too."""
+    return _kvfuzz.Scenario.load(os.fspath(fixture)).hash
 
 
 def _known_fixtures(known: Iterable[str]) -> List[str]:

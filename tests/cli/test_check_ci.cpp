@@ -313,6 +313,51 @@ TEST(CheckCi, IgnoredSignaturesNeitherFailNorEndTheRun) {
   EXPECT_NE(r.out.find("[3 ignored]"), std::string::npos) << r.out;
 }
 
+// A bug already filed (a shrunk fixture) is replayed first and set aside when the run finds it
+// again; a fixture the engine passes is a known bug now passing; a bad --known is bad input.
+TEST(CheckCi, KnownBugsAreReplayedAndSetAsideWhileTheRunLooksForOthers) {
+  const fs::path dir = scratch("known");
+  const std::string engine =
+      "'exec:python3 " + (kSource / "examples/python-engine/buggy_engine.py").string() + "'";
+  const std::string run =
+      "check --engine " + engine + kSmall + " --cases 20 --property prefix --quiet --seed 3 --out ";
+  const Result first = run_kvfuzz(run + (dir / "first").string());
+  ASSERT_EQ(first.status, 1) << first.out << first.err;
+  std::vector<fs::path> raw;
+  for (const auto& entry : fs::directory_iterator(dir / "first")) raw.push_back(entry.path());
+  ASSERT_EQ(raw.size(), 1u) << first.out;
+  // Filed: shrunk as kvfuzz shrink shrinks it.
+  const Result shrunk = run_kvfuzz("shrink " + raw[0].string() + " --engine " + engine +
+                                   " --time 120 --quiet --out " + (dir / "known").string() +
+                                   " --raw " + (dir / "known-raw").string());
+  ASSERT_EQ(shrunk.status, 1) << shrunk.out << shrunk.err;  // 1: it still fails, shrunk
+  ASSERT_EQ(std::distance(fs::directory_iterator(dir / "known"), fs::directory_iterator()), 1)
+      << shrunk.out;
+  const fs::path passing = kSource / "corpus/seeds/batched-step-three-sequences.json";
+  const Result again = run_kvfuzz(
+      run + (dir / "again").string() + " --shrink-seconds 120 --known " + (dir / "known").string() +
+      " --known " + passing.string() + " --json " + (dir / "s.json").string());
+  EXPECT_EQ(again.status, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("known, still failing: " + (dir / "known").string()), std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("known, now passing: " + passing.string()), std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("shrinks to the known bug"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find(" known]"), std::string::npos) << again.out;
+  const Json s = json_of(dir / "s.json");
+  ASSERT_FALSE(s["findings"].empty()) << s;
+  EXPECT_TRUE(s["findings"][0]["known"].is_string()) << s;
+  // Without --known the same run fails, as before.
+  EXPECT_EQ(run_kvfuzz(run + (dir / "plain").string()).status, 1);
+  const Result bad =
+      run_kvfuzz(run + (dir / "bad").string() + " --known " + (dir / "nothing-here").string());
+  EXPECT_EQ(bad.status, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--known " + (dir / "nothing-here").string() +
+                         ": expected a fixture file or a folder of fixtures"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST(CheckCi, ACaseSeedOfAPropertyFailureReproducesIt) {
   const fs::path dir = scratch("case-seed");
   const Result r = run_kvfuzz("check --engine mask-origin --cases 20 --quiet --out " +

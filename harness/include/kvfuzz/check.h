@@ -59,6 +59,9 @@ struct CheckFinding {
   std::filesystem::path fixture;     // written before anything is reported
   int duplicates = 0;                // later cases with the same signature (no fixture)
   bool ignored = false;              // its signature is in CheckPlan::ignore
+  // The known bug's fixture it shrinks to (kvfuzz check --known): set aside, as an ignored
+  // finding is. Set by the command after the run; empty otherwise.
+  std::filesystem::path known;
   // A crash, exit, timeout or engine error: the property being judged when it happened (a
   // worker says so before each property), if one was. It is not counted in that
   // property's CheckEngineResult::failing, which counts verdicts; `crashes` counts it.
@@ -81,7 +84,8 @@ struct CheckEngineResult {
   int crashes = 0;  // cases that ended in a crash, an exit, a timeout or an engine error
   std::vector<CheckFinding> findings;  // distinct signatures, in case order (ignored ones too)
   bool done = false;                   // reached max_failures: no longer run
-  // Whether any finding that is not ignored was made (a mutant is then rejected).
+  // Whether any finding that is neither ignored nor known was made (a mutant is then
+  // rejected).
   bool failed() const;
 };
 
