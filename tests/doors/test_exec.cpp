@@ -220,6 +220,15 @@ TEST(ExecEngine, HelloGivesTheDescriptionAndCapabilities) {
   EXPECT_TRUE(no_children_left());
 }
 
+// Without KVFUZZ_ENGINE_TIMEOUT, hello (an engine's start-up: imports, a model) may take 60 s
+// where a step may take 10: an engine that starts in 11 s is resolved and runs.
+TEST(ExecEngine, AStartUpLongerThanAStepsLimitIsWaitedForByDefault) {
+  const ScopedEnv unset("KVFUZZ_ENGINE_TIMEOUT", "");
+  const auto engine = exec_engine("sleep 11; " + honest_command());
+  const CheckOutcome outcome = check(test::worked_example(), *engine);
+  EXPECT_TRUE(outcome.verdict.pass) << outcome.run.error.value_or("");
+}
+
 // Bitwise claims come through hello ("bitwise": {...}) and are judged bit for bit: the
 // honest Python engine keeps all four; moving every batched value one float32 up passes
 // the tolerance but not the claim.

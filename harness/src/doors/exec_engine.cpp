@@ -28,13 +28,18 @@ namespace kvfuzz::doors {
 namespace {
 
 constexpr std::chrono::milliseconds kDefaultTimeout{10'000};
+// hello and new_case when KVFUZZ_ENGINE_TIMEOUT is not set: an engine's start-up (importing
+// torch and transformers, loading a model, making a case's model) takes seconds where a step
+// takes milliseconds.
+constexpr std::chrono::milliseconds kDefaultStartTimeout{60'000};
 constexpr double kMostTimeoutSeconds = 86'400;
 
 // KVFUZZ_ENGINE_TIMEOUT: seconds (a decimal number) that each request may take, hello
-// (and so the engine's start-up) included. Read once, when the engine is resolved.
-std::chrono::milliseconds engine_timeout(const std::string& spec) {
+// (and so the engine's start-up) included; nothing when it is not set. Read once, when the
+// engine is resolved.
+std::optional<std::chrono::milliseconds> engine_timeout(const std::string& spec) {
   const char* text = std::getenv("KVFUZZ_ENGINE_TIMEOUT");
-  if (text == nullptr || *text == '\0') return kDefaultTimeout;
+  if (text == nullptr || *text == '\0') return std::nullopt;
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
   if (end == text || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 ||
@@ -66,7 +71,8 @@ int newest_protocol(const std::string& spec) {
 // idle processes of version 2.
 struct ExecCommand {
   std::string command;
-  std::chrono::milliseconds timeout;
+  std::chrono::milliseconds timeout;        // each request
+  std::chrono::milliseconds start_timeout;  // hello and new_case
   int newest_protocol;
   ExecPool pool;
   // Requests its engines did not answer in time (EngineTimeout), over this kvfuzz process's
@@ -90,17 +96,17 @@ class ExecCase {
         // A failure here ends the process with this object's members: never reused. A whole
         // model's first case with its model declares anew (ExecSession::before_model).
         const bool first_model = model && session_.before_model;
-        session_.hello =
-            read_new_case_reply(session_.process->exchange(new_case_request(config, model),
-                                                           "new_case", kSmallReplyLimit),
-                                session_.hello, !first_model);
+        session_.hello = read_new_case_reply(
+            session_.process->exchange(new_case_request(config, model), "new_case",
+                                       kSmallReplyLimit, command_->start_timeout),
+            session_.hello, !first_model);
         if (first_model) session_.before_model = false;
         return;
       }
       session_.process = std::make_unique<LineProcess>(command_->command, command_->timeout);
       session_.hello = read_hello_reply(
           session_.process->exchange(hello_request(config, command_->newest_protocol, model),
-                                     "hello", kSmallReplyLimit),
+                                     "hello", kSmallReplyLimit, command_->start_timeout),
           command_->newest_protocol);
       session_.before_model = !model && session_.hello.whole_model;
     });
@@ -263,7 +269,9 @@ EngineConfig smallest_config() {
 std::shared_ptr<const EngineInfo> exec_engine(const std::string& spec, const std::string& command) {
   auto shared = std::make_shared<ExecCommand>();
   shared->command = command;
-  shared->timeout = engine_timeout(spec);
+  const std::optional<std::chrono::milliseconds> timeout = engine_timeout(spec);
+  shared->timeout = timeout.value_or(kDefaultTimeout);
+  shared->start_timeout = timeout.value_or(kDefaultStartTimeout);
   shared->newest_protocol = newest_protocol(spec);
   std::string name;
   int protocol = kOldestProtocol;

@@ -89,7 +89,8 @@ LineProcess::~LineProcess() {
 }
 
 std::string LineProcess::exchange(std::string_view request, std::string_view what,
-                                  size_t max_reply_bytes) {
+                                  size_t max_reply_bytes,
+                                  std::optional<std::chrono::milliseconds> timeout) {
   if (failure_) throw EngineError(*failure_);
   if (getpid() != owner_) {
     // Its pipes are shared with the parent, which may be talking to it: a line written
@@ -107,7 +108,8 @@ std::string LineProcess::exchange(std::string_view request, std::string_view wha
   data += '\n';
   size_t written = 0;
   bool stdin_closed = false;  // then its answer (or how it ended) may still be on stdout
-  const Clock::time_point deadline = Clock::now() + timeout_;
+  const std::chrono::milliseconds limit = timeout.value_or(timeout_);
+  const Clock::time_point deadline = Clock::now() + limit;
   for (;;) {
     // Only the bytes read since the last look: a long reply costs one scan, not one per read.
     const size_t newline = reply_.find('\n', scanned_);
@@ -134,7 +136,7 @@ std::string LineProcess::exchange(std::string_view request, std::string_view wha
       fail_ended(name, stdin_closed ? "closed its stdin" : "closed its stdout");
     const int wait = poll_wait(deadline, std::chrono::milliseconds(INT_MAX));
     if (wait == 0) {
-      fail("the engine did not answer " + name + " within " + describe_seconds(timeout_) +
+      fail("the engine did not answer " + name + " within " + describe_seconds(limit) +
                " (KVFUZZ_ENGINE_TIMEOUT); killed it" + stderr_suffix(),
            /*hung=*/true);
     }

@@ -67,8 +67,10 @@ class LineProcess {
   // Writes `request` and a newline, returns the next line of stdout without its newline
   // (and without a '\r' before it). `what` names the request in messages ("step").
   // `max_reply_bytes` bounds the line, so an engine that writes without end cannot make
-  // kvfuzz allocate without end. Throws EngineError.
-  std::string exchange(std::string_view request, std::string_view what, size_t max_reply_bytes);
+  // kvfuzz allocate without end. `timeout` replaces the process's for this exchange (a
+  // start-up's hello). Throws EngineError.
+  std::string exchange(std::string_view request, std::string_view what, size_t max_reply_bytes,
+                       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   // Ends the process (the destructor does this): EOF on stdin, up to kExitGrace for it to
   // exit, then SIGKILL to its group; reaps it and the guard. Never throws; a process that
