@@ -32,10 +32,10 @@ list(APPEND KVFUZZ_TEST_PLUGIN_DEFINES
      "KVFUZZ_PLUGIN_MISBEHAVING=\"$<TARGET_FILE:kvfuzz_test_plugin_misbehaving>\"")
 list(APPEND KVFUZZ_TEST_PLUGINS kvfuzz_test_plugin_misbehaving)
 
-# Plugins built against ABI 1, 2 and 3 (tests/doors/plugins/abi_vN_table.cpp): the built-in
+# Plugins built against ABI 1, 2, 3 and 4 (tests/doors/plugins/abi_vN_table.cpp): the built-in
 # engines, forwarded to the builtin plugin with the declarations their version has, in a
 # table of that version's entries.
-foreach(version 1 2 3)
+foreach(version 1 2 3 4)
   set(target kvfuzz_test_plugin_abi_v${version})
   kvfuzz_add_plugin_library(${target} plugins/abi_v${version}_table.cpp)
   target_compile_definitions(${target} PRIVATE

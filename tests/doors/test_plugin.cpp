@@ -19,6 +19,7 @@
 #include "corpus/fixture_names.h"
 #include "declarations_away.h"
 #include "generated_cases.h"
+#include "judge/report.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine_abi.h"
 #include "kvfuzz/engine_spec.h"
@@ -27,6 +28,7 @@
 #include "kvfuzz/judge.h"
 #include "kvfuzz/property.h"
 #include "run/runner.h"
+#include "test_scenarios.h"
 
 namespace kvfuzz {
 namespace {
@@ -275,11 +277,55 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
 // writes it into the table and kvfuzz reads it back. The engine declares every field away
 // from its default (tests/declarations_away.h), so a field the ABI does not carry is named.
 TEST(PluginDeclarations, EveryFieldOfAnExportedEngineComesBack) {
-  const auto plugin = resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_EXPORTED_DECLARING));
+  const auto plugin = resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_EXPORTED_DECLARING) +
+                                     ":declares-everything");
   EngineDeclarations want = fieldwise::away_from_defaults<EngineDeclarations>();
   want.whole_model = false;  // an attention engine; whole models cross by the model door
   EXPECT_EQ(fieldwise::differing_fields(probe_declarations(*plugin), want),
             std::vector<std::string>{});
+}
+
+// ABI 5's numerics_of: an exported C++ engine's numerics are its own, of the layout it was
+// made for. The engine whose rows are rounded to the layout's dtype and says so passes in
+// every dtype; the same rows declared f32 for every layout fail on a bf16 one.
+TEST(PluginDeclarations, NumericsFollowTheLayoutThroughNumericsOf) {
+  const std::string path = KVFUZZ_PLUGIN_EXPORTED_DECLARING;
+  const auto follows = resolve_engine("plugin:" + path + ":follows-the-dtype");
+  const auto claims_f32 = resolve_engine("plugin:" + path + ":rounds-declares-f32");
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    Scenario scenario = test::worked_example();
+    scenario.layout.dtype = dtype;
+    EXPECT_EQ(follows->make(engine_config(scenario))->numerics().output, dtype);
+    const CheckOutcome judged = judge_engine(scenario, prepare(scenario), *follows);
+    EXPECT_TRUE(judged.verdict.pass) << describe_divergence(*judged.verdict.first);
+    const bool passes = judge_engine(scenario, prepare(scenario), *claims_f32).verdict.pass;
+    EXPECT_EQ(passes, dtype == DType::f32);
+  }
+}
+
+// A numerics_of that changes anything but numerics, gives a value out of range or fails
+// makes no engine, with one line saying why.
+TEST(PluginDeclarations, ABadNumericsOfIsRefusedNamingWhy) {
+  const auto error_of = [](const std::string& name) -> std::string {
+    const auto engine =
+        resolve_engine("plugin:" + std::string(KVFUZZ_PLUGIN_DECLARING) + ":" + name);
+    try {
+      engine->make(engine_config(test::worked_example()));
+    } catch (const EngineError& e) {
+      return e.what();
+    }
+    return "(made)";
+  };
+  EXPECT_EQ(error_of("numerics-of-changes-supports"),
+            "plugin numerics_of changed a declaration other than numerics (capabilities, "
+            "bitwise claims, supports, the entry's name or functions); only numerics may follow "
+            "the layout (kvfuzz/engine_abi.h)");
+  EXPECT_NE(error_of("numerics-of-out-of-range").find("plugin numerics_of gave output_dtype 99"),
+            std::string::npos)
+      << error_of("numerics-of-out-of-range");
+  EXPECT_EQ(error_of("numerics-of-fails"),
+            "plugin numerics_of failed: no numerics for this layout");
 }
 
 std::shared_ptr<const EngineInfo> abi_v1(const std::string& name) {
@@ -315,13 +361,15 @@ EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   return declared;
 }
 
-// An ABI 2 or ABI 3 table is read with its version's stride, every declaration of that
+// An ABI 2, 3 or 4 table is read with its version's stride, every declaration of that
 // version as the entry makes it, and what later versions added at its defaults: ABI 3's
-// KVFUZZ_SUPPORTS_* (the built-in engines need no RoPE and take windows) and ABI 4's
-// numerics flags and partials dtype (which some built-in engines declare otherwise).
-TEST(PluginAbi2And3, EveryEntryLoadsWithItsDeclarationsAndLaterVersionsDefaults) {
+// KVFUZZ_SUPPORTS_* (the built-in engines need no RoPE and take windows), ABI 4's
+// numerics flags and partials dtype (which some built-in engines declare otherwise), and
+// ABI 5's numerics_of (none: the entry's numerics serve every layout).
+TEST(PluginAbi2To4, EveryEntryLoadsWithItsDeclarationsAndLaterVersionsDefaults) {
   for (const auto& [version, path] :
-       {std::pair{2, KVFUZZ_PLUGIN_ABI_V2}, std::pair{3, KVFUZZ_PLUGIN_ABI_V3}}) {
+       {std::pair{2, KVFUZZ_PLUGIN_ABI_V2}, std::pair{3, KVFUZZ_PLUGIN_ABI_V3},
+        std::pair{4, KVFUZZ_PLUGIN_ABI_V4}}) {
     bool some_declaration = false, some_dropped = false;
     for (const EngineInfo& engine : engine_registry()) {
       SCOPED_TRACE(engine.name + " through ABI " + std::to_string(version));
@@ -339,7 +387,9 @@ TEST(PluginAbi2And3, EveryEntryLoadsWithItsDeclarationsAndLaterVersionsDefaults)
     }
     EXPECT_TRUE(some_declaration) << "no built-in engine declares numerics: ABI " << version
                                   << " goes untested";
-    EXPECT_TRUE(some_dropped) << "no built-in engine declares what ABI 4 added";
+    if (version < 4) {
+      EXPECT_TRUE(some_dropped) << "no built-in engine declares what ABI 4 added";
+    }
   }
 }
 
@@ -370,7 +420,7 @@ struct Refusal {
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
       {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
-       {"plugin built for engine ABI 5, this kvfuzz speaks 4 and reads 1, 2 and 3"}},
+       {"plugin built for engine ABI 6, this kvfuzz speaks 5 and reads 1, 2, 3 and 4"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -387,7 +437,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 4, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 5, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},

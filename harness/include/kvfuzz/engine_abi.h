@@ -42,13 +42,18 @@
  *   - ABI 2, up to `rope_angles_exact` (KVFUZZ_ENGINE_API_V2_SIZE), adds the declarations:
  *     bitwise claims, output, P and accumulation dtypes, rotated keys and queries in
  *     storage, exact RoPE angles, storage dtypes, layout limits, value_dim == head_dim.
- *   - ABI 3 (sizeof(kvfuzz_engine_api)) adds `supports`, the KVFUZZ_SUPPORTS_* flags (RoPE
- *     required, no sliding windows), and `reserved`; an ABI 2 entry declares neither flag.
- *   - ABI 4 (sizeof(kvfuzz_engine_api)) adds `numerics`, the KVFUZZ_NUMERICS_* flags (split
- *     partials combined by log-sum-exp, P normalised before it is rounded),
+ *   - ABI 3, up to `reserved` (KVFUZZ_ENGINE_API_V3_SIZE), adds `supports`, the
+ *     KVFUZZ_SUPPORTS_* flags (RoPE required, no sliding windows), and `reserved`; an ABI 2
+ *     entry declares neither flag.
+ *   - ABI 4, up to `exp_ulps` (KVFUZZ_ENGINE_API_V4_SIZE), adds `numerics`, the
+ *     KVFUZZ_NUMERICS_* flags (split partials combined by log-sum-exp, P normalised before
+ *     it is rounded),
  *     `split_partials_dtype`, `rope_tables_dtype` and `exp_ulps` (first `reserved2`, which
  *     kvfuzz refused unless 0, the value that still means a one-ulp exp); an ABI 3 entry
  *     declares neither flag, f32 partials, f32 RoPE tables and a one-ulp exp.
+ *   - ABI 5 (sizeof(kvfuzz_engine_api)) adds `numerics_of`: an engine's numerics for its own
+ *     layout (one that computes in the storage dtype declares per dtype); an ABI 4 entry
+ *     declares the same numerics for every layout.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -75,7 +80,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 4
+#define KVFUZZ_ENGINE_ABI_VERSION 5
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -224,6 +229,16 @@ typedef struct kvfuzz_engine_api {
                                    result (EngineNumerics::exp_ulps); 0 or 1: one ulp. Was
                                    reserved2, which had to be 0: an older kvfuzz refuses an
                                    entry that declares a coarser exp instead of misjudging it */
+
+  /* ABI 5: the numerics of one engine, made for its layout, for an engine whose arithmetic
+   * follows the layout (one computing in the storage dtype). NULL: the fields above serve
+   * every layout. Called after `create`, with the engine and `entry`, a copy of this entry;
+   * it may set the numerics fields (output_dtype, p_dtype, score_accumulation,
+   * value_accumulation, rotated_keys_in_storage, rotated_queries_in_storage,
+   * rope_angles_exact, numerics, split_partials_dtype, rope_tables_dtype, exp_ulps) and
+   * nothing else: kvfuzz refuses an entry whose other declarations it changed (they plan
+   * the run; only numerics may follow the layout). Returns 0, or nonzero with *error. */
+  int (*numerics_of)(kvfuzz_engine* engine, struct kvfuzz_engine_api* entry, const char** error);
 } kvfuzz_engine_api;
 
 /* sizeof(kvfuzz_engine_api) in ABI 1, whose fields are this struct's up to `fork`. */
@@ -233,6 +248,9 @@ typedef struct kvfuzz_engine_api {
 #define KVFUZZ_ENGINE_API_V2_SIZE offsetof(kvfuzz_engine_api, supports)
 /* sizeof(kvfuzz_engine_api) in ABI 3, whose fields are this struct's up to `reserved`. */
 #define KVFUZZ_ENGINE_API_V3_SIZE offsetof(kvfuzz_engine_api, numerics)
+/* sizeof(kvfuzz_engine_api) in ABI 4, whose fields are this struct's up to `exp_ulps`
+ * (padded to the struct's alignment, where `numerics_of` begins). */
+#define KVFUZZ_ENGINE_API_V4_SIZE offsetof(kvfuzz_engine_api, numerics_of)
 
 typedef struct kvfuzz_engine_plugin_table {
   uint32_t abi_version; /* KVFUZZ_ENGINE_ABI_VERSION */

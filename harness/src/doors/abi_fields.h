@@ -48,6 +48,8 @@ constexpr size_t entry_size(uint32_t version) {
       return KVFUZZ_ENGINE_API_V2_SIZE;
     case 3:
       return KVFUZZ_ENGINE_API_V3_SIZE;
+    case 4:
+      return KVFUZZ_ENGINE_API_V4_SIZE;
     default:
       return sizeof(kvfuzz_engine_api);
   }
@@ -184,10 +186,12 @@ inline constexpr CheckedWord kCheckedWords[] = {{KVFUZZ_ABI_SLOT(bitwise), "KVFU
 
 // The members of kvfuzz_engine_api that hold no declaration (the tests count them with
 // the table's slots against the struct's members).
-inline constexpr std::tuple kNotDeclarations{&Api::abi_version, &Api::struct_size, &Api::name,
-                                             &Api::description, &Api::mutant,      &Api::create,
-                                             &Api::destroy,     &Api::step,        &Api::reset,
-                                             &Api::truncate,    &Api::fork,        &Api::reserved};
+inline constexpr std::tuple kNotDeclarations{
+    &Api::abi_version, &Api::struct_size, &Api::name, &Api::description, &Api::mutant, &Api::create,
+    &Api::destroy, &Api::step, &Api::reset, &Api::truncate, &Api::fork, &Api::reserved,
+    // ABI 5: not a declaration but the call that
+    // gives an engine's numerics for its layout
+    &Api::numerics_of};
 
 #undef KVFUZZ_ABI_SLOT
 

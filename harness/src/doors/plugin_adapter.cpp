@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "doors/abi_fields.h"
+#include "kvfuzz/engine_fields.h"
 #include "support/text.h"
 
 namespace kvfuzz::doors {
@@ -85,6 +86,49 @@ PluginEngine::PluginEngine(std::shared_ptr<PluginLibrary> library, const PluginE
     throw EngineError("plugin create threw a C++ exception across the C ABI");
   }
   if (engine_ == nullptr) throw EngineError("plugin create failed: " + plugin_message(error));
+  if (api_.numerics_of != nullptr) {
+    try {
+      numerics_ = numerics_of(entry);
+    } catch (...) {
+      api_.destroy(engine_);  // no destructor runs for a constructor that throws
+      throw;
+    }
+  }
+}
+
+EngineNumerics PluginEngine::numerics_of(const PluginEntry& entry) {
+  kvfuzz_engine_api copy = api_;
+  copy.name = entry.name.c_str();
+  copy.description = entry.description.c_str();
+  call("numerics_of", [&](const char** error) { return api_.numerics_of(engine_, &copy, error); });
+  // Read as the table's entries are read; only numerics may have changed.
+  EngineDeclarations declared;
+  if (const std::string problem = abi::read(copy, KVFUZZ_ENGINE_ABI_VERSION, declared);
+      !problem.empty()) {
+    throw EngineError("plugin numerics_of gave " + problem);
+  }
+  const kvfuzz_engine_api& before = api_;
+  const bool same_functions = copy.create == before.create && copy.destroy == before.destroy &&
+                              copy.step == before.step && copy.reset == before.reset &&
+                              copy.truncate == before.truncate && copy.fork == before.fork &&
+                              copy.numerics_of == before.numerics_of;
+  const auto same = []<Declared Struct>(const Struct& a, const Struct& b) {
+    bool equal = true;
+    for_each_field<Struct>(
+        [&](const auto& field) { equal = equal && a.*field.member == b.*field.member; });
+    return equal;
+  };
+  if (!same(declared.capabilities, capabilities()) || !same(declared.bitwise, bitwise_) ||
+      !same(declared.supports, supports_) || !same_functions || copy.name != entry.name.c_str() ||
+      copy.description != entry.description.c_str() || copy.abi_version != before.abi_version ||
+      copy.struct_size != before.struct_size || copy.mutant != before.mutant ||
+      copy.reserved != before.reserved) {
+    throw EngineError(
+        "plugin numerics_of changed a declaration other than numerics (capabilities, bitwise "
+        "claims, supports, the entry's name or functions); only numerics may follow the layout "
+        "(kvfuzz/engine_abi.h)");
+  }
+  return declared.numerics;
 }
 
 PluginEngine::~PluginEngine() {

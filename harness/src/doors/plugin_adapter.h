@@ -37,12 +37,15 @@ class PluginEngine final : public Engine {
   // "plugin <what> failed: <message>".
   template <class Call>
   void call(const char* what, Call&& call);
+  // ABI 5: the entry's numerics_of for this engine, checked as the table's entries are, and
+  // refused when it changed anything but numerics.
+  EngineNumerics numerics_of(const PluginEntry& entry);
 
   std::shared_ptr<PluginLibrary> library_;  // keeps the code loaded
   // Every capability and function pointer comes from here, never from the plugin's table.
   const kvfuzz_engine_api api_;
   const BitwiseClaims bitwise_;
-  const EngineNumerics numerics_;
+  EngineNumerics numerics_;  // the entry's, or numerics_of's for this engine (ABI 5)
   const EngineSupports supports_;
   // The plugin may keep the config's page_order pointer for the engine's life.
   std::vector<int32_t> page_order_;

@@ -216,6 +216,20 @@ int fork_engine(kvfuzz_engine* e, int32_t src, int32_t dst, const char** error) 
   return guarded(e->error, error, [&] { e->engine->fork(src, dst); });
 }
 
+// ABI 5: the C++ engine's own numerics, those of the layout it was made for (an engine that
+// computes in the storage dtype declares per dtype), written into the entry's numerics
+// slots; the rest of the entry is written back as it was read.
+int numerics_of_engine(kvfuzz_engine* e, kvfuzz_engine_api* entry, const char** error) {
+  return guarded(e->error, error, [&] {
+    kvfuzz::EngineDeclarations declared;
+    const std::string problem =
+        kvfuzz::doors::abi::read(*entry, KVFUZZ_ENGINE_ABI_VERSION, declared);
+    if (!problem.empty()) throw kvfuzz::EngineError("its entry has " + problem);
+    declared.numerics = e->engine->numerics();
+    kvfuzz::doors::abi::write(declared, *entry);
+  });
+}
+
 // The ABI's create names no engine, so each table entry needs a create function of its
 // own: one instantiation per registry index, up to kCreateSlots. More engines than slots:
 // no table (export_engines).
@@ -258,6 +272,7 @@ kvfuzz_engine_api entry(size_t index) {
   api.reset = reset_engine;
   api.truncate = (api.capabilities & KVFUZZ_CAN_TRUNCATE) != 0 ? truncate_engine : nullptr;
   api.fork = (api.capabilities & KVFUZZ_CAN_FORK) != 0 ? fork_engine : nullptr;
+  api.numerics_of = numerics_of_engine;
   return api;
 }
 

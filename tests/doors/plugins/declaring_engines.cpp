@@ -9,6 +9,10 @@
 //   declares-some  f32 storage only and keys declared unrotated; the rest left at the
 //                  defaults (head_dim_multiple 0 reads as 1)
 //   declares-none  kvfuzz_engine_api_defaults(): ABI 1's meaning
+//   numerics-of-changes-supports  its numerics_of (ABI 5) also narrows the storage dtypes:
+//                  refused, only numerics may follow the layout
+//   numerics-of-out-of-range      its numerics_of sets output_dtype 99: refused, naming it
+//   numerics-of-fails             its numerics_of returns 1 with a message
 //
 // The engines write zeros: nothing here is judged, but the probe makes one of each.
 #include <cstdint>
@@ -57,6 +61,22 @@ int reset(kvfuzz_engine* engine, int32_t /*seq*/, const char** /*error*/) {
   return 0;
 }
 
+int changes_supports(kvfuzz_engine* /*engine*/, kvfuzz_engine_api* entry, const char** /*error*/) {
+  entry->output_dtype = KVFUZZ_DTYPE_BF16;
+  entry->dtypes = 1u << KVFUZZ_DTYPE_BF16;
+  return 0;
+}
+
+int out_of_range(kvfuzz_engine* /*engine*/, kvfuzz_engine_api* entry, const char** /*error*/) {
+  entry->output_dtype = 99;
+  return 0;
+}
+
+int fails(kvfuzz_engine* /*engine*/, kvfuzz_engine_api* /*entry*/, const char** error) {
+  *error = "no numerics for this layout";
+  return 1;
+}
+
 kvfuzz_engine_api entry(const char* name) {
   kvfuzz_engine_api api = kvfuzz_engine_api_defaults();
   api.name = name;
@@ -69,12 +89,17 @@ kvfuzz_engine_api entry(const char* name) {
 }
 
 struct Table {
-  kvfuzz_engine_api engines[3];
+  kvfuzz_engine_api engines[6];
   kvfuzz_engine_plugin_table table;
 
   Table()
-      : engines{entry("declares-all"), entry("declares-some"), entry("declares-none")},
-        table{KVFUZZ_ENGINE_ABI_VERSION, 3, engines} {
+      : engines{entry("declares-all"),
+                entry("declares-some"),
+                entry("declares-none"),
+                entry("numerics-of-changes-supports"),
+                entry("numerics-of-out-of-range"),
+                entry("numerics-of-fails")},
+        table{KVFUZZ_ENGINE_ABI_VERSION, 6, engines} {
     kvfuzz_engine_api& all = engines[0];
     all.bitwise = KVFUZZ_BITWISE_BATCH | KVFUZZ_BITWISE_SCHEDULE | KVFUZZ_BITWISE_LAYOUT |
                   KVFUZZ_BITWISE_POISON;
@@ -101,6 +126,10 @@ struct Table {
     some.rotated_keys_in_storage = 0;
     some.dtypes = 1u << KVFUZZ_DTYPE_F32;
     some.head_dim_multiple = 0;
+
+    engines[3].numerics_of = changes_supports;
+    engines[4].numerics_of = out_of_range;
+    engines[5].numerics_of = fails;
   }
 };
 
