@@ -132,6 +132,19 @@ def test_through_exec_the_honest_model_passes_and_a_bug_fails(tmp_path):
                            env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert buggy.returncode == 1, buggy.stdout + buggy.stderr
     assert "prefix/mismatch" in buggy.stdout + buggy.stderr
+    # The raw fixture shrinks, replays and is explained through the same door.
+    raw = next((tmp_path / "bug").glob("*.json"))
+    bug = ["--engine", engine + " --bug fork-alias"]
+    run = lambda *args: subprocess.run([kvfuzz_binary(), *args], env=env, capture_output=True, text=True, timeout=600)  # noqa: E731
+    shrunk = run("shrink", str(raw), *bug, "--time", "60", "--quiet", "--out", str(tmp_path / "shrunk"))
+    assert shrunk.returncode == 1 and "saved to" in shrunk.stdout, shrunk.stdout + shrunk.stderr
+    fixture = next((tmp_path / "shrunk").glob("*.json"))
+    assert kvfuzz.load_fixture(str(fixture)).is_model
+    replayed = run("replay", str(fixture), *bug)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert run("replay", str(fixture), "--engine", engine).returncode == 0
+    explained = run("explain", str(fixture), *bug)
+    assert explained.returncode == 1 and "logits: first diverging row" in explained.stdout, explained.stdout
     # The weights files kvfuzz wrote for the engine are gone once read.
     folders = [p for p in tmp_path.iterdir() if p.name.startswith("kvfuzz-weights-")]
     assert folders and all(not list(folder.iterdir()) for folder in folders), folders
