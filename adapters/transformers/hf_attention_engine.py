@@ -13,7 +13,7 @@ create_sliding_window_causal_mask when the layout has a window: the model's conf
 sliding_window), the rotary embedding at the chunk's position_ids (MistralRotaryEmbedding,
 rope_parameters = {"rope_type": "default", "rope_theta": theta}), apply_rotary_pos_emb,
 DynamicCache.update, then the attention interface the config names
-(ALL_ATTENTION_FUNCTIONS: "sdpa" by default, or "eager"), with the layout's scale as
+(ALL_ATTENTION_FUNCTIONS: "sdpa" by default, "eager" or "flex_attention"), with the layout's scale as
 `scaling`. q, k and v come from kvfuzz instead of projections. One DynamicCache per
 sequence, batch 1: reset makes a new one, truncate crops it (DynamicCache.crop with the
 number of tokens to remove), fork deep-copies it. With --cache static, a StaticCache of
@@ -65,15 +65,15 @@ BUGS = ("window", "rope", "numerics", "no-crop")
 
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa")
+    parser.add_argument("--attention", choices=("sdpa", "eager", "flex_attention"), default="sdpa")
     parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES) + ["layout"], default="layout",
                         help="the dtype it computes in; layout (default): each case's own")  # fmt: skip
     parser.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
                         help="DynamicCache, or StaticCache of STATIC_LENGTH slots (with the config's sliding window)")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     options = parser.parse_args(argv)
-    if options.attention == "eager" and options.dtype not in ("f32", "layout"):
-        parser.error("--attention eager runs in f32 only (its half-precision scores are not declarable)")
+    if options.attention != "sdpa" and options.dtype not in ("f32", "layout"):
+        parser.error(f"--attention {options.attention} runs in f32 only (its half-precision scores are not declarable)")
     return options
 
 
@@ -120,7 +120,7 @@ class HfAttentionEngine:
         self.name = f"transformers-{transformers.__version__}-{options.attention}-{options.dtype}"
         self.name += "-static" if options.cache == "static" else ""
         self.name += f" (bug: {options.bug})" if options.bug else ""
-        offered = ["f32"] if options.attention == "eager" else list(TORCH_DTYPES)
+        offered = ["f32"] if options.attention != "sdpa" else list(TORCH_DTYPES)
         self.numerics, dtypes = common.per_dtype(
             options.dtype, offered, lambda dtype: numerics(dtype, options.attention, options.bug)
         )

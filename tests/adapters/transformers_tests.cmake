@@ -29,6 +29,11 @@ kvfuzz_hf_test(transformers_sdpa_bug_window 1 60 --bug window)
 kvfuzz_hf_test(transformers_eager_bug_window 1 60 --attention eager --bug window)
 kvfuzz_hf_test(transformers_sdpa_bug_rope 1 60 --bug rope)
 kvfuzz_hf_test(transformers_sdpa_bug_numerics 1 60 --bug numerics)
+# flex attention (torch's flex_attention on the CPU, a block mask from the mask functions),
+# f32: slow (about 10 s a case: it compiles for each new shape), so few cases; a wrong
+# window is caught at case 3.
+kvfuzz_hf_test(transformers_flex_f32 0 4 --attention flex_attention)
+kvfuzz_hf_test(transformers_flex_bug_window 1 6 --attention flex_attention --bug window)
 # StaticCache (sliding layers when the layout has a window; a truncate crops it, or rebuilds
 # a sliding layer that went past its window): passes; a wrong window and a truncate that
 # forgets to crop are caught.
