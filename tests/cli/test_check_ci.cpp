@@ -148,6 +148,25 @@ TEST(CheckCi, ASegfaultingPluginIsAFinding) {
                                     "crash/SIGSEGV", "segfault", "died of SIGSEGV");
 }
 
+// A crash after much stderr keeps the first words (a crash handler's, where it says what
+// happened) and the last (a sanitizer's summary), the bytes between them counted.
+TEST(CheckCi, ACrashAfterMuchStderrKeepsItsFirstAndLastWords) {
+  const std::string engine = std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":noisy-segfault";
+  expect_crash_found_and_reproduced(engine, "crash/SIGSEGV", "noisy-segfault",
+                                    "crashing_engines: last words before the crash");
+  const fs::path dir = scratch("noisy-first-words");
+  const Result r =
+      run_kvfuzz("check --engine " + engine + " --cases 1 --quiet --out " + dir.string());
+  EXPECT_NE(r.out.find("the worker's last stderr:\ncrashing_engines: first words before the "
+                       "crash\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex("\\[\\.\\.\\. [0-9]+ bytes left out \\.\\.\\.\\]")))
+      << r.out;
+  EXPECT_LT(r.out.size(), 20000u) << "the noise is cut, not printed whole";
+}
+
 TEST(CheckCi, AnAbortingPluginIsAFinding) {
   expect_crash_found_and_reproduced(std::string("plugin:") + KVFUZZ_PLUGIN_CRASHING + ":abort",
                                     "crash/SIGABRT", "abort",

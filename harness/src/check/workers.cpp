@@ -6,12 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "support/fork_io.h"
 
@@ -166,8 +169,15 @@ void WorkerPool::read_errors(Worker& worker) {
     const ssize_t n = ::read(worker.errors, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
-    worker.tail.append(buffer, static_cast<size_t>(n));
-    if (worker.tail.size() > kStderrTail) worker.tail.erase(0, worker.tail.size() - kStderrTail);
+    std::string_view data(buffer, static_cast<size_t>(n));
+    worker.received += data.size();
+    const size_t to_head = std::min(data.size(), kStderrHead - worker.head.size());
+    worker.head.append(data.substr(0, to_head));
+    worker.tail.append(data.substr(to_head));
+    if (worker.tail.size() > kStderrTail) {
+      worker.left_out += worker.tail.size() - kStderrTail;
+      worker.tail.erase(0, worker.tail.size() - kStderrTail);
+    }
   }
 }
 
@@ -183,10 +193,17 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
   while (Clock::now() < until) {
     pollfd p{worker.errors, POLLIN, 0};
     if (::poll(&p, 1, 50) <= 0) break;
-    const size_t before = worker.tail.size();
+    const size_t before = worker.received;
     read_errors(worker);
-    if (worker.tail.size() == before && (p.revents & POLLHUP)) break;
+    if (worker.received == before && (p.revents & POLLHUP)) break;
   }
+  // Its stderr since its last task: the first and the last bytes, the middle counted.
+  std::string stderr_text = worker.head;
+  if (worker.left_out > 0) {
+    if (!stderr_text.empty() && stderr_text.back() != '\n') stderr_text += '\n';
+    stderr_text += "[... " + std::to_string(worker.left_out) + " bytes left out ...]\n";
+  }
+  stderr_text += worker.tail;
   TaskFailure failure;
   const double seconds = std::chrono::duration<double>(plan_.timeout).count();
   char limit[32];
@@ -200,7 +217,7 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
   } else if (WIFSIGNALED(status)) {
     failure.signature = end_signature(status);
     failure.line = "crash: the worker died of " + signal_name(WTERMSIG(status)) + during;
-  } else if (const auto sanitizer = sanitizer_signature(worker.tail)) {
+  } else if (const auto sanitizer = sanitizer_signature(stderr_text)) {
     failure.signature = *sanitizer;
     // AddressSanitizer's SEGV reads as the crash it caught, in the same words as without it
     // (its report is in the stderr tail below).
@@ -216,9 +233,9 @@ std::pair<TaskId, TaskResult> WorkerPool::replace(Worker& worker, bool timed_out
                    " (exit() in the engine, or a report that did not reach its stderr)";
   }
   failure.report = failure.line + "\n";
-  if (!worker.tail.empty()) {
-    failure.report += "the worker's last stderr:\n" + worker.tail;
-    if (worker.tail.back() != '\n') failure.report += "\n";
+  if (!stderr_text.empty()) {
+    failure.report += "the worker's last stderr:\n" + stderr_text;
+    if (stderr_text.back() != '\n') failure.report += "\n";
   }
   TaskResult result = worker.so_far;  // the verdicts it reached before it ended
   result.failure = failure;
@@ -269,7 +286,10 @@ std::vector<std::pair<TaskId, TaskResult>> WorkerPool::collect(std::chrono::mill
       } else if (frame[0] == kResult) {
         done.emplace_back(*worker.task, decode(frame.substr(1)));
         worker.task.reset();
+        worker.head.clear();
         worker.tail.clear();
+        worker.left_out = 0;
+        worker.received = 0;
       } else {
         throw std::runtime_error("kvfuzz check: a worker sent a frame of unknown kind");
       }

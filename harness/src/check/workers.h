@@ -32,7 +32,11 @@ class WorkerPool {
   std::vector<std::pair<TaskId, TaskResult>> collect(std::chrono::milliseconds wait);
   std::vector<TaskId> in_flight() const;
 
-  // How many bytes of a worker's stderr a failure keeps.
+  // How many bytes of a worker's stderr (since its last task ended) a failure keeps: the
+  // first kStderrHead (where a crash handler's first words are, Python's faulthandler
+  // "Fatal Python error: Segmentation fault"), and the last kStderrTail (where a
+  // sanitizer's SUMMARY line is), the bytes between them counted.
+  static constexpr size_t kStderrHead = 2000;
   static constexpr size_t kStderrTail = 4000;
 
  private:
@@ -42,7 +46,10 @@ class WorkerPool {
     int results = -1;     // read end: length-prefixed results
     int errors = -1;      // read end: the worker's stderr and stdout
     std::string pending;  // result bytes read so far
-    std::string tail;     // the last kStderrTail bytes of its stderr
+    std::string head;     // the first kStderrHead bytes of its stderr since its last task
+    std::string tail;     // then the last kStderrTail bytes
+    size_t left_out = 0;  // between them
+    size_t received = 0;  // every byte since its last task
     std::optional<TaskId> task;
     std::optional<Property> judging;  // what the worker said it is judging for `task`
     TaskResult so_far;                // and the verdicts it had reached before that

@@ -9,6 +9,9 @@
 //   segfault-in-second
 //              writes through a null pointer when the second engine of its process is made:
 //              in a fresh worker, after prefix has judged the first, under the next property
+//   noisy-segfault
+//              writes its first words, 40,000 bytes of noise and its last words to stderr,
+//              then through a null pointer on its first step: a failure keeps both words
 //   segfault-on-one-token
 //              rows of zeros (wrong, no crash) for chunks of two tokens or more, a write
 //              through a null pointer for a chunk of one token: a shrink's candidates that
@@ -92,6 +95,16 @@ int step_segfault(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int
   return 0;
 }
 
+int step_noisy_segfault(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t,
+                        const char**) {
+  std::fputs("crashing_engines: first words before the crash\n", stderr);
+  for (int i = 0; i < 2000; ++i) std::fputs("crashing_engines: noise...........\n", stderr);
+  std::fputs("crashing_engines: last words before the crash\n", stderr);
+  std::fflush(stderr);
+  *g_nowhere = 1;
+  return 0;
+}
+
 int step_abort(kvfuzz_engine*, const kvfuzz_chunk_in*, kvfuzz_chunk_out*, int32_t, const char**) {
   std::fputs("crashing_engines: assertion 'block < pool' failed\n", stderr);
   std::abort();
@@ -121,13 +134,17 @@ kvfuzz_engine_api entry(const char* name, const char* description,
 }
 
 struct Table {
-  kvfuzz_engine_api engines[7];
+  kvfuzz_engine_api engines[8];
   kvfuzz_engine_plugin_table table;
 
   Table()
       : engines{entry("segfault", "Writes through a null pointer on its first step.",
                       step_segfault),
                 entry("abort", "Calls abort() on its first step.", step_abort),
+                entry(
+                    "noisy-segfault",
+                    "Writes 40,000 bytes to stderr, then through a null pointer on its first step.",
+                    step_noisy_segfault),
                 entry("exit", "Reports like a sanitizer and exits on its first step.", step_exit),
                 entry("segfault-in-create", "Writes through a null pointer when it is made.",
                       step_segfault, create_segfault),
@@ -139,7 +156,7 @@ struct Table {
                 entry("segfault-on-one-token",
                       "Rows of zeros; writes through a null pointer on a chunk of one token.",
                       step_segfault_on_one_token)},
-        table{KVFUZZ_ENGINE_ABI_VERSION, 7, engines} {}
+        table{KVFUZZ_ENGINE_ABI_VERSION, 8, engines} {}
 };
 
 }  // namespace
