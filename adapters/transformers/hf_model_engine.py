@@ -27,9 +27,12 @@ layout's dtype). RoPE is always applied (rope_required), and q, k and v have one
 (value_dim_is_head_dim). Numerics as the attention adapter declares them in f32
 (hf_attention_engine.numerics: rotary angles in f32; sdpa's exp_u20).
 
---attention sdpa|eager picks the attention interface; --bug window|rope breaks one mapping on
-purpose (negative controls): sliding_window one wider than the layout's, rope_theta doubled.
-In-process the classes HfModel, HfModelEager, HfModelBugWindow and HfModelBugRope are these.
+--attention sdpa|eager picks the attention interface; --generate runs each chunk through
+model.generate() instead (its prefill of the chunk's first id, then its decode loop, the
+chunk's other ids forced by a logits processor, the logits from output_logits); --bug
+window|rope breaks one mapping on purpose (negative controls): sliding_window one wider than
+the layout's, rope_theta doubled. In-process the classes HfModel, HfModelEager,
+HfModelGenerate, HfModelBugWindow and HfModelBugRope are these.
 """
 
 import argparse
@@ -39,7 +42,7 @@ import sys
 
 import numpy as np
 import torch
-from transformers import DynamicCache, MistralConfig, MistralForCausalLM
+from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, MistralConfig, MistralForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -53,8 +56,24 @@ BUGS = ("window", "rope")
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa")
+    parser.add_argument("--generate", action="store_true",
+                        help="each chunk through model.generate() (its prefill and decode loop), not forward")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     return parser.parse_args(argv)
+
+
+class ForcedIds(LogitsProcessor):
+    """Makes greedy generate() pick `ids` in turn: the chunk's next tokens are kvfuzz's, not
+    the model's. generate() returns the logits from before the processors (output_logits)."""
+
+    def __init__(self, ids):
+        self.ids, self.at = list(ids), 0
+
+    def __call__(self, input_ids, scores):
+        forced = torch.full_like(scores, float("-inf"))
+        forced[:, self.ids[self.at]] = 0
+        self.at += 1
+        return forced
 
 
 def state_dict(weights):
@@ -87,6 +106,7 @@ class HfModel:
 
         o = self.options
         self.name = f"transformers-{transformers.__version__}-model-{o.attention}"
+        self.name += "-generate" if o.generate else ""
         self.name += f" (bug: {o.bug})" if o.bug else ""
         self.numerics = numerics("f32", o.attention)
         self.new_case(config)
@@ -95,6 +115,7 @@ class HfModel:
         """The next case's model, as a fresh object would be (kvfuzz reuses this object)."""
         layout, model, o = config.engine, config.model, self.options
         self.caches = [DynamicCache() for _ in range(layout.sequences)]
+        self.history = [[] for _ in range(layout.sequences)]  # each sequence's ids (generate() takes them all)
         if layout.rope_theta is None or layout.head_dim % 2 or layout.value_dim != layout.head_dim:
             self.model = None  # kvfuzz's probe (the smallest layout) asks only for declarations
             return
@@ -118,7 +139,28 @@ class HfModel:
         seqs = [chunk.seq for chunk in chunks]
         if len(set(seqs)) != len(seqs) or not all(0 <= s < len(self.caches) for s in seqs):
             raise ValueError(f"step's sequences {seqs}: expected distinct ones in 0..{len(self.caches) - 1}")
-        return [self._forward(chunk) for chunk in chunks]
+        forward = self._generate if self.options.generate else self._forward
+        return [forward(chunk) for chunk in chunks]
+
+    def _generate(self, chunk):
+        """The chunk's first id as the uncached end of the prompt (generate()'s prefill), the
+        others forced as its decode steps, and one more forced step (id 0, never kept) so that
+        the last id is forwarded too: the cache then holds the chunk, and output_logits holds
+        one row per id."""
+        cache, history = self.caches[chunk.seq], self.history[chunk.seq]
+        past = int(cache.get_seq_length())
+        ids = [int(i) for i in chunk.ids]
+        prompt = torch.tensor([history + ids[:1]])
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=prompt, attention_mask=torch.ones_like(prompt), cache=cache,
+                max_new_tokens=len(ids), do_sample=False, eos_token_id=None, pad_token_id=0,
+                logits_processor=LogitsProcessorList([ForcedIds(ids[1:] + [0])]),
+                output_logits=True, return_dict_in_generate=True,
+            )  # fmt: skip
+        history.extend(ids)
+        logits = torch.stack([step[0] for step in out.logits]).to(torch.float32).numpy()
+        return range(past, past + len(ids)), logits
 
     def _forward(self, chunk):
         cache = self.caches[chunk.seq]
@@ -130,11 +172,13 @@ class HfModel:
 
     def reset(self, seq):
         self.caches[seq] = DynamicCache()
+        self.history[seq] = []
 
     def truncate(self, seq, keep):
         length = int(self.caches[seq].get_seq_length())
         if not 0 <= keep <= length:
             raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
+        del self.history[seq][keep:]
         if keep == 0:
             self.caches[seq] = DynamicCache()  # crop(-length) of a whole cache: nothing left to crop
         elif keep < length:
@@ -144,10 +188,15 @@ class HfModel:
         if src == dst:
             raise ValueError(f"fork of sequence {src} into itself")
         self.caches[dst] = copy.deepcopy(self.caches[src])
+        self.history[dst] = list(self.history[src])
 
 
 class HfModelEager(HfModel):
     options = parse(["--attention", "eager"])
+
+
+class HfModelGenerate(HfModel):
+    options = parse(["--generate"])
 
 
 class HfModelBugWindow(HfModel):

@@ -55,3 +55,7 @@ kvfuzz_hf_model_test(transformers_model_sdpa 0 40)
 kvfuzz_hf_model_test(transformers_model_eager 0 40 --attention eager)
 kvfuzz_hf_model_test(transformers_model_bug_window 1 40 --bug window)
 kvfuzz_hf_model_test(transformers_model_bug_rope 1 40 --bug rope)
+# The same model through model.generate() (its prefill and decode loop, kvfuzz's ids forced,
+# the logits from output_logits), and its window control.
+kvfuzz_hf_model_test(transformers_model_generate 0 30 --generate)
+kvfuzz_hf_model_test(transformers_model_generate_bug_window 1 30 --generate --bug window)
