@@ -58,20 +58,25 @@ def parse(argv=None):
     parser.add_argument("--attention", choices=("sdpa", "eager"), default="sdpa")
     parser.add_argument("--generate", action="store_true",
                         help="each chunk through model.generate() (its prefill and decode loop), not forward")  # fmt: skip
+    parser.add_argument("--padded-batch", action="store_true",
+                        help="each step as one left-padded batch through model.generate(), every "
+                             "sequence's history prefilled again in it")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     return parser.parse_args(argv)
 
 
 class ForcedIds(LogitsProcessor):
-    """Makes greedy generate() pick `ids` in turn: the chunk's next tokens are kvfuzz's, not
-    the model's. generate() returns the logits from before the processors (output_logits)."""
+    """Makes greedy generate() pick `ids[row]` in turn for each row of its batch: the chunk's
+    next tokens are kvfuzz's, not the model's. generate() returns the logits from before the
+    processors (output_logits)."""
 
-    def __init__(self, ids):
-        self.ids, self.at = list(ids), 0
+    def __init__(self, *ids):
+        self.ids, self.at = [list(row) for row in ids], 0
 
     def __call__(self, input_ids, scores):
         forced = torch.full_like(scores, float("-inf"))
-        forced[:, self.ids[self.at]] = 0
+        for row, ids in enumerate(self.ids):
+            forced[row, ids[self.at]] = 0
         self.at += 1
         return forced
 
@@ -107,6 +112,7 @@ class HfModel:
         o = self.options
         self.name = f"transformers-{transformers.__version__}-model-{o.attention}"
         self.name += "-generate" if o.generate else ""
+        self.name += "-padded-batch" if o.padded_batch else ""
         self.name += f" (bug: {o.bug})" if o.bug else ""
         self.numerics = numerics("f32", o.attention)
         self.new_case(config)
@@ -139,8 +145,38 @@ class HfModel:
         seqs = [chunk.seq for chunk in chunks]
         if len(set(seqs)) != len(seqs) or not all(0 <= s < len(self.caches) for s in seqs):
             raise ValueError(f"step's sequences {seqs}: expected distinct ones in 0..{len(self.caches) - 1}")
+        if self.options.padded_batch:
+            return self._padded_batch(chunks)
         forward = self._generate if self.options.generate else self._forward
         return [forward(chunk) for chunk in chunks]
+
+    def _padded_batch(self, chunks):
+        """One generate() call for the step, as a server batches requests: row r's prompt is
+        its sequence's history and its chunk's first id, left-padded to the longest (attention
+        mask 0 on the pads, so generate() takes each row's positions from the mask), the
+        chunk's other ids forced in the decode loop (a shorter chunk's row goes on with id 0,
+        its logits unused). The cache lives for the call only: each step prefills every
+        history again, so kvfuzz's reset, truncate and fork are the histories'."""
+        prompts = [self.history[c.seq] + [int(c.ids[0])] for c in chunks]
+        rest = [[int(i) for i in c.ids[1:]] for c in chunks]
+        steps = max(len(r) for r in rest) + 1
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=input_ids, attention_mask=mask, max_new_tokens=steps, do_sample=False,
+                eos_token_id=None, pad_token_id=0, output_logits=True, return_dict_in_generate=True,
+                logits_processor=LogitsProcessorList([ForcedIds(*(r + [0] * (steps - len(r)) for r in rest))]),
+            )  # fmt: skip
+        results = []
+        for row, chunk in enumerate(chunks):
+            past = len(self.history[chunk.seq])
+            tokens = len(chunk.ids)
+            logits = torch.stack([step[row] for step in out.logits[:tokens]])
+            self.history[chunk.seq].extend(int(i) for i in chunk.ids)
+            results.append((range(past, past + tokens), logits.to(torch.float32).numpy()))
+        return results
 
     def _generate(self, chunk):
         """The chunk's first id as the uncached end of the prompt (generate()'s prefill), the
@@ -168,6 +204,7 @@ class HfModel:
         ids = torch.as_tensor(np.asarray(chunk.ids, np.int64))[None]
         with torch.no_grad():
             out = self.model(input_ids=ids, cache=cache, use_cache=True)
+        self.history[chunk.seq].extend(int(i) for i in chunk.ids)
         return range(past, past + len(chunk.ids)), out.logits[0].to(torch.float32).numpy()
 
     def reset(self, seq):
@@ -175,10 +212,12 @@ class HfModel:
         self.history[seq] = []
 
     def truncate(self, seq, keep):
-        length = int(self.caches[seq].get_seq_length())
+        length = len(self.history[seq])
         if not 0 <= keep <= length:
             raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
         del self.history[seq][keep:]
+        if self.options.padded_batch:
+            return  # its caches live for one step: the history is the sequence
         if keep == 0:
             self.caches[seq] = DynamicCache()  # crop(-length) of a whole cache: nothing left to crop
         elif keep < length:
@@ -197,6 +236,10 @@ class HfModelEager(HfModel):
 
 class HfModelGenerate(HfModel):
     options = parse(["--generate"])
+
+
+class HfModelPaddedBatch(HfModel):
+    options = parse(["--padded-batch"])
 
 
 class HfModelBugWindow(HfModel):

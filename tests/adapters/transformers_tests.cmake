@@ -59,3 +59,10 @@ kvfuzz_hf_model_test(transformers_model_bug_rope 1 40 --bug rope)
 # the logits from output_logits), and its window control.
 kvfuzz_hf_model_test(transformers_model_generate 0 30 --generate)
 kvfuzz_hf_model_test(transformers_model_generate_bug_window 1 30 --generate --bug window)
+# Each step as one left-padded batch through generate(), with generate()'s own cache: its
+# sliding layers keep every token at sliding_window = 1 (docs/findings, T7), filed as a known
+# bug; with it the run passes while it looks for others, without it the run fails.
+kvfuzz_hf_model_test(transformers_model_padded_batch 0 30 --padded-batch
+                     CHECK --known ${PROJECT_SOURCE_DIR}/adapters/transformers/known
+                     --shrink-seconds 300)
+kvfuzz_hf_model_test(transformers_model_padded_batch_unfiled 1 30 --padded-batch)
