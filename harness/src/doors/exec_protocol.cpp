@@ -435,60 +435,63 @@ HelloReply read_new_case_reply(std::string_view line, const HelloReply& hello, b
   return again;
 }
 
-void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, const Layout& layout,
-                     std::span<ChunkOut> outs, int protocol) {
+namespace {
+
+// A step's reply, {"ok": true, "chunks": [...]} with one object per chunk of the request:
+// `read(c, result)` reads chunk c's object ("positions" and `values`).
+template <class Read>
+void read_chunk_results(std::string_view line, size_t count, std::string_view values, int protocol,
+                        Read&& read) {
   const Json json = parse_reply_line(line, "step");
   const ReplyReport report("step", protocol);
   const JsonNode reply(&json, "$", report);
   require_ok(reply, "");
   const JsonNode results = reply.field("chunks");
-  results.expect_array_of(chunks.size(),
-                          "chunk results (one per chunk of the request, in its order)");
-  for (size_t c = 0; c < chunks.size(); ++c) {
+  results.expect_array_of(count, "chunk results (one per chunk of the request, in its order)");
+  for (size_t c = 0; c < count; ++c) {
     const JsonNode result = results.at(c);
     if (!result.json().is_object()) {
-      result.expected(R"(an object {"positions": [...], "out": [...]})");
+      result.expected(R"(an object {"positions": [...], ")" + std::string(values) + R"(": [...]})");
     }
+    read(c, result);
+  }
+}
+
+}  // namespace
+
+void read_step_reply(std::string_view line, std::span<const ChunkIn> chunks, const Layout& layout,
+                     std::span<ChunkOut> outs, int protocol) {
+  read_chunk_results(line, chunks.size(), "out", protocol, [&](size_t c, const JsonNode& result) {
     read_positions(result, static_cast<size_t>(chunks[c].tokens), outs[c].positions);
     read_rows(result, chunks[c], layout, outs[c]);
-  }
+  });
 }
 
 void read_model_step_reply(std::string_view line, std::span<const ModelChunkIn> chunks,
                            size_t vocab, std::span<ModelChunkOut> outs, int protocol) {
-  const Json json = parse_reply_line(line, "step");
-  const ReplyReport report("step", protocol);
-  const JsonNode reply(&json, "$", report);
-  require_ok(reply, "");
-  const JsonNode results = reply.field("chunks");
-  results.expect_array_of(chunks.size(),
-                          "chunk results (one per chunk of the request, in its order)");
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    const JsonNode result = results.at(c);
-    if (!result.json().is_object()) {
-      result.expected(R"(an object {"positions": [...], "logits": [...]})");
-    }
-    const size_t tokens = chunks[c].ids.size();
-    read_positions(result, tokens, outs[c].positions);
-    const JsonNode rows = result.field("logits");
-    rows.expect_array_of(tokens, "logits rows (one per token)");
-    std::vector<float>& logits = outs[c].logits;
-    logits.resize(tokens * vocab);
-    size_t i = 0;
-    for (size_t t = 0; t < tokens; ++t) {
-      const Json& row = rows.json()[t];
-      if (!is_array_of(row, vocab)) {
-        rows.at(t).expected("an array of " + std::to_string(vocab) + " numbers (vocab)");
-      }
-      for (size_t v = 0; v < vocab; ++v) {
-        double value = 0;
-        if (!read_number(row[v], value)) {
-          rows.at(t).at(v).expected("a number (or NaN, Infinity, -Infinity)");
+  read_chunk_results(
+      line, chunks.size(), "logits", protocol, [&](size_t c, const JsonNode& result) {
+        const size_t tokens = chunks[c].ids.size();
+        read_positions(result, tokens, outs[c].positions);
+        const JsonNode rows = result.field("logits");
+        rows.expect_array_of(tokens, "logits rows (one per token)");
+        std::vector<float>& logits = outs[c].logits;
+        logits.resize(tokens * vocab);
+        size_t i = 0;
+        for (size_t t = 0; t < tokens; ++t) {
+          const Json& row = rows.json()[t];
+          if (!is_array_of(row, vocab)) {
+            rows.at(t).expected("an array of " + std::to_string(vocab) + " numbers (vocab)");
+          }
+          for (size_t v = 0; v < vocab; ++v) {
+            double value = 0;
+            if (!read_number(row[v], value)) {
+              rows.at(t).at(v).expected("a number (or NaN, Infinity, -Infinity)");
+            }
+            logits[i++] = static_cast<float>(value);
+          }
         }
-        logits[i++] = static_cast<float>(value);
-      }
-    }
-  }
+      });
 }
 
 void read_done_reply(std::string_view line, std::string_view what, int protocol) {
