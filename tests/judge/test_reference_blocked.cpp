@@ -125,8 +125,8 @@ TEST(ReferenceBlocked, TheComparisonSeesASmallError) {
   EXPECT_FALSE(close(plain.back().values[0], blocked.back().values[0] + 1e-9 * scale, scale));
 }
 
-TEST(ReferenceBlocked, BothKernelBuildsGiveTheSameBits) {
-  if (!reference_kernel::avx512_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+// Holds a vector build of the kernel to the plain lanes, bit for bit, on every scenario.
+void expect_same_bits_as_the_lanes(reference_kernel::Kernel kernel) {
   const auto sets = numerics_sets();
   size_t compared = 0;
   for (const Scenario& s : scenarios()) {
@@ -135,22 +135,32 @@ TEST(ReferenceBlocked, BothKernelBuildsGiveTheSameBits) {
       const EngineNumerics& numerics = sets[compared % sets.size()];
       const auto lanes = reference_kernel::blocked_rows(s.layout, table, stream, numerics,
                                                         reference_kernel::attend_lanes);
-      const auto avx = reference_kernel::blocked_rows(s.layout, table, stream, numerics,
-                                                      reference_kernel::attend_avx512);
-      ASSERT_EQ(lanes.size(), avx.size());
+      const auto vector = reference_kernel::blocked_rows(s.layout, table, stream, numerics, kernel);
+      ASSERT_EQ(lanes.size(), vector.size());
       for (size_t r = 0; r < lanes.size(); ++r) {
         const auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
           return a.size() == b.size() &&
                  std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
         };
-        ASSERT_TRUE(same(lanes[r].values, avx[r].values))
+        ASSERT_TRUE(same(lanes[r].values, vector[r].values))
             << s.name << " " << to_string(lanes[r].key);
-        ASSERT_TRUE(same(lanes[r].bound, avx[r].bound)) << s.name << " " << to_string(lanes[r].key);
+        ASSERT_TRUE(same(lanes[r].bound, vector[r].bound))
+            << s.name << " " << to_string(lanes[r].key);
       }
       ++compared;
     }
   }
   EXPECT_GT(compared, 100u);
+}
+
+TEST(ReferenceBlocked, TheAvx512BuildGivesTheSameBitsAsThePlainLanes) {
+  if (!reference_kernel::avx512_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  expect_same_bits_as_the_lanes(reference_kernel::attend_avx512);
+}
+
+TEST(ReferenceBlocked, TheAvx2BuildGivesTheSameBitsAsThePlainLanes) {
+  if (!reference_kernel::avx2_fma_available()) GTEST_SKIP() << "no AVX2 with FMA on this CPU";
+  expect_same_bits_as_the_lanes(reference_kernel::attend_avx2);
 }
 
 }  // namespace

@@ -22,10 +22,13 @@ size_t round_up(size_t x, size_t to) {
   return (x + to - 1) / to * to;
 }
 
-// The kernel for this CPU, chosen once.
-const reference_kernel::Kernel kKernel = reference_kernel::avx512_available()
-                                             ? reference_kernel::attend_avx512
-                                             : reference_kernel::attend_lanes;
+// The kernel for this CPU, chosen once (every build gives the same bits).
+reference_kernel::Kernel choose_kernel() {
+  if (reference_kernel::avx512_available()) return reference_kernel::attend_avx512;
+  if (reference_kernel::avx2_fma_available()) return reference_kernel::attend_avx2;
+  return reference_kernel::attend_lanes;
+}
+const reference_kernel::Kernel kKernel = choose_kernel();
 
 // The largest |score| the table's data can give under the layout: scale times the largest
 // q and k norms of one head (Cauchy-Schwarz; RoPE keeps norms).

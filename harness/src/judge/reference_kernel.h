@@ -1,7 +1,8 @@
 // The blocked reference's inner kernel (reference_blocked.cpp drives it): up to eight queries
 // that share one kv head, scored against a run of keys 16 at a time, softmaxed and averaged,
-// in 8-lane double vectors. Two builds of the same code (reference_kernel_body.h): AVX-512,
-// chosen at run time where the CPU has it, and plain C++ lanes everywhere else. Both do the
+// in 8-lane double vectors. Three builds of the same code (reference_kernel_body.h): AVX-512
+// and AVX2 with FMA, chosen at run time where the CPU has them, and plain C++ lanes
+// everywhere else. All do the
 // same IEEE operations in the same order on every lane (fused multiply-adds as std::fma),
 // so every machine computes the same bits.
 #pragma once
@@ -54,6 +55,10 @@ void attend_lanes(Block& block);
 // The AVX-512 build; only where avx512_available() (x86-64 CPUs with AVX-512F).
 bool avx512_available();
 void attend_avx512(Block& block);
+
+// The AVX2 + FMA build; only where avx2_fma_available().
+bool avx2_fma_available();
+void attend_avx2(Block& block);
 
 // reference_rows (reference.h) with a given kernel: tests hold the two builds to the same bits.
 std::vector<ReferenceRow> blocked_rows(const Layout& layout, const TokenTable& table,

@@ -1,6 +1,7 @@
 // The blocked reference's kernel, written once over an 8-lane vector type V (reference_kernel.h
-// says what it computes). Included by reference_kernel_lanes.cpp (V: C++ lanes) and
-// reference_kernel_avx512.cpp (V: one AVX-512 register), each with its own
+// says what it computes). Included by reference_kernel_lanes.cpp (V: C++ lanes),
+// reference_kernel_avx2.cpp (V: two AVX2 registers) and reference_kernel_avx512.cpp (V: one
+// AVX-512 register), each with its own
 // KVFUZZ_KERNEL_TARGET; everything here is in an unnamed namespace, so each file has its own
 // copy. V provides: T, zero, set1, load, store, fma (a * b + c, rounded once), add, sub, mul,
 // div, max (a > b ? a : b, as the AVX-512 instruction), abs, round (to nearest even), pow2
