@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "judge/reference.h"
 #include "judge/reference_kernel.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/prng.h"
 
 namespace kvfuzz {
 namespace {
@@ -161,6 +163,48 @@ TEST(ReferenceBlocked, TheAvx512BuildGivesTheSameBitsAsThePlainLanes) {
 TEST(ReferenceBlocked, TheAvx2BuildGivesTheSameBitsAsThePlainLanes) {
   if (!reference_kernel::avx2_fma_available()) GTEST_SKIP() << "no AVX2 with FMA on this CPU";
   expect_same_bits_as_the_lanes(reference_kernel::attend_avx2);
+}
+
+}  // namespace
+}  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// The softmax's exp (the model level's reference uses it too): the plain lanes within 2 ulp of
+// std::exp where the result is a normal double, 0 below -708, and every vector build this CPU
+// has gives the lanes' bits, over whole vectors and tails.
+TEST(ReferenceKernelExp, IsWithinTwoUlpsOfStdExpAndTheSameInEveryBuild) {
+  std::vector<double> x = {0.0,    -0.0,   -1e-300, -0x1p-30, -0.5,   -1.0,   -0.6931471805599453,
+                           -707.9, -708.0, -708.5,  -709.0,   -745.0, -1e300, -HUGE_VAL};
+  Xoshiro256 prng(11);
+  for (int i = 0; i < 4000; ++i) {
+    const double magnitude = i % 2 ? 40.0 : 720.0;
+    x.push_back(-magnitude * static_cast<double>(prng.next() >> 11) * 0x1p-53);
+  }
+  for (size_t n : {x.size(), size_t{37}, size_t{8}, size_t{5}}) {
+    std::vector<double> lanes(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+    reference_kernel::exp_nonpositive_lanes(lanes.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      if (x[i] < -708.0) {
+        EXPECT_EQ(lanes[i], 0.0) << x[i];
+      } else {
+        const double exact = std::exp(x[i]);
+        EXPECT_LE(std::fabs(lanes[i] - exact), 2 * (std::nextafter(exact, 2.0) - exact)) << x[i];
+      }
+    }
+    EXPECT_EQ(lanes[0], 1.0);  // exp(0) exactly
+    const auto same_as_lanes = [&](reference_kernel::ExpKernel kernel) {
+      std::vector<double> y(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+      kernel(y.data(), n);
+      EXPECT_EQ(std::memcmp(y.data(), lanes.data(), n * sizeof(double)), 0) << n;
+    };
+    if (reference_kernel::avx2_fma_available())
+      same_as_lanes(reference_kernel::exp_nonpositive_avx2);
+    if (reference_kernel::avx512_available())
+      same_as_lanes(reference_kernel::exp_nonpositive_avx512);
+    same_as_lanes(reference_kernel::exp_nonpositive);
+  }
 }
 
 }  // namespace

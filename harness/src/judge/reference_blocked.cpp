@@ -29,6 +29,10 @@ reference_kernel::Kernel choose_kernel() {
   return reference_kernel::attend_lanes;
 }
 const reference_kernel::Kernel kKernel = choose_kernel();
+const reference_kernel::ExpKernel kExp =
+    kKernel == reference_kernel::attend_avx512 ? reference_kernel::exp_nonpositive_avx512
+    : kKernel == reference_kernel::attend_avx2 ? reference_kernel::exp_nonpositive_avx2
+                                               : reference_kernel::exp_nonpositive_lanes;
 
 // The largest |score| the table's data can give under the layout: scale times the largest
 // q and k norms of one head (Cauchy-Schwarz; RoPE keeps norms).
@@ -175,5 +179,13 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
   }
   return rows;
 }
+
+namespace reference_kernel {
+
+void exp_nonpositive(double* x, size_t n) {
+  kExp(x, n);
+}
+
+}  // namespace reference_kernel
 
 }  // namespace kvfuzz

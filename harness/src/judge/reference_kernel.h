@@ -52,6 +52,15 @@ using Kernel = void (*)(Block&);
 
 void attend_lanes(Block& block);
 
+// exp(x) of n values x <= 0 in place: the kernel's softmax exp (about 1 ulp; 0 below -708),
+// each build giving the same bits. exp_nonpositive is the build for this CPU; the model
+// level's reference softmax uses it too.
+using ExpKernel = void (*)(double* x, size_t n);
+void exp_nonpositive(double* x, size_t n);
+void exp_nonpositive_lanes(double* x, size_t n);
+void exp_nonpositive_avx2(double* x, size_t n);
+void exp_nonpositive_avx512(double* x, size_t n);
+
 // The AVX-512 build; only where avx512_available() (x86-64 CPUs with AVX-512F).
 bool avx512_available();
 void attend_avx512(Block& block);

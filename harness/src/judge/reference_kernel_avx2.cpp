@@ -87,6 +87,10 @@ void attend_avx2(Block& block) {
   attend<Avx2>(block);
 }
 
+void exp_nonpositive_avx2(double* x, size_t n) {
+  exp_in_place<Avx2>(x, n);
+}
+
 }  // namespace kvfuzz::reference_kernel
 
 #else
@@ -99,6 +103,10 @@ bool avx2_fma_available() {
 
 void attend_avx2(Block& block) {
   attend_lanes(block);
+}
+
+void exp_nonpositive_avx2(double* x, size_t n) {
+  exp_nonpositive_lanes(x, n);
 }
 
 }  // namespace kvfuzz::reference_kernel

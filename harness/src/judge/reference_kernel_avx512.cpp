@@ -66,6 +66,10 @@ void attend_avx512(Block& block) {
   attend<Avx512>(block);
 }
 
+void exp_nonpositive_avx512(double* x, size_t n) {
+  exp_in_place<Avx512>(x, n);
+}
+
 }  // namespace kvfuzz::reference_kernel
 
 #else
@@ -78,6 +82,10 @@ bool avx512_available() {
 
 void attend_avx512(Block& block) {
   attend_lanes(block);
+}
+
+void exp_nonpositive_avx512(double* x, size_t n) {
+  exp_nonpositive_lanes(x, n);
 }
 
 }  // namespace kvfuzz::reference_kernel

@@ -79,4 +79,8 @@ void attend_lanes(Block& block) {
   attend<Lanes>(block);
 }
 
+void exp_nonpositive_lanes(double* x, size_t n) {
+  exp_in_place<Lanes>(x, n);
+}
+
 }  // namespace kvfuzz::reference_kernel

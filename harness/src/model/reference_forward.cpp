@@ -14,8 +14,11 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "judge/reference_kernel.h"
 #include "kvfuzz/prng.h"
 #include "model/attention_lanes.h"
 #include "model/model_math.h"
@@ -62,12 +65,23 @@ class Noise {
   // x_i += relative * |x_i| * u_i.
   void relative(double* x, size_t n, double relative, uint64_t site) {
     if (!p_ || relative == 0) return;
-    for (size_t i = 0; i < n; ++i) x[i] += relative * std::fabs(x[i]) * draw(x[i], site, i);
+    const uint64_t* m = mixes(site, n);
+    for (size_t i = 0; i < n; ++i) x[i] += relative * std::fabs(x[i]) * draw(x[i], m[i]);
   }
   // x_i += absolute * u_i.
   void absolute(double* x, size_t n, double absolute, uint64_t site) {
     if (!p_ || absolute == 0) return;
-    for (size_t i = 0; i < n; ++i) x[i] += absolute * draw(x[i], site, i);
+    const uint64_t* m = mixes(site, n);
+    for (size_t i = 0; i < n; ++i) x[i] += absolute * draw(x[i], m[i]);
+  }
+  // x_i += absolute_i * u_i, every u_i drawn at index 0 of the site (values apart from one
+  // another, e.g. one score per key, each of which is its own element 0).
+  void absolute_at_one_place(double* x, const double* absolute, size_t n, uint64_t site) {
+    if (!p_) return;
+    const uint64_t m = *mixes(site, 1);
+    for (size_t i = 0; i < n; ++i) {
+      if (absolute[i] != 0) x[i] += absolute[i] * draw(x[i], m);
+    }
   }
   // A matrix-vector product's (or a norm's) rounding: projection * sqrt(fan_in) * rms(x).
   void product(double* x, size_t n, size_t fan_in, uint64_t site) {
@@ -76,14 +90,31 @@ class Noise {
   }
 
  private:
-  // Uniform in [-1, 1), from the project's PRNG mixing.
-  double draw(double value, uint64_t site, size_t index) const {
-    uint64_t state = p_->seed ^ (site * 0xD1B54A32D192ED03ull) ^
-                     (static_cast<uint64_t>(index) * 0x8CB92BA72F3D8DD7ull);
-    state ^= splitmix64(state) ^ std::bit_cast<uint64_t>(value);
+  // A draw's half that does not depend on the value: the sample's seed, the site and the
+  // index mixed once. Every row draws at the same (site, index) places, so each pass makes
+  // these once per place instead of once per draw (half of a draw's cost).
+  const uint64_t* mixes(uint64_t site, size_t n) {
+    if (last_ == nullptr || site != last_site_) {
+      last_ = &mixes_[site];  // a node of the map: stays put as others are added
+      last_site_ = site;
+    }
+    for (size_t i = last_->size(); i < n; ++i) {
+      uint64_t state = p_->seed ^ (site * 0xD1B54A32D192ED03ull) ^
+                       (static_cast<uint64_t>(i) * 0x8CB92BA72F3D8DD7ull);
+      const uint64_t mixed = splitmix64(state);  // advances state, as the generator does
+      last_->push_back(state ^ mixed);
+    }
+    return last_->data();
+  }
+  // Uniform in [-1, 1), from the project's PRNG mixing of the place's mix and the value.
+  static double draw(double value, uint64_t mix) {
+    uint64_t state = mix ^ std::bit_cast<uint64_t>(value);
     return uniform_from_bits(splitmix64(state));
   }
   const Perturbation* p_;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> mixes_;
+  std::vector<uint64_t>* last_ = nullptr;
+  uint64_t last_site_ = 0;
 };
 
 // Where noise is injected: each place draws its own.
@@ -202,7 +233,8 @@ class ReferencePass {
         as(d_.attention_size()),
         group(std::max<size_t>(1, d_.kv_heads > 0 ? d_.q_heads / d_.kv_heads : 1)),
         scale_(layout_.softmax_scale()),
-        noise_(perturbation) {
+        noise_(perturbation),
+        q_abs_(hd) {
     if (layout_.rope_theta) rope_.emplace(hd, *layout_.rope_theta);
   }
 
@@ -300,7 +332,8 @@ class ReferencePass {
   }
 
   // The keys of each kv head dimension-major (kt_[(g * head_dim + i) * n + j] is dimension i
-  // of key j), so that key_dots reads several keys' same dimension at once.
+  // of key j), so that key_dots reads several keys' same dimension at once; with score noise
+  // their magnitudes too (kt_abs_), for the scores' sum of |q_i k_i|.
   void transpose_keys() {
     kt_.resize(d_.kv_heads * hd * n_);
     for (size_t j = 0; j < n_; ++j) {
@@ -308,6 +341,9 @@ class ReferencePass {
         for (size_t i = 0; i < hd; ++i) kt_[(g * hd + i) * n_ + j] = k_[j * ks + g * hd + i];
       }
     }
+    if (!noise_ || (*noise_).score_sum == 0) return;
+    kt_abs_.resize(kt_.size());
+    for (size_t i = 0; i < kt_.size(); ++i) kt_abs_[i] = std::fabs(kt_[i]);
   }
 
   // Each value head's largest |v| over the keys position p sees ([first_key(p), p]), for
@@ -358,26 +394,28 @@ class ReferencePass {
     const size_t g = hq / group;
     const double* qh = q_.data() + p * qs + hq * hd;
     const bool score_noise = noise_ && (*noise_).score_sum > 0;
-    double best = -HUGE_VAL;
     key_dots(qh, hd, kt_.data() + g * hd * n_ + lo, n_, visible, scores_.data());
-    for (size_t j = lo; j <= p; ++j) {
-      const double* kh = k_.data() + j * ks + g * hd;
-      scores_[j - lo] *= scale_;
-      if (score_noise) {
-        double magnitude = 0;
-        for (size_t i = 0; i < hd; ++i) magnitude += std::fabs(qh[i] * kh[i]);
-        noise_.absolute(&scores_[j - lo], 1,
-                        (*noise_).score_sum * 2 * std::sqrt(static_cast<double>(hd)) *
-                            std::fabs(scale_) * magnitude,
-                        at_layer(kScoreSum, l));
-      }
-      best = std::max(best, scores_[j - lo]);
+    for (double& sc : scores_) sc *= scale_;
+    if (score_noise) {
+      // Each key's sum of |q_i k_i| in dimension order (|q_i| |k_i| is |q_i k_i| exactly),
+      // then its score's noise, every key drawing at the same place (index 0 of the site).
+      for (size_t i = 0; i < hd; ++i) q_abs_[i] = std::fabs(qh[i]);
+      magnitudes_.resize(visible);
+      key_dots(q_abs_.data(), hd, kt_abs_.data() + g * hd * n_ + lo, n_, visible,
+               magnitudes_.data());
+      const double per_magnitude =
+          (*noise_).score_sum * 2 * std::sqrt(static_cast<double>(hd)) * std::fabs(scale_);
+      for (double& m : magnitudes_) m *= per_magnitude;
+      noise_.absolute_at_one_place(scores_.data(), magnitudes_.data(), visible,
+                                   at_layer(kScoreSum, l));
     }
+    double best = -HUGE_VAL;
+    for (double sc : scores_) best = std::max(best, sc);
+    // exp in 8-lane vectors, the attention reference's own (the same bits on every CPU).
+    for (double& sc : scores_) sc -= best;
+    reference_kernel::exp_nonpositive(scores_.data(), scores_.size());
     double total = 0;
-    for (double& sc : scores_) {
-      sc = std::exp(sc - best);
-      total += sc;
-    }
+    for (double sc : scores_) total += sc;
     if (noise_ && (*noise_).p_round > 0) {
       // P rounded after the normaliser was summed (FlashAttention-2; llama.cpp rounds
       // the normalised P, the same relative error per weight).
@@ -406,8 +444,8 @@ class ReferencePass {
   Noise noise_;
   std::optional<RopeTable> rope_;  // with RoPE: cos and sin by position, shared by every layer
   size_t n_ = 0;                   // the current stream's length
-  std::vector<double> h_, x_, q_, k_, kt_, v_, vmax_, visible_vmax_, a_, o_, gate_, up_, scores_,
-      logits_;
+  std::vector<double> h_, x_, q_, k_, kt_, kt_abs_, q_abs_, v_, vmax_, visible_vmax_, a_, o_, gate_,
+      up_, scores_, magnitudes_, logits_;
 };
 
 }  // namespace
