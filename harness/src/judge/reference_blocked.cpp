@@ -22,17 +22,19 @@ size_t round_up(size_t x, size_t to) {
   return (x + to - 1) / to * to;
 }
 
-// The kernel for this CPU, chosen once (every build gives the same bits).
-reference_kernel::Kernel choose_kernel() {
-  if (reference_kernel::avx512_available()) return reference_kernel::attend_avx512;
-  if (reference_kernel::avx2_fma_available()) return reference_kernel::attend_avx2;
-  return reference_kernel::attend_lanes;
+// The build of the kernel and of its exp for this CPU, chosen once (every build gives the
+// same bits).
+struct KernelBuild {
+  reference_kernel::Kernel attend;
+  reference_kernel::ExpKernel exp;
+};
+KernelBuild choose_build() {
+  using namespace reference_kernel;
+  if (avx512_available()) return {attend_avx512, exp_nonpositive_avx512};
+  if (avx2_fma_available()) return {attend_avx2, exp_nonpositive_avx2};
+  return {attend_lanes, exp_nonpositive_lanes};
 }
-const reference_kernel::Kernel kKernel = choose_kernel();
-const reference_kernel::ExpKernel kExp =
-    kKernel == reference_kernel::attend_avx512 ? reference_kernel::exp_nonpositive_avx512
-    : kKernel == reference_kernel::attend_avx2 ? reference_kernel::exp_nonpositive_avx2
-                                               : reference_kernel::exp_nonpositive_lanes;
+const KernelBuild kBuild = choose_build();
 
 // The largest |score| the table's data can give under the layout: scale times the largest
 // q and k norms of one head (Cauchy-Schwarz; RoPE keeps norms).
@@ -76,7 +78,7 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   if (layout.scale.value_or(0.0) >= 2.0 || largest_score(layout, table) >= kSpreadScores) {
     return reference_rows_plain(layout, table, stream, numerics);
   }
-  return reference_kernel::blocked_rows(layout, table, stream, numerics, kKernel);
+  return reference_kernel::blocked_rows(layout, table, stream, numerics, kBuild.attend);
 }
 
 std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
@@ -183,7 +185,7 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
 namespace reference_kernel {
 
 void exp_nonpositive(double* x, size_t n) {
-  kExp(x, n);
+  kBuild.exp(x, n);
 }
 
 }  // namespace reference_kernel

@@ -69,7 +69,7 @@ void attend_avx512(Block& block);
 bool avx2_fma_available();
 void attend_avx2(Block& block);
 
-// reference_rows (reference.h) with a given kernel: tests hold the two builds to the same bits.
+// reference_rows (reference.h) with a given kernel: tests hold the builds to the same bits.
 std::vector<ReferenceRow> blocked_rows(const Layout& layout, const TokenTable& table,
                                        const LogicalStream& stream, const EngineNumerics& numerics,
                                        Kernel kernel);
