@@ -128,7 +128,10 @@ std::string summary_json(const CheckPlan& plan, const CheckResult& result,
            {"duplicates", f.duplicates},
            {"ignored", f.ignored},
            // The known bug's fixture it shrank to (--known), or null.
-           {"known", f.known.empty() ? nlohmann::json() : nlohmann::json(f.known.string())}});
+           {"known", f.known.empty() ? nlohmann::json() : nlohmann::json(f.known.string())},
+           // The earlier finding it shares its root cause with (--known), or null.
+           {"same_cause_as",
+            f.same_cause_as.empty() ? nlohmann::json() : nlohmann::json(f.same_cause_as)}});
     }
     engines.push_back({{"name", engine.info->name},
                        {"kind", engine.info->mutant ? "mutant" : "honest"},

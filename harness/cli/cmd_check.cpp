@@ -49,7 +49,8 @@ struct CheckOptions {
   int max_failures = 1;
   std::vector<std::string> ignore;
   std::vector<std::string> known;  // --known: fixtures and folders of bugs already filed
-  double shrink_seconds = 30;      // --shrink-seconds: per finding, with --known
+  double shrink_seconds = 30;      // --shrink-seconds: per finding
+  bool settle = false;             // --shrink-seconds given: shrink and settle without --known
   std::string junit, json;
   CaseFilters filters;
 };
@@ -153,7 +154,7 @@ void print_finding(const CheckPlan& plan, const CheckFinding& f, const std::stri
 
 std::string verdict_text(const CheckEngine& engine, const CheckEngineResult& t) {
   const CheckFinding* first = nullptr;
-  int kept = 0, duplicates = 0, ignored = 0, known = 0;
+  int kept = 0, duplicates = 0, ignored = 0, known = 0, same_cause = 0;
   for (const CheckFinding& f : t.findings) {
     if (f.ignored) {
       ignored += 1 + f.duplicates;
@@ -161,6 +162,10 @@ std::string verdict_text(const CheckEngine& engine, const CheckEngineResult& t) 
     }
     if (!f.known.empty()) {
       known += 1 + f.duplicates;
+      continue;
+    }
+    if (!f.same_cause_as.empty()) {  // the root cause of a finding counted already
+      same_cause += 1 + f.duplicates;
       continue;
     }
     if (first == nullptr) first = &f;
@@ -174,9 +179,11 @@ std::string verdict_text(const CheckEngine& engine, const CheckEngineResult& t) 
     text = std::string(engine.info->mutant ? "rejected" : "FAIL") + " at case " +
            std::to_string(first->case_number) + ": " + first->line;
     if (!engine.info->mutant) text += " -> " + first->fixture.string();
-    if (kept > 1 || duplicates > 0) {
+    if (kept > 1 || duplicates > 0 || same_cause > 0) {
       text +=
-          " (" + std::to_string(kept) + " distinct, " + std::to_string(duplicates) + " duplicates)";
+          " (" + std::to_string(kept) + " distinct, " + std::to_string(duplicates) + " duplicates" +
+          (same_cause > 0 ? ", " + std::to_string(same_cause) + " of the same root cause" : "") +
+          ")";
     }
   }
   if (ignored > 0) text += " [" + std::to_string(ignored) + " ignored]";
@@ -282,8 +289,8 @@ int run_check(const CheckOptions& options) {
   plan.ignore = options.ignore;
   plan.out = options.out;
   // Known bugs: loaded (bad input before anything runs), replayed, and room made for them.
-  std::vector<KnownBug> known = load_known(options.known);
-  plan.max_failures += replay_known(known, plan, isolation);
+  RootCauses causes = load_known(options.known);
+  plan.max_failures += replay_known(causes, plan, isolation);
 
   const std::vector<std::string> argv = own_command_line();
   const auto command_of = [&](const CheckFinding& f) {
@@ -304,8 +311,8 @@ int run_check(const CheckOptions& options) {
   CheckResult result = run_check_plan(plan, callbacks);
   std::signal(SIGINT, SIG_DFL);
 
-  if (!known.empty() && !result.interrupted) {
-    set_aside_known(known, plan, result, isolation, options.shrink_seconds);
+  if ((options.settle || !causes.known().empty()) && !result.interrupted) {
+    settle_findings(causes, plan, result, isolation, options.shrink_seconds);
   }
   print_table(plan, result);
   print_events(events, result.cases_run);
@@ -400,10 +407,14 @@ void add_check_command(CLI::App& app, int& exit_status) {
                   "that shrinks to one is set aside, not failing the run, while the run looks "
                   "for others");
   cmd->add_option("--shrink-seconds", options->shrink_seconds,
-                  "With --known: seconds to shrink each finding before comparing it with the "
-                  "known bugs (its shrunk fixture is written beside the raw one)")
+                  "Shrink each finding of an honest engine for at most this many seconds after "
+                  "the run (its shrunk fixture written beside the raw one) and group findings "
+                  "by root cause: one that shrinks to an earlier finding's case is counted as "
+                  "that finding's cause, one that shrinks to a --known bug is set aside. "
+                  "Implied, at 30 s, by --known")
       ->default_val(30)
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(CLI::Range(0.0, 86400.0))
+      ->each([options](const std::string&) { options->settle = true; });
   cmd->add_option("--junit", options->junit, "Write a JUnit XML report to this file");
   cmd->add_option("--json", options->json, "Write a JSON summary to this file");
   cmd->add_flag("--quiet", options->quiet, "No progress lines on stderr");

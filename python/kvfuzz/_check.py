@@ -80,11 +80,10 @@ class KnownBug:
     root_cause: str  # root_cause_hash of it
     still_failing: bool  # it fails on the engine now ("known, still failing"), or passes
     seen: int = 0  # this run's findings that shrank to it
+    line: str = ""  # "known, still failing: PATH, found again N times", as the command says it
 
     def __str__(self) -> str:
-        state = "known, still failing" if self.still_failing else "known, now passing"
-        seen = f", found again {self.seen} time{'s' if self.seen != 1 else ''}" if self.seen else ""
-        return f"{state}: {self.fixture}{seen}"
+        return self.line
 
 
 def root_cause_hash(fixture: str) -> str:
@@ -94,18 +93,10 @@ def root_cause_hash(fixture: str) -> str:
     return _kvfuzz.Scenario.load(os.fspath(fixture)).hash
 
 
-def _known_fixtures(known: Iterable[str]) -> List[str]:
-    """The fixture paths of `known`: files, and every fixture below a folder."""
-    paths: List[str] = []
-    for entry in [known] if isinstance(known, (str, os.PathLike)) else known:
-        entry = os.fspath(entry)
-        if os.path.isdir(entry):
-            paths += _kvfuzz.fixtures_below(entry)
-        elif os.path.isfile(entry):
-            paths.append(entry)
-        else:
-            raise ValueError(f"known: {entry!r}: expected a fixture file or a folder of fixtures")
-    return paths
+def _known_paths(known) -> List[str]:
+    """`known` (one path, or an iterable of them) as a list of strings."""
+    entries = [known] if isinstance(known, (str, os.PathLike)) else list(known)
+    return [os.fspath(entry) for entry in entries]
 
 
 @dataclass
@@ -284,13 +275,16 @@ def check(
     seeds = [case_seed] if case_seed is not None else [_kvfuzz.case_seed(seed, i) for i in range(cases)]
     result = CheckResult(engine=eng.name, seed=seed, properties=props)
     start = time.monotonic()
-    for path in _known_fixtures(known):
-        replayed = replay_one(path, eng, fork=bool(fork), timeout=float(timeout))
+    # Known bugs and root causes are settled as `kvfuzz check --known` settles them
+    # (kvfuzz/root_causes.h); replaying and shrinking are this door's.
+    causes = _kvfuzz.RootCauses(_known_paths(known))
+    for index, bug in enumerate(causes.known):
+        replayed = replay_one(bug.fixture, eng, fork=bool(fork), timeout=float(timeout))
         if replayed.status == "bad":
-            raise ValueError(f"known: {path}: {replayed.report}")
-        result.known.append(KnownBug(path, root_cause_hash(path), still_failing=replayed.status == "fail"))
-    known_causes = {k.root_cause: k for k in result.known}
-    still_failing = sum(k.still_failing for k in result.known)
+            raise ValueError(f"known: {bug.fixture}: {replayed.report}")
+        if replayed.status == "fail":
+            causes.mark_still_failing(index)
+    still_failing = causes.still_failing()
     run = _kvfuzz.run_check(
         eng,
         seeds,
@@ -312,7 +306,7 @@ def check(
     result.crashes = run.crashes
     if progress is not None:
         progress(result.cases, len(seeds))
-    causes = {}  # root_cause_hash of a finding's shrunk fixture: the finding
+    kept = {}  # a finding's id for RootCauses.settle: the finding
     for found in run.findings:
         if found.ignored:
             result.ignored.append(found.signature)
@@ -340,15 +334,16 @@ def check(
             )
         if finding.fixture:
             finding.replay_command = replay_command(finding.fixture, engine_factory)
-            cause = root_cause_hash(finding.fixture)
-            if cause in known_causes:
-                known_causes[cause].seen += 1 + finding.duplicates
+            kind, first = causes.settle(eng.name, finding.fixture, len(kept), 1 + finding.duplicates)
+            if kind == "known":
                 continue
-            first = causes.get(cause)
-            if first is not None:
-                first.same_cause.append(finding.signature)
+            if kind == "same":
+                kept[first].same_cause.append(finding.signature)
                 continue
-            causes[cause] = finding
+            kept[first] = finding
         result.findings.append(finding)
+    result.known = [
+        KnownBug(k.fixture, k.cause, k.still_failing, k.seen, k.state_line()) for k in causes.known
+    ]
     result.seconds = time.monotonic() - start
     return result

@@ -118,6 +118,26 @@ class CheckRun:
     findings: List[CheckFinding]
     interrupted: bool
 
+class KnownBug:
+    """A bug already filed: one fixture of the known list (kvfuzz/root_causes.h)."""
+
+    fixture: str
+    cause: str
+    still_failing: bool
+    seen: int
+    def state_line(self) -> str: ...
+
+class RootCauses:
+    """Known bugs and the root causes of a run's shrunk findings, settled as kvfuzz check
+    --known settles them."""
+
+    def __init__(self, known: List[str]) -> None: ...
+    @property
+    def known(self) -> List[KnownBug]: ...
+    def mark_still_failing(self, index: int) -> None: ...
+    def still_failing(self) -> int: ...
+    def settle(self, engine: str, shrunk_fixture: str, id: int, count: int) -> Tuple[str, int]: ...
+
 def run_check(
     engine: Engine,
     case_seeds: List[int],

@@ -3,6 +3,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +20,8 @@
 #include "binding_support.h"
 #include "fork_guard.h"
 #include "kvfuzz/check.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/root_causes.h"
 #include "sigint_guard.h"
 
 namespace nb = nanobind;
@@ -175,6 +179,39 @@ void bind_check(nb::module_& m) {
       .def_ro("failing", &Run::failing)
       .def_ro("findings", &Run::findings)
       .def_ro("interrupted", &Run::interrupted);
+  // Findings by root cause (kvfuzz/root_causes.h), as `kvfuzz check --known` settles them.
+  nb::class_<KnownBug>(m, "KnownBug", "A bug already filed: one fixture of the known list")
+      .def_prop_ro("fixture", [](const KnownBug& k) { return k.fixture.string(); })
+      .def_ro("cause", &KnownBug::cause, "its root cause: the fixture's scenario hash")
+      .def_ro("still_failing", &KnownBug::still_failing)
+      .def_ro("seen", &KnownBug::seen, "findings of this run that shrank to it")
+      .def("state_line", &KnownBug::state_line);
+  nb::class_<RootCauses>(m, "RootCauses",
+                         "Known bugs and the root causes of a run's shrunk findings")
+      .def(
+          "__init__",
+          [](RootCauses* self, const std::vector<std::string>& known) {
+            new (self) RootCauses(std::vector<std::filesystem::path>(known.begin(), known.end()));
+          },
+          nb::arg("known"))
+      .def_prop_ro(
+          "known", [](const RootCauses& c) { return c.known(); }, "copies, in the list's order")
+      .def(
+          "mark_still_failing",
+          [](RootCauses& c, size_t index) { c.known().at(index).still_failing = true; },
+          nb::arg("index"), "the door's replay of known bug `index` failed")
+      .def("still_failing", &RootCauses::still_failing)
+      .def(
+          "settle",
+          [](RootCauses& c, const std::string& engine, const std::string& shrunk_fixture, size_t id,
+             int count) {
+            const Settled settled = c.settle(engine, load_fixture(shrunk_fixture), id, count);
+            constexpr const char* kKind[] = {"new", "same", "known"};
+            return std::pair<std::string, size_t>(kKind[static_cast<int>(settled.kind)],
+                                                  settled.first);
+          },
+          nb::arg("engine"), nb::arg("shrunk_fixture"), nb::arg("id"), nb::arg("count"),
+          "(\"new\" | \"same\" | \"known\", the first finding's id or the known bug's index)");
   m.def("run_check", &run_check, nb::arg("engine"), nb::arg("case_seeds"), nb::arg("properties"),
         nb::arg("out"), nb::kw_only(), nb::arg("jobs") = 1, nb::arg("fork") = true,
         nb::arg("timeout") = 600.0, nb::arg("max_failures") = 1,

@@ -379,6 +379,33 @@ TEST(CheckCi, KnownBugsAreReplayedAndSetAsideWhileTheRunLooksForOthers) {
       << bad.err;
 }
 
+// One bug seen through two properties: with --shrink-seconds each finding is shrunk, and
+// reset's shrinks to prefix's case, so it is counted as prefix's root cause again.
+TEST(CheckCi, FindingsThatShrinkToOneCaseAreOneRootCause) {
+  const fs::path dir = scratch("root-cause");
+  const std::string engine =
+      "'exec:python3 " + (kSource / "examples/python-engine/buggy_engine.py").string() + "'";
+  const Result r = run_kvfuzz("check --engine " + engine +
+                              " --cases 20 --seed 3 --max-failures 6 --shrink-seconds 30 --quiet "
+                              "--out " +
+                              dir.string() + " --json " + (dir / "s.json").string());
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("reset/wrong-position (case 6) shrinks to the case of "
+                       "prefix/wrong-position (case 6): the same root cause"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" of the same root cause)"), std::string::npos) << r.out;
+  int merged = 0;
+  const Json summary = json_of(dir / "s.json");
+  for (const Json& f : summary["findings"]) {
+    if (f["same_cause_as"].is_string()) {
+      ++merged;
+      EXPECT_EQ(f["same_cause_as"], "prefix/wrong-position (case 6)") << f;
+    }
+  }
+  EXPECT_EQ(merged, 1);
+}
+
 TEST(CheckCi, ACaseSeedOfAPropertyFailureReproducesIt) {
   const fs::path dir = scratch("case-seed");
   const Result r = run_kvfuzz("check --engine mask-origin --cases 20 --quiet --out " +

@@ -62,6 +62,10 @@ struct CheckFinding {
   // The known bug's fixture it shrinks to (kvfuzz check --known): set aside, as an ignored
   // finding is. Set by the command after the run; empty otherwise.
   std::filesystem::path known;
+  // The earlier finding of its engine whose case it shrinks to as well, "SIGNATURE (case N)":
+  // the same root cause seen through another property or signature (--known shrinks every
+  // finding). Set by the command after the run; empty otherwise.
+  std::string same_cause_as;
   // A crash, exit, timeout or engine error: the property being judged when it happened (a
   // worker says so before each property), if one was. It is not counted in that
   // property's CheckEngineResult::failing, which counts verdicts; `crashes` counts it.
