@@ -16,7 +16,11 @@ DynamicCache.update, then the attention interface the config names
 (ALL_ATTENTION_FUNCTIONS: "sdpa" by default, "eager" or "flex_attention"), with the layout's scale as
 `scaling`. q, k and v come from kvfuzz instead of projections. One DynamicCache per
 sequence, batch 1: reset makes a new one, truncate crops it (DynamicCache.crop with the
-number of tokens to remove), fork deep-copies it. With --cache static, a StaticCache of
+number of tokens to remove), fork deep-copies it (--fork beam: then moves the copy as beam
+search does, batch_repeat_interleave(2), reorder_cache, batch_select_indices). With --cache
+dynamic-config, DynamicCache(config=...): its sliding layers (DynamicSlidingWindowLayer,
+which keep the last sliding_window - 1 tokens) when the layout has a window, truncated by
+crop until a layer went past its window, then rebuilt from the kept tokens. With --cache static, a StaticCache of
 STATIC_LENGTH slots made from the config (its sliding layers when the layout has a window),
 cropped the same way where it can be (a sliding layer that went past its window cannot:
 rebuilt from the kept tokens), its unused slots masked by the mask functions. The engine's positions are the cache's
@@ -68,10 +72,16 @@ def parse(argv=None):
     parser.add_argument("--attention", choices=("sdpa", "eager", "flex_attention"), default="sdpa")
     parser.add_argument("--dtype", choices=sorted(TORCH_DTYPES) + ["layout"], default="layout",
                         help="the dtype it computes in; layout (default): each case's own")  # fmt: skip
-    parser.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
-                        help="DynamicCache, or StaticCache of STATIC_LENGTH slots (with the config's sliding window)")  # fmt: skip
+    parser.add_argument("--cache", choices=("dynamic", "dynamic-config", "static"), default="dynamic",
+                        help="DynamicCache(); DynamicCache(config=...) (its sliding layers when the layout has a window); "
+                             "or StaticCache of STATIC_LENGTH slots (with the config's sliding window)")  # fmt: skip
+    parser.add_argument("--fork", choices=("copy", "beam"), default="copy",
+                        help="fork as copy.deepcopy, or as beam search moves a cache: batch_repeat_interleave(2), "
+                             "reorder_cache, batch_select_indices")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     options = parser.parse_args(argv)
+    if options.fork == "beam" and options.cache == "static":
+        parser.error("--fork beam needs a dynamic cache (a StaticCache's layers have no batch_repeat_interleave)")
     if options.attention != "sdpa" and options.dtype not in ("f32", "layout"):
         parser.error(f"--attention {options.attention} runs in f32 only (its half-precision scores are not declarable)")
     return options
@@ -118,7 +128,8 @@ class HfAttentionEngine:
         import transformers
 
         self.name = f"transformers-{transformers.__version__}-{options.attention}-{options.dtype}"
-        self.name += "-static" if options.cache == "static" else ""
+        self.name += "" if options.cache == "dynamic" else f"-{options.cache}"
+        self.name += "-beam-fork" if options.fork == "beam" else ""
         self.name += f" (bug: {options.bug})" if options.bug else ""
         offered = ["f32"] if options.attention != "sdpa" else list(TORCH_DTYPES)
         self.numerics, dtypes = common.per_dtype(
@@ -151,7 +162,21 @@ class HfAttentionEngine:
     def _new_cache(self):
         if self.options.cache == "static":
             return StaticCache(config=self.hf, max_cache_len=STATIC_LENGTH)
+        if self.options.cache == "dynamic-config":
+            return DynamicCache(config=self.hf)
         return DynamicCache()
+
+    @staticmethod
+    def _croppable(cache):
+        """Whether crop can take tokens back: not a StaticCache's sliding layer that went past
+        its window (is_croppable), nor a DynamicCache's sliding layer that did (it kept only
+        the last sliding_window - 1 tokens; its crop raises without activate_past_recording)."""
+        for layer in cache.layers:
+            if not getattr(layer, "is_croppable", True):
+                return False
+            if getattr(layer, "is_sliding", False) and layer.get_seq_length() >= layer.get_max_length():
+                return False
+        return True
 
     def _input(self, rows):
         """rows[token][head][lane] as (1, heads, tokens, lanes) in the kernel's dtype."""
@@ -194,7 +219,7 @@ class HfAttentionEngine:
         self.history[seq] = self._kept(self.history[seq], keep)
         if keep == 0:
             self.caches[seq] = self._new_cache()  # crop(-length) of a whole cache: nothing left to crop
-        elif keep < length and all(getattr(layer, "is_croppable", True) for layer in self.caches[seq].layers):
+        elif keep < length and self._croppable(self.caches[seq]):
             self.caches[seq].crop(keep - length)  # a negative count: the tokens to remove
         elif keep < length:
             self.caches[seq] = self._new_cache()
@@ -215,7 +240,14 @@ class HfAttentionEngine:
     def fork(self, src, dst):
         if src == dst:
             raise ValueError(f"fork of sequence {src} into itself")
-        self.caches[dst] = copy.deepcopy(self.caches[src])
+        cache = copy.deepcopy(self.caches[src])
+        if self.options.fork == "beam":
+            # As generate() moves a cache for beam search: the batch expanded to the beams,
+            # reordered by the chosen beams, then one row kept (the second copy of row 0).
+            cache.batch_repeat_interleave(2)
+            cache.reorder_cache(torch.tensor([1, 0]))
+            cache.batch_select_indices(torch.tensor([0]))
+        self.caches[dst] = cache
         self.history[dst] = list(self.history[src])
 
 

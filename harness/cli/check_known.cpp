@@ -39,7 +39,7 @@ int replay_known(RootCauses& causes, const CheckPlan& plan, const Isolation& iso
     std::printf("%s\n", bug.state_line().c_str());
   }
   std::fflush(stdout);
-  return causes.still_failing();
+  return causes.room(plan.properties.size());
 }
 
 void settle_findings(RootCauses& causes, const CheckPlan& plan, CheckResult& result,

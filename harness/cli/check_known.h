@@ -21,7 +21,7 @@ namespace kvfuzz::cli {
 RootCauses load_known(const std::vector<std::string>& paths);
 
 // Replays each known bug on every honest engine of the plan and prints one line for it;
-// returns how many still fail (the run's max_failures grows by it).
+// returns RootCauses::room, by which the run's max_failures grows.
 int replay_known(RootCauses& causes, const CheckPlan& plan, const Isolation& isolation);
 
 // Shrinks every property finding of an honest engine (at most `seconds` each), writes the

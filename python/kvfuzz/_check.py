@@ -257,7 +257,8 @@ def check(
     finding (`same_cause`). `known` (fixture files or folders of them: bugs already filed)
     are replayed first, each reported as "known, still failing" or "known, now passing"; a
     finding that shrinks to one of them is set aside (counted in its `seen`), and each known
-    bug still failing adds one to `max_failures`, so the run goes on looking for others.
+    bug still failing adds one per chosen property to `max_failures` (it may show through
+    each), so the run goes on looking for others.
     `progress(cases_done, cases_total)` is called about
     every two seconds and at the end. `max_*` cap the generated sizes (0: the generator's own;
     max_tokens above 160 makes long contexts). Returns a CheckResult; its `findings` name
@@ -284,7 +285,6 @@ def check(
             raise ValueError(f"known: {bug.fixture}: {replayed.report}")
         if replayed.status == "fail":
             causes.mark_still_failing(index)
-    still_failing = causes.still_failing()
     run = _kvfuzz.run_check(
         eng,
         seeds,
@@ -293,7 +293,7 @@ def check(
         jobs=jobs,
         fork=bool(fork),
         timeout=float(timeout),
-        max_failures=(max_failures or len(props)) + still_failing,
+        max_failures=(max_failures or len(props)) + causes.room(len(props)),
         ignore=ignore,
         max_tokens=max_tokens,
         max_head_dim=max_head_dim,

@@ -201,6 +201,8 @@ void bind_check(nb::module_& m) {
           [](RootCauses& c, size_t index) { c.known().at(index).still_failing = true; },
           nb::arg("index"), "the door's replay of known bug `index` failed")
       .def("still_failing", &RootCauses::still_failing)
+      .def("room", &RootCauses::room, nb::arg("properties"),
+           "how many more distinct findings a run of that many properties allows")
       .def(
           "settle",
           [](RootCauses& c, const std::string& engine, const std::string& shrunk_fixture, size_t id,

@@ -40,6 +40,15 @@ kvfuzz_hf_test(transformers_flex_bug_window 1 6 --attention flex_attention --bug
 kvfuzz_hf_test(transformers_static_sdpa 0 60 --cache static)
 kvfuzz_hf_test(transformers_static_bug_window 1 40 --cache static --bug window)
 kvfuzz_hf_test(transformers_static_bug_no_crop 1 40 --cache static --bug no-crop)
+# DynamicCache(config=...), whose sliding layers keep only the window, with fork moved as
+# beam search moves a cache (batch_repeat_interleave, reorder_cache, batch_select_indices):
+# at sliding_window = 1 its layer keeps every token (docs/findings, T7, seen at attention
+# level through two properties), filed as two known fixtures; with them the run passes
+# all 60 cases, without them it fails at case 12.
+set(KVFUZZ_HF_KNOWN_ATTENTION ${PROJECT_SOURCE_DIR}/adapters/transformers/known-attention)
+kvfuzz_hf_test(transformers_dynamic_config 0 60 --cache dynamic-config --fork beam
+               CHECK --known ${KVFUZZ_HF_KNOWN_ATTENTION} --shrink-seconds 300)
+kvfuzz_hf_test(transformers_dynamic_config_unfiled 1 20 --cache dynamic-config)
 
 # The model level (adapters/transformers/hf_model_engine.py): kvfuzz's tiny transformer as a
 # MistralForCausalLM checkpoint, its cached decode through the model's own forward and

@@ -47,9 +47,13 @@ class RootCauses {
 
   std::vector<KnownBug>& known() { return known_; }
   const std::vector<KnownBug>& known() const { return known_; }
-  // How many known bugs the door's replay found still failing: a run's max_failures grows
-  // by it, so that a known bug found again does not end the run before it looks for others.
+  // How many known bugs the door's replay found still failing.
   int still_failing() const;
+  // How many more distinct findings a run of `properties` properties allows (its
+  // max_failures grows by it): each known bug still failing may show through every one of
+  // them (as different signatures), and none of those should end the run before it looks
+  // for others.
+  int room(size_t properties) const { return still_failing() * static_cast<int>(properties); }
 
   // Finding `id` (the door's numbering) of `engine`, whose case shrank to `shrunk`, seen
   // `count` times (1 + its duplicates): a known bug's (counted in its `seen`), else the
