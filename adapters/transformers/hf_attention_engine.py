@@ -110,6 +110,18 @@ def numerics(dtype, attention, bug=None):
     return declared
 
 
+def croppable(cache):
+    """Whether crop can take tokens back: not a StaticCache's sliding layer that went past its
+    window (is_croppable), nor a DynamicCache's sliding layer that did (it kept only the last
+    sliding_window - 1 tokens; its crop raises without activate_past_recording)."""
+    for layer in cache.layers:
+        if not getattr(layer, "is_croppable", True):
+            return False
+        if getattr(layer, "is_sliding", False) and layer.get_seq_length() >= layer.get_max_length():
+            return False
+    return True
+
+
 class _Layer(torch.nn.Module):
     """What the attention interfaces read of MistralAttention (its projections are not
     needed: kvfuzz hands q, k and v), without building its weights."""
@@ -166,17 +178,6 @@ class HfAttentionEngine:
             return DynamicCache(config=self.hf)
         return DynamicCache()
 
-    @staticmethod
-    def _croppable(cache):
-        """Whether crop can take tokens back: not a StaticCache's sliding layer that went past
-        its window (is_croppable), nor a DynamicCache's sliding layer that did (it kept only
-        the last sliding_window - 1 tokens; its crop raises without activate_past_recording)."""
-        for layer in cache.layers:
-            if not getattr(layer, "is_croppable", True):
-                return False
-            if getattr(layer, "is_sliding", False) and layer.get_seq_length() >= layer.get_max_length():
-                return False
-        return True
 
     def _input(self, rows):
         """rows[token][head][lane] as (1, heads, tokens, lanes) in the kernel's dtype."""
@@ -219,7 +220,7 @@ class HfAttentionEngine:
         self.history[seq] = self._kept(self.history[seq], keep)
         if keep == 0:
             self.caches[seq] = self._new_cache()  # crop(-length) of a whole cache: nothing left to crop
-        elif keep < length and self._croppable(self.caches[seq]):
+        elif keep < length and croppable(self.caches[seq]):
             self.caches[seq].crop(keep - length)  # a negative count: the tokens to remove
         elif keep < length:
             self.caches[seq] = self._new_cache()

@@ -19,7 +19,10 @@ model(input_ids, cache=cache, use_cache=True) (5.25's name for
 past_key_values), the model deriving cache_position
 and position_ids from the cache's length and building its own causal or sliding-window
 mask. One DynamicCache per sequence: reset makes a new one, truncate crops it
-(DynamicCache.crop with the negative count of tokens to remove), fork deep-copies it.
+(DynamicCache.crop with the negative count of tokens to remove), fork deep-copies it. With
+--cache static a StaticCache(config=..., max_cache_len=STATIC_LENGTH) instead (sliding
+layers when the layout has a window), cropped the same way where it can be, else (a sliding
+layer that went past its window) rebuilt by forwarding the kept ids into a new one.
 
 f32 only: in bf16 or f16 the model's weights and every product would be rounded too, which
 kvfuzz's model numerics do not describe (its reference rounds only q, k and v to the
@@ -32,7 +35,7 @@ model.generate() instead (its prefill of the chunk's first id, then its decode l
 chunk's other ids forced by a logits processor, the logits from output_logits); --bug
 window|rope breaks one mapping on purpose (negative controls): sliding_window one wider than
 the layout's, rope_theta doubled. In-process the classes HfModel, HfModelEager,
-HfModelGenerate, HfModelBugWindow and HfModelBugRope are these.
+HfModelGenerate, HfModelBugWindow, HfModelBugRope and HfModelStatic are these.
 """
 
 import argparse
@@ -42,11 +45,19 @@ import sys
 
 import numpy as np
 import torch
-from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, MistralConfig, MistralForCausalLM
+from transformers import (
+    DynamicCache,
+    LogitsProcessor,
+    LogitsProcessorList,
+    MistralConfig,
+    MistralForCausalLM,
+    StaticCache,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hf_attention_engine import numerics  # noqa: E402  (one declaration of how sdpa computes)
+# One declaration of how sdpa computes; one test of when a cache can be cropped.
+from hf_attention_engine import STATIC_LENGTH, croppable, numerics  # noqa: E402
 
 torch.set_num_threads(1)  # kvfuzz runs cases side by side; results do not depend on it
 
@@ -61,8 +72,14 @@ def parse(argv=None):
     parser.add_argument("--padded-batch", action="store_true",
                         help="each step as one left-padded batch through model.generate(), every "
                              "sequence's history prefilled again in it")  # fmt: skip
+    parser.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
+                        help="DynamicCache(), or StaticCache(config=..., max_cache_len=STATIC_LENGTH) "
+                             "(its sliding layers when the layout has a window)")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
-    return parser.parse_args(argv)
+    options = parser.parse_args(argv)
+    if options.cache == "static" and (options.generate or options.padded_batch):
+        parser.error("--cache static runs the model's forward (generate() makes its own caches)")
+    return options
 
 
 class ForcedIds(LogitsProcessor):
@@ -113,17 +130,20 @@ class HfModel:
         self.name = f"transformers-{transformers.__version__}-model-{o.attention}"
         self.name += "-generate" if o.generate else ""
         self.name += "-padded-batch" if o.padded_batch else ""
+        self.name += "-static" if o.cache == "static" else ""
         self.name += f" (bug: {o.bug})" if o.bug else ""
         self.numerics = numerics("f32", o.attention)
+        if o.cache == "static":
+            self.supports = dict(self.supports, max_context=STATIC_LENGTH)
         self.new_case(config)
 
     def new_case(self, config):
         """The next case's model, as a fresh object would be (kvfuzz reuses this object)."""
         layout, model, o = config.engine, config.model, self.options
-        self.caches = [DynamicCache() for _ in range(layout.sequences)]
         self.history = [[] for _ in range(layout.sequences)]  # each sequence's ids (generate() takes them all)
         if layout.rope_theta is None or layout.head_dim % 2 or layout.value_dim != layout.head_dim:
             self.model = None  # kvfuzz's probe (the smallest layout) asks only for declarations
+            self.caches = [DynamicCache() for _ in range(layout.sequences)]
             return
         window = layout.window + (o.bug == "window") if layout.window else None
         theta = layout.rope_theta * (2 if o.bug == "rope" else 1)
@@ -140,6 +160,12 @@ class HfModel:
         self.model.load_state_dict(state_dict(config.weights()), strict=True)
         for layer in self.model.model.layers:
             layer.self_attn.scaling = float(layout.scale)
+        self.caches = [self._new_cache() for _ in range(layout.sequences)]
+
+    def _new_cache(self):
+        if self.options.cache == "static":
+            return StaticCache(config=self.hf, max_cache_len=STATIC_LENGTH)
+        return DynamicCache()
 
     def step(self, chunks):
         seqs = [chunk.seq for chunk in chunks]
@@ -208,7 +234,7 @@ class HfModel:
         return range(past, past + len(chunk.ids)), out.logits[0].to(torch.float32).numpy()
 
     def reset(self, seq):
-        self.caches[seq] = DynamicCache()
+        self.caches[seq] = self._new_cache()
         self.history[seq] = []
 
     def truncate(self, seq, keep):
@@ -219,9 +245,16 @@ class HfModel:
         if self.options.padded_batch:
             return  # its caches live for one step: the history is the sequence
         if keep == 0:
-            self.caches[seq] = DynamicCache()  # crop(-length) of a whole cache: nothing left to crop
-        elif keep < length:
+            self.caches[seq] = self._new_cache()  # crop(-length) of a whole cache: nothing left to crop
+        elif keep < length and croppable(self.caches[seq]):
             self.caches[seq].crop(keep - length)  # a negative count: the tokens to remove
+        elif keep < length:
+            # A sliding StaticCache layer that went past its window cannot take tokens back:
+            # the kept ids are forwarded again into a new cache, as a server recomputes them.
+            self.caches[seq] = self._new_cache()
+            ids = torch.tensor([self.history[seq]])
+            with torch.no_grad():
+                self.model(input_ids=ids, cache=self.caches[seq], use_cache=True)
 
     def fork(self, src, dst):
         if src == dst:
@@ -248,6 +281,10 @@ class HfModelBugWindow(HfModel):
 
 class HfModelBugRope(HfModel):
     options = parse(["--bug", "rope"])
+
+
+class HfModelStatic(HfModel):
+    options = parse(["--cache", "static"])
 
 
 def factory(argv=None):

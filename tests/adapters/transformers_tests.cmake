@@ -64,6 +64,11 @@ kvfuzz_hf_model_test(transformers_model_sdpa 0 40)
 kvfuzz_hf_model_test(transformers_model_eager 0 40 --attention eager)
 kvfuzz_hf_model_test(transformers_model_bug_window 1 40 --bug window)
 kvfuzz_hf_model_test(transformers_model_bug_rope 1 40 --bug rope)
+# The same model over a StaticCache (sliding layers when the layout has a window; a truncate
+# crops it, or forwards the kept ids again into a new one where a sliding layer went past
+# its window), and its window control.
+kvfuzz_hf_model_test(transformers_model_static 0 40 --cache static)
+kvfuzz_hf_model_test(transformers_model_static_bug_window 1 40 --cache static --bug window)
 # The same model through model.generate() (its prefill and decode loop, kvfuzz's ids forced,
 # the logits from output_logits), and its window control.
 kvfuzz_hf_model_test(transformers_model_generate 0 30 --generate)
