@@ -87,9 +87,38 @@ TEST(ShrinkSlow, ACandidateBudgetStopsTheSearchAndTheFixtureKeepsNoUnusedEntry) 
   const auto again = shrink(fat, slow_mutant, options);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->scenario, result->scenario);
-  EXPECT_EQ(stop_phrase(*result), ", stopped at the candidate budget, canonical form");
+  EXPECT_TRUE(result->first_look);
+  EXPECT_EQ(stop_phrase(*result),
+            ", cheap moves first, stopped at the candidate budget, canonical form");
   std::printf("4-candidate budget on a 50 ms engine: %.1f s, %zu -> %zu bytes\n", seconds,
               write_fixture(fat).size(), write_fixture(result->scenario).size());
+}
+
+// Cheap moves first: under a budget of 12 candidates every move's first candidate is judged
+// before the passes, so the layout is cut as well as the program: head_dim 32 -> 1, 3 q
+// heads -> 1, 61 ops -> 4. The passes alone spend such a budget on drops (61 ops -> 3) and
+// leave the layout whole (tried: 20 candidates is enough for them to reach it too).
+TEST(ShrinkSlow, ASmallCandidateBudgetCutsTheLayoutAsWellAsTheProgram) {
+  const EngineInfo& mutant = engine("stale-position");
+  const Scenario fat = fat_failing(mutant);
+  ShrinkOptions options;
+  options.max_candidates = 12;
+  const auto result = shrink(fat, slow(mutant), options);
+  ASSERT_TRUE(result);
+  EXPECT_TRUE(result->first_look);
+  const Layout& before = fat.layout;
+  const Layout& after = result->scenario.layout;
+  std::printf("12 candidates: head_dim %d -> %d, q_heads %d -> %d, ops %zu -> %zu\n",
+              before.head_dim, after.head_dim, before.q_heads, after.q_heads, fat.program.size(),
+              result->scenario.program.size());
+  EXPECT_LT(after.head_dim * after.q_heads, before.head_dim * before.q_heads)
+      << write_fixture(result->scenario);
+  EXPECT_LT(result->scenario.program.size(), fat.program.size());
+  // Above the threshold (or with a time budget alone) the passes run as before.
+  options.max_candidates = kFirstLookBelow;
+  const auto passes = shrink(fat, mutant, options);
+  ASSERT_TRUE(passes);
+  EXPECT_FALSE(passes->first_look);
 }
 
 TEST(ShrinkSlow, ATimeBudgetOnASlowEngineStillDropsTheUnusedEntries) {

@@ -58,6 +58,11 @@ struct ShrinkOptions {
   std::optional<EngineDeclarations> declared;
 };
 
+// Under a candidate budget below this the search looks at every move once first
+// (ShrinkResult::first_look); above it, or with a time budget only, the passes alone run
+// (they reach the minima the suite's fixtures record).
+constexpr int kFirstLookBelow = 200;
+
 struct ShrinkResult {
   Scenario scenario;               // the smallest failing scenario found
   FailureSignature signature;      // the failure it keeps
@@ -72,6 +77,9 @@ struct ShrinkResult {
   // The search's result written as a fixture was longer than the input's: the input was
   // kept (a shrunk fixture is never larger than the raw one).
   bool kept_input = false;
+  // max_candidates was below kFirstLookBelow: each move's first candidate was judged before
+  // the passes (cheap moves first), so that every kind of cut is tried within the budget.
+  bool first_look = false;
   // Every move in the order the search tries them, then the split lookahead ("split a
   // chunk": the splits it judged; the drops that follow a split count under their own
   // move), then "canonical form" (judged at most once). The columns add up to accepted, tried and
