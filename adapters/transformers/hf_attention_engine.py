@@ -64,7 +64,7 @@ TORCH_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float
 # A StaticCache's slots (max_cache_len), and so the longest sequence it is offered
 # (supports.max_context): every step attends over all of them, masked.
 STATIC_LENGTH = 512
-BUGS = ("window", "rope", "numerics", "no-crop")
+BUGS = ("window", "rope", "numerics", "no-crop", "pads", "fork-rows")
 
 
 def parse(argv=None):
@@ -78,8 +78,13 @@ def parse(argv=None):
     parser.add_argument("--fork", choices=("copy", "beam"), default="copy",
                         help="fork as copy.deepcopy, or as beam search moves a cache: batch_repeat_interleave(2), "
                              "reorder_cache, batch_select_indices")  # fmt: skip
+    parser.add_argument("--batch", choices=("per-sequence", "padded"), default="per-sequence",
+                        help="a batch-1 cache per sequence, or one cache whose batch rows are the sequences, "
+                             "every step padded to its longest chunk (as a static-batch server pads)")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     options = parser.parse_args(argv)
+    if options.batch == "padded" and (options.cache != "dynamic" or options.fork != "copy"):
+        parser.error("--batch padded keeps one DynamicCache() of every sequence (its fork is reorder_cache)")
     if options.fork == "beam" and options.cache == "static":
         parser.error("--fork beam needs a dynamic cache (a StaticCache's layers have no batch_repeat_interleave)")
     if options.attention != "sdpa" and options.dtype not in ("f32", "layout"):
@@ -142,6 +147,7 @@ class HfAttentionEngine:
         self.name = f"transformers-{transformers.__version__}-{options.attention}-{options.dtype}"
         self.name += "" if options.cache == "dynamic" else f"-{options.cache}"
         self.name += "-beam-fork" if options.fork == "beam" else ""
+        self.name += "-padded-batch" if options.batch == "padded" else ""
         self.name += f" (bug: {options.bug})" if options.bug else ""
         offered = ["f32"] if options.attention != "sdpa" else list(TORCH_DTYPES)
         self.numerics, dtypes = common.per_dtype(
@@ -151,6 +157,10 @@ class HfAttentionEngine:
         self.supports = {"dtypes": dtypes, "value_dim_is_head_dim": True, "head_dim_multiple": 2}
         if options.cache == "static":
             self.supports["max_context"] = STATIC_LENGTH
+        if options.batch == "padded":
+            # The mask functions measure a window in cache slots, pads included: a padded
+            # row's window is not its tokens'.
+            self.supports["windows"] = False
         c = config
         theta = c.rope_theta if c.rope_theta is not None else 10000.0
         window = c.window + (options.bug == "window") if c.window else None
@@ -170,6 +180,8 @@ class HfAttentionEngine:
         # from the kept tokens, as a server recomputes them.
         self.history = [[] for _ in range(c.sequences)]
         self.caches = [self._new_cache() for _ in range(c.sequences)]
+        if options.batch == "padded":
+            self.padded = PaddedBatch(self, c.sequences)
 
     def _new_cache(self):
         if self.options.cache == "static":
@@ -187,6 +199,8 @@ class HfAttentionEngine:
         seqs = [chunk.seq for chunk in chunks]
         if len(set(seqs)) != len(seqs) or not all(0 <= s < len(self.caches) for s in seqs):
             raise ValueError(f"step's sequences {seqs}: expected distinct ones in 0..{len(self.caches) - 1}")
+        if self.options.batch == "padded":
+            return self.padded.step(chunks)
         return [self._forward(chunk) for chunk in chunks]
 
     def _forward(self, chunk):
@@ -208,10 +222,14 @@ class HfAttentionEngine:
         return range(past, past + new), out[0].to(torch.float64).numpy()
 
     def reset(self, seq):
+        if self.options.batch == "padded":
+            return self.padded.truncate(seq, 0)
         self.caches[seq] = self._new_cache()
         self.history[seq] = []
 
     def truncate(self, seq, keep):
+        if self.options.batch == "padded":
+            return self.padded.truncate(seq, keep)
         length = int(self.caches[seq].get_seq_length())
         if not 0 <= keep <= length:
             raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
@@ -241,6 +259,8 @@ class HfAttentionEngine:
     def fork(self, src, dst):
         if src == dst:
             raise ValueError(f"fork of sequence {src} into itself")
+        if self.options.batch == "padded":
+            return self.padded.fork(src, dst)
         cache = copy.deepcopy(self.caches[src])
         if self.options.fork == "beam":
             # As generate() moves a cache for beam search: the batch expanded to the beams,
@@ -250,6 +270,82 @@ class HfAttentionEngine:
             cache.batch_select_indices(torch.tensor([0]))
         self.caches[dst] = cache
         self.history[dst] = list(self.history[src])
+
+
+class PaddedBatch:
+    """--batch padded: one DynamicCache whose batch rows are the sequences, as a static-batch
+    server keeps them. Every step adds as many slots to every row as its longest chunk: a row
+    in the step gets its chunk at the end, after pads, a row not in it only pads. The 2D
+    attention_mask (0 on pads and on tokens a reset or truncate dropped) goes to
+    create_causal_mask with the cache, and each row's position_ids count its live tokens, as
+    generate() derives them from the mask. reset and truncate mask a row's dropped tokens
+    (their slots stay in the cache, attended by nobody), fork is reorder_cache with the
+    destination row taking the source's."""
+
+    def __init__(self, engine, sequences):
+        self.engine = engine
+        self.cache = DynamicCache()
+        self.mask = [[] for _ in range(sequences)]  # per row, per cache slot: 1 a live token
+        self.live = [0] * sequences  # per row: its live tokens, the next token's position
+
+    def step(self, chunks):
+        e, rows = self.engine, len(self.mask)
+        width = max(len(chunk.q) for chunk in chunks)
+        by_row = {chunk.seq: chunk for chunk in chunks}
+        heads = {"q": e.config.q_heads, "k": e.config.kv_heads, "v": e.config.kv_heads}
+        dims = {"q": e.config.head_dim, "k": e.config.head_dim, "v": e.config.value_dim}
+        inputs = {name: np.zeros((rows, width, heads[name], dims[name]), np.float32) for name in heads}
+        position_ids = torch.zeros(rows, width, dtype=torch.long)
+        for row in range(rows):
+            chunk, pads = by_row.get(row), width
+            if chunk is not None:
+                pads = width - len(chunk.q)
+                for name in inputs:
+                    inputs[name][row, pads:] = np.asarray(getattr(chunk, name), np.float32)
+                position_ids[row, pads:] = torch.arange(self.live[row], self.live[row] + len(chunk.q))
+                position_ids[row, :pads] = self.live[row]  # pads take the next position, as unused
+            else:
+                position_ids[row] = self.live[row]
+            pad = 1 if e.options.bug == "pads" else 0  # the bug: pads attended as keys
+            self.mask[row] += [pad] * pads + [1] * (width - pads)
+        q, k, v = (torch.from_numpy(inputs[n]).to(e.torch_dtype).permute(0, 2, 1, 3) for n in ("q", "k", "v"))
+        embeds = torch.zeros(rows, width, e.hf.hidden_size, dtype=e.torch_dtype)
+        attention_mask = torch.tensor(self.mask, dtype=torch.long)
+        mask = create_causal_mask(config=e.hf, inputs_embeds=embeds, attention_mask=attention_mask,
+                                  cache=self.cache, position_ids=position_ids)  # fmt: skip
+        if e.rotary is not None:
+            cos, sin = e.rotary(embeds, position_ids)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        k, v = self.cache.update(k, v, 0)
+        out, _ = e.attend(e.layer, q, k, v, mask, dropout=0.0, scaling=float(e.config.scale))
+        results = []
+        for chunk in chunks:
+            n, first = len(chunk.q), self.live[chunk.seq]
+            rows_out = out[chunk.seq, width - n :].to(torch.float64).numpy()
+            results.append((range(first, first + n), rows_out))
+            self.live[chunk.seq] += n
+        return results
+
+    def truncate(self, seq, keep):
+        if not 0 <= keep <= self.live[seq]:
+            raise ValueError(f"sequence {seq} holds {self.live[seq]} tokens, cannot keep {keep}")
+        if self.engine.options.bug == "no-crop":
+            return  # the bug: the row keeps the dropped tokens and its length
+        seen = 0
+        for slot, live in enumerate(self.mask[seq]):
+            if live:
+                seen += 1
+                if seen > keep:
+                    self.mask[seq][slot] = 0
+        self.live[seq] = keep
+
+    def fork(self, src, dst):
+        order = list(range(len(self.mask)))
+        order[dst] = src
+        if self.cache.get_seq_length() > 0 and self.engine.options.bug != "fork-rows":
+            self.cache.reorder_cache(torch.tensor(order))  # the bug: the cache's rows left as they were
+        self.mask[dst] = list(self.mask[src])
+        self.live[dst] = self.live[src]
 
 
 def main():

@@ -40,6 +40,13 @@ kvfuzz_hf_test(transformers_flex_bug_window 1 6 --attention flex_attention --bug
 kvfuzz_hf_test(transformers_static_sdpa 0 60 --cache static)
 kvfuzz_hf_test(transformers_static_bug_window 1 40 --cache static --bug window)
 kvfuzz_hf_test(transformers_static_bug_no_crop 1 40 --cache static --bug no-crop)
+# One DynamicCache whose batch rows are the sequences, every step padded to its longest
+# chunk (pads masked in the 2D attention_mask, positions counted per row, fork by
+# reorder_cache): passes in every dtype; pads left unmasked and a fork that leaves the
+# cache's rows are caught.
+kvfuzz_hf_test(transformers_padded_batch 0 60 --batch padded)
+kvfuzz_hf_test(transformers_padded_batch_bug_pads 1 20 --batch padded --bug pads)
+kvfuzz_hf_test(transformers_padded_batch_bug_fork_rows 1 40 --batch padded --bug fork-rows)
 # DynamicCache(config=...), whose sliding layers keep only the window, with fork moved as
 # beam search moves a cache (batch_repeat_interleave, reorder_cache, batch_select_indices):
 # at sliding_window = 1 its layer keeps every token (docs/findings, T7, seen at attention
