@@ -272,65 +272,42 @@ class HfAttentionEngine:
         self.history[dst] = list(self.history[src])
 
 
-class PaddedBatch:
-    """--batch padded: one DynamicCache whose batch rows are the sequences, as a static-batch
-    server keeps them. Every step adds as many slots to every row as its longest chunk: a row
-    in the step gets its chunk at the end, after pads, a row not in it only pads. The 2D
-    attention_mask (0 on pads and on tokens a reset or truncate dropped) goes to
-    create_causal_mask with the cache, and each row's position_ids count its live tokens, as
-    generate() derives them from the mask. reset and truncate mask a row's dropped tokens
-    (their slots stay in the cache, attended by nobody), fork is reorder_cache with the
-    destination row taking the source's."""
+class PaddedRows:
+    """One DynamicCache whose batch rows are the sequences, as a static-batch server keeps
+    them (--batch padded, here and in hf_model_engine.py). Every step adds as many slots to
+    every row as its longest chunk: a row in the step gets its chunk at the end, after pads,
+    a row not in it only pads. The 2D attention_mask is 0 on pads and on tokens a reset or
+    truncate dropped (their slots stay in the cache, attended by nobody); each row's
+    position_ids count its live tokens, as generate() derives them from the mask; fork is
+    reorder_cache with the destination row taking the source's."""
 
-    def __init__(self, engine, sequences):
-        self.engine = engine
+    def __init__(self, sequences):
         self.cache = DynamicCache()
         self.mask = [[] for _ in range(sequences)]  # per row, per cache slot: 1 a live token
         self.live = [0] * sequences  # per row: its live tokens, the next token's position
 
-    def step(self, chunks):
-        e, rows = self.engine, len(self.mask)
-        width = max(len(chunk.q) for chunk in chunks)
-        by_row = {chunk.seq: chunk for chunk in chunks}
-        heads = {"q": e.config.q_heads, "k": e.config.kv_heads, "v": e.config.kv_heads}
-        dims = {"q": e.config.head_dim, "k": e.config.head_dim, "v": e.config.value_dim}
-        inputs = {name: np.zeros((rows, width, heads[name], dims[name]), np.float32) for name in heads}
+    def add_step(self, lengths, attend_pads=False):
+        """Slots for a step whose rows get `lengths[row]` new tokens (absent: none): the step's
+        width, position_ids [rows, width] and the attention_mask [rows, slots] to use.
+        attend_pads: the bug of leaving pads unmasked."""
+        rows, width = len(self.mask), max(lengths.values())
         position_ids = torch.zeros(rows, width, dtype=torch.long)
         for row in range(rows):
-            chunk, pads = by_row.get(row), width
-            if chunk is not None:
-                pads = width - len(chunk.q)
-                for name in inputs:
-                    inputs[name][row, pads:] = np.asarray(getattr(chunk, name), np.float32)
-                position_ids[row, pads:] = torch.arange(self.live[row], self.live[row] + len(chunk.q))
-                position_ids[row, :pads] = self.live[row]  # pads take the next position, as unused
-            else:
-                position_ids[row] = self.live[row]
-            pad = 1 if e.options.bug == "pads" else 0  # the bug: pads attended as keys
-            self.mask[row] += [pad] * pads + [1] * (width - pads)
-        q, k, v = (torch.from_numpy(inputs[n]).to(e.torch_dtype).permute(0, 2, 1, 3) for n in ("q", "k", "v"))
-        embeds = torch.zeros(rows, width, e.hf.hidden_size, dtype=e.torch_dtype)
-        attention_mask = torch.tensor(self.mask, dtype=torch.long)
-        mask = create_causal_mask(config=e.hf, inputs_embeds=embeds, attention_mask=attention_mask,
-                                  cache=self.cache, position_ids=position_ids)  # fmt: skip
-        if e.rotary is not None:
-            cos, sin = e.rotary(embeds, position_ids)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
-        k, v = self.cache.update(k, v, 0)
-        out, _ = e.attend(e.layer, q, k, v, mask, dropout=0.0, scaling=float(e.config.scale))
-        results = []
-        for chunk in chunks:
-            n, first = len(chunk.q), self.live[chunk.seq]
-            rows_out = out[chunk.seq, width - n :].to(torch.float64).numpy()
-            results.append((range(first, first + n), rows_out))
-            self.live[chunk.seq] += n
-        return results
+            n = lengths.get(row, 0)
+            position_ids[row, : width - n] = self.live[row]  # pads take the next position, unused
+            position_ids[row, width - n :] = torch.arange(self.live[row], self.live[row] + n)
+            self.mask[row] += [int(attend_pads)] * (width - n) + [1] * n
+        return width, position_ids, torch.tensor(self.mask, dtype=torch.long)
+
+    def take(self, row, n):
+        """The positions of the `n` tokens the step just gave `row` (they sit at its end)."""
+        first = self.live[row]
+        self.live[row] += n
+        return range(first, first + n)
 
     def truncate(self, seq, keep):
         if not 0 <= keep <= self.live[seq]:
             raise ValueError(f"sequence {seq} holds {self.live[seq]} tokens, cannot keep {keep}")
-        if self.engine.options.bug == "no-crop":
-            return  # the bug: the row keeps the dropped tokens and its length
         seen = 0
         for slot, live in enumerate(self.mask[seq]):
             if live:
@@ -339,13 +316,58 @@ class PaddedBatch:
                     self.mask[seq][slot] = 0
         self.live[seq] = keep
 
-    def fork(self, src, dst):
+    def fork(self, src, dst, move_cache=True):
+        """move_cache False: the bug of copying the row's mask but not its cache row."""
         order = list(range(len(self.mask)))
         order[dst] = src
-        if self.cache.get_seq_length() > 0 and self.engine.options.bug != "fork-rows":
-            self.cache.reorder_cache(torch.tensor(order))  # the bug: the cache's rows left as they were
+        if self.cache.get_seq_length() > 0 and move_cache:
+            self.cache.reorder_cache(torch.tensor(order))
         self.mask[dst] = list(self.mask[src])
         self.live[dst] = self.live[src]
+
+
+class PaddedBatch(PaddedRows):
+    """--batch padded at attention level: q, k and v of every row, the mask from
+    create_causal_mask with the cache, the rotary at each row's positions."""
+
+    def __init__(self, engine, sequences):
+        super().__init__(sequences)
+        self.engine = engine
+
+    def step(self, chunks):
+        e, rows = self.engine, len(self.mask)
+        width, position_ids, attention_mask = self.add_step(
+            {chunk.seq: len(chunk.q) for chunk in chunks}, attend_pads=e.options.bug == "pads"
+        )
+        heads = {"q": e.config.q_heads, "k": e.config.kv_heads, "v": e.config.kv_heads}
+        dims = {"q": e.config.head_dim, "k": e.config.head_dim, "v": e.config.value_dim}
+        inputs = {name: np.zeros((rows, width, heads[name], dims[name]), np.float32) for name in heads}
+        for chunk in chunks:
+            for name in inputs:
+                inputs[name][chunk.seq, width - len(chunk.q) :] = np.asarray(getattr(chunk, name), np.float32)
+        q, k, v = (torch.from_numpy(inputs[n]).to(e.torch_dtype).permute(0, 2, 1, 3) for n in ("q", "k", "v"))
+        embeds = torch.zeros(rows, width, e.hf.hidden_size, dtype=e.torch_dtype)
+        mask = create_causal_mask(config=e.hf, inputs_embeds=embeds, attention_mask=attention_mask,
+                                  cache=self.cache, position_ids=position_ids)  # fmt: skip
+        if e.rotary is not None:
+            cos, sin = e.rotary(embeds, position_ids)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        k, v = self.cache.update(k, v, 0)
+        out, _ = e.attend(e.layer, q, k, v, mask, dropout=0.0, scaling=float(e.config.scale))
+        return [
+            (self.take(chunk.seq, len(chunk.q)), out[chunk.seq, width - len(chunk.q) :].to(torch.float64).numpy())
+            for chunk in chunks
+        ]
+
+    def truncate(self, seq, keep):
+        if self.engine.options.bug == "no-crop":
+            if not 0 <= keep <= self.live[seq]:
+                raise ValueError(f"sequence {seq} holds {self.live[seq]} tokens, cannot keep {keep}")
+            return  # the bug: the row keeps the dropped tokens and its length
+        super().truncate(seq, keep)
+
+    def fork(self, src, dst, move_cache=True):
+        super().fork(src, dst, move_cache=self.engine.options.bug != "fork-rows")
 
 
 def main():

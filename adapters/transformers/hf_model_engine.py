@@ -22,7 +22,11 @@ mask. One DynamicCache per sequence: reset makes a new one, truncate crops it
 (DynamicCache.crop with the negative count of tokens to remove), fork deep-copies it. With
 --cache static a StaticCache(config=..., max_cache_len=STATIC_LENGTH) instead (sliding
 layers when the layout has a window), cropped the same way where it can be, else (a sliding
-layer that went past its window) rebuilt by forwarding the kept ids into a new one.
+layer that went past its window) rebuilt by forwarding the kept ids into a new one. With
+--shared-cache every sequence is a row of one DynamicCache, every step one forward padded to
+its longest chunk (hf_attention_engine.PaddedRows: pads and dropped tokens masked in the 2D
+attention_mask, each row's position_ids its live tokens, fork by reorder_cache); no windows
+(the model's masks would count pads in a window).
 
 f32 only: in bf16 or f16 the model's weights and every product would be rounded too, which
 kvfuzz's model numerics do not describe (its reference rounds only q, k and v to the
@@ -33,9 +37,11 @@ layout's dtype). RoPE is always applied (rope_required), and q, k and v have one
 --attention sdpa|eager picks the attention interface; --generate runs each chunk through
 model.generate() instead (its prefill of the chunk's first id, then its decode loop, the
 chunk's other ids forced by a logits processor, the logits from output_logits); --bug
-window|rope breaks one mapping on purpose (negative controls): sliding_window one wider than
-the layout's, rope_theta doubled. In-process the classes HfModel, HfModelEager,
-HfModelGenerate, HfModelBugWindow, HfModelBugRope and HfModelStatic are these.
+window|rope|pads|fork-rows breaks one mapping on purpose (negative controls): sliding_window
+one wider than the layout's, rope_theta doubled; with --shared-cache, pads left unmasked, a
+fork that copies the row's mask but not its cache row. In-process the classes HfModel, HfModelEager,
+HfModelGenerate, HfModelBugWindow, HfModelBugRope, HfModelStatic and HfModelSharedCache
+are these.
 """
 
 import argparse
@@ -57,11 +63,11 @@ from transformers import (
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # One declaration of how sdpa computes; one test of when a cache can be cropped.
-from hf_attention_engine import STATIC_LENGTH, croppable, numerics  # noqa: E402
+from hf_attention_engine import STATIC_LENGTH, PaddedRows, croppable, numerics  # noqa: E402
 
 torch.set_num_threads(1)  # kvfuzz runs cases side by side; results do not depend on it
 
-BUGS = ("window", "rope")
+BUGS = ("window", "rope", "pads", "fork-rows")
 
 
 def parse(argv=None):
@@ -75,10 +81,15 @@ def parse(argv=None):
     parser.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
                         help="DynamicCache(), or StaticCache(config=..., max_cache_len=STATIC_LENGTH) "
                              "(its sliding layers when the layout has a window)")  # fmt: skip
+    parser.add_argument("--shared-cache", action="store_true",
+                        help="every sequence a row of one DynamicCache, every step padded to its longest chunk "
+                             "(the model's forward with the 2D attention_mask and each row's position_ids)")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     options = parser.parse_args(argv)
     if options.cache == "static" and (options.generate or options.padded_batch):
         parser.error("--cache static runs the model's forward (generate() makes its own caches)")
+    if options.shared_cache and (options.cache == "static" or options.generate or options.padded_batch):
+        parser.error("--shared-cache runs the model's forward over one DynamicCache")
     return options
 
 
@@ -131,16 +142,21 @@ class HfModel:
         self.name += "-generate" if o.generate else ""
         self.name += "-padded-batch" if o.padded_batch else ""
         self.name += "-static" if o.cache == "static" else ""
+        self.name += "-shared-cache" if o.shared_cache else ""
         self.name += f" (bug: {o.bug})" if o.bug else ""
         self.numerics = numerics("f32", o.attention)
         if o.cache == "static":
             self.supports = dict(self.supports, max_context=STATIC_LENGTH)
+        if o.shared_cache:
+            # The model's mask functions measure a window in cache slots, pads included.
+            self.supports = dict(self.supports, windows=False)
         self.new_case(config)
 
     def new_case(self, config):
         """The next case's model, as a fresh object would be (kvfuzz reuses this object)."""
         layout, model, o = config.engine, config.model, self.options
         self.history = [[] for _ in range(layout.sequences)]  # each sequence's ids (generate() takes them all)
+        self.rows = None  # --shared-cache: the rows of one cache (PaddedRows), made with the model
         if layout.rope_theta is None or layout.head_dim % 2 or layout.value_dim != layout.head_dim:
             self.model = None  # kvfuzz's probe (the smallest layout) asks only for declarations
             self.caches = [DynamicCache() for _ in range(layout.sequences)]
@@ -161,6 +177,7 @@ class HfModel:
         for layer in self.model.model.layers:
             layer.self_attn.scaling = float(layout.scale)
         self.caches = [self._new_cache() for _ in range(layout.sequences)]
+        self.rows = PaddedRows(layout.sequences) if o.shared_cache else None
 
     def _new_cache(self):
         if self.options.cache == "static":
@@ -173,6 +190,8 @@ class HfModel:
             raise ValueError(f"step's sequences {seqs}: expected distinct ones in 0..{len(self.caches) - 1}")
         if self.options.padded_batch:
             return self._padded_batch(chunks)
+        if self.rows is not None:
+            return self._shared_cache(chunks)
         forward = self._generate if self.options.generate else self._forward
         return [forward(chunk) for chunk in chunks]
 
@@ -202,6 +221,26 @@ class HfModel:
             logits = torch.stack([step[row] for step in out.logits[:tokens]])
             self.history[chunk.seq].extend(int(i) for i in chunk.ids)
             results.append((range(past, past + tokens), logits.to(torch.float32).numpy()))
+        return results
+
+    def _shared_cache(self, chunks):
+        """One forward for the step over the shared cache (hf_attention_engine.PaddedRows): row r's
+        ids after pads (id 0, masked), each row's positions its live tokens."""
+        width, position_ids, attention_mask = self.rows.add_step(
+            {c.seq: len(c.ids) for c in chunks}, attend_pads=self.options.bug == "pads"
+        )
+        ids = torch.zeros(len(self.rows.mask), width, dtype=torch.long)
+        for chunk in chunks:
+            ids[chunk.seq, width - len(chunk.ids) :] = torch.as_tensor(np.asarray(chunk.ids, np.int64))
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=position_ids,
+                             cache=self.rows.cache, use_cache=True)  # fmt: skip
+        results = []
+        for chunk in chunks:
+            n = len(chunk.ids)
+            self.history[chunk.seq].extend(int(i) for i in chunk.ids)
+            logits = out.logits[chunk.seq, width - n :].to(torch.float32).numpy()
+            results.append((self.rows.take(chunk.seq, n), logits))
         return results
 
     def _generate(self, chunk):
@@ -234,6 +273,8 @@ class HfModel:
         return range(past, past + len(chunk.ids)), out.logits[0].to(torch.float32).numpy()
 
     def reset(self, seq):
+        if self.rows is not None:
+            self.rows.truncate(seq, 0)
         self.caches[seq] = self._new_cache()
         self.history[seq] = []
 
@@ -244,6 +285,8 @@ class HfModel:
         del self.history[seq][keep:]
         if self.options.padded_batch:
             return  # its caches live for one step: the history is the sequence
+        if self.rows is not None:
+            return self.rows.truncate(seq, keep)
         if keep == 0:
             self.caches[seq] = self._new_cache()  # crop(-length) of a whole cache: nothing left to crop
         elif keep < length and croppable(self.caches[seq]):
@@ -259,6 +302,8 @@ class HfModel:
     def fork(self, src, dst):
         if src == dst:
             raise ValueError(f"fork of sequence {src} into itself")
+        if self.rows is not None:
+            self.rows.fork(src, dst, move_cache=self.options.bug != "fork-rows")
         self.caches[dst] = copy.deepcopy(self.caches[src])
         self.history[dst] = list(self.history[src])
 
@@ -285,6 +330,10 @@ class HfModelBugRope(HfModel):
 
 class HfModelStatic(HfModel):
     options = parse(["--cache", "static"])
+
+
+class HfModelSharedCache(HfModel):
+    options = parse(["--shared-cache"])
 
 
 def factory(argv=None):

@@ -76,6 +76,13 @@ kvfuzz_hf_model_test(transformers_model_bug_rope 1 40 --bug rope)
 # its window), and its window control.
 kvfuzz_hf_model_test(transformers_model_static 0 40 --cache static)
 kvfuzz_hf_model_test(transformers_model_static_bug_window 1 40 --cache static --bug window)
+# The same model with every sequence a row of one DynamicCache, each step one forward padded
+# to its longest chunk (2D attention_mask, each row's position_ids, fork by reorder_cache),
+# and its controls: pads left unmasked, a fork that leaves the cache's rows.
+kvfuzz_hf_model_test(transformers_model_shared_cache 0 40 --shared-cache)
+kvfuzz_hf_model_test(transformers_model_shared_cache_bug_pads 1 20 --shared-cache --bug pads)
+kvfuzz_hf_model_test(transformers_model_shared_cache_bug_fork_rows 1 40 --shared-cache
+                     --bug fork-rows)
 # The same model through model.generate() (its prefill and decode loop, kvfuzz's ids forced,
 # the logits from output_logits), and its window control.
 kvfuzz_hf_model_test(transformers_model_generate 0 30 --generate)
