@@ -305,9 +305,12 @@ class PaddedRows:
         self.live[row] += n
         return range(first, first + n)
 
-    def truncate(self, seq, keep):
+    def truncate(self, seq, keep, forget=True):
+        """forget False: the bug of leaving the row's dropped tokens and its length."""
         if not 0 <= keep <= self.live[seq]:
             raise ValueError(f"sequence {seq} holds {self.live[seq]} tokens, cannot keep {keep}")
+        if not forget:
+            return
         seen = 0
         for slot, live in enumerate(self.mask[seq]):
             if live:
@@ -359,12 +362,8 @@ class PaddedBatch(PaddedRows):
             for chunk in chunks
         ]
 
-    def truncate(self, seq, keep):
-        if self.engine.options.bug == "no-crop":
-            if not 0 <= keep <= self.live[seq]:
-                raise ValueError(f"sequence {seq} holds {self.live[seq]} tokens, cannot keep {keep}")
-            return  # the bug: the row keeps the dropped tokens and its length
-        super().truncate(seq, keep)
+    def truncate(self, seq, keep, forget=True):
+        super().truncate(seq, keep, forget=self.engine.options.bug != "no-crop")
 
     def fork(self, src, dst, move_cache=True):
         super().fork(src, dst, move_cache=self.engine.options.bug != "fork-rows")

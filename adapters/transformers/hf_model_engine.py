@@ -274,8 +274,9 @@ class HfModel:
 
     def reset(self, seq):
         if self.rows is not None:
-            self.rows.truncate(seq, 0)
-        self.caches[seq] = self._new_cache()
+            self.rows.truncate(seq, 0)  # the shared cache's row: its per-sequence cache is unused
+        else:
+            self.caches[seq] = self._new_cache()
         self.history[seq] = []
 
     def truncate(self, seq, keep):
@@ -304,7 +305,8 @@ class HfModel:
             raise ValueError(f"fork of sequence {src} into itself")
         if self.rows is not None:
             self.rows.fork(src, dst, move_cache=self.options.bug != "fork-rows")
-        self.caches[dst] = copy.deepcopy(self.caches[src])
+        else:
+            self.caches[dst] = copy.deepcopy(self.caches[src])
         self.history[dst] = list(self.history[src])
 
 
