@@ -216,6 +216,22 @@ std::vector<EngineInfo> build_registry() {
        "cuda-paged whose decode merge has lane 0 weigh the splits into shared memory with no "
        "__syncwarp after, as if the warp ran in lockstep: a race between lanes of one warp.",
        true, mutants::make_cuda_race_merge_no_syncwarp},
+      {"softcap-twice-split",
+       "Flash engine whose split decode path soft-caps its scores twice, cap tanh(tanh(s / "
+       "cap)): the one-pass paths are right.",
+       true, mutants::make_softcap_twice_split},
+      {"sink-prefill-only",
+       "Flash engine that joins the attention sink to the softmax on its prefill path only: "
+       "a row decoded alone leaves the sink out.",
+       true, mutants::make_sink_prefill_only},
+      {"alibi-kv-head-slope",
+       "Paged engine that takes a q head's ALiBi slope from its kv head's index instead of "
+       "its own: wrong under GQA and MQA.",
+       true, mutants::make_alibi_kv_head_slope},
+      {"chunked-local-from-request",
+       "Paged engine that counts chunked local attention's chunks from the request's first "
+       "position instead of from 0: wrong after a truncate or fork off a chunk boundary.",
+       true, mutants::make_chunked_local_from_request},
   };
 }
 

@@ -23,12 +23,17 @@ struct LayoutFields {
   std::optional<double> rope_theta = Layout{}.rope_theta;
   std::optional<int> window = Layout{}.window;
   std::optional<double> scale = Layout{}.scale;
+  std::optional<double> softcap = Layout{}.softcap;
+  std::vector<double> sinks = Layout{}.sinks;
+  std::vector<double> alibi = Layout{}.alibi;
+  std::optional<int> chunked_local = Layout{}.chunked_local;
 };
 
 // Every field given: g++ -Wextra flags a field added to Layout and missing here.
 inline Layout make_layout(const LayoutFields& f) {
-  return Layout{f.q_heads, f.kv_heads,   f.head_dim, f.value_dim, f.page_size,
-                f.dtype,   f.rope_theta, f.window,   f.scale};
+  return Layout{f.q_heads, f.kv_heads,   f.head_dim,     f.value_dim, f.page_size,
+                f.dtype,   f.rope_theta, f.window,       f.scale,     f.softcap,
+                f.sinks,   f.alibi,      f.chunked_local};
 }
 
 // One head, head_dim 1, q = k = 0: every visible key gets equal weight, so a row is the

@@ -73,6 +73,27 @@ AllowedOps parse_without(const std::string& list) {
   return ops;
 }
 
+FeatureSet parse_features(const std::string& list) {
+  FeatureSet features;
+  if (list.empty()) return features;
+  for (std::string_view name : items(list)) {
+    if (name == "softcap") {
+      features.softcap = true;
+    } else if (name == "sinks") {
+      features.sinks = true;
+    } else if (name == "alibi") {
+      features.alibi = true;
+    } else if (name == "chunked_local") {
+      features.chunked_local = true;
+    } else {
+      throw UsageError("--feature: unknown attention feature '" + std::string(name) +
+                       "'; expected a comma-separated list of softcap, sinks, alibi, "
+                       "chunked_local");
+    }
+  }
+  return features;
+}
+
 // N (exactly N) or MIN-MAX, within 1..8 (the generator's most sequences).
 void parse_sequences(const std::string& text, GeneratorFilters& filters) {
   if (text.empty()) return;
@@ -102,6 +123,8 @@ std::string flag_of(FilterConflict::Filter filter) {
       return "--max-context";
     case FilterConflict::Filter::min_context:
       return "--min-context";
+    case FilterConflict::Filter::features:
+      return "--feature";
   }
   return "filters";
 }
@@ -145,6 +168,11 @@ void add_filter_options(CLI::App& cmd, CaseFilters& filters) {
       ->check(CLI::Range(1, 16384))
       ->type_name("N")
       ->group(group);
+  cmd.add_option("--feature", filters.features,
+                 "Every scenario has these attention features (comma-separated: softcap, sinks, "
+                 "alibi, chunked_local), which every engine must declare")
+      ->type_name("LIST")
+      ->group(group);
 }
 
 void apply_filters(const CaseFilters& flags, GeneratorOptions& options) {
@@ -158,6 +186,7 @@ void apply_filters(const CaseFilters& flags, GeneratorOptions& options) {
   options.max_sequences = std::max(options.max_sequences, filters.max_sequences);
   filters.max_context = flags.max_context;
   filters.min_context = flags.min_context;
+  filters.features = parse_features(flags.features);
   if (const std::optional<FilterConflict> conflict = filter_conflict(options)) {
     throw UsageError(flag_of(conflict->filter) + ": " + conflict->message);
   }

@@ -19,6 +19,7 @@ struct CaseFilters {
   std::string sequences;  // --sequences N or MIN-MAX
   int max_context = 0;    // --max-context N
   int min_context = 0;    // --min-context N
+  std::string features;   // --feature softcap,sinks,alibi,chunked_local
 };
 
 // Registers the flags above on `check`, with their help.

@@ -73,6 +73,23 @@ struct Arithmetic {
   float weight(float w) const { return p ? round_to_dtype(w, *p) : w; }
 };
 
+// The layout's logit features for one (query, q head), as the CPU engines compute them in
+// f32 (Layout: softcap, alibi, sinks). Key and query are positions (a CPU engine's storage
+// index is its position).
+struct LogitFeatures {
+  float softcap = 0;  // 0: none; else s -> softcap * tanh(s / softcap)
+  float slope = 0;    // ALiBi: s += slope * (key - query)
+  int64_t query = 0;
+  std::optional<float> sink;  // a softmax term with this logit and no value
+
+  // The logit of a key at `key` whose score (scale * q.k) is `score`.
+  float logit(float score, int64_t key) const {
+    if (softcap > 0) score = softcap * std::tanh(score / softcap);
+    if (slope != 0) score += slope * static_cast<float>(key - query);
+    return score;
+  }
+};
+
 // Scratch that only grows: scores, one decoded value row and an f16 run's sums.
 struct AttentionScratch {
   std::vector<float> scores, value, run;
@@ -104,26 +121,28 @@ inline void prepare_scratch(AttentionScratch& scratch, size_t keys, size_t value
   scratch.run.assign(value_dim, 0.0f);
 }
 
-// Single-pass softmax attention of one query over `keys`: scores (scale * q.k), their max,
-// exp, sum, weighted sum of values, divided by the sum. key_at(j) -> KvOffsets. Writes
-// value_dim floats to out.
+// Single-pass softmax attention of one query over `keys`: logits (scale * q.k and the
+// features), their max (the sink's included), exp, sum, weighted sum of values, divided by
+// the sum. key_at(j) -> KvOffsets. Writes value_dim floats to out.
 template <class KeyAt>
 void single_pass_attention(const float* q, KeyRange keys, float scale, const KvArrays& kv,
-                           KeyAt key_at, const Arithmetic& arith, AttentionScratch& scratch,
-                           float* out) {
+                           KeyAt key_at, const Arithmetic& arith, const LogitFeatures& features,
+                           AttentionScratch& scratch, float* out) {
   const size_t n = static_cast<size_t>(keys.count());
   prepare_scratch(scratch, n, kv.value_dim);
   std::vector<float>& scores = scratch.scores;
-  float max_score = -std::numeric_limits<float>::infinity();
+  float max_score = features.sink.value_or(-std::numeric_limits<float>::infinity());
   for (size_t i = 0; i < n; ++i) {
-    const KvOffsets at = key_at(keys.lo + static_cast<int64_t>(i));
-    const float s = scale * kv.k.dot(at.k, q, kv.head_dim);
+    const int64_t j = keys.lo + static_cast<int64_t>(i);
+    const float s = features.logit(scale * kv.k.dot(key_at(j).k, q, kv.head_dim), j);
     scores[i] = s;
     if (s > max_score) max_score = s;
   }
+  // The sink: a term of the normaliser with no value.
+  const float sink = features.sink ? std::exp(*features.sink - max_score) : 0.0f;
   for (size_t d = 0; d < kv.value_dim; ++d) out[d] = 0;
   if (arith.normalised_p) {  // the exponentials and their sum first, then P.V
-    float sum = 0;
+    float sum = sink;
     for (size_t i = 0; i < n; ++i) {
       scores[i] = std::exp(scores[i] - max_score);
       sum += scores[i];
@@ -136,7 +155,7 @@ void single_pass_attention(const float* q, KeyRange keys, float scale, const KvA
     }
     return;
   }
-  float sum = 0;
+  float sum = sink;
   for (size_t i = 0; i < n; ++i) {
     const float w = std::exp(scores[i] - max_score);
     sum += w;

@@ -82,7 +82,7 @@ void ContiguousEngine::attend(const Query& query, int kv_head, KeyRange keys, fl
     return KvOffsets{row * hd, row * vd};
   };
   single_pass_attention(query.q, keys, scale(), KvArrays{s.k, s.v, hd, vd}, key_at, arithmetic(),
-                        scratch_, out);
+                        logit_features(query), scratch_, out);
 }
 
 }  // namespace kvfuzz::cpu

@@ -39,7 +39,7 @@ void CpuEngine::declare(const EngineNumerics& numerics, const EngineSupports& su
   numerics_ = numerics;
   numerics_.rotated_keys_in_storage = true;
   numerics_.rope_angles_exact = true;  // rope_angles() computes them in double
-  supports_ = supports;
+  supports_ = with_features(supports);
   arithmetic_ = Arithmetic{.p = numerics.p,
                            .f16_values = numerics.value_accumulation == DType::f16,
                            .normalised_p = numerics.p_normalised,
@@ -52,8 +52,17 @@ void CpuEngine::check_seq(int seq, const char* what) const {
 }
 
 KeyRange CpuEngine::visible_range(int64_t index, int64_t /*chunk_start*/) const {
-  const int64_t lo = layout_.window ? std::max<int64_t>(0, index - *layout_.window + 1) : 0;
-  return {lo, index};
+  return {layout_.first_visible(index), index};
+}
+
+LogitFeatures CpuEngine::logit_features(const Query& query) const {
+  const auto h = static_cast<size_t>(query.q_head);
+  LogitFeatures features;
+  features.softcap = static_cast<float>(layout_.softcap.value_or(0.0));
+  if (!layout_.alibi.empty()) features.slope = static_cast<float>(layout_.alibi[h]);
+  features.query = query.index;
+  if (!layout_.sinks.empty()) features.sink = static_cast<float>(layout_.sinks[h]);
+  return features;
 }
 
 int CpuEngine::kv_head_for(int q_head) const {

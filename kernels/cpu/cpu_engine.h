@@ -31,7 +31,8 @@ class CpuEngine : public Engine {
     return {.batch = true, .schedule = true, .layout = true, .poison = true};
   }
 
-  // Every CPU engine caches its keys rotated and rounded to the storage dtype, computes its
+  // Every CPU engine computes every attention feature (soft cap, sinks, ALiBi, chunked
+  // local: Layout), caches its keys rotated and rounded to the storage dtype, computes its
   // RoPE angles in double, and by
   // default computes in f32 throughout. declare() gives it other numerics (the rounding of
   // P, f16 value sums, rows rounded to a dtype: numerics_profiles.h) and the supports that
@@ -39,6 +40,11 @@ class CpuEngine : public Engine {
   EngineNumerics numerics() const override { return numerics_; }
   EngineSupports supports() const override { return supports_; }
   void declare(const EngineNumerics& numerics, const EngineSupports& supports);
+  // `supports` with every attention feature declared.
+  static EngineSupports with_features(EngineSupports supports) {
+    for (bool EngineSupports::*feature : kFeatureSupports) supports.*feature = true;
+    return supports;
+  }
 
  protected:
   // One (query token, q head) whose row attend() computes.
@@ -67,6 +73,8 @@ class CpuEngine : public Engine {
   virtual KeyRange visible_range(int64_t index, int64_t chunk_start) const;
   // The kv head q head `q_head` reads: q_head / group.
   virtual int kv_head_for(int q_head) const;
+  // The layout's soft cap, ALiBi slope and sink for this query's q head, in f32.
+  virtual LogitFeatures logit_features(const Query& query) const;
 
   // Throws EngineError unless 0 <= seq < sequences().
   void check_seq(int seq, const char* what) const;
@@ -89,7 +97,7 @@ class CpuEngine : public Engine {
   uint64_t step_count_ = 0;
   std::vector<float> q_rot_, k_rot_, cos_, sin_;  // per-token scratch
   EngineNumerics numerics_{.rotated_keys_in_storage = true, .rope_angles_exact = true};
-  EngineSupports supports_;
+  EngineSupports supports_ = with_features(EngineSupports{});
   Arithmetic arithmetic_;
 };
 

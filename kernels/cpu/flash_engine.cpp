@@ -54,7 +54,8 @@ size_t FlashEngine::load_tile(const Query& query, int kv_head, int64_t a, int64_
     const int64_t j = a + static_cast<int64_t>(i);
     store.keys().read(store.k_offset(query.seq, j, kv_head), tile_k_.data() + i * hd, hd);
     store.values().read(store.v_offset(query.seq, j, kv_head), tile_v_.data() + i * vd, vd);
-    tile_s_[i] = scale() * dot(query.q, tile_k_.data() + i * hd, hd);
+    const float score = scale() * dot(query.q, tile_k_.data() + i * hd, hd);
+    tile_s_[i] = on_split_ ? split_logit(features_, score, j) : features_.logit(score, j);
   }
   return n;
 }
@@ -144,8 +145,11 @@ void FlashEngine::split_decode(const Query& query, int kv_head, KeyRange keys, i
     const int64_t lo = keys.lo + static_cast<int64_t>(p) * size;
     const KeyRange part{lo, std::min(lo + size - 1, keys.hi)};
     if (part.count() == 0) ++empty_partitions_;
-    part_m_[p] = kMinusInf;
-    part_l_[p] = 0;
+    // The sink joins partition 0 (which always holds the row's first key) as a key whose
+    // value is 0: its running max starts at the sink's logit, its sum at exp(0) = 1.
+    const bool sink = p == 0 && features_.sink.has_value();
+    part_m_[p] = sink ? *features_.sink : kMinusInf;
+    part_l_[p] = sink ? 1.0f : 0.0f;
     std::fill_n(part_acc_.data() + p * vd, vd, 0.0f);
     online_pass(query, kv_head, part, part.lo, part_m_[p], part_l_[p], part_acc_.data() + p * vd);
   }
@@ -202,6 +206,7 @@ void FlashEngine::lse_combine(size_t parts, float* out) {
 
 void FlashEngine::attend(const Query& query, int kv_head, KeyRange keys, float* out) {
   const size_t vd = static_cast<size_t>(layout().value_dim);
+  features_ = logit_features(query);
   // The context that fixes the partitions: the row's own, or the step's longest decode's.
   const int64_t span = split_.count == SplitCount::own_context ? keys.count() : step_longest_;
   if (query.chunk_tokens == 1 && span >= kFlashSplitThreshold) {
@@ -213,7 +218,9 @@ void FlashEngine::attend(const Query& query, int kv_head, KeyRange keys, float* 
       const int64_t even = (span + parts - 1) / parts;
       size = (even + kFlashTileKeys - 1) / kFlashTileKeys * kFlashTileKeys;
     }
+    on_split_ = true;
     split_decode(query, kv_head, keys, size, parts, out);
+    on_split_ = false;
     return;
   }
   int64_t first_tile = keys.lo;  // decode: tiles start at the first visible key
@@ -223,8 +230,9 @@ void FlashEngine::attend(const Query& query, int kv_head, KeyRange keys, float* 
     ++counts_.prefill;
     first_tile = keys.lo - keys.lo % kFlashTileKeys;  // prefill: tiles aligned in position
   }
-  float m = kMinusInf;
-  float l = 0;
+  // A sink starts the row as a key whose value is 0 (see split_decode).
+  float m = features_.sink.value_or(kMinusInf);
+  float l = features_.sink ? 1.0f : 0.0f;
   std::fill_n(out, vd, 0.0f);
   online_pass(query, kv_head, keys, first_tile, m, l, out);
   for (size_t d = 0; d < vd; ++d) out[d] /= l;

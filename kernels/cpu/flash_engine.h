@@ -69,6 +69,11 @@ class FlashEngine : public PagedStorageEngine {
   // part_acc; partition p holds keys [keys.lo + p size, ...] cut to keys) into out: every
   // partition rescaled to the largest max. Mutants override it.
   virtual void merge_partitions(size_t parts, KeyRange keys, int64_t size, float* out);
+  // The logit of a key on the split decode path: the row's features, as on every path.
+  // Mutants override it.
+  virtual float split_logit(const LogitFeatures& features, float score, int64_t key) const {
+    return features.logit(score, key);
+  }
   const std::vector<float>& part_m() const { return part_m_; }
   const std::vector<float>& part_l() const { return part_l_; }
   const std::vector<float>& part_acc() const { return part_acc_; }
@@ -101,6 +106,8 @@ class FlashEngine : public PagedStorageEngine {
   int64_t step_longest_ = 0;  // the longest decode context of step step_longest_at_
   uint64_t step_longest_at_ = 0;
   int64_t empty_partitions_ = 0;
+  LogitFeatures features_;  // the row attend() is computing
+  bool on_split_ = false;   // ... on the split decode path
 };
 
 }  // namespace kvfuzz::cpu

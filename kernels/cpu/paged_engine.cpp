@@ -14,7 +14,8 @@ void PagedEngine::attend(const Query& query, int kv_head, KeyRange keys, float* 
   };
   const KvArrays arrays{store.keys(), store.values(), static_cast<size_t>(layout().head_dim),
                         static_cast<size_t>(layout().value_dim)};
-  single_pass_attention(query.q, keys, scale(), arrays, key_at, arithmetic(), scratch_, out);
+  single_pass_attention(query.q, keys, scale(), arrays, key_at, arithmetic(), logit_features(query),
+                        scratch_, out);
 }
 
 }  // namespace kvfuzz::cpu

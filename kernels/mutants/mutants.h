@@ -35,6 +35,11 @@ std::unique_ptr<Engine> make_slot_mapping_i16(const EngineConfig& config);
 std::unique_ptr<Engine> make_window_evicts_early(const EngineConfig& config);
 std::unique_ptr<Engine> make_reset_keeps_block_table(const EngineConfig& config);
 std::unique_ptr<Engine> make_fork_shares_partial_page(const EngineConfig& config);
+// One per attention feature (Layout: softcap, sinks, alibi, chunked_local).
+std::unique_ptr<Engine> make_softcap_twice_split(const EngineConfig& config);
+std::unique_ptr<Engine> make_sink_prefill_only(const EngineConfig& config);
+std::unique_ptr<Engine> make_alibi_kv_head_slope(const EngineConfig& config);
+std::unique_ptr<Engine> make_chunked_local_from_request(const EngineConfig& config);
 // The CUDA engine with one kernel fault (cuda_kernel_faults.cpp).
 std::unique_ptr<Engine> make_cuda_missing_tile_sync(const EngineConfig& config);
 std::unique_ptr<Engine> make_cuda_empty_split_unwritten(const EngineConfig& config);

@@ -42,7 +42,8 @@ class NarrowReadEngine final : public Mutant<cpu::PagedEngine> {
       return cpu::KvOffsets{row * head_dim, row * value_dim};
     };
     const cpu::KvArrays arrays{store.keys(), store.values(), head_dim, value_dim};
-    cpu::single_pass_attention(query.q, keys, scale(), arrays, key_at, arithmetic(), scratch_, out);
+    cpu::single_pass_attention(query.q, keys, scale(), arrays, key_at, arithmetic(),
+                               logit_features(query), scratch_, out);
   }
 
  private:

@@ -20,6 +20,10 @@ class EngineConfig:
     scale: float
     rope_theta: Optional[float]
     window: Optional[int]
+    softcap: Optional[float]
+    sinks: Optional[List[float]]
+    alibi: Optional[List[float]]
+    chunked_local: Optional[int]
     sequences: int
     page_order: List[int]
     poison: str

@@ -107,6 +107,11 @@ class Config:
     sequences: int  # sequence ids are 0 .. sequences - 1
     page_order: list  # the order a paged engine hands out its physical pages
     poison: str  # "nan", "+inf", "-inf" or "huge": what unused cache slots should hold
+    # The attention features, sent only to an engine that declares them (supports):
+    softcap: float | None = None  # logit -> softcap * tanh(logit / softcap), before ALiBi
+    sinks: list | None = None  # one sink logit per q head: a softmax term with no value
+    alibi: list | None = None  # one slope per q head: logit += slope * (key pos - query pos)
+    chunked_local: int | None = None  # the query at p sees keys from p // C * C on
 
     @property
     def group(self):
@@ -203,6 +208,10 @@ def config_from_hello(request):
         sequences=request["sequences"],
         page_order=request["page_order"],
         poison=request["poison"],
+        softcap=layout.get("softcap"),
+        sinks=layout.get("sinks"),
+        alibi=layout.get("alibi"),
+        chunked_local=layout.get("chunked_local"),
     )
 
 

@@ -82,6 +82,26 @@ void bind_engine_types(nb::module_& m) {
       .def_prop_ro(
           "window", [](const EngineConfig& c) { return c.layout.window; },
           "sliding window (the query at p sees keys p - window + 1 .. p), or None")
+      .def_prop_ro(
+          "softcap", [](const EngineConfig& c) { return c.layout.softcap; },
+          "soft cap (logit -> softcap * tanh(logit / softcap), before ALiBi), or None")
+      .def_prop_ro(
+          "sinks",
+          [](const EngineConfig& c) {
+            return c.layout.sinks.empty() ? std::optional<std::vector<double>>()
+                                          : std::optional(c.layout.sinks);
+          },
+          "one sink logit per q head (a softmax term without a value), or None")
+      .def_prop_ro(
+          "alibi",
+          [](const EngineConfig& c) {
+            return c.layout.alibi.empty() ? std::optional<std::vector<double>>()
+                                          : std::optional(c.layout.alibi);
+          },
+          "one ALiBi slope per q head (logit += slope * (key pos - query pos)), or None")
+      .def_prop_ro(
+          "chunked_local", [](const EngineConfig& c) { return c.layout.chunked_local; },
+          "chunked local attention (the query at p sees keys from p // C * C), or None")
       .def_prop_ro("sequences", [](const EngineConfig& c) { return c.sequences; })
       .def_prop_ro(
           "page_order", [](const EngineConfig& c) { return c.page_order; },

@@ -420,7 +420,7 @@ struct Refusal {
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
       {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
-       {"plugin built for engine ABI 6, this kvfuzz speaks 5 and reads 1, 2, 3 and 4"}},
+       {"plugin built for engine ABI 7, this kvfuzz speaks 6 and reads 1, 2, 3, 4 and 5"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},

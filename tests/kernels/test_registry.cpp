@@ -46,7 +46,11 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "cuda-offset-32bit",
                                        "cuda-race-unsynced-pages",
                                        "cuda-barrier-per-branch",
-                                       "cuda-race-merge-no-syncwarp"};
+                                       "cuda-race-merge-no-syncwarp",
+                                       "softcap-twice-split",
+                                       "sink-prefill-only",
+                                       "alibi-kv-head-slope",
+                                       "chunked-local-from-request"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -5,6 +5,7 @@
 // that is where position bugs become observable.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -156,8 +157,20 @@ struct EngineSupports {
   bool rope_required = false;
   // Sliding windows (Layout::window); false: only layouts without one.
   bool windows = true;
+  // The attention features (Layout::softcap, sinks, alibi, chunked_local) the engine
+  // computes. Off unless declared: an engine is never given a feature it does not name.
+  bool softcap = false;
+  bool sinks = false;
+  bool alibi = false;
+  bool chunked_local = false;
   bool operator==(const EngineSupports&) const = default;
 };
+
+// The supports that widen the layouts (the attention features, off by default), as
+// opposed to the others, whose non-default values narrow them.
+inline constexpr std::array<bool EngineSupports::*, 4> kFeatureSupports{
+    &EngineSupports::softcap, &EngineSupports::sinks, &EngineSupports::alibi,
+    &EngineSupports::chunked_local};
 
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).

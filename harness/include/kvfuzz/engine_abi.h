@@ -1,4 +1,4 @@
-/* The kvfuzz engine plugin ABI, version 4: an engine in a shared library, in C.
+/* The kvfuzz engine plugin ABI, version 6: an engine in a shared library, in C.
  *
  *   kvfuzz check --engine plugin:./libmy_engine.so            (the library's only engine)
  *   kvfuzz check --engine plugin:./libmy_engine.so:my-engine  (one of several, by name)
@@ -31,7 +31,7 @@
  * declaration of an entry (capabilities, bitwise claims, numerics, supports) is one value
  * for every layout, as with the C++ interface.
  *
- * Versioning. kvfuzz speaks ABI 4 and still reads ABI 1, 2 and 3; no other version is
+ * Versioning. kvfuzz speaks ABI 6 and still reads ABI 1 to 5; no other version is
  * accepted.
  * Every entry begins with its abi_version and struct_size, the size of that version's
  * kvfuzz_engine_api. kvfuzz reads only the fields within that size; the fields a version
@@ -54,6 +54,10 @@
  *   - ABI 5 (sizeof(kvfuzz_engine_api)) adds `numerics_of`: an engine's numerics for its own
  *     layout (one that computes in the storage dtype declares per dtype); an ABI 4 entry
  *     declares the same numerics for every layout.
+ *   - ABI 6 (the same kvfuzz_engine_api) adds the attention features: kvfuzz_engine_config's
+ *     softcap, sinks, alibi_slopes and chunked_local, and the KVFUZZ_SUPPORTS_SOFTCAP,
+ *     _SINKS, _ALIBI and _CHUNKED_LOCAL flags that ask for them; an ABI 5 entry declares
+ *     none, and its engines never get a layout with a feature.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -80,7 +84,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 5
+#define KVFUZZ_ENGINE_ABI_VERSION 6
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -117,6 +121,12 @@ extern "C" {
  * (kvfuzz/engine.h, EngineSupports). */
 #define KVFUZZ_SUPPORTS_ROPE_REQUIRED 1u /* only layouts with RoPE (rope_theta != 0) */
 #define KVFUZZ_SUPPORTS_NO_WINDOWS 2u    /* only layouts without a sliding window */
+/* ABI 6: the attention features the engine computes (off unless declared; the layout's
+ * values arrive in kvfuzz_engine_config's ABI 6 fields). */
+#define KVFUZZ_SUPPORTS_SOFTCAP 4u        /* config.softcap */
+#define KVFUZZ_SUPPORTS_SINKS 8u          /* config.sinks */
+#define KVFUZZ_SUPPORTS_ALIBI 16u         /* config.alibi_slopes */
+#define KVFUZZ_SUPPORTS_CHUNKED_LOCAL 32u /* config.chunked_local */
 
 /* kvfuzz_engine_api.numerics (ABI 4): how the engine's arithmetic departs from the plain
  * forms (kvfuzz/engine.h, EngineNumerics::split_combine_lse and p_normalised). */
@@ -144,7 +154,20 @@ typedef struct kvfuzz_engine_config {
   int32_t poison;     /* KVFUZZ_POISON_* */
   int32_t pool_pages; /* physical pages available ... */
   const int32_t* page_order; /* ... handed out in this order (a permutation of 0..pool_pages-1) */
+
+  /* ABI 6: the attention features (docs/fixture-format.md, "Attention features"). Zero or
+   * NULL: off. An engine gets one only when it declares its KVFUZZ_SUPPORTS_* flag. A
+   * logit is scale * q.k, then soft-capped, then biased by ALiBi; a sink joins the softmax
+   * with its logit and no value. */
+  double softcap;             /* logit -> softcap * tanh(logit / softcap) */
+  const double* sinks;        /* q_heads sink logits, one per q head */
+  const double* alibi_slopes; /* q_heads slopes: logit += slope[h] * (key pos - query pos) */
+  int32_t chunked_local;      /* the query at p sees keys from floor(p / C) * C on */
 } kvfuzz_engine_config;
+
+/* sizeof(kvfuzz_engine_config) up to ABI 5, whose fields are this struct's up to
+ * page_order. kvfuzz sends the whole struct; a plugin built against ABI 5 reads its part. */
+#define KVFUZZ_ENGINE_CONFIG_V5_SIZE offsetof(kvfuzz_engine_config, softcap)
 
 /* One sequence's new tokens in a batched forward. */
 typedef struct kvfuzz_chunk_in {
@@ -251,6 +274,8 @@ typedef struct kvfuzz_engine_api {
 /* sizeof(kvfuzz_engine_api) in ABI 4, whose fields are this struct's up to `exp_ulps`
  * (padded to the struct's alignment, where `numerics_of` begins). */
 #define KVFUZZ_ENGINE_API_V4_SIZE offsetof(kvfuzz_engine_api, numerics_of)
+/* sizeof(kvfuzz_engine_api) in ABI 5: ABI 6 changed kvfuzz_engine_config, not this struct. */
+#define KVFUZZ_ENGINE_API_V5_SIZE sizeof(kvfuzz_engine_api)
 
 typedef struct kvfuzz_engine_plugin_table {
   uint32_t abi_version; /* KVFUZZ_ENGINE_ABI_VERSION */

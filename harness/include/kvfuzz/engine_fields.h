@@ -114,7 +114,11 @@ struct Declaration<EngineSupports> {
       DeclarationField{"max_context", &S::max_context},
       DeclarationField{"value_dim_is_head_dim", &S::value_dim_is_head_dim},
       DeclarationField{"rope_required", &S::rope_required},
-      DeclarationField{"windows", &S::windows}};
+      DeclarationField{"windows", &S::windows},
+      DeclarationField{"softcap", &S::softcap},
+      DeclarationField{"sinks", &S::sinks},
+      DeclarationField{"alibi", &S::alibi},
+      DeclarationField{"chunked_local", &S::chunked_local}};
 };
 
 // The whole: the four objects (in hello's order) and whole_model, which only the probe and

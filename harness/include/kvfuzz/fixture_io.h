@@ -13,7 +13,13 @@
 
 namespace kvfuzz {
 
-constexpr int kFixtureFormatVersion = 1;
+// The newest format version. Version 2 added the attention features (Layout::softcap,
+// sinks, alibi, chunked_local); version 1 fixtures read unchanged, and a scenario without
+// features is still written as version 1 (kMinFixtureFormatVersion), byte for byte as before.
+constexpr int kFixtureFormatVersion = 2;
+constexpr int kMinFixtureFormatVersion = 1;
+// The version write_fixture gives a scenario: the lowest that can hold it.
+int fixture_format_version(const Scenario& scenario);
 
 // Bad input: one line, naming the file, the JSON path and what was expected.
 struct FixtureError : std::runtime_error {

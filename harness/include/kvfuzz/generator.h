@@ -79,6 +79,17 @@ struct AllowedOps {
   bool batch = true;  // steps over more than one sequence: batched chunks and batched decodes
 };
 
+// Attention features (Layout::softcap, sinks, alibi, chunked_local) by name: the ones a
+// filter wants on in every scenario (GeneratorFilters::features).
+struct FeatureSet {
+  bool softcap = false;
+  bool sinks = false;
+  bool alibi = false;
+  bool chunked_local = false;
+  bool any() const { return softcap || sinks || alibi || chunked_local; }
+  bool operator==(const FeatureSet&) const = default;
+};
+
 // Focusing a run (kvfuzz check's filters, docs/filters.md): every scenario satisfies them.
 // They narrow what the engine's declared supports (GeneratorOptions::supports) and its
 // optional operations already allow, and they act where the generator draws: the choice is
@@ -97,6 +108,9 @@ struct GeneratorFilters {
   // Some (sequence, epoch) holds at least this many tokens (0: no minimum): when the drawn
   // program reaches none, one more append brings the longest epoch to it.
   int min_context = 0;
+  // Features every scenario has (each drawn and then forced on, as the window filter does);
+  // the engine must declare each (EngineSupports).
+  FeatureSet features;
 };
 
 struct GeneratorOptions {
@@ -145,7 +159,7 @@ struct GeneratorOptions {
 // allow), naming the filter; nullopt
 // when they can. generate_scenario throws std::invalid_argument with it.
 struct FilterConflict {
-  enum class Filter { dtypes, rope, window, sequences, max_context, min_context };
+  enum class Filter { dtypes, rope, window, sequences, max_context, min_context, features };
   Filter filter;
   std::string message;  // "expected ..., got ..." without the filter's name
 };

@@ -31,6 +31,10 @@ constexpr int64_t kMaxPoolElements = int64_t{1} << 25;
 constexpr int64_t kMaxRowValues = int64_t{1} << 24;
 // Largest RoPE base: the tolerance derivation (harness/src/judge/tolerance.cpp) assumes it.
 constexpr double kMaxRopeTheta = 1e7;
+// Attention features (Layout): the soft cap, |sink logit| and the ALiBi slopes at most these.
+constexpr double kMaxSoftcap = 1e4;
+constexpr double kMaxSinkLogit = 1e4;
+constexpr double kMaxAlibiSlope = 256;
 constexpr int kMaxExpectRows = 1 << 16;
 // Generated q and k scaled by at most 2^12: 4 * 2^12 still fits f16 (generate/score_spreads.h).
 constexpr int kMaxQkLog2 = 12;

@@ -26,12 +26,30 @@ struct Layout {
   std::optional<double> rope_theta;  // RoPE (half-split, NeoX style) when set
   std::optional<int> window;         // query at p sees keys [p - window + 1, p]
   std::optional<double> scale;       // softmax scale; 1/sqrt(head_dim) when absent
+  // The attention features of today's engines (docs/fixture-format.md, "Attention
+  // features"). Absent or empty: off. A logit is scale * q.k, then soft-capped, then biased
+  // by ALiBi; a sink joins the softmax with its own logit and no value.
+  std::optional<double> softcap;  // logit -> softcap * tanh(logit / softcap) (Gemma 2)
+  std::vector<double> sinks;      // per q head: a logit in every row's softmax (gpt-oss)
+  std::vector<double> alibi;      // per q head: logit += alibi[h] * (key pos - query pos)
+  // Llama 4's chunked local attention: the query at p sees keys from floor(p / C) * C on
+  // (and the window's cut, when both are set).
+  std::optional<int> chunked_local;
 
   int group() const { return q_heads / kv_heads; }
   int kv_head_of(int q_head) const { return q_head / group(); }
   double softmax_scale() const;
+  // Whether any attention feature above is on (engines declare each in EngineSupports).
+  bool has_features() const;
+  // The first key position the query at `pos` sees: the window's and chunked_local's cut.
+  int64_t first_visible(int64_t pos) const;
   bool operator==(const Layout&) const = default;
 };
+
+// The standard ALiBi slopes for `heads` q heads (BLOOM's, and ggml's with max_bias 8):
+// with n = the largest power of two <= heads, head h < n has 2^(-8 (h + 1) / n), the rest
+// 2^(-4 (2 (h - n) + 1) / n). A fixture may say "alibi": "standard" for these.
+std::vector<double> standard_alibi_slopes(int heads);
 
 // Token data given value by value: q[head][dim], k[head][dim], v[head][dim].
 struct ExplicitToken {

@@ -79,10 +79,26 @@ int read_any_int(const Object& object, std::string_view key) {
   return object.need_int(key, INT_MIN, INT_MAX);
 }
 
-Layout read_layout(const Object& top) {
+// Per-q-head numbers (sinks, alibi): an array of numbers; alibi also "standard".
+std::vector<double> read_per_head(const Node& node, int q_heads, bool standard) {
+  if (standard && node.json().is_string()) {
+    node.to_choice({"standard"});
+    return standard_alibi_slopes(q_heads);
+  }
+  const size_t n = node.array_size(
+      static_cast<size_t>(limits::kMaxQHeads),
+      standard ? "numbers (one slope per q head) or \"standard\"" : "numbers (one per q head)");
+  std::vector<double> values;
+  values.reserve(n);
+  for (size_t h = 0; h < n; ++h) values.push_back(node.at(h).to_number());
+  return values;
+}
+
+Layout read_layout(const Object& top, int version) {
   const Object o = top.need("layout", "an object")
                        .to_object({"q_heads", "kv_heads", "head_dim", "value_dim", "page_size",
-                                   "dtype", "rope_theta", "window", "scale"});
+                                   "dtype", "rope_theta", "window", "scale", "softcap", "sinks",
+                                   "alibi", "chunked_local"});
   Layout layout;
   layout.q_heads = o.need_int("q_heads", 1, limits::kMaxQHeads);
   layout.kv_heads = o.need_int("kv_heads", 1, limits::kMaxKvHeads);
@@ -93,6 +109,17 @@ Layout read_layout(const Object& top) {
   if (auto node = o.get("rope_theta")) layout.rope_theta = node->to_number();
   layout.window = o.get_int("window", 1, limits::kMaxEpochTokens);
   if (auto node = o.get("scale")) layout.scale = node->to_number();
+  // The attention features came with format version 2.
+  for (const std::string_view feature : {"softcap", "sinks", "alibi", "chunked_local"}) {
+    if (const auto node = o.get(feature); node && version < 2) {
+      node->expected("no \"" + std::string(feature) +
+                     "\" in a version 1 fixture (attention features need \"kvfuzz_fixture\": 2)");
+    }
+  }
+  if (auto node = o.get("softcap")) layout.softcap = node->to_number();
+  if (auto node = o.get("sinks")) layout.sinks = read_per_head(*node, layout.q_heads, false);
+  if (auto node = o.get("alibi")) layout.alibi = read_per_head(*node, layout.q_heads, true);
+  layout.chunked_local = o.get_int("chunked_local", 1, limits::kMaxEpochTokens);
   return layout;
 }
 
@@ -371,6 +398,16 @@ std::string write_layout(const Layout& layout) {
   if (layout.rope_theta) fields.push_back(Field{"rope_theta", number(*layout.rope_theta)});
   if (layout.window) fields.push_back(Field{"window", std::to_string(*layout.window)});
   if (layout.scale) fields.push_back(Field{"scale", number(*layout.scale)});
+  if (layout.softcap) fields.push_back(Field{"softcap", number(*layout.softcap)});
+  if (!layout.sinks.empty()) fields.push_back(Field{"sinks", inline_array(layout.sinks, number)});
+  if (!layout.alibi.empty()) {
+    fields.push_back(Field{"alibi", layout.alibi == standard_alibi_slopes(layout.q_heads)
+                                        ? json_string("standard")
+                                        : inline_array(layout.alibi, number)});
+  }
+  if (layout.chunked_local) {
+    fields.push_back(Field{"chunked_local", std::to_string(*layout.chunked_local)});
+  }
   return block_object(fields, 2);
 }
 
@@ -471,6 +508,10 @@ std::string write_provenance(const Provenance& p) {
 
 }  // namespace
 
+int fixture_format_version(const Scenario& scenario) {
+  return scenario.layout.has_features() ? 2 : kMinFixtureFormatVersion;
+}
+
 Scenario parse_fixture(std::string_view text, std::string_view origin) {
   const Json document = json_reader::parse_document(text, origin);
   const json_reader::FixtureReport report(origin);
@@ -478,19 +519,20 @@ Scenario parse_fixture(std::string_view text, std::string_view origin) {
   if (!document.is_object()) root.expected("an object (a kvfuzz fixture)");
 
   // The version first: a newer fixture should say so, not complain about its new fields.
-  const std::string version_text = "format version " + std::to_string(kFixtureFormatVersion);
+  const std::string version_text = "format version " + std::to_string(kMinFixtureFormatVersion) +
+                                   " to " + std::to_string(kFixtureFormatVersion);
   const Node version = Object(root).need("kvfuzz_fixture", version_text);
-  if (!version.json().is_number_integer() ||
-      version.json().get<int64_t>() != kFixtureFormatVersion) {
+  if (!version.is_integer_in(kMinFixtureFormatVersion, kFixtureFormatVersion)) {
     version.expected(version_text);
   }
+  const int format = static_cast<int>(version.json().get<int64_t>());
 
   const Object top = root.to_object({"kvfuzz_fixture", "name", "note", "layout", "model", "tokens",
                                      "sequences", "program", "placement", "expect", "provenance"});
   Scenario scenario;
   scenario.name = top.need_string("name", kMaxText);
   if (auto note = top.get_string("note", kMaxText)) scenario.note = std::move(*note);
-  scenario.layout = read_layout(top);
+  scenario.layout = read_layout(top, format);
   if (const auto model = top.get("model")) {
     scenario.model = read_model(*model);
     // Token ids are vocabulary ids: there is no token table to give. The scenario holds
@@ -558,7 +600,7 @@ Scenario load_fixture(const std::filesystem::path& path) {
 }
 
 std::string write_fixture(const Scenario& scenario) {
-  Fields fields = {{"kvfuzz_fixture", std::to_string(kFixtureFormatVersion)},
+  Fields fields = {{"kvfuzz_fixture", std::to_string(fixture_format_version(scenario))},
                    {"name", json_string(scenario.name)}};
   if (!scenario.note.empty()) fields.push_back(Field{"note", json_string(scenario.note)});
   fields.push_back(Field{"layout", write_layout(scenario.layout)});

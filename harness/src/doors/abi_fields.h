@@ -50,6 +50,8 @@ constexpr size_t entry_size(uint32_t version) {
       return KVFUZZ_ENGINE_API_V3_SIZE;
     case 4:
       return KVFUZZ_ENGINE_API_V4_SIZE;
+    case 5:
+      return KVFUZZ_ENGINE_API_V5_SIZE;
     default:
       return sizeof(kvfuzz_engine_api);
   }
@@ -167,6 +169,11 @@ inline constexpr std::tuple kAbiFields{
     AbiRow{&Num::p_normalised, Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_P_NORMALISED}, 4},
     AbiRow{&Num::rope_tables, DTypeCode{KVFUZZ_ABI_SLOT(rope_tables_dtype)}, 4},
     AbiRow{&Num::exp_ulps, Limit{KVFUZZ_ABI_SLOT(exp_ulps), 1, "0 (one ulp) or more"}, 4},
+    // ABI 6
+    AbiRow{&Sup::softcap, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_SOFTCAP}, 6},
+    AbiRow{&Sup::sinks, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_SINKS}, 6},
+    AbiRow{&Sup::alibi, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ALIBI}, 6},
+    AbiRow{&Sup::chunked_local, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_CHUNKED_LOCAL}, 6},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,

@@ -247,6 +247,11 @@ std::string case_request(Ordered request, const EngineConfig& config,
                     {"window", nullptr}};
   if (l.rope_theta) layout["rope_theta"] = *l.rope_theta;
   if (l.window) layout["window"] = *l.window;
+  // The attention features only when on: an engine that declares none never sees their keys.
+  if (l.softcap) layout["softcap"] = *l.softcap;
+  if (!l.sinks.empty()) layout["sinks"] = l.sinks;
+  if (!l.alibi.empty()) layout["alibi"] = l.alibi;
+  if (l.chunked_local) layout["chunked_local"] = *l.chunked_local;
   request["layout"] = layout;
   request["sequences"] = config.sequences;
   request["page_order"] = config.page_order;

@@ -62,6 +62,10 @@ kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<in
   c.poison = poison_code(config.poison);
   c.pool_pages = static_cast<int32_t>(pages.size());
   c.page_order = pages.data();
+  c.softcap = layout.softcap.value_or(0.0);
+  c.sinks = layout.sinks.empty() ? nullptr : layout.sinks.data();
+  c.alibi_slopes = layout.alibi.empty() ? nullptr : layout.alibi.data();
+  c.chunked_local = layout.chunked_local.value_or(0);
   return c;
 }
 

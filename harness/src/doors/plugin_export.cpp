@@ -114,6 +114,14 @@ kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
   layout.scale = c->scale;
   if (c->rope_theta != 0) layout.rope_theta = c->rope_theta;
   if (c->window != 0) layout.window = c->window;
+  if (c->softcap != 0) layout.softcap = c->softcap;
+  const auto per_head = [&](const double* values) {
+    return values ? std::vector<double>(values, values + std::max(0, c->q_heads))
+                  : std::vector<double>{};
+  };
+  layout.sinks = per_head(c->sinks);
+  layout.alibi = per_head(c->alibi_slopes);
+  if (c->chunked_local != 0) layout.chunked_local = c->chunked_local;
   config.sequences = c->sequences;
   config.poison = poison_of(c->poison);
   config.page_order.assign(c->page_order, c->page_order + c->pool_pages);

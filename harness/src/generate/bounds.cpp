@@ -52,6 +52,10 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   // a --rope on or --window off would: the choices are drawn either way.
   if (can.rope_required) b.filters.rope = OnOff::on;
   if (!can.windows) b.filters.window = OnOff::off;
+  // No attention features at model level (validate() refuses them there).
+  if (o.model) {
+    for (bool EngineSupports::*feature : kFeatureSupports) b.supports.*feature = false;
+  }
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);
   const int max_epoch = most_context(o);
   const int max_dim = most_head_dim(o);

@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "generate/features.h"
+
 namespace kvfuzz {
 
 namespace {
@@ -139,6 +141,7 @@ Layout pick_layout(ChoiceSource& c, const Bounds& b) {
     if (l.window && far) l.window = far_window;
   }
   l.scale = pick_scale(c);
+  pick_features(c, b, l);
   return l;
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "judge/reference_parts.h"
 #include "judge/tolerance.h"
@@ -208,10 +209,6 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   return {norm(q, layout.head_dim), q_error_norm};
 }
 
-int first_visible(const Layout& layout, int p) {
-  return layout.window ? std::max(0, p - std::max(1, *layout.window) + 1) : 0;
-}
-
 KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p, int g,
                      const double* q) {
   const auto kv_heads = static_cast<size_t>(layout.kv_heads);
@@ -236,7 +233,7 @@ ReferenceRow empty_row(const Layout& layout, const LogicalStream& stream, int p)
   const auto q_heads = static_cast<size_t>(layout.q_heads);
   ReferenceRow row;
   row.key = RowKey{stream.seq, stream.epoch, p};
-  row.key_lo = first_visible(layout, p);
+  row.key_lo = layout.first_visible(p);
   row.key_hi = p;
   row.values.assign(q_heads * static_cast<size_t>(layout.value_dim), 0.0);
   row.bound.assign(q_heads, 0.0);
@@ -269,6 +266,12 @@ void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNum
       .p_weight_spread = pw.spread,
       .p_weight_mass = pw.mass,
       .p_subnormal_keys = pw.subnormal,
+      .softcap = layout.softcap.value_or(0),
+      .min_abs_score = attention.min_abs_score,
+      .alibi_reach = layout.alibi.empty()
+                         ? 0
+                         : layout.alibi[at] * static_cast<double>(row.key.pos - row.key_lo),
+      .sink = layout.sinks.empty() ? std::nullopt : std::optional<double>(layout.sinks[at]),
   });
   row.bound_parts[at] = parts;
   row.bound[at] = parts.total();
@@ -304,9 +307,13 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
       const auto [q_norm, q_error_norm] =
           rotated_query(layout, table, stream, numerics, p, h, q.data(), q_error.data());
 
-      // Scores and their max over the visible keys.
+      // Scores and their max over the visible keys (and the sink's logit).
       logits.resize(static_cast<size_t>(visible));
-      double max_logit = -HUGE_VAL;
+      const bool sink = !layout.sinks.empty();
+      const double sink_logit = sink ? layout.sinks[static_cast<size_t>(h)] : 0;
+      const bool features = layout.softcap || !layout.alibi.empty();
+      double max_logit = sink ? sink_logit : -HUGE_VAL;
+      double min_abs_score = HUGE_VAL;
       const double* qp = q.data();
       double* lp = logits.data();
       for (int j = lo; j <= p; ++j) {
@@ -316,12 +323,14 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
         double dot = 0;
 #pragma omp simd reduction(+ : dot)
         for (int d = 0; d < head_dim; ++d) dot += qp[d] * kp[d];
-        lp[j - lo] = scale * dot;
+        min_abs_score = std::min(min_abs_score, std::fabs(scale * dot));
+        lp[j - lo] = features ? feature_logit(layout, h, scale * dot, j, p) : scale * dot;
         if (lp[j - lo] > max_logit) max_logit = lp[j - lo];
       }
 
-      // Softmax with the max subtracted, then the weighted mean of the values.
-      double total = 0;
+      // Softmax with the max subtracted, then the weighted mean of the values. The sink
+      // is one more term of the normaliser, with no value.
+      double total = sink ? std::exp(sink_logit - max_logit) : 0;
       for (int j = 0; j < visible; ++j) {
         lp[j] = std::exp(lp[j] - max_logit);
         total += lp[j];
@@ -348,12 +357,17 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
           magnitude[d] += w * std::fabs(v[d]);
         }
       }
+      if (sink) {  // the sink as a key whose value is 0 (tolerance.cpp, step 13)
+        const double w = std::exp(sink_logit - max_logit) / total;
+        for (size_t d = 0; d < vd; ++d) deviation[d] += w * std::fabs(out[d]);
+      }
       const HeadAttention attention{
           .p = lp,
           .visible = visible,
           .total = total,
           .deviation = *std::max_element(deviation.begin(), deviation.end()),
           .magnitude = *std::max_element(magnitude.begin(), magnitude.end()),
+          .min_abs_score = min_abs_score,
       };
       finish_head(row, h, layout, numerics, attention, key_maxima(layout, keys, lo, p, g, qp),
                   q_norm, q_error_norm, cells);

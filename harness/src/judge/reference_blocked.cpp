@@ -75,7 +75,11 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   // on test_reference_blocked's 120 generated scenarios bf16 P agrees with the plain form
   // to 2.8e-16 and f16 scores to 6.7e-13 of max(bound, M) (issue 24; the plain form, their
   // path before, made the reference 4x to 7x slower).
-  if (layout.scale.value_or(0.0) >= 2.0 || largest_score(layout, table) >= kSpreadScores) {
+  // The logit features (soft cap, sinks, ALiBi) take the plain form too: the blocked
+  // kernel computes plain scores (chunked_local only moves the first visible key).
+  const bool logit_features = layout.softcap || !layout.sinks.empty() || !layout.alibi.empty();
+  if (logit_features || layout.scale.value_or(0.0) >= 2.0 ||
+      largest_score(layout, table) >= kSpreadScores) {
     return reference_rows_plain(layout, table, stream, numerics);
   }
   return reference_kernel::blocked_rows(layout, table, stream, numerics, kBuild.attend);
@@ -147,7 +151,7 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
           q_norms[static_cast<size_t>(qi)] =
               rotated_query(layout, table, stream, numerics, p, h, qp, q_error.data());
           b.q[qi] = qp;
-          b.lo[qi] = first_visible(layout, p);
+          b.lo[qi] = static_cast<int>(layout.first_visible(p));
           b.hi[qi] = p;
           lo = std::min(lo, b.lo[qi]);
         }
@@ -167,6 +171,7 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
               .total = b.total[qi],
               .deviation = b.deviation[qi],
               .magnitude = b.magnitude[qi],
+              .min_abs_score = 0,  // no soft cap on this form
           };
           const auto [q_norm, q_error_norm] = q_norms[static_cast<size_t>(qi)];
           // The maxima depend on the query only through the rotated keys' ambiguity: without

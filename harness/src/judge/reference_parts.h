@@ -5,7 +5,9 @@
 // compute the scores, the softmax and the weighted sums.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -42,9 +44,6 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
                                         const LogicalStream& stream, const EngineNumerics& numerics,
                                         int p, int h, double* q, double* q_error);
 
-// The first key row p sees (causal mask and sliding window).
-int first_visible(const Layout& layout, int p);
-
 // Over the keys [lo, p] of kv head g: the largest key norm, the largest |v|, and (rotated keys
 // in the storage dtype) the largest score ambiguity for the rotated query q.
 struct KeyMaxima {
@@ -56,14 +55,25 @@ KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p
 // An empty row at position p: key, visible range, sizes.
 ReferenceRow empty_row(const Layout& layout, const LogicalStream& stream, int p);
 
+// Head h's logit for a key at `key` seen from the query at `query`, from its score
+// scale * q.k: soft-capped, then biased by ALiBi (Layout).
+inline double feature_logit(const Layout& layout, int h, double score, int64_t key, int64_t query) {
+  if (layout.softcap) score = *layout.softcap * std::tanh(score / *layout.softcap);
+  if (!layout.alibi.empty()) {
+    score += layout.alibi[static_cast<size_t>(h)] * static_cast<double>(key - query);
+  }
+  return score;
+}
+
 // One (row, q head)'s attention as either form computes it.
 struct HeadAttention {
   const double* p = nullptr;  // exp(logit - max) per visible key, from key lo on
   int visible = 0;
-  double total = 0;      // their sum
+  double total = 0;      // their sum, the sink's exp(sink - max) included
   double deviation = 0;  // max over dims of the weighted mean |v - row|
   double magnitude =
       0;  // max over dims of the weighted mean |v| (what needs_value_magnitude says reads it)
+  double min_abs_score = 0;  // the smallest |scale q.k| over the keys (read under a soft cap)
 };
 
 // Fills q head h of `row` (its values are already there) with its value scale, bound parts and

@@ -176,6 +176,29 @@
 //    relative) and about f16's (2^-12), so such an engine is still judged to within an
 //    ulp or two of its output dtype.
 //
+// 13. The attention features (Layout: softcap, alibi, sinks). Each adds arithmetic of its
+//    own to every logit; what is deterministic (the tanh, the bias, the sink's place in the
+//    softmax) the reference computes exactly, and only the f32 noise is tolerated:
+//    * soft cap, c tanh(s / c): the engine's s' = s + e is off by step 1's error e (the
+//      dot product and RoPE parts of delta, before the max subtraction); s' / c rounds
+//      (u |s'| / c), and c tanh moves that by its slope sech^2 times c. The slope is
+//      largest at the smallest |s| of the row, s_min, and at least (|s| - e - u |s'|) / c
+//      from 0 between the two arguments: the error is at most
+//      sech^2(max(0, s_min - e - u (S + e)) / c) (e + u (S + e)), which shrinks as every
+//      key of a row saturates (a row of huge scores under a cap stays judged). tanhf is off
+//      by a few ulps of a value below 1 (4u, times c), the product by c rounds (u c), and
+//      the max subtraction now spans the capped logits (2u c): 7u c more.
+//    * ALiBi, slope (k - q): the slope rounded to f32, the product, the sum with the score
+//      (u each, of at most B = the largest |bias| over the row's keys), and the max
+//      subtraction now spans up to 2S + B: 5u B. Kernels that build the bias in the model
+//      dtype (not modelled) would need more.
+//    * a sink logit z: its exp(z - m) sees the rounding of z - m, |z - m| <= |z| + S + B:
+//      u (|z| + S + B). The sink is a term of the normaliser with value 0: n counts it
+//      (steps 2 and 3: a row with one key and a sink no longer has weight exactly 1), and
+//      the reference adds w_sink |0 - out| to D (step 4's constant argument then holds over
+//      the keys and the sink, whose weights sum to 1).
+//    For the log-sum-exp combine (step 10) the scores reach S + B + |z|.
+//
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
 // S = 0 gives bound 3.8e-5), while a mutant is wrong by a fraction of M: a mask that
@@ -264,17 +287,38 @@ double combine_term(const ToleranceInputs& in, double m, double n, double s, dou
   return kSafety * term;
 }
 
+// Step 13, the soft cap: the score error e (the dot product's, RoPE's) through the cap.
+double capped_score_error(const ToleranceInputs& in, double s, double e) {
+  if (!(in.softcap > 0)) return e;
+  const double c = in.softcap;
+  const double reach = e + kU * (s + e);
+  const double x = std::max(0.0, std::fabs(in.min_abs_score) - reach) / c;
+  const double sech = x > 350 ? 0 : 1 / std::cosh(x);
+  return sech * sech * reach + 7 * kU * c;
+}
+
+// Step 13: the logit error the features add beside the score's (ALiBi, the sink).
+double feature_logit_error(const ToleranceInputs& in, double s) {
+  const double bias = std::fabs(in.alibi_reach);
+  double error = 0;
+  error += 5 * kU * bias;
+  if (in.sink) error += kU * (std::fabs(*in.sink) + s + bias);
+  return error;
+}
+
 }  // namespace
 
 BoundParts tolerance_parts(const ToleranceInputs& in) {
   const double m = std::fabs(in.max_abs_value);
   BoundParts parts;
   if (!(m > 0)) return parts;  // also catches NaN: no row with a NaN value can pass
-  const double n = std::max(1, in.visible_keys);
+  // Step 13: a sink is one more term of the softmax.
+  const double n = std::max(1, in.visible_keys) + (in.sink ? 1 : 0);
   const double d = std::max(1, in.head_dim);
   const double s = std::fabs(in.max_score_terms);
-  const double delta =
-      s * per_score_error(in, d) + in.rotated_key_ambiguity + exp_error(in.numerics) + 2 * kU;
+  const double score_error =
+      capped_score_error(in, s, s * per_score_error(in, d) + in.rotated_key_ambiguity);
+  const double delta = score_error + exp_error(in.numerics) + 2 * kU + feature_logit_error(in, s);
 
   // Step 4: the row's own spread D when known, M otherwise. D is computed from double
   // weights, which underflow below 2^-1022: each key may hide up to 2^-1022 * 2M of it, so
@@ -298,7 +342,8 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   parts.logit_error = delta;
   parts.softmax = kSafety * softmax_term;
   parts.p_rounding = p_rounding_term(in, m, n);
-  parts.combine = combine_term(in, m, n, s, delta);
+  const double reach = s + std::fabs(in.alibi_reach) + (in.sink ? std::fabs(*in.sink) : 0);
+  parts.combine = combine_term(in, m, n, reach, delta);
   return parts;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/engine.h"
@@ -37,6 +38,12 @@ struct ToleranceInputs {
   double p_weight_spread = 0;
   double p_weight_mass = 0;
   int p_subnormal_keys = 0;
+  // The attention features (tolerance.cpp, step 13): the soft cap (0: none) and the smallest
+  // |score| it sees, the largest |ALiBi bias| over the visible keys, the row's sink logit.
+  double softcap = 0;
+  double min_abs_score = 0;  // with a soft cap: the smallest |scale q.k| over the keys
+  double alibi_reach = 0;
+  std::optional<double> sink = std::nullopt;
 };
 
 // Largest |engine - reference| an honest engine with the declared numerics may show on one

@@ -53,9 +53,20 @@ EngineSupports common_supports(std::span<const NamedDeclarations> engines) {
     // of them; windows: all of them).
     for_each_field<EngineSupports>([&](const auto& field) {
       if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s.*field.member)>, bool>) {
-        if (s.*field.member != kEvery.*field.member) common.*field.member = s.*field.member;
+        const bool feature = std::find(kFeatureSupports.begin(), kFeatureSupports.end(),
+                                       field.member) != kFeatureSupports.end();
+        if (!feature && s.*field.member != kEvery.*field.member) {
+          common.*field.member = s.*field.member;
+        }
       }
     });
+  }
+  // An attention feature is drawn only when every engine computes it.
+  for (bool EngineSupports::*feature : kFeatureSupports) {
+    common.*feature = !engines.empty() && std::all_of(engines.begin(), engines.end(),
+                                                      [&](const NamedDeclarations& engine) {
+                                                        return engine.declared.supports.*feature;
+                                                      });
   }
   if (common.dtypes.empty()) common.dtypes = any;
   return common;

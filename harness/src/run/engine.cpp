@@ -164,6 +164,18 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
   if (!supports.windows && l.window) {
     return "a sliding window of " + std::to_string(*l.window) + " (the engine supports no windows)";
   }
+  const auto feature = [](std::string_view name, bool on, bool supported) {
+    return on && !supported
+               ? std::optional<std::string>(std::string(name) + " (the engine does not declare it)")
+               : std::nullopt;
+  };
+  for (const auto& refusal :
+       {feature("a soft cap", l.softcap.has_value(), supports.softcap),
+        feature("attention sinks", !l.sinks.empty(), supports.sinks),
+        feature("ALiBi", !l.alibi.empty(), supports.alibi),
+        feature("chunked local attention", l.chunked_local.has_value(), supports.chunked_local)}) {
+    if (refusal) return refusal;
+  }
   if (supports.max_q_heads > 0 && l.q_heads > supports.max_q_heads) {
     return std::to_string(l.q_heads) + " q heads (the engine supports at most " +
            std::to_string(supports.max_q_heads) + ")";

@@ -10,6 +10,32 @@ double Layout::softmax_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
+bool Layout::has_features() const {
+  return softcap || !sinks.empty() || !alibi.empty() || chunked_local;
+}
+
+int64_t Layout::first_visible(int64_t pos) const {
+  int64_t lo = window ? std::max<int64_t>(0, pos - std::max(1, *window) + 1) : 0;
+  if (chunked_local) {
+    const int64_t size = std::max(1, *chunked_local);
+    lo = std::max(lo, pos / size * size);
+  }
+  return lo;
+}
+
+std::vector<double> standard_alibi_slopes(int heads) {
+  int n = 1;
+  while (n * 2 <= heads) n *= 2;
+  std::vector<double> slopes;
+  slopes.reserve(static_cast<size_t>(std::max(0, heads)));
+  for (int h = 0; h < heads; ++h) {
+    // Exact for powers of two up to 8 heads; exp2 of a dyadic exponent otherwise.
+    const double exponent = h < n ? -8.0 * (h + 1) / n : -4.0 * (2 * (h - n) + 1) / n;
+    slopes.push_back(std::exp2(exponent));
+  }
+  return slopes;
+}
+
 int token_count(const TokenSource& source) {
   if (const auto* tokens = std::get_if<std::vector<ExplicitToken>>(&source)) {
     return static_cast<int>(tokens->size());

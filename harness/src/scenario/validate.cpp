@@ -172,6 +172,42 @@ class Validator {
         reject("$.layout.scale", "a finite number > 0, got " + num(scale));
       }
     }
+    check_features();
+  }
+
+  // The attention features (docs/fixture-format.md, "Attention features").
+  void check_features() {
+    if (layout_.softcap) {
+      const double cap = *layout_.softcap;
+      if (!std::isfinite(cap) || !(cap > 0) || cap > limits::kMaxSoftcap) {
+        reject("$.layout.softcap",
+               "a finite number in (0, " + num(limits::kMaxSoftcap) + "], got " + num(cap));
+      }
+    }
+    const auto per_head = [&](const std::string& path, const std::vector<double>& values, double lo,
+                              double hi) {
+      if (values.empty()) return;
+      if (values.size() != static_cast<size_t>(layout_.q_heads)) {
+        reject(path, "one number per q head (" + str(layout_.q_heads) + "), got " +
+                         str(static_cast<int64_t>(values.size())));
+      }
+      for (size_t h = 0; h < values.size(); ++h) {
+        if (!std::isfinite(values[h]) || values[h] < lo || values[h] > hi) {
+          reject(path + "[" + str(static_cast<int64_t>(h)) + "]",
+                 "a finite number in [" + num(lo) + ", " + num(hi) + "], got " + num(values[h]));
+        }
+      }
+    };
+    per_head("$.layout.sinks", layout_.sinks, -limits::kMaxSinkLogit, limits::kMaxSinkLogit);
+    per_head("$.layout.alibi", layout_.alibi, 0, limits::kMaxAlibiSlope);
+    if (layout_.chunked_local) {
+      check_range("$.layout.chunked_local", *layout_.chunked_local, 1, limits::kMaxEpochTokens);
+    }
+    if (model_ && layout_.has_features()) {
+      reject("$.layout",
+             "no attention features (softcap, sinks, alibi, chunked_local) in a model scenario: "
+             "the model level does not model them yet");
+    }
   }
 
   // Model level: the fields within their limits and the whole model's weights bounded.

@@ -1,0 +1,68 @@
+#include "generate/features.h"
+
+#include <array>
+#include <cmath>
+
+namespace kvfuzz {
+
+namespace {
+
+// Caps below the data's scores (tanh saturates), near them, and Gemma 2's 50 and 30.
+double pick_softcap(ChoiceSource& c) {
+  static constexpr std::array<double, 5> kCaps{4.0, 1.0, 50.0, 30.0, 0.5};
+  return c.pick_from(kCaps);
+}
+
+// One sink logit per q head: 0 (ONNX Runtime's smooth softmax), ln 3 (the worked seed's),
+// small, and large enough to outweigh every key or to vanish beside them.
+std::vector<double> pick_sinks(ChoiceSource& c, int q_heads) {
+  static constexpr std::array<double, 6> kSinks{0.0, 1.0986122886681098, -2.0, 4.0, 12.0, -30.0};
+  std::vector<double> sinks;
+  for (int h = 0; h < q_heads; ++h) sinks.push_back(c.pick_from(kSinks));
+  return sinks;
+}
+
+// The standard schedule first; otherwise one slope per head from a few exact ones (0 and
+// steep included, so that heads differ and a slope taken from the wrong head shows).
+std::vector<double> pick_alibi(ChoiceSource& c, int q_heads) {
+  static constexpr std::array<double, 5> kSlopes{0.5, 0.0, 1.0, 0.125, 0.00390625};
+  const bool standard = c.pick(0, 2) < 2;
+  std::vector<double> own;
+  for (int h = 0; h < q_heads; ++h) own.push_back(c.pick_from(kSlopes));
+  return standard ? standard_alibi_slopes(q_heads) : own;
+}
+
+// Near a page, the engine's tile, partition or split threshold, or a short chunk; on it,
+// one above or one below.
+int pick_chunk(ChoiceSource& c, int page_size, const EngineEdges& edges) {
+  const std::array<int, 5> bases{page_size, edges.tile_keys, edges.partition_keys,
+                                 edges.split_threshold, c.pick_int(1, 8)};
+  const int base = c.pick_from(bases);
+  return std::max(1, base + pick_offset(c));
+}
+
+}  // namespace
+
+void pick_features(ChoiceSource& c, const Bounds& b, Layout& l) {
+  const EngineSupports& can = b.supports;
+  if (!(can.softcap || can.sinks || can.alibi || can.chunked_local)) return;
+  const FeatureSet& want = b.filters.features;
+  const auto on = [&](bool supported, bool wanted, int odds) {
+    const bool drawn = rarely(c, odds);
+    return supported && (drawn || wanted);
+  };
+  const bool softcap = on(can.softcap, want.softcap, kSoftcapOdds);
+  const double cap = pick_softcap(c);
+  const bool sinks = on(can.sinks, want.sinks, kSinksOdds);
+  std::vector<double> sink_logits = pick_sinks(c, l.q_heads);
+  const bool alibi = on(can.alibi, want.alibi, kAlibiOdds);
+  std::vector<double> slopes = pick_alibi(c, l.q_heads);
+  const bool chunked = on(can.chunked_local, want.chunked_local, kChunkedLocalOdds);
+  const int chunk = pick_chunk(c, l.page_size, b.edges);
+  if (softcap) l.softcap = cap;
+  if (sinks) l.sinks = std::move(sink_logits);
+  if (alibi) l.alibi = std::move(slopes);
+  if (chunked) l.chunked_local = chunk;
+}
+
+}  // namespace kvfuzz

@@ -1,0 +1,26 @@
+// The attention features of one layout (Layout::softcap, sinks, alibi, chunked_local), drawn
+// only for an engine that declares at least one (EngineSupports): for every other engine no
+// choice is drawn, so its scenarios are the same, choice for choice, as before features
+// existed. Each declared feature is on in about one scenario in four (chunked local: one in
+// five), forced on by GeneratorFilters::features; its values come from small lists that
+// reach the regimes kernels get wrong: caps that saturate tanh and Gemma's 30 and 50, sinks
+// that outweigh or vanish beside the keys, the standard ALiBi slopes or a few of one's own,
+// chunks on, one below and one above pages and the engine's edges.
+#pragma once
+
+#include "generate/bounds.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz {
+
+// The odds of each feature for an engine that declares it: on when rarely(c, odds).
+inline constexpr int kSoftcapOdds = 4;
+inline constexpr int kSinksOdds = 4;
+inline constexpr int kAlibiOdds = 4;
+inline constexpr int kChunkedLocalOdds = 5;
+
+// Sets the features of `l` (its heads, page size and window already drawn).
+void pick_features(ChoiceSource& c, const Bounds& b, Layout& l);
+
+}  // namespace kvfuzz
