@@ -100,9 +100,13 @@ constexpr std::array<std::string_view, 12> kNumericsSpelled = {"rope_tables",
                                                                "split_partials",
                                                                "p_normalised",
                                                                "exp_ulps"};
-constexpr std::array<std::string_view, 8> kSupportsSpelled = {
-    "dtypes",      "head_dim_multiple",     "max_head_dim",  "max_q_heads",
-    "max_context", "value_dim_is_head_dim", "rope_required", "windows"};
+constexpr std::array<std::string_view, 12> kSupportsSpelled = {
+    "dtypes",        "head_dim_multiple",
+    "max_head_dim",  "max_q_heads",
+    "max_context",   "value_dim_is_head_dim",
+    "rope_required", "windows",
+    "softcap",       "sinks",
+    "alibi",         "chunked_local"};
 static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
 static_assert(all_fields<EngineSupports>(kSupportsSpelled));
 
@@ -121,6 +125,20 @@ std::string numerics_text(const EngineNumerics& n) {
          the_rest(n, kNumericsSpelled);
 }
 
+// "softcap, alibi": the attention features declared, "none" for none.
+std::string features_text(const EngineSupports& s) {
+  std::string names;
+  for_each_field<EngineSupports>([&](const auto& field) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s.*field.member)>, bool>) {
+      const bool feature = std::find(kFeatureSupports.begin(), kFeatureSupports.end(),
+                                     field.member) != kFeatureSupports.end();
+      if (feature && s.*field.member)
+        names += (names.empty() ? "" : ", ") + std::string(field.name);
+    }
+  });
+  return names.empty() ? "none" : names;
+}
+
 std::string supports_text(const EngineSupports& s) {
   std::string head_dim = limit(s.max_head_dim);
   if (s.head_dim_multiple > 1) {
@@ -131,7 +149,7 @@ std::string supports_text(const EngineSupports& s) {
          (s.value_dim_is_head_dim ? " (value_dim = head_dim)" : "") + "; q heads " +
          limit(s.max_q_heads) + "; context " + limit(s.max_context, " tokens") +
          (s.rope_required ? "; RoPE only" : "") + (s.windows ? "" : "; no windows") +
-         the_rest(s, kSupportsSpelled);
+         "; attention features " + features_text(s) + the_rest(s, kSupportsSpelled);
 }
 
 // "truncate yes, fork no": every capability by its name.

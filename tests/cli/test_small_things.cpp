@@ -104,7 +104,8 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "; split partials normalised, combined by log-sum-exp, stored in bf16; P normalised "
         "first yes; RoPE tables in bf16; exp within 1024 ulps\n",
         "supports      storage f16, bf16; head_dim a multiple of 8, at most 256 (value_dim = "
-        "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows\n",
+        "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows; "
+        "attention features softcap, sinks, alibi, chunked_local\n",
         "bitwise       batch, schedule, layout, poison\n"}) {
     EXPECT_TRUE(has(all.out, line)) << line << "\nin:\n" << all.out;
   }
@@ -116,7 +117,8 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "rotated keys in storage not said, rotated queries in storage not said, angles in double "
         "not said; split partials combined rescaled, stored in f32; P normalised first no; RoPE "
         "tables in f32; exp within 1 ulp\n",
-        "supports      storage f32, f16, bf16; head_dim any; q heads any; context any\n",
+        "supports      storage f32, f16, bf16; head_dim any; q heads any; context any; attention "
+        "features none\n",
         "bitwise       none", "engine        paged (honest)\n",
         "capabilities  truncate yes, fork yes\n"}) {
     EXPECT_TRUE(has(none.out, line)) << line << "\nin:\n" << none.out;

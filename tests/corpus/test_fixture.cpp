@@ -537,7 +537,7 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
             "f.json: $.expect[1].pos: expected an integer, got 4.0 (integers are written without "
             "a fraction or exponent)");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 1.0)")),
-            "f.json: $.kvfuzz_fixture: expected format version 1, got 1.0");
+            "f.json: $.kvfuzz_fixture: expected format version 1 to 2, got 1.0");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -546,7 +546,8 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
 TEST(FixtureErrors, ExactMessages) {
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("q_heads": 1)", R"("qheads": 1)")),
             "f.json: $.layout.qheads: unknown field; expected one of q_heads, kv_heads, head_dim, "
-            "value_dim, page_size, dtype, rope_theta, window, scale");
+            "value_dim, page_size, dtype, rope_theta, window, scale, softcap, sinks, alibi, "
+            "chunked_local");
   EXPECT_EQ(error_of(replace(kWorkedExample, "    \"q_heads\": 1,\n", "")),
             "f.json: $.layout.q_heads: missing; expected an integer in [1, 128]");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("seq": 0, "tokens": [3, 4])",
@@ -595,10 +596,55 @@ TEST(FixtureRoundTrip, QkMagnitude) {
 }
 
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
-  const std::string v2 =
-      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 2)"),
+  const std::string v3 =
+      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 3)"),
               R"("sequences": 1,)", R"("sequences": 1, "fork_points": [],)");
-  EXPECT_EQ(error_of(v2), "f.json: $.kvfuzz_fixture: expected format version 1, got 2");
+  EXPECT_EQ(error_of(v3), "f.json: $.kvfuzz_fixture: expected format version 1 to 2, got 3");
+}
+
+// Format version 2: the attention features. A version 1 fixture reads as before (and a
+// scenario without features is written as version 1); version 2 holds the features, each
+// validated with one line; "standard" ALiBi reads as the standard slopes and is written so.
+TEST(FixtureFeatures, Version2HoldsTheAttentionFeaturesAndVersion1ReadsUnchanged) {
+  EXPECT_EQ(write_fixture(parse_fixture(kWorkedExample, "f.json")), kWorkedExample);
+  const std::string layout_end = R"("dtype": "f32")";
+  const auto with = [&](const std::string& fields, int version = 2) {
+    return replace(replace(kWorkedExample, layout_end, layout_end + ",\n    " + fields),
+                   R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": )" + std::to_string(version));
+  };
+  const std::string all = with(R"("softcap": 30,)"
+                               "\n    "
+                               R"("sinks": [0.5],)"
+                               "\n    "
+                               R"("alibi": "standard",)"
+                               "\n    "
+                               R"("chunked_local": 3)");
+  const Scenario s = parse_fixture(all, "f.json");
+  EXPECT_EQ(s.layout.softcap, 30.0);
+  EXPECT_EQ(s.layout.sinks, std::vector<double>{0.5});
+  EXPECT_EQ(s.layout.alibi, std::vector<double>{0x1p-8});  // one head: 2^(-8 / 1)
+  EXPECT_EQ(s.layout.chunked_local, 3);
+  EXPECT_EQ(write_fixture(s), all);
+  EXPECT_EQ(fixture_format_version(s), 2);
+  // Explicit slopes that are not the standard ones stay a list.
+  Scenario own = s;
+  own.layout.alibi = {0.25};
+  EXPECT_NE(write_fixture(own).find(R"("alibi": [0.25])"), std::string::npos);
+  EXPECT_EQ(parse_fixture(write_fixture(own), "f.json"), own);
+
+  EXPECT_EQ(error_of(with(R"("softcap": 30)", 1)),
+            "f.json: $.layout.softcap: expected no \"softcap\" in a version 1 fixture (attention "
+            "features need \"kvfuzz_fixture\": 2), got 30");
+  EXPECT_EQ(error_of(with(R"("softcap": 0)")),
+            "f.json: $.layout.softcap: expected a finite number in (0, 10000], got 0");
+  EXPECT_EQ(error_of(with(R"("sinks": [1, 2])")),
+            "f.json: $.layout.sinks: expected one number per q head (1), got 2");
+  EXPECT_EQ(error_of(with(R"("alibi": [-1])")),
+            "f.json: $.layout.alibi[0]: expected a finite number in [0, 256], got -1");
+  EXPECT_EQ(error_of(with(R"("alibi": "steep")")),
+            "f.json: $.layout.alibi: expected one of \"standard\", got \"steep\"");
+  EXPECT_EQ(error_of(with(R"("chunked_local": 0)")),
+            "f.json: $.layout.chunked_local: expected an integer in [1, 16384], got 0");
 }
 
 TEST(FixtureErrors, GotValuesAreShortAndMessagesOneLine) {

@@ -194,6 +194,11 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       {"cuda-race-unsynced-pages", "one-token-prefix", FailureKind::race},
       {"cuda-barrier-per-branch", "one-token-prefix", FailureKind::barrier_divergence},
       {"cuda-race-merge-no-syncwarp", "one-token-prefix", FailureKind::race},
+      // The attention features cross ABI 6's config fields.
+      {"softcap-twice-split", "softcap-split-decode", FailureKind::mismatch},
+      {"sink-prefill-only", "worked-example-sink", FailureKind::mismatch},
+      {"alibi-kv-head-slope", "alibi-gqa-slopes", FailureKind::mismatch},
+      {"chunked-local-from-request", "chunked-local-after-truncate", FailureKind::mismatch},
   };
   std::set<std::string> rejected;
   for (const Targeted& c : cases) {
@@ -254,7 +259,11 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .max_context = 8192,
                                           .value_dim_is_head_dim = true,
                                           .rope_required = true,
-                                          .windows = false}));
+                                          .windows = false,
+                                          .softcap = true,
+                                          .sinks = true,
+                                          .alibi = true,
+                                          .chunked_local = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
   // otherwise (its functions, the model door) is not.
   EXPECT_EQ(
@@ -351,6 +360,9 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
 // added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
 EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   const EngineNumerics defaults;
+  if (version < 6) {  // ABI 6's attention features
+    for (bool EngineSupports::*feature : kFeatureSupports) declared.supports.*feature = false;
+  }
   if (version < 4) {
     declared.numerics.split_combine_lse = defaults.split_combine_lse;
     declared.numerics.split_partials = defaults.split_partials;
@@ -437,7 +449,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 5, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 6, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
@@ -480,7 +492,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0xa; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3)"}},
+       {"engine 'second' has supports 0x42; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3f)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

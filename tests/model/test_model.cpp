@@ -10,6 +10,7 @@
 #include <complex>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -414,9 +415,18 @@ TEST(ModelHonest, PassGeneratedScenariosInEveryDtype) {
 // ---------------------------------------------------------------------------------------
 // Mutants fail, and the faulty layer is found
 
+// The attention features' mutants need a feature, which model scenarios do not have
+// (validate() refuses them there): their seeds and attention-level checks reject them.
+bool needs_attention_feature(const EngineInfo& mutant) {
+  static const std::set<std::string> kNames = {"softcap-twice-split", "sink-prefill-only",
+                                               "alibi-kv-head-slope", "chunked-local-from-request"};
+  return kNames.count(mutant.name) != 0;
+}
+
 TEST(ModelMutants, EveryMutantFailsWhereItsBugIsExercised) {
   double least = HUGE_VAL;
   for (const EngineInfo* mutant : registry(true)) {
+    if (needs_attention_feature(*mutant)) continue;
     const auto cases = mutant_cases(*mutant, 3, 300);
     ASSERT_FALSE(cases.empty()) << mutant->name << ": no generated scenario exercises it";
     for (const MutantCase& c : cases) {
@@ -493,6 +503,7 @@ TEST(ModelMutants, TheHazardMutantsAreNamedByTheirKindAtModelLevel) {
 TEST(ModelMutants, TheFaultyLayerIsTheFirstDivergingLayer) {
   const EngineInfo* honest = find_engine("flash");
   for (const EngineInfo* mutant : registry(true)) {
+    if (needs_attention_feature(*mutant)) continue;
     const auto cases = mutant_cases(*mutant, 1, 300);
     ASSERT_FALSE(cases.empty()) << mutant->name;
     for (DType dtype : {DType::f32, DType::bf16}) {

@@ -47,17 +47,18 @@ void pick_features(ChoiceSource& c, const Bounds& b, Layout& l) {
   const EngineSupports& can = b.supports;
   if (!(can.softcap || can.sinks || can.alibi || can.chunked_local)) return;
   const FeatureSet& want = b.filters.features;
-  const auto on = [&](bool supported, bool wanted, int odds) {
-    const bool drawn = rarely(c, odds);
-    return supported && (drawn || wanted);
+  const bool featured = rarely(c, kFeatureCaseOdds);
+  const auto on = [&](bool supported, bool wanted) {
+    const bool drawn = c.pick_bool();
+    return supported && ((featured && drawn) || wanted);
   };
-  const bool softcap = on(can.softcap, want.softcap, kSoftcapOdds);
+  const bool softcap = on(can.softcap, want.softcap);
   const double cap = pick_softcap(c);
-  const bool sinks = on(can.sinks, want.sinks, kSinksOdds);
+  const bool sinks = on(can.sinks, want.sinks);
   std::vector<double> sink_logits = pick_sinks(c, l.q_heads);
-  const bool alibi = on(can.alibi, want.alibi, kAlibiOdds);
+  const bool alibi = on(can.alibi, want.alibi);
   std::vector<double> slopes = pick_alibi(c, l.q_heads);
-  const bool chunked = on(can.chunked_local, want.chunked_local, kChunkedLocalOdds);
+  const bool chunked = on(can.chunked_local, want.chunked_local);
   const int chunk = pick_chunk(c, l.page_size, b.edges);
   if (softcap) l.softcap = cap;
   if (sinks) l.sinks = std::move(sink_logits);

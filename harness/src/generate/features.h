@@ -1,8 +1,10 @@
 // The attention features of one layout (Layout::softcap, sinks, alibi, chunked_local), drawn
 // only for an engine that declares at least one (EngineSupports): for every other engine no
 // choice is drawn, so its scenarios are the same, choice for choice, as before features
-// existed. Each declared feature is on in about one scenario in four (chunked local: one in
-// five), forced on by GeneratorFilters::features; its values come from small lists that
+// existed. About one scenario in three (kFeatureCaseOdds) has features; in it each declared
+// feature is on with odds 1/2, so each is on in about one scenario in six, and with several
+// engines of which some declare none, those skip only the featured third. A feature is
+// forced on by GeneratorFilters::features; its values come from small lists that
 // reach the regimes kernels get wrong: caps that saturate tanh and Gemma's 30 and 50, sinks
 // that outweigh or vanish beside the keys, the standard ALiBi slopes or a few of one's own,
 // chunks on, one below and one above pages and the engine's edges.
@@ -14,11 +16,9 @@
 
 namespace kvfuzz {
 
-// The odds of each feature for an engine that declares it: on when rarely(c, odds).
-inline constexpr int kSoftcapOdds = 4;
-inline constexpr int kSinksOdds = 4;
-inline constexpr int kAlibiOdds = 4;
-inline constexpr int kChunkedLocalOdds = 5;
+// A scenario has features when rarely(c, kFeatureCaseOdds); then each declared feature is on
+// when a fair coin says so.
+inline constexpr int kFeatureCaseOdds = 3;
 
 // Sets the features of `l` (its heads, page size and window already drawn).
 void pick_features(ChoiceSource& c, const Bounds& b, Layout& l);

@@ -49,6 +49,14 @@ Measure measure(const Scenario& s) {
   m.window = l.window.has_value();
   m.scale = l.scale.has_value();
   m.dtype_not_f32 = l.dtype != DType::f32;
+  m.softcap = l.softcap.has_value();
+  m.sinks = !l.sinks.empty();
+  m.alibi = !l.alibi.empty();
+  m.chunked_local = l.chunked_local.has_value();
+  for (const auto* values : {&l.sinks, &l.alibi}) {
+    m.nonzero_feature_values += static_cast<int>(
+        std::count_if(values->begin(), values->end(), [](double x) { return x != 0; }));
+  }
 
   const Placement& p = s.placement;
   m.page_order = p.order == PageOrder::identity ? 0 : p.order == PageOrder::reversed ? 1 : 2;

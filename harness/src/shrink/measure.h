@@ -45,6 +45,12 @@ struct Measure {
   bool window = false;
   bool scale = false;
   bool dtype_not_f32 = false;
+  // The attention features: each one off, then fewer nonzero sinks and slopes.
+  bool softcap = false;
+  bool sinks = false;
+  bool alibi = false;
+  bool chunked_local = false;
+  int nonzero_feature_values = 0;
 
   // The placement.
   int page_order = 0;  // identity 0, reversed 1, an explicit list 2

@@ -31,6 +31,7 @@ const std::vector<Move>& moves() {
       {"smaller head size", reduce_head_size},
       {"head_dim cut keeping scores", concentrate_scores},
       {"simpler layout", simplify_layout},
+      {"fewer attention features", simplify_features},
       {"simpler placement", simplify_placement},
       {"page size", reduce_page_size},
       {"compact tokens", compact_tokens},

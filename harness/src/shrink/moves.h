@@ -74,6 +74,8 @@ Made merge_vocab_ids(const Scenario& s, int index, Scenario& out);
 
 // The layout and the placement (moves_shape.cpp).
 Made reduce_heads(const Scenario& s, int index, Scenario& out);
+// Each attention feature off, then one sink logit or ALiBi slope at a time to 0.
+Made simplify_features(const Scenario& s, int index, Scenario& out);
 Made reduce_head_dim(const Scenario& s, int index, Scenario& out);
 // head_dim 1 (then 2, 4, ...) with the scores of one anchor query kept exactly
 // (moves_concentrate.cpp).

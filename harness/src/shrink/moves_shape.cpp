@@ -101,6 +101,12 @@ Made reduce_heads(const Scenario& s, int index, Scenario& out) {
   out = start_candidate(s);
   out.layout.q_heads = static_cast<int>(choice.q.size());
   out.layout.kv_heads = static_cast<int>(choice.kv.size());
+  for (std::vector<double>* per_head : {&out.layout.sinks, &out.layout.alibi}) {
+    if (per_head->empty()) continue;
+    std::vector<double> kept;
+    for (int h : choice.q) kept.push_back((*per_head)[static_cast<size_t>(h)]);
+    *per_head = std::move(kept);
+  }
   if (s.model) return Made::candidate;  // no token data: the weights follow the layout
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
@@ -192,6 +198,42 @@ Made simplify_layout(const Scenario& s, int index, Scenario& out) {
       out.layout.dtype = DType::f32;
       break;
   }
+  return Made::candidate;
+}
+
+// The attention features: each one off (soft cap, sinks, ALiBi, chunked local), then one
+// q head's sink logit or ALiBi slope at a time set to 0.
+Made simplify_features(const Scenario& s, int index, Scenario& out) {
+  const Layout& l = s.layout;
+  const auto heads = static_cast<int>(l.q_heads);
+  if (index >= 4 + 2 * heads) return Made::end;
+  if (index < 4) {
+    const bool applies[] = {l.softcap.has_value(), !l.sinks.empty(), !l.alibi.empty(),
+                            l.chunked_local.has_value()};
+    if (!applies[index]) return Made::skip;
+    out = start_candidate(s);
+    switch (index) {
+      case 0:
+        out.layout.softcap.reset();
+        break;
+      case 1:
+        out.layout.sinks.clear();
+        break;
+      case 2:
+        out.layout.alibi.clear();
+        break;
+      default:
+        out.layout.chunked_local.reset();
+        break;
+    }
+    return Made::candidate;
+  }
+  const bool sink = index < 4 + heads;
+  const std::vector<double>& values = sink ? l.sinks : l.alibi;
+  const auto h = static_cast<size_t>(sink ? index - 4 : index - 4 - heads);
+  if (h >= values.size() || values[h] == 0) return Made::skip;
+  out = start_candidate(s);
+  (sink ? out.layout.sinks : out.layout.alibi)[h] = 0;
   return Made::candidate;
 }
 

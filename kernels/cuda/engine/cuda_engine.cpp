@@ -86,6 +86,11 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
       pool_(config.layout, config.sequences, config.page_order, config.poison, options_.wide_pool),
       seen_(static_cast<size_t>(config.sequences), 0),
       threads_(config.threads) {
+  if (layout_.has_features()) {
+    throw EngineError(
+        "the CUDA kernels compute no attention features yet (soft cap, sinks, ALiBi, chunked "
+        "local attention)");
+  }
   if (layout_.head_dim > kPrefillMaxDim || layout_.value_dim > kPrefillMaxDim) {
     throw EngineError("the CUDA kernels take head_dim and value_dim up to " +
                       std::to_string(kPrefillMaxDim) + ", not " +
