@@ -271,11 +271,12 @@ TEST(Cli, MaxTokensAboveTheDefaultsChecksLongContexts) {
 TEST(Cli, CheckPrintsNoUnjudgedLineWhenEveryRowWasJudged) {
   const fs::path out = fs::temp_directory_path() / ("kvfuzz-cli-unj-" + std::to_string(::getpid()));
   // mask-origin fails at its first case, before any row could be unjudged; contiguous
-  // declares its numerics and leaves no row unjudged in the first 60 cases of seed 1 (a
-  // score spread, generate/score_spreads.h, leaves one unjudged by case 100).
+  // declares its numerics and leaves no row unjudged in the first 30 cases of seed 1 (a
+  // score spread, generate/score_spreads.h, leaves one unjudged at case 31: its draws of
+  // the attention features it declares shifted the stream).
   for (const char* engine : {"mask-origin", "contiguous"}) {
     const Result none = kvfuzz(std::string("check --engine ") + engine +
-                               " --cases 60 --seed 1 --quiet --out " + out.string());
+                               " --cases 30 --seed 1 --quiet --out " + out.string());
     EXPECT_EQ(none.status, 0) << none.err;
     EXPECT_EQ(none.out.find("\nunjudged:"), std::string::npos) << none.out;
   }

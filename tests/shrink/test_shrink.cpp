@@ -566,6 +566,31 @@ class TwoFacedEngine final : public Engine {
   size_t row_;
 };
 
+// The attention features a failure does not need are shrunk away, one move each, and a
+// sink it needs is kept with its value (a sink of 0 still weighs e^0 = 1).
+TEST(Shrink, FeaturesTheFailureDoesNotNeedAreRemoved) {
+  Scenario s = load_fixture(fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds/worked-example-sink.json");
+  s.layout.softcap = 50.0;
+  s.layout.alibi = {0.0};
+  s.layout.chunked_local = 100;
+  const EngineInfo& mutant = engine("sink-prefill-only");
+  ASSERT_FALSE(judge_property(Property::prefix, s, mutant).pass);
+  const auto result = shrink(s, mutant, ShrinkOptions{});
+  ASSERT_TRUE(result);
+  const Layout& l = result->scenario.layout;
+  EXPECT_FALSE(l.softcap.has_value());
+  EXPECT_TRUE(l.alibi.empty());
+  EXPECT_FALSE(l.chunked_local.has_value());
+  ASSERT_EQ(l.sinks.size(), 1u);
+  EXPECT_EQ(tokens_of(result->scenario), 1);
+  const auto& counts = result->moves;
+  const auto features = std::find_if(counts.begin(), counts.end(), [](const MoveCounts& c) {
+    return c.move == "fewer attention features";
+  });
+  ASSERT_NE(features, counts.end());
+  EXPECT_GE(features->accepted, 3);
+}
+
 TEST(Shrink, NeverAcceptsACandidateThatFailsAnotherWay) {
   const EngineInfo two_faced{"two-faced", "test engine", true, [](const EngineConfig& config) {
                                return std::make_unique<TwoFacedEngine>(config);

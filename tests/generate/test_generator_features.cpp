@@ -1,0 +1,112 @@
+// The attention features (generate/features.h): drawn only for an engine that declares
+// them, each in about one scenario in six (a featured third, then a fair coin each), every
+// scenario valid and inside the supports; an engine that declares none gets the scenarios
+// it got before features existed, choice for choice; --feature forces one on and is named
+// when the engine lacks it.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+
+#include "generate/features.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/engine.h"
+#include "kvfuzz/fixture_io.h"
+#include "kvfuzz/generator.h"
+
+namespace kvfuzz {
+namespace {
+
+constexpr int kSeeds = 1200;
+
+GeneratorOptions with_features() {
+  GeneratorOptions o;
+  for (bool EngineSupports::*feature : kFeatureSupports) o.supports.*feature = true;
+  return o;
+}
+
+int count_with(const GeneratorOptions& options, const std::function<bool(const Scenario&)>& has) {
+  int count = 0;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    PrngChoiceSource choices(seed);
+    const Scenario s = generate_scenario(choices, options);
+    EXPECT_FALSE(validate(s)) << seed;
+    EXPECT_FALSE(unsupported_layout(s, options.supports)) << seed;
+    count += has(s) ? 1 : 0;
+  }
+  return count;
+}
+
+TEST(GeneratorFeatures, EachDeclaredFeatureAtItsStatedRate) {
+  const GeneratorOptions o = with_features();
+  // 1/3 * 1/2 = 1/6 each: 200 of 1200 expected; binomial sd ~13, so 150..250 is ~4 sd.
+  const std::pair<const char*, std::function<bool(const Scenario&)>> features[] = {
+      {"softcap", [](const Scenario& s) { return s.layout.softcap.has_value(); }},
+      {"sinks", [](const Scenario& s) { return !s.layout.sinks.empty(); }},
+      {"alibi", [](const Scenario& s) { return !s.layout.alibi.empty(); }},
+      {"chunked_local", [](const Scenario& s) { return s.layout.chunked_local.has_value(); }},
+  };
+  for (const auto& [name, has] : features) {
+    const int n = count_with(o, has);
+    std::printf("%-14s %d of %d scenarios\n", name, n, kSeeds);
+    EXPECT_GT(n, 150) << name;
+    EXPECT_LT(n, 250) << name;
+  }
+  // Combined: some scenarios have two or more.
+  EXPECT_GT(
+      count_with(o, [](const Scenario& s) { return s.layout.softcap && !s.layout.sinks.empty(); }),
+      0);
+}
+
+TEST(GeneratorFeatures, AnEngineWithoutThemGetsTheSameScenariosAsBefore) {
+  GeneratorOptions plain;
+  EXPECT_EQ(count_with(plain, [](const Scenario& s) { return s.layout.has_features(); }), 0);
+  // Declaring one feature changes only what features draw: the layout aside, the same case.
+  GeneratorOptions one;
+  one.supports.sinks = true;
+  int same = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    PrngChoiceSource a(seed), b(seed);
+    const Scenario before = generate_scenario(a, plain);
+    Scenario after = generate_scenario(b, one);
+    EXPECT_TRUE(after.layout.softcap == std::nullopt && after.layout.alibi.empty() &&
+                !after.layout.chunked_local)
+        << seed;
+    // What pick_layout draws before the features is the same; later draws (the program,
+    // score spreads that set a scale, windows at edges) follow the extra choices.
+    const Layout& x = before.layout;
+    const Layout& y = after.layout;
+    same += x.q_heads == y.q_heads && x.kv_heads == y.kv_heads && x.head_dim == y.head_dim &&
+                    x.value_dim == y.value_dim && x.page_size == y.page_size &&
+                    x.dtype == y.dtype && x.rope_theta == y.rope_theta
+                ? 1
+                : 0;
+  }
+  EXPECT_EQ(same, 200);
+  // And written as format version 1 when it has no feature.
+  PrngChoiceSource c(1);
+  EXPECT_EQ(fixture_format_version(generate_scenario(c, plain)), 1);
+}
+
+TEST(GeneratorFeatures, TheFilterForcesAFeatureAndIsNamedWhenTheEngineLacksIt) {
+  GeneratorOptions o = with_features();
+  o.filters.features.chunked_local = true;
+  EXPECT_EQ(count_with(o, [](const Scenario& s) { return s.layout.chunked_local.has_value(); }),
+            kSeeds);
+  GeneratorOptions lacking;
+  lacking.filters.features.alibi = true;
+  const auto conflict = filter_conflict(lacking);
+  ASSERT_TRUE(conflict);
+  EXPECT_EQ(conflict->filter, FilterConflict::Filter::features);
+  EXPECT_EQ(conflict->message,
+            "expected features the engine declares, got alibi (not in its supports)");
+  PrngChoiceSource choices(1);
+  EXPECT_THROW(generate_scenario(choices, lacking), std::invalid_argument);
+  GeneratorOptions model = with_features();
+  model.model = ModelOptions{};
+  EXPECT_EQ(count_with(model, [](const Scenario& s) { return s.layout.has_features(); }), 0);
+}
+
+}  // namespace
+}  // namespace kvfuzz

@@ -1,0 +1,52 @@
+"""The attention features through the Python door: a numpy engine that declares them gets
+their values in its config, passes their seeds and generated cases, and one that drops the
+sink on its decode path is rejected by the sink's seed and by check."""
+
+import os
+
+import kvfuzz
+from conftest import ROOT
+from features_engine import FeaturesEngine, SinkPrefillOnlyEngine
+from numpy_engine import NumpyEngine
+
+SEEDS = os.path.join(ROOT, "corpus", "seeds")
+FEATURE_SEEDS = [
+    "worked-example-sink.json",
+    "softcap-split-decode.json",
+    "alibi-gqa-slopes.json",
+    "chunked-local-after-truncate.json",
+]
+
+
+NAMES = ("softcap", "sinks", "alibi", "chunked_local")
+
+
+def test_the_features_are_declared_and_reach_the_config():
+    declared = kvfuzz.engine(FeaturesEngine).declarations()["supports"]
+    assert all(declared[name] for name in NAMES)
+    plain = kvfuzz.engine(NumpyEngine).declarations()["supports"]
+    assert not any(plain[name] for name in NAMES)
+
+
+def test_an_engine_with_the_features_passes_their_seeds_and_generated_cases(tmp_path):
+    for seed in FEATURE_SEEDS:
+        result = kvfuzz.replay(os.path.join(SEEDS, seed), FeaturesEngine)
+        assert result.passed, (seed, result)
+    # About one case in six has each feature (generate/features.h): 60 cases reach all four.
+    result = kvfuzz.check(FeaturesEngine, cases=60, seed=1, out=str(tmp_path / "out"))
+    assert result.passed, result
+
+
+def test_an_engine_without_them_skips_their_seeds():
+    result = kvfuzz.replay(os.path.join(SEEDS, "worked-example-sink.json"), NumpyEngine)
+    assert result.passed
+    assert result.count("skip") == 1
+    assert "attention sinks" in result.summary()
+
+
+def test_the_sink_dropped_when_decoding_is_rejected(tmp_path):
+    seed = os.path.join(SEEDS, "worked-example-sink.json")
+    assert not kvfuzz.replay(seed, SinkPrefillOnlyEngine).passed
+    result = kvfuzz.check(SinkPrefillOnlyEngine, cases=60, seed=1, out=str(tmp_path / "out"),
+                          shrink_seconds=5)
+    assert not result.passed
