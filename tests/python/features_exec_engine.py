@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""The attention features through the exec door: tests/python/features_engine.py's numpy
+engines served by kvfuzz.exec_server, whose chunks hold lists (numpy arrays in, lists out).
+For the ctests python_exec_features and python_exec_features_sink_bug:
+
+    kvfuzz check --engine "exec:.venv/bin/python tests/python/features_exec_engine.py [--bug]"
+"""
+
+import os
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from kvfuzz.exec_server import serve
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python-engine"))
+
+from features_engine import FEATURES, FeaturesEngine, SinkPrefillOnlyEngine  # noqa: E402
+
+
+def served(base):
+    class Served(base):
+        name = "features-numpy (exec)" + (" with the sink bug" if base is SinkPrefillOnlyEngine else "")
+        supports = FEATURES
+
+        def step(self, chunks):
+            arrays = [
+                SimpleNamespace(seq=c.seq, tokens=len(c.q), q=np.asarray(c.q, dtype=np.float32),
+                                k=np.asarray(c.k, dtype=np.float32),
+                                v=np.asarray(c.v, dtype=np.float32))
+                for c in chunks
+            ]
+            return [(positions.tolist(), out.tolist()) for positions, out in super().step(arrays)]
+
+    return Served
+
+
+if __name__ == "__main__":
+    serve(served(SinkPrefillOnlyEngine if "--bug" in sys.argv[1:] else FeaturesEngine))
