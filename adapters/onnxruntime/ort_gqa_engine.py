@@ -38,10 +38,15 @@ What maps to what (README.md in this folder has the reasoning and the measuremen
     --rope adapter (the f16 default): the adapter rotates q and k in float64 and rounds
     them once to the kernel's dtype; do_rotary = 0 (ORT's f16 rotary rounds cos/sin to f16).
   * head sizes: one head size for q, k and v, a multiple of 8 (16 with do_rotary), zero-padded.
+  * attention features: softcap = the layout's soft cap (ORT caps the scaled score before
+    the mask, as kvfuzz defines it); head_sink = the sinks, one per q head, in the kernel's
+    dtype (kvfuzz hands f16 layouts their sinks rounded to f16). No ALiBi or chunked local
+    attention in GQA: not declared.
 
---bug window|scale|rope|numerics|positions breaks one mapping on purpose (negative
-controls): window W + 1, ORT's default scale, the other rotary style, no numerics
-declared, position_ids of a chunk after a past one late (which shows ORT reads them).
+--bug window|scale|rope|numerics|positions|softcap|sinks breaks one mapping on purpose
+(negative controls): window W + 1, ORT's default scale, the other rotary style, no
+numerics declared, position_ids of a chunk after a past one late (which shows ORT reads
+them), the soft cap doubled, the sinks of the q heads reversed.
 """
 
 import argparse
@@ -57,7 +62,7 @@ from ort_common import proto
 HEAD_SIZE_MULTIPLE = 8
 ROTARY_MULTIPLE = 16
 PATHS = ("legacy", "batched", "shared", "window")
-BUGS = ("window", "scale", "rope", "numerics", "positions")
+BUGS = ("window", "scale", "rope", "numerics", "positions", "softcap", "sinks")
 ROPE_MODES = ("ort", "adapter")
 ROTARY_STYLES = ("half", "interleaved")
 DEFAULT_ROPE = {"f32": "ort", "f16": "adapter"}
@@ -136,6 +141,12 @@ def model(config, options, lanes):
         attributes["scale"] = float(config.scale)
     if options.path == "window" and config.window:
         attributes["sliding_window_cache"] = 1
+    # The attention features the kernel has (kvfuzz's definitions: docs/fixture-format.md):
+    # softcap, scores capped before the mask; head_sink, one logit per q head joined to the
+    # softmax. (ORT's smooth_softmax is a sink of 0 on every head, which the generator's
+    # sinks are not: not mapped.)
+    if config.softcap is not None:
+        attributes["softcap"] = float(config.softcap) * (2 if options.bug == "softcap" else 1)
     q_width, kv_width = config.q_heads * head_size, config.kv_heads * head_size
     shapes = {
         "query": [element, ["batch", "new", q_width]],
@@ -149,6 +160,7 @@ def model(config, options, lanes):
         "sin_cache": [element, ["positions", "half"]],
         "position_ids": [None, ["batch", "new"]],
         "query_seqlens": [None, ["batch"]],
+        "head_sink": [element, [config.q_heads]],
     }
     used = set(INPUTS[:7])
     if rope:
@@ -157,6 +169,8 @@ def model(config, options, lanes):
             used.add("position_ids")
     if options.path == "batched":
         used.add("query_seqlens")
+    if config.sinks is not None:
+        used.add("head_sink")
     names = [name if name in used else "" for name in INPUTS]
     while not names[-1]:
         names.pop()
@@ -204,6 +218,9 @@ class OrtGqaEngine(common.CacheHistory):
             "dtypes": [self.dtype],
             "head_dim_multiple": ROTARY_MULTIPLE,  # one for every layout, RoPE or not
             "value_dim_is_head_dim": True,  # ORT takes one head size for q, k and v
+            # GQA's softcap attribute and head_sink input.
+            "softcap": True,
+            "sinks": True,
         }
         self.lanes = Lanes(config, options.rope == "ort", options.rotary_style)
         self.head_size = self.lanes.head_size
@@ -245,11 +262,17 @@ class OrtGqaEngine(common.CacheHistory):
         """query, key, value of the chunks as a batch (len(chunks), tokens, width)."""
         c, qk, v = self.config, self.lanes.qk, self.lanes.v
         rotated = [p if self.adapter_rotary else None for p in firsts]
-        return {
+        feeds = {
             "query": np.stack([self._padded(ch.q, c.q_heads, qk, tokens, r) for ch, r in zip(chunks, rotated)]),
             "key": np.stack([self._padded(ch.k, c.kv_heads, qk, tokens, r) for ch, r in zip(chunks, rotated)]),
             "value": np.stack([self._padded(ch.v, c.kv_heads, v, tokens) for ch in chunks]),
         }
+        if c.sinks is not None:
+            sinks = np.asarray(c.sinks, np.float64)
+            if self.options.bug == "sinks":
+                sinks = sinks[::-1]  # another head's sink
+            feeds["head_sink"] = sinks.astype(self.np_dtype)
+        return feeds
 
     def _rotary_feeds(self, firsts, tokens, positions):
         """cos/sin caches for positions 0 .. positions-1 (the padded pairs' cos 1 and sin 0),

@@ -53,6 +53,14 @@ kvfuzz_ort_test(ort_gqa_f16_bug_window 1 60 ${gqa} --dtype f16 --bug window)
 kvfuzz_ort_test(ort_gqa_window_cache_bug_window 1 60 ${gqa} --dtype f32 --path window --rope adapter
                 --bug window CHECK --window on)
 kvfuzz_ort_test(ort_gqa_f16_undeclared 1 60 ${gqa} --dtype f16 --bug numerics)
+# GQA's softcap attribute and head_sink input (issue 27): every case with both passes on
+# the batched path in f32 and the legacy path in f16 (the other variants get them in about
+# a third of their cases); a soft cap doubled and the q heads' sinks reversed are caught.
+kvfuzz_ort_test(ort_gqa_f32_features 0 60 ${gqa} --dtype f32 --path batched
+                CHECK --feature softcap,sinks)
+kvfuzz_ort_test(ort_gqa_f16_features 0 60 ${gqa} --dtype f16 CHECK --feature softcap,sinks)
+kvfuzz_ort_test(ort_gqa_bug_softcap 1 60 ${gqa} --dtype f32 --bug softcap CHECK --feature softcap)
+kvfuzz_ort_test(ort_gqa_bug_sinks 1 60 ${gqa} --dtype f32 --bug sinks CHECK --feature sinks)
 # Attention's f16 kernel normalises P before rounding it: declared so it passes (below);
 # declaring FlashAttention's rounding instead, it fails (three equal weights at case 1),
 # and a wrong window is still caught under its declared numerics.

@@ -41,6 +41,10 @@ struct Layout {
   double softmax_scale() const;
   // Whether any attention feature above is on (engines declare each in EngineSupports).
   bool has_features() const;
+  // The sink logits as engines and the reference see them: rounded to a storage dtype of
+  // f16 or bf16, as token values are (a model stores its sinks in its dtype); f32 as given.
+  std::vector<double> stored_sinks() const;
+  double stored_sink(int q_head) const;
   // The first key position the query at `pos` sees: the window's and chunked_local's cut.
   int64_t first_visible(int64_t pos) const;
   bool operator==(const Layout&) const = default;

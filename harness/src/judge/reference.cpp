@@ -271,7 +271,7 @@ void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNum
       .alibi_reach = layout.alibi.empty()
                          ? 0
                          : layout.alibi[at] * static_cast<double>(row.key.pos - row.key_lo),
-      .sink = layout.sinks.empty() ? std::nullopt : std::optional<double>(layout.sinks[at]),
+      .sink = layout.sinks.empty() ? std::nullopt : std::optional<double>(layout.stored_sink(h)),
   });
   row.bound_parts[at] = parts;
   row.bound[at] = parts.total();
@@ -310,7 +310,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
       // Scores and their max over the visible keys (and the sink's logit).
       logits.resize(static_cast<size_t>(visible));
       const bool sink = !layout.sinks.empty();
-      const double sink_logit = sink ? layout.sinks[static_cast<size_t>(h)] : 0;
+      const double sink_logit = sink ? layout.stored_sink(h) : 0;
       const bool features = layout.softcap || !layout.alibi.empty();
       double max_logit = sink ? sink_logit : -HUGE_VAL;
       double min_abs_score = HUGE_VAL;

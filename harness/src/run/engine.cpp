@@ -23,6 +23,7 @@ void Engine::fork(int src, int dst) {
 EngineConfig engine_config(const Scenario& scenario) {
   EngineConfig config;
   config.layout = scenario.layout;
+  config.layout.sinks = scenario.layout.stored_sinks();
   config.sequences = scenario.sequences;
   config.poison = scenario.placement.poison;
   config.threads = scenario.placement.threads;

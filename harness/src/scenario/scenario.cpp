@@ -14,6 +14,19 @@ bool Layout::has_features() const {
   return softcap || !sinks.empty() || !alibi.empty() || chunked_local;
 }
 
+double Layout::stored_sink(int q_head) const {
+  // f32 keeps the fixture's value: an engine's own cast to float is arithmetic noise the
+  // tolerance covers (step 13), while f16 and bf16 move a sink by far more.
+  const double sink = sinks[static_cast<size_t>(q_head)];
+  return dtype == DType::f32 ? sink : round_to_dtype(static_cast<float>(sink), dtype);
+}
+
+std::vector<double> Layout::stored_sinks() const {
+  std::vector<double> stored;
+  for (size_t h = 0; h < sinks.size(); ++h) stored.push_back(stored_sink(static_cast<int>(h)));
+  return stored;
+}
+
 int64_t Layout::first_visible(int64_t pos) const {
   int64_t lo = window ? std::max<int64_t>(0, pos - std::max(1, *window) + 1) : 0;
   if (chunked_local) {
