@@ -528,6 +528,37 @@ namespace {
 
 // Declared exact RoPE angles drop the angle term, which otherwise grows with the position
 // and leaves long-context rows unjudged (bound >= M): here 40 p u S at p = 8000, S = 8.
+// Step 13: the soft cap's per-key softmax term replaces the row-wide one only where it is
+// smaller; a sink counts as a key (a row with one key and a sink is no longer exact), and
+// the features' logit terms grow the bound.
+TEST(Tolerance, FeaturesAddTheirTermsAndTheCapsKeyByKeyTermOnlyTightens) {
+  ToleranceInputs in{.visible_keys = 8,
+                     .head_dim = 16,
+                     .max_abs_value = 4,
+                     .max_score_terms = 3000,
+                     .value_deviation = 2};
+  const BoundParts plain = tolerance_parts(in);
+  in.softcap = 50;
+  in.min_abs_score = 0;
+  const BoundParts capped = tolerance_parts(in);
+  EXPECT_GE(capped.softmax, plain.softmax);  // a key at score 0: the cap's slope is 1
+  in.capped_softmax = 1e-6;
+  EXPECT_DOUBLE_EQ(tolerance_parts(in).softmax, 2 * (1e-6 + 8 * 0x1p-1021 * 4));
+  in.capped_softmax = 1e9;  // never looser than the row-wide term
+  EXPECT_DOUBLE_EQ(tolerance_parts(in).softmax, capped.softmax);
+  const CapKeyErrors errors = cap_key_errors(in);
+  EXPECT_GT(errors.reach, 0);
+  EXPECT_GT(errors.rest, 7 * 0x1p-24 * 50);
+
+  ToleranceInputs one{.visible_keys = 1, .head_dim = 4, .max_abs_value = 1, .max_score_terms = 1};
+  EXPECT_EQ(tolerance_parts(one).softmax, 0);
+  one.sink = 2.0;
+  EXPECT_GT(tolerance_parts(one).softmax, 0);
+  ToleranceInputs biased = one;
+  biased.alibi_reach = 1000;
+  EXPECT_GT(tolerance_parts(biased).logit_error, tolerance_parts(one).logit_error);
+}
+
 TEST(Tolerance, ExactRopeAnglesDropTheAngleTerm) {
   ToleranceInputs in{.visible_keys = 8000,
                      .head_dim = 16,

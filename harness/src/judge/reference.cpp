@@ -244,14 +244,15 @@ ReferenceRow empty_row(const Layout& layout, const LogicalStream& stream, int p)
 
 void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNumerics& numerics,
                  const HeadAttention& attention, const KeyMaxima& maxima, double q_norm,
-                 double q_error_norm, std::vector<std::pair<float, double>>& cells) {
+                 double q_error_norm, std::vector<std::pair<float, double>>& cells,
+                 const std::function<double(const ToleranceInputs&)>& capped_softmax) {
   const double scale = std::fabs(layout.softmax_scale());
   const PWeights pw = numerics.p ? p_weights(attention.p, attention.visible, attention.total,
                                              *numerics.p, numerics.p_normalised, cells)
                                  : PWeights{};
   const auto at = static_cast<size_t>(h);
   row.value_scale[at] = maxima.value;
-  const BoundParts parts = tolerance_parts(ToleranceInputs{
+  ToleranceInputs inputs{
       .dtype = layout.dtype,
       .numerics = numerics,
       .visible_keys = attention.visible,
@@ -272,7 +273,9 @@ void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNum
                          ? 0
                          : layout.alibi[at] * static_cast<double>(row.key.pos - row.key_lo),
       .sink = layout.sinks.empty() ? std::nullopt : std::optional<double>(layout.stored_sink(h)),
-  });
+  };
+  if (layout.softcap && capped_softmax) inputs.capped_softmax = capped_softmax(inputs);
+  const BoundParts parts = tolerance_parts(inputs);
   row.bound_parts[at] = parts;
   row.bound[at] = parts.total();
 }
@@ -295,7 +298,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
 
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));
-  std::vector<double> q(hd), q_error(hd), logits, deviation(vd), magnitude(vd);
+  std::vector<double> q(hd), q_error(hd), logits, raw, deviation(vd), magnitude(vd), spread(vd);
   std::vector<std::pair<float, double>> cells;
   for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
     ReferenceRow row = empty_row(layout, stream, p);
@@ -309,6 +312,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
 
       // Scores and their max over the visible keys (and the sink's logit).
       logits.resize(static_cast<size_t>(visible));
+      if (layout.softcap) raw.resize(static_cast<size_t>(visible));
       const bool sink = !layout.sinks.empty();
       const double sink_logit = sink ? layout.stored_sink(h) : 0;
       const bool features = layout.softcap || !layout.alibi.empty();
@@ -324,6 +328,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
 #pragma omp simd reduction(+ : dot)
         for (int d = 0; d < head_dim; ++d) dot += qp[d] * kp[d];
         min_abs_score = std::min(min_abs_score, std::fabs(scale * dot));
+        if (layout.softcap) raw[static_cast<size_t>(j - lo)] = std::fabs(scale * dot);
         lp[j - lo] = features ? feature_logit(layout, h, scale * dot, j, p) : scale * dot;
         if (lp[j - lo] > max_logit) max_logit = lp[j - lo];
       }
@@ -369,8 +374,48 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
           .magnitude = *std::max_element(magnitude.begin(), magnitude.end()),
           .min_abs_score = min_abs_score,
       };
+      // Step 13 key by key (tolerance.cpp): each key's logit error through its own slope of
+      // the cap, weighted by its weight; the sink a key of value 0 and no score error.
+      const auto capped_softmax = [&](const ToleranceInputs& inputs) {
+        const CapKeyErrors errors = cap_key_errors(inputs);
+        const double cap = *layout.softcap;
+        const auto key_error = [&](double x) {
+          const double t = std::max(0.0, x - errors.reach) / cap;
+          const double sech = t > 350 ? 0 : 1 / std::cosh(t);
+          return sech * sech * errors.reach + errors.rest;
+        };
+        const double sink_weight = sink ? std::exp(sink_logit - max_logit) / total : 0;
+        double down = sink_weight * std::exp(-errors.rest);
+        double up = sink_weight * std::exp(errors.rest);
+        for (int j = 0; j < visible; ++j) {
+          const double w = lp[j] / total, delta = key_error(raw[static_cast<size_t>(j)]);
+          down += w * std::exp(-delta);
+          up += w * std::exp(delta);
+        }
+        const double z_low = 1 / down, z_high = up;  // Z' and Z''
+        const auto moved = [&](double delta) {
+          return std::max(std::exp(delta) * z_low - 1, 1 - std::exp(-delta) / z_high);
+        };
+        std::fill(spread.begin(), spread.end(), 0.0);
+        for (int j = lo; j <= p; ++j) {
+          const double w = lp[j - lo] / total;
+          const double factor = w * moved(key_error(raw[static_cast<size_t>(j - lo)]));
+          const double* v = value_of(j);
+          for (size_t d = 0; d < vd; ++d) spread[d] += factor * std::fabs(v[d] - out[d]);
+        }
+        if (sink) {
+          const double factor = sink_weight * moved(errors.rest);
+          for (size_t d = 0; d < vd; ++d) spread[d] += factor * std::fabs(out[d]);
+        }
+        double worst = 0;
+        for (const double x : spread) {
+          if (!std::isfinite(x)) return HUGE_VAL;  // a huge error: the row-wide term stands
+          worst = std::max(worst, x);
+        }
+        return worst;
+      };
       finish_head(row, h, layout, numerics, attention, key_maxima(layout, keys, lo, p, g, qp),
-                  q_norm, q_error_norm, cells);
+                  q_norm, q_error_norm, cells, capped_softmax);
     }
     rows.push_back(std::move(row));
   }

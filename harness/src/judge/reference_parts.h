@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
+#include "judge/tolerance.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/rows.h"
 #include "kvfuzz/scenario.h"
@@ -78,8 +80,11 @@ struct HeadAttention {
 
 // Fills q head h of `row` (its values are already there) with its value scale, bound parts and
 // bound (tolerance.cpp). `cells` is scratch.
+// `capped_softmax`, with a soft cap: step 13's softmax term key by key for these inputs
+// (the plain form computes it from its weights; tolerance.cpp).
 void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNumerics& numerics,
                  const HeadAttention& attention, const KeyMaxima& maxima, double q_norm,
-                 double q_error_norm, std::vector<std::pair<float, double>>& cells);
+                 double q_error_norm, std::vector<std::pair<float, double>>& cells,
+                 const std::function<double(const ToleranceInputs&)>& capped_softmax = {});
 
 }  // namespace kvfuzz::reference_parts

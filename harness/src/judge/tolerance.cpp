@@ -198,6 +198,14 @@
 //      the reference adds w_sink |0 - out| to D (step 4's constant argument then holds over
 //      the keys and the sink, whose weights sum to 1).
 //    For the log-sum-exp combine (step 10) the scores reach S + B + |z|.
+//    Key by key (the reference, with a soft cap): key j's logit is off by at most
+//    delta_j = sech^2(max(0, |s_j| - r) / c) r + rest, r = e + u (S + e), rest the terms
+//    above that are not the score's. w'_j / w_j = e^{eta_j} / sum_k w_k e^{eta_k} with
+//    |eta_k| <= delta_k, so |w'_j / w_j - 1| <= max(e^{delta_j} Z' - 1, 1 - e^{-delta_j} / Z'')
+//    with Z' = 1 / sum_k w_k e^{-delta_k} and Z'' = sum_k w_k e^{delta_k} (the sink a key of
+//    value 0), and step 4's term becomes sum_j w_j that bound |v_j - out|, per value dim.
+//    A key that saturates the cap has a tiny delta_j; a key far below the others' scores
+//    has a tiny weight: a row of huge scores under a cap stays judged.
 //
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
@@ -297,6 +305,11 @@ double capped_score_error(const ToleranceInputs& in, double s, double e) {
   return sech * sech * reach + 7 * kU * c;
 }
 
+// Step 13's score error before the cap, e: the dot product's and RoPE's.
+double raw_score_error(const ToleranceInputs& in, double s) {
+  return s * per_score_error(in, std::max(1, in.head_dim)) + in.rotated_key_ambiguity;
+}
+
 // Step 13: the logit error the features add beside the score's (ALiBi, the sink).
 double feature_logit_error(const ToleranceInputs& in, double s) {
   const double bias = std::fabs(in.alibi_reach);
@@ -314,10 +327,8 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   if (!(m > 0)) return parts;  // also catches NaN: no row with a NaN value can pass
   // Step 13: a sink is one more term of the softmax.
   const double n = std::max(1, in.visible_keys) + (in.sink ? 1 : 0);
-  const double d = std::max(1, in.head_dim);
   const double s = std::fabs(in.max_score_terms);
-  const double score_error =
-      capped_score_error(in, s, s * per_score_error(in, d) + in.rotated_key_ambiguity);
+  const double score_error = capped_score_error(in, s, raw_score_error(in, s));
   const double delta = score_error + exp_error(in.numerics) + 2 * kU + feature_logit_error(in, s);
 
   // Step 4: the row's own spread D when known, M otherwise. D is computed from double
@@ -329,8 +340,10 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   const double spread =
       in.value_deviation >= 0 ? std::min(in.value_deviation + n * 0x1p-1021 * m, 2 * m) : m;
   const double growth = std::expm1(2 * delta);
-  const double softmax_term =
-      n == 1 ? 0 : (growth < HUGE_VAL ? std::min(growth * spread, 2 * m) : 2 * m);
+  double softmax_term = n == 1 ? 0 : (growth < HUGE_VAL ? std::min(growth * spread, 2 * m) : 2 * m);
+  if (in.softcap > 0 && in.capped_softmax >= 0 && n > 1) {  // step 13, key by key
+    softmax_term = std::min(softmax_term, in.capped_softmax + n * 0x1p-1021 * m);
+  }
   if (in.numerics.value_accumulation == DType::f16) {
     const double a = magnitude(in, m);
     const double f16_sums = kLambda * std::sqrt(3 * n) * kU16 * a + 4 * kU16 * m;
@@ -345,6 +358,14 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   const double reach = s + std::fabs(in.alibi_reach) + (in.sink ? std::fabs(*in.sink) : 0);
   parts.combine = combine_term(in, m, n, reach, delta);
   return parts;
+}
+
+CapKeyErrors cap_key_errors(const ToleranceInputs& in) {
+  const double s = std::fabs(in.max_score_terms);
+  const double e = raw_score_error(in, s);
+  return {
+      .reach = e + kU * (s + e),
+      .rest = 7 * kU * in.softcap + exp_error(in.numerics) + 2 * kU + feature_logit_error(in, s)};
 }
 
 double tolerance(const ToleranceInputs& in) {

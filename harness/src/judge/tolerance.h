@@ -44,7 +44,18 @@ struct ToleranceInputs {
   double min_abs_score = 0;  // with a soft cap: the smallest |scale q.k| over the keys
   double alibi_reach = 0;
   std::optional<double> sink = std::nullopt;
+  // With a soft cap: step 13's softmax term key by key, which the reference computes from
+  // cap_key_errors() and its weights. Negative: the row-wide term of step 4.
+  double capped_softmax = -1;
 };
+
+// Step 13, the soft cap key by key: a key whose score is s_j has a logit error of at most
+// sech^2(max(0, |s_j| - reach) / cap) reach + rest.
+struct CapKeyErrors {
+  double reach = 0;  // the score's error before the cap, with the division's rounding
+  double rest = 0;   // every logit's error beside it (tanh, exp, ALiBi, the sink's)
+};
+CapKeyErrors cap_key_errors(const ToleranceInputs& in);
 
 // Largest |engine - reference| an honest engine with the declared numerics may show on one
 // value of the row before its output is rounded. Never negative; zero when every visible
