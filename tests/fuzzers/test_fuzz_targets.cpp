@@ -120,8 +120,11 @@ TEST(FuzzTarget, DecodeOnlyWritesTheScenarioTheGeneratorMakesOfTheBytes) {
       ASSERT_EQ(r.status, 0) << r.out;  // no engine ran, so not even the mutant fails
       fuzz::FuzzedChoiceSource choices(reinterpret_cast<const uint8_t*>(bytes.data()),
                                        bytes.size());
+      // Both engines declare every attention feature: the target draws them too.
+      GeneratorOptions declared;
+      for (bool EngineSupports::*feature : kFeatureSupports) declared.supports.*feature = true;
       const GeneratorOptions options =
-          full_size ? GeneratorOptions{} : fuzz::input_sized_options({}, bytes.size());
+          full_size ? declared : fuzz::input_sized_options(declared, bytes.size());
       EXPECT_EQ(write_fixture(load_fixture(dir / "decoded.json")),
                 write_fixture(generate_scenario(choices, options)))
           << engine << (full_size ? " at full size" : "");
