@@ -18,6 +18,12 @@ namespace kvfuzz::python {
 
 namespace {
 
+// A per-q-head feature (Layout::sinks, alibi) for Python: a list, or None when off.
+std::optional<std::vector<double>> per_head(const std::vector<double>& values) {
+  if (values.empty()) return std::nullopt;
+  return values;
+}
+
 // A float32 numpy array of `shape` holding a copy of `values`.
 nb::object weight_array(const std::vector<float>& values, std::vector<size_t> shape) {
   auto* copy = new float[values.size()];
@@ -86,18 +92,10 @@ void bind_engine_types(nb::module_& m) {
           "softcap", [](const EngineConfig& c) { return c.layout.softcap; },
           "soft cap (logit -> softcap * tanh(logit / softcap), before ALiBi), or None")
       .def_prop_ro(
-          "sinks",
-          [](const EngineConfig& c) {
-            return c.layout.sinks.empty() ? std::optional<std::vector<double>>()
-                                          : std::optional(c.layout.sinks);
-          },
+          "sinks", [](const EngineConfig& c) { return per_head(c.layout.sinks); },
           "one sink logit per q head (a softmax term without a value), or None")
       .def_prop_ro(
-          "alibi",
-          [](const EngineConfig& c) {
-            return c.layout.alibi.empty() ? std::optional<std::vector<double>>()
-                                          : std::optional(c.layout.alibi);
-          },
+          "alibi", [](const EngineConfig& c) { return per_head(c.layout.alibi); },
           "one ALiBi slope per q head (logit += slope * (key pos - query pos)), or None")
       .def_prop_ro(
           "chunked_local", [](const EngineConfig& c) { return c.layout.chunked_local; },
