@@ -77,19 +77,16 @@ FeatureSet parse_features(const std::string& list) {
   FeatureSet features;
   if (list.empty()) return features;
   for (std::string_view name : items(list)) {
-    if (name == "softcap") {
-      features.softcap = true;
-    } else if (name == "sinks") {
-      features.sinks = true;
-    } else if (name == "alibi") {
-      features.alibi = true;
-    } else if (name == "chunked_local") {
-      features.chunked_local = true;
-    } else {
+    const auto* feature = std::find_if(kFeatureNames.begin(), kFeatureNames.end(),
+                                       [&](const FeatureName& f) { return f.name == name; });
+    if (feature == kFeatureNames.end()) {
+      std::string known;
+      for (const FeatureName& f : kFeatureNames)
+        known += (known.empty() ? "" : ", ") + std::string(f.name);
       throw UsageError("--feature: unknown attention feature '" + std::string(name) +
-                       "'; expected a comma-separated list of softcap, sinks, alibi, "
-                       "chunked_local");
+                       "'; expected a comma-separated list of " + known);
     }
+    features.*feature->wanted = true;
   }
   return features;
 }

@@ -19,9 +19,11 @@
 // shrinking the choices shrinks the scenario.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvfuzz/choice_source.h"
@@ -89,6 +91,21 @@ struct FeatureSet {
   bool any() const { return softcap || sinks || alibi || chunked_local; }
   bool operator==(const FeatureSet&) const = default;
 };
+
+// Each attention feature once: its name (the layout's field, the supports' field, what
+// --feature takes), the FeatureSet member that asks for it and the EngineSupports member
+// that declares it.
+struct FeatureName {
+  std::string_view name;
+  bool FeatureSet::*wanted;
+  bool EngineSupports::*supported;
+};
+inline constexpr std::array<FeatureName, 4> kFeatureNames{{
+    {"softcap", &FeatureSet::softcap, &EngineSupports::softcap},
+    {"sinks", &FeatureSet::sinks, &EngineSupports::sinks},
+    {"alibi", &FeatureSet::alibi, &EngineSupports::alibi},
+    {"chunked_local", &FeatureSet::chunked_local, &EngineSupports::chunked_local},
+}};
 
 // Focusing a run (kvfuzz check's filters, docs/filters.md): every scenario satisfies them.
 // They narrow what the engine's declared supports (GeneratorOptions::supports) and its

@@ -3,10 +3,8 @@
 // it draws anything and refuses those that conflict; the others it meets by forcing drawn
 // choices, never by rejecting and redrawing. Draws nothing.
 #include <algorithm>
-#include <iterator>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "generate/bounds.h"
@@ -50,15 +48,11 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                           "expected windows off or any (the engine supports "
                           "no windows), got on"};
   }
-  const std::pair<bool, bool> features[] = {{f.features.softcap, o.supports.softcap},
-                                            {f.features.sinks, o.supports.sinks},
-                                            {f.features.alibi, o.supports.alibi},
-                                            {f.features.chunked_local, o.supports.chunked_local}};
-  constexpr const char* kNames[] = {"softcap", "sinks", "alibi", "chunked_local"};
-  for (size_t i = 0; i < std::size(features); ++i) {
-    if (features[i].first && (!features[i].second || o.model)) {
+  for (const FeatureName& feature : kFeatureNames) {
+    if (f.features.*feature.wanted && (!(o.supports.*feature.supported) || o.model)) {
       return FilterConflict{Filter::features,
-                            std::string("expected features the engine declares, got ") + kNames[i] +
+                            "expected features the engine declares, got " +
+                                std::string(feature.name) +
                                 (o.model ? " (model scenarios have no attention features)"
                                          : " (not in its supports)")};
     }
