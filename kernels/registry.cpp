@@ -232,6 +232,14 @@ std::vector<EngineInfo> build_registry() {
        "Paged engine that counts chunked local attention's chunks from the request's first "
        "position instead of from 0: wrong after a truncate or fork off a chunk boundary.",
        true, mutants::make_chunked_local_from_request},
+      {"fp8-v-scale-dropped",
+       "Paged engine that reads its fp8 V cache without V's scale (K keeps its own): rows "
+       "over a V scale other than 1 are off by that factor.",
+       true, mutants::make_fp8_v_scale_dropped},
+      {"q4_0-nibbles-swapped",
+       "Flash engine that unpacks q4_0 blocks with element j in the high nibble and j + 16 "
+       "in the low one, the reverse of ggml's packing.",
+       true, mutants::make_q4_0_nibbles_swapped},
   };
 }
 

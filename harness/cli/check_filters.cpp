@@ -91,6 +91,26 @@ FeatureSet parse_features(const std::string& list) {
   return features;
 }
 
+std::vector<KvQuant> parse_kv_formats(const std::string& list) {
+  std::vector<KvQuant> formats;
+  if (list.empty()) return formats;
+  for (std::string_view name : items(list)) {
+    const std::optional<KvQuant> quant = parse_kv_quant(name);
+    if (!quant || *quant == KvQuant::none) {
+      std::string known;
+      for (const KvQuant q : kQuantizedFormats) {
+        known += (known.empty() ? "" : ", ") + std::string(kv_quant_name(q));
+      }
+      throw UsageError("--kv-format: unknown KV format '" + std::string(name) +
+                       "'; expected a comma-separated list of " + known);
+    }
+    if (std::find(formats.begin(), formats.end(), *quant) == formats.end()) {
+      formats.push_back(*quant);
+    }
+  }
+  return formats;
+}
+
 // N (exactly N) or MIN-MAX, within 1..8 (the generator's most sequences).
 void parse_sequences(const std::string& text, GeneratorFilters& filters) {
   if (text.empty()) return;
@@ -122,6 +142,8 @@ std::string flag_of(FilterConflict::Filter filter) {
       return "--min-context";
     case FilterConflict::Filter::features:
       return "--feature";
+    case FilterConflict::Filter::kv_formats:
+      return "--kv-format";
   }
   return "filters";
 }
@@ -170,6 +192,12 @@ void add_filter_options(CLI::App& cmd, CaseFilters& filters) {
                  "alibi, chunked_local), which every engine must declare")
       ->type_name("LIST")
       ->group(group);
+  cmd.add_option("--kv-format", filters.kv_formats,
+                 "Every scenario stores K and V quantized, each in one of these formats "
+                 "(comma-separated: fp8_e4m3fn, fp8_e5m2, q8_0, q4_0, q4_1, q5_0, q5_1), which "
+                 "every engine must declare (kv_fp8, kv_ggml_blocks)")
+      ->type_name("LIST")
+      ->group(group);
 }
 
 void apply_filters(const CaseFilters& flags, GeneratorOptions& options) {
@@ -184,6 +212,7 @@ void apply_filters(const CaseFilters& flags, GeneratorOptions& options) {
   filters.max_context = flags.max_context;
   filters.min_context = flags.min_context;
   filters.features = parse_features(flags.features);
+  filters.kv_formats = parse_kv_formats(flags.kv_formats);
   if (const std::optional<FilterConflict> conflict = filter_conflict(options)) {
     throw UsageError(flag_of(conflict->filter) + ": " + conflict->message);
   }

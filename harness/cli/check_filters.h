@@ -12,14 +12,15 @@ namespace kvfuzz::cli {
 
 // What the flags hold, as given (empty or 0: the flag was not given, no filter).
 struct CaseFilters {
-  std::string dtypes;     // --dtype f16,bf16
-  std::string window;     // --window on|off|any
-  std::string rope;       // --rope on|off|any
-  std::string without;    // --without truncate,fork,reset,batch
-  std::string sequences;  // --sequences N or MIN-MAX
-  int max_context = 0;    // --max-context N
-  int min_context = 0;    // --min-context N
-  std::string features;   // --feature softcap,sinks,alibi,chunked_local
+  std::string dtypes;      // --dtype f16,bf16
+  std::string window;      // --window on|off|any
+  std::string rope;        // --rope on|off|any
+  std::string without;     // --without truncate,fork,reset,batch
+  std::string sequences;   // --sequences N or MIN-MAX
+  int max_context = 0;     // --max-context N
+  int min_context = 0;     // --min-context N
+  std::string features;    // --feature softcap,sinks,alibi,chunked_local
+  std::string kv_formats;  // --kv-format fp8_e4m3fn,q8_0,...
 };
 
 // Registers the flags above on `check`, with their help.

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "cpu/dtype_array.h"
+#include "cpu/kv_array.h"
 
 namespace kvfuzz::cpu {
 
@@ -30,7 +30,7 @@ void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in);
 // bf16 tensors): cos and sin already rounded to it, and each product and the sum too.
 void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, DType dtype);
 
-// sum_i a[i] * b[i] in float, in index order (the order DTypeArray::dot uses).
+// sum_i a[i] * b[i] in float, in index order (the order KvArray::dot uses).
 float dot(const float* a, const float* b, size_t n);
 
 // Where key j of one kv head lives: element offsets into the K and V arrays.
@@ -41,8 +41,8 @@ struct KvOffsets {
 
 // K and V storage plus their row widths.
 struct KvArrays {
-  const DTypeArray& k;
-  const DTypeArray& v;
+  const KvArray& k;
+  const KvArray& v;
   size_t head_dim;
   size_t value_dim;
 };
@@ -96,8 +96,8 @@ struct AttentionScratch {
 };
 
 // acc[d] += w * element[at + d], or the same into the f16 run when the values sum in f16.
-inline void add_value(const DTypeArray& values, size_t at, float w, size_t n,
-                      const Arithmetic& arith, AttentionScratch& scratch, float* acc) {
+inline void add_value(const KvArray& values, size_t at, float w, size_t n, const Arithmetic& arith,
+                      AttentionScratch& scratch, float* acc) {
   if (!arith.f16_values) return values.add_scaled(at, w, acc, n);
   values.read(at, scratch.value.data(), n);
   for (size_t d = 0; d < n; ++d) {

@@ -7,7 +7,9 @@ namespace kvfuzz::cpu {
 ContiguousEngine::ContiguousEngine(const EngineConfig& config) : CpuEngine(config) {
   seqs_.reserve(static_cast<size_t>(sequences()));
   for (int s = 0; s < sequences(); ++s) {
-    seqs_.push_back(Sequence{DTypeArray(layout().dtype), DTypeArray(layout().dtype), 0, 0});
+    const Layout& l = layout();
+    seqs_.push_back(Sequence{KvArray(l.dtype, l.k_format, l.head_dim, l.kv_heads),
+                             KvArray(l.dtype, l.v_format, l.value_dim, l.kv_heads), 0, 0});
   }
 }
 

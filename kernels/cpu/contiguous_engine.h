@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cpu/cpu_engine.h"
-#include "cpu/dtype_array.h"
+#include "cpu/kv_array.h"
 
 namespace kvfuzz::cpu {
 
@@ -34,7 +34,7 @@ class ContiguousEngine : public CpuEngine {
 
  private:
   struct Sequence {
-    DTypeArray k, v;       // [buffer index][kv_head][head_dim / value_dim]
+    KvArray k, v;          // [buffer index][kv_head][head_dim / value_dim]
     int64_t tokens = 0;    // buffer entries
     int64_t position = 0;  // position of the next token
   };

@@ -9,8 +9,8 @@ PagedKvStore::PagedKvStore(const Layout& layout, int sequences, std::span<const 
       head_dim_(static_cast<size_t>(layout.head_dim)),
       value_dim_(static_cast<size_t>(layout.value_dim)),
       poison_(poison_value(poison, layout.dtype)),
-      k_(layout.dtype),
-      v_(layout.dtype) {
+      k_(layout.dtype, layout.k_format, layout.head_dim, layout.kv_heads),
+      v_(layout.dtype, layout.v_format, layout.value_dim, layout.kv_heads) {
   const size_t slots =
       static_cast<size_t>(pool_pages()) * static_cast<size_t>(page_size()) * kv_heads_;
   k_.assign(slots * head_dim_, poison_);

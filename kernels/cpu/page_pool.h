@@ -1,15 +1,15 @@
 // Paged K/V storage shared by the paged and flash engines: the bookkeeping of
 // paging/page_table.h (pool, block tables, free list in the configured page order,
 // reference counts, copy-on-write, the poison invariant) over host arrays in the layout's
-// storage dtype. Element layout: K [page][slot][kv_head][head_dim], V
-// [page][slot][kv_head][value_dim].
+// storage dtype or quantized format (kv_array.h). Element layout: K
+// [page][slot][kv_head][head_dim], V [page][slot][kv_head][value_dim].
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
-#include "cpu/dtype_array.h"
+#include "cpu/kv_array.h"
 #include "kvfuzz/scenario.h"
 #include "paging/page_table.h"
 
@@ -32,8 +32,13 @@ class PagedKvStore : public paging::PageTable {
   size_t v_offset(int seq, int64_t pos, int kv_head) const {
     return (slot(seq, pos) * kv_heads_ + static_cast<size_t>(kv_head)) * value_dim_;
   }
-  const DTypeArray& keys() const { return k_; }
-  const DTypeArray& values() const { return v_; }
+  const KvArray& keys() const { return k_; }
+  const KvArray& values() const { return v_; }
+  // How quantized rows are read back (a mutant's own reading; KvArray::RowDecoder).
+  void set_decoders(KvArray::RowDecoder for_keys, KvArray::RowDecoder for_values) {
+    k_.set_decoder(for_keys);
+    v_.set_decoder(for_values);
+  }
 
  protected:
   void copy_slots(int from, int to, int64_t slots) override;
@@ -42,7 +47,7 @@ class PagedKvStore : public paging::PageTable {
  private:
   size_t kv_heads_, head_dim_, value_dim_;
   float poison_;
-  DTypeArray k_, v_;
+  KvArray k_, v_;
 };
 
 }  // namespace kvfuzz::cpu

@@ -40,6 +40,9 @@ std::unique_ptr<Engine> make_softcap_twice_split(const EngineConfig& config);
 std::unique_ptr<Engine> make_sink_prefill_only(const EngineConfig& config);
 std::unique_ptr<Engine> make_alibi_kv_head_slope(const EngineConfig& config);
 std::unique_ptr<Engine> make_chunked_local_from_request(const EngineConfig& config);
+// One per family of quantized KV cache (Layout::k_format, v_format).
+std::unique_ptr<Engine> make_fp8_v_scale_dropped(const EngineConfig& config);
+std::unique_ptr<Engine> make_q4_0_nibbles_swapped(const EngineConfig& config);
 // The CUDA engine with one kernel fault (cuda_kernel_faults.cpp).
 std::unique_ptr<Engine> make_cuda_missing_tile_sync(const EngineConfig& config);
 std::unique_ptr<Engine> make_cuda_empty_split_unwritten(const EngineConfig& config);

@@ -318,7 +318,7 @@ inline Layout fork_layout() {
 
 // Every element of [at, at + n) of `array` decodes to the poison: NaN for nan, else exactly
 // +Inf, -Inf or the dtype's largest finite value.
-inline void expect_poison(const cpu::DTypeArray& array, size_t at, size_t n, Poison poison,
+inline void expect_poison(const cpu::KvArray& array, size_t at, size_t n, Poison poison,
                           const char* what) {
   std::vector<float> got(n);
   array.read(at, got.data(), n);

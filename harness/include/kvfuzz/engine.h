@@ -163,14 +163,19 @@ struct EngineSupports {
   bool sinks = false;
   bool alibi = false;
   bool chunked_local = false;
+  // Quantized KV caches (Layout::k_format, v_format; kvfuzz/kv_format.h) the engine stores:
+  // fp8 e4m3fn and e5m2 with their scales, and ggml's blocks q8_0, q4_0, q4_1, q5_0, q5_1.
+  // Off unless declared, as the features above.
+  bool kv_fp8 = false;
+  bool kv_ggml_blocks = false;
   bool operator==(const EngineSupports&) const = default;
 };
 
 // The supports that widen the layouts (the attention features, off by default), as
 // opposed to the others, whose non-default values narrow them.
-inline constexpr std::array<bool EngineSupports::*, 4> kFeatureSupports{
-    &EngineSupports::softcap, &EngineSupports::sinks, &EngineSupports::alibi,
-    &EngineSupports::chunked_local};
+inline constexpr std::array<bool EngineSupports::*, 6> kFeatureSupports{
+    &EngineSupports::softcap,       &EngineSupports::sinks,  &EngineSupports::alibi,
+    &EngineSupports::chunked_local, &EngineSupports::kv_fp8, &EngineSupports::kv_ggml_blocks};
 
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).

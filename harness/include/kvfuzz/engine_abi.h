@@ -1,4 +1,4 @@
-/* The kvfuzz engine plugin ABI, version 6: an engine in a shared library, in C.
+/* The kvfuzz engine plugin ABI, version 7: an engine in a shared library, in C.
  *
  *   kvfuzz check --engine plugin:./libmy_engine.so            (the library's only engine)
  *   kvfuzz check --engine plugin:./libmy_engine.so:my-engine  (one of several, by name)
@@ -31,7 +31,7 @@
  * declaration of an entry (capabilities, bitwise claims, numerics, supports) is one value
  * for every layout, as with the C++ interface.
  *
- * Versioning. kvfuzz speaks ABI 6 and still reads ABI 1 to 5; no other version is
+ * Versioning. kvfuzz speaks ABI 7 and still reads ABI 1 to 6; no other version is
  * accepted.
  * Every entry begins with its abi_version and struct_size, the size of that version's
  * kvfuzz_engine_api. kvfuzz reads only the fields within that size; the fields a version
@@ -58,6 +58,10 @@
  *     softcap, sinks, alibi_slopes and chunked_local, and the KVFUZZ_SUPPORTS_SOFTCAP,
  *     _SINKS, _ALIBI and _CHUNKED_LOCAL flags that ask for them; an ABI 5 entry declares
  *     none, and its engines never get a layout with a feature.
+ *   - ABI 7 (the same kvfuzz_engine_api) adds the quantized KV caches: kvfuzz_engine_config's
+ *     k_format, v_format, k_scales and v_scales, and the KVFUZZ_SUPPORTS_KV_FP8 and
+ *     _KV_GGML_BLOCKS flags that ask for them; an ABI 6 entry declares neither, and its
+ *     engines never get a quantized layout.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -84,7 +88,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 6
+#define KVFUZZ_ENGINE_ABI_VERSION 7
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -127,6 +131,20 @@ extern "C" {
 #define KVFUZZ_SUPPORTS_SINKS 8u          /* config.sinks */
 #define KVFUZZ_SUPPORTS_ALIBI 16u         /* config.alibi_slopes */
 #define KVFUZZ_SUPPORTS_CHUNKED_LOCAL 32u /* config.chunked_local */
+/* ABI 7: the quantized KV caches the engine stores (config.k_format and v_format). */
+#define KVFUZZ_SUPPORTS_KV_FP8 64u          /* KVFUZZ_KV_FP8_E4M3FN, _FP8_E5M2 */
+#define KVFUZZ_SUPPORTS_KV_GGML_BLOCKS 128u /* KVFUZZ_KV_Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1 */
+
+/* kvfuzz_engine_config.k_format and v_format (ABI 7): how the cache stores K and V
+ * (kvfuzz/kv_format.h; docs/fixture-format.md, "Quantized KV caches"). */
+#define KVFUZZ_KV_NONE 0 /* in the layout's dtype */
+#define KVFUZZ_KV_FP8_E4M3FN 1
+#define KVFUZZ_KV_FP8_E5M2 2
+#define KVFUZZ_KV_Q8_0 3
+#define KVFUZZ_KV_Q4_0 4
+#define KVFUZZ_KV_Q4_1 5
+#define KVFUZZ_KV_Q5_0 6
+#define KVFUZZ_KV_Q5_1 7
 
 /* kvfuzz_engine_api.numerics (ABI 4): how the engine's arithmetic departs from the plain
  * forms (kvfuzz/engine.h, EngineNumerics::split_combine_lse and p_normalised). */
@@ -163,11 +181,22 @@ typedef struct kvfuzz_engine_config {
   const double* sinks;        /* q_heads sink logits, one per q head */
   const double* alibi_slopes; /* q_heads slopes: logit += slope[h] * (key pos - query pos) */
   int32_t chunked_local;      /* the query at p sees keys from floor(p / C) * C on */
+
+  /* ABI 7: the quantized KV caches. KVFUZZ_KV_NONE: K (V) is stored in `dtype`. An engine
+   * gets a format only when it declares its KVFUZZ_SUPPORTS_KV_* flag. fp8: an element x of
+   * kv head g is stored as fp8(x / scales[g]) and read back as fp8 * scales[g] (kv_heads
+   * scales, all equal for a per-tensor scale); a ggml block format: NULL scales. */
+  int32_t k_format;       /* KVFUZZ_KV_* */
+  int32_t v_format;       /* KVFUZZ_KV_* */
+  const double* k_scales; /* kv_heads scales (fp8), else NULL */
+  const double* v_scales; /* kv_heads scales (fp8), else NULL */
 } kvfuzz_engine_config;
 
 /* sizeof(kvfuzz_engine_config) up to ABI 5, whose fields are this struct's up to
  * page_order. kvfuzz sends the whole struct; a plugin built against ABI 5 reads its part. */
 #define KVFUZZ_ENGINE_CONFIG_V5_SIZE offsetof(kvfuzz_engine_config, softcap)
+/* ... and up to ABI 6: up to chunked_local. */
+#define KVFUZZ_ENGINE_CONFIG_V6_SIZE offsetof(kvfuzz_engine_config, k_format)
 
 /* One sequence's new tokens in a batched forward. */
 typedef struct kvfuzz_chunk_in {

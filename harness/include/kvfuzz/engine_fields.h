@@ -118,7 +118,9 @@ struct Declaration<EngineSupports> {
       DeclarationField{"softcap", &S::softcap},
       DeclarationField{"sinks", &S::sinks},
       DeclarationField{"alibi", &S::alibi},
-      DeclarationField{"chunked_local", &S::chunked_local}};
+      DeclarationField{"chunked_local", &S::chunked_local},
+      DeclarationField{"kv_fp8", &S::kv_fp8},
+      DeclarationField{"kv_ggml_blocks", &S::kv_ggml_blocks}};
 };
 
 // The whole: the four objects (in hello's order) and whole_model, which only the probe and

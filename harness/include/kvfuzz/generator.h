@@ -128,6 +128,10 @@ struct GeneratorFilters {
   // Features every scenario has (each drawn and then forced on, as the window filter does);
   // the engine must declare each (EngineSupports).
   FeatureSet features;
+  // Quantized KV formats (kvfuzz/kv_format.h): when not empty, every scenario stores K and
+  // V quantized, each in one of these (drawn among them, as the generator draws formats);
+  // the engine must declare each (EngineSupports::kv_fp8, kv_ggml_blocks).
+  std::vector<KvQuant> kv_formats;
 };
 
 struct GeneratorOptions {
@@ -176,7 +180,16 @@ struct GeneratorOptions {
 // allow), naming the filter; nullopt
 // when they can. generate_scenario throws std::invalid_argument with it.
 struct FilterConflict {
-  enum class Filter { dtypes, rope, window, sequences, max_context, min_context, features };
+  enum class Filter {
+    dtypes,
+    rope,
+    window,
+    sequences,
+    max_context,
+    min_context,
+    features,
+    kv_formats
+  };
   Filter filter;
   std::string message;  // "expected ..., got ..." without the filter's name
 };

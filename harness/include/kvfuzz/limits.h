@@ -35,6 +35,9 @@ constexpr double kMaxRopeTheta = 1e7;
 constexpr double kMaxSoftcap = 1e4;
 constexpr double kMaxSinkLogit = 1e4;
 constexpr double kMaxAlibiSlope = 256;
+// An fp8 KV format's scales (kvfuzz/kv_format.h) lie in [2^-32, 2^32].
+constexpr double kMinKvScale = 0x1p-32;
+constexpr double kMaxKvScale = 0x1p32;
 constexpr int kMaxExpectRows = 1 << 16;
 // Generated q and k scaled by at most 2^12: 4 * 2^12 still fits f16 (generate/score_spreads.h).
 constexpr int kMaxQkLog2 = 12;

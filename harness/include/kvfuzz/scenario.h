@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvfuzz/dtype.h"
+#include "kvfuzz/kv_format.h"
 #include "kvfuzz/thread_schedule.h"
 
 namespace kvfuzz {
@@ -35,12 +36,19 @@ struct Layout {
   // Llama 4's chunked local attention: the query at p sees keys from floor(p / C) * C on
   // (and the window's cut, when both are set).
   std::optional<int> chunked_local;
+  // Quantized KV caches (kvfuzz/kv_format.h; docs/fixture-format.md, "Quantized KV
+  // caches"): how the cache stores K and V. Engines are given K and V in `dtype` and store
+  // them in these formats; the reference attends over what such a cache reads back.
+  KvFormat k_format;
+  KvFormat v_format;
 
   int group() const { return q_heads / kv_heads; }
   int kv_head_of(int q_head) const { return q_head / group(); }
   double softmax_scale() const;
   // Whether any attention feature above is on (engines declare each in EngineSupports).
   bool has_features() const;
+  // Whether K or V is stored quantized.
+  bool quantized_kv() const { return k_format.quantized() || v_format.quantized(); }
   // The sink logits as engines and the reference see them: rounded to a storage dtype of
   // f16 or bf16, as token values are (a model stores its sinks in its dtype); f32 as given.
   std::vector<double> stored_sinks() const;

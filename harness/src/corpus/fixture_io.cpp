@@ -94,11 +94,35 @@ std::vector<double> read_per_head(const Node& node, int q_heads, bool standard) 
   return values;
 }
 
+// A KV storage format: a format's name, or {"type": NAME, "scale": S} with S one number or
+// one per kv head (fp8 only).
+KvFormat read_kv_format(const Node& node) {
+  std::vector<std::string_view> names;
+  for (const KvQuant quant : kQuantizedFormats) names.push_back(kv_quant_name(quant));
+  KvFormat format;
+  if (node.json().is_string()) {
+    format.quant = *parse_kv_quant(node.to_choice(names));
+    return format;
+  }
+  const Object o = node.to_object({"type", "scale"});
+  format.quant = *parse_kv_quant(o.need("type", "a KV format's name").to_choice(names));
+  if (const auto scale = o.get("scale")) {
+    if (scale->json().is_number()) {
+      format.scale = {scale->to_number()};
+    } else {
+      const size_t n = scale->array_size(static_cast<size_t>(limits::kMaxKvHeads),
+                                         "a number or one number per kv head");
+      for (size_t g = 0; g < n; ++g) format.scale.push_back(scale->at(g).to_number());
+    }
+  }
+  return format;
+}
+
 Layout read_layout(const Object& top, int version) {
   const Object o = top.need("layout", "an object")
                        .to_object({"q_heads", "kv_heads", "head_dim", "value_dim", "page_size",
                                    "dtype", "rope_theta", "window", "scale", "softcap", "sinks",
-                                   "alibi", "chunked_local"});
+                                   "alibi", "chunked_local", "k_format", "v_format"});
   Layout layout;
   layout.q_heads = o.need_int("q_heads", 1, limits::kMaxQHeads);
   layout.kv_heads = o.need_int("kv_heads", 1, limits::kMaxKvHeads);
@@ -120,6 +144,15 @@ Layout read_layout(const Object& top, int version) {
   if (auto node = o.get("sinks")) layout.sinks = read_per_head(*node, layout.q_heads, false);
   if (auto node = o.get("alibi")) layout.alibi = read_per_head(*node, layout.q_heads, true);
   layout.chunked_local = o.get_int("chunked_local", 1, limits::kMaxEpochTokens);
+  // The quantized KV caches came with format version 3.
+  for (const std::string_view field : {"k_format", "v_format"}) {
+    if (const auto node = o.get(field); node && version < 3) {
+      node->expected("no \"" + std::string(field) + "\" in a version " + std::to_string(version) +
+                     " fixture (quantized KV caches need \"kvfuzz_fixture\": 3)");
+    }
+  }
+  if (auto node = o.get("k_format")) layout.k_format = read_kv_format(*node);
+  if (auto node = o.get("v_format")) layout.v_format = read_kv_format(*node);
   return layout;
 }
 
@@ -388,6 +421,15 @@ std::string matrix(const std::vector<std::vector<double>>& rows) {
                       [](const std::vector<double>& row) { return inline_array(row, number); });
 }
 
+// A format's name alone when it has no scale; {"type", "scale"} on one line otherwise.
+std::string write_kv_format(const KvFormat& format) {
+  const std::string type = json_string(kv_quant_name(format.quant));
+  if (format.scale.empty()) return type;
+  const std::string scale =
+      format.scale.size() == 1 ? number(format.scale[0]) : inline_array(format.scale, number);
+  return "{\"type\": " + type + ", \"scale\": " + scale + "}";
+}
+
 std::string write_layout(const Layout& layout) {
   Fields fields = {{"q_heads", std::to_string(layout.q_heads)},
                    {"kv_heads", std::to_string(layout.kv_heads)},
@@ -407,6 +449,10 @@ std::string write_layout(const Layout& layout) {
   }
   if (layout.chunked_local) {
     fields.push_back(Field{"chunked_local", std::to_string(*layout.chunked_local)});
+  }
+  for (const auto& [name, format] :
+       {std::pair{"k_format", &layout.k_format}, std::pair{"v_format", &layout.v_format}}) {
+    if (format->quantized()) fields.push_back(Field{name, write_kv_format(*format)});
   }
   return block_object(fields, 2);
 }
@@ -509,6 +555,7 @@ std::string write_provenance(const Provenance& p) {
 }  // namespace
 
 int fixture_format_version(const Scenario& scenario) {
+  if (scenario.layout.quantized_kv()) return 3;
   return scenario.layout.has_features() ? 2 : kMinFixtureFormatVersion;
 }
 

@@ -174,6 +174,10 @@ inline constexpr std::tuple kAbiFields{
     AbiRow{&Sup::sinks, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_SINKS}, 6},
     AbiRow{&Sup::alibi, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ALIBI}, 6},
     AbiRow{&Sup::chunked_local, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_CHUNKED_LOCAL}, 6},
+    // ABI 7
+    AbiRow{&Sup::kv_fp8, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_FP8}, 7},
+    AbiRow{&Sup::kv_ggml_blocks, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_GGML_BLOCKS},
+           7},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,

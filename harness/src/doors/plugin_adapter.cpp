@@ -45,7 +45,17 @@ int32_t poison_code(Poison poison) {
   return KVFUZZ_POISON_NAN;
 }
 
-kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<int32_t>& pages) {
+// An fp8 format's scales, one per kv head (NULL in the config for any other format).
+std::vector<double> head_scales(const KvFormat& format, int kv_heads) {
+  std::vector<double> scales;
+  if (!is_fp8(format.quant)) return scales;
+  for (int g = 0; g < kv_heads; ++g) scales.push_back(format.scale_of(g));
+  return scales;
+}
+
+kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<int32_t>& pages,
+                                const std::vector<double>& k_scales,
+                                const std::vector<double>& v_scales) {
   const Layout& layout = config.layout;
   kvfuzz_engine_config c{};
   c.struct_size = sizeof(kvfuzz_engine_config);
@@ -66,6 +76,10 @@ kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<in
   c.sinks = layout.sinks.empty() ? nullptr : layout.sinks.data();
   c.alibi_slopes = layout.alibi.empty() ? nullptr : layout.alibi.data();
   c.chunked_local = layout.chunked_local.value_or(0);
+  c.k_format = static_cast<int32_t>(layout.k_format.quant);
+  c.v_format = static_cast<int32_t>(layout.v_format.quant);
+  c.k_scales = k_scales.empty() ? nullptr : k_scales.data();
+  c.v_scales = v_scales.empty() ? nullptr : v_scales.data();
   return c;
 }
 
@@ -81,7 +95,9 @@ PluginEngine::PluginEngine(std::shared_ptr<PluginLibrary> library, const PluginE
       page_order_(config.page_order.begin(), config.page_order.end()),
       q_heads_(config.layout.q_heads),
       value_dim_(config.layout.value_dim) {
-  const kvfuzz_engine_config c = abi_config(config, page_order_);
+  const std::vector<double> k_scales = head_scales(config.layout.k_format, config.layout.kv_heads);
+  const std::vector<double> v_scales = head_scales(config.layout.v_format, config.layout.kv_heads);
+  const kvfuzz_engine_config c = abi_config(config, page_order_, k_scales, v_scales);
   const char* error = nullptr;
   const std::lock_guard<std::mutex> lock(library_->create_mutex);
   try {

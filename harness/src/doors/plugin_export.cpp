@@ -89,6 +89,29 @@ kvfuzz::Poison poison_of(int32_t code) {
   }
 }
 
+// A KVFUZZ_KV_* code and its scales (kv_heads of them for fp8; one when all are equal, a
+// per-tensor scale, as the fixture says it).
+kvfuzz::KvFormat kv_format_of(int32_t code, const double* scales, int32_t kv_heads,
+                              const char* field) {
+  static_assert(static_cast<int>(kvfuzz::KvQuant::q5_1) == KVFUZZ_KV_Q5_1 &&
+                static_cast<int>(kvfuzz::KvQuant::fp8_e4m3fn) == KVFUZZ_KV_FP8_E4M3FN);
+  if (code < KVFUZZ_KV_NONE || code > KVFUZZ_KV_Q5_1) {
+    throw EngineError(std::string("config.") + field + ": unknown KVFUZZ_KV_* code " +
+                      std::to_string(code));
+  }
+  kvfuzz::KvFormat format{static_cast<kvfuzz::KvQuant>(code), {}};
+  if (!kvfuzz::is_fp8(format.quant)) return format;
+  if (scales == nullptr) {
+    throw EngineError(std::string("config.") + field + ": an fp8 format with NULL scales");
+  }
+  format.scale.assign(scales, scales + std::max(0, kv_heads));
+  if (std::all_of(format.scale.begin(), format.scale.end(),
+                  [&](double s) { return s == format.scale.front(); })) {
+    format.scale.resize(std::min<size_t>(format.scale.size(), 1));
+  }
+  return format;
+}
+
 // The ABI's config as the C++ engines take it. The engines check the layout themselves
 // (head counts, divisibility, page order a permutation); this checks what C adds.
 kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
@@ -122,6 +145,8 @@ kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
   layout.sinks = per_head(c->sinks);
   layout.alibi = per_head(c->alibi_slopes);
   if (c->chunked_local != 0) layout.chunked_local = c->chunked_local;
+  layout.k_format = kv_format_of(c->k_format, c->k_scales, c->kv_heads, "k_format");
+  layout.v_format = kv_format_of(c->v_format, c->v_scales, c->kv_heads, "v_format");
   config.sequences = c->sequences;
   config.poison = poison_of(c->poison);
   config.page_order.assign(c->page_order, c->page_order + c->pool_pages);

@@ -46,10 +46,7 @@ int pick_chunk(ChoiceSource& c, int page_size, const EngineEdges& edges) {
 
 void pick_features(ChoiceSource& c, const Bounds& b, Layout& l) {
   const EngineSupports& can = b.supports;
-  if (std::none_of(kFeatureSupports.begin(), kFeatureSupports.end(),
-                   [&](bool EngineSupports::*feature) { return can.*feature; })) {
-    return;
-  }
+  if (!can.softcap && !can.sinks && !can.alibi && !can.chunked_local) return;
   const FeatureSet& want = b.filters.features;
   const bool featured = rarely(c, kFeatureCaseOdds);
   const auto on = [&](bool supported, bool wanted) {

@@ -57,6 +57,23 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                                          : " (not in its supports)")};
     }
   }
+  for (const KvQuant quant : f.kv_formats) {
+    const bool declared = is_fp8(quant) ? o.supports.kv_fp8 : o.supports.kv_ggml_blocks;
+    if (!declared || o.model) {
+      return FilterConflict{Filter::kv_formats,
+                            "expected KV formats the engine declares, got " +
+                                std::string(kv_quant_name(quant)) +
+                                (o.model         ? " (model scenarios have no quantized KV cache)"
+                                 : is_fp8(quant) ? " (it does not declare kv_fp8)"
+                                                 : " (it does not declare kv_ggml_blocks)")};
+    }
+    if (is_ggml_block(quant) && most_head_dim(o) < kGgmlBlock) {
+      return FilterConflict{Filter::kv_formats, "expected head_dim of at least 32 for " +
+                                                    std::string(kv_quant_name(quant)) +
+                                                    ", but head_dim is at most " +
+                                                    std::to_string(most_head_dim(o)) + " here"};
+    }
+  }
   if ((f.rope == OnOff::on || o.supports.rope_required) && most_head_dim(o) < 2) {
     return FilterConflict{Filter::rope,
                           "expected head_dim of at least 2 for RoPE, but head_dim "

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "generate/features.h"
+#include "generate/kv_formats.h"
 
 namespace kvfuzz {
 
@@ -142,6 +143,7 @@ Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   }
   l.scale = pick_scale(c);
   pick_features(c, b, l);
+  pick_kv_formats(c, b, l);
   return l;
 }
 

@@ -33,8 +33,9 @@ std::optional<std::string> wrong_angle_hypothesis(const Scenario& scenario, cons
                                                   std::span<const float> got, DType output) {
   const Layout& l = scenario.layout;
   const auto vd = static_cast<size_t>(l.value_dim);
-  // Its rows are plain softmax rows: a layout with logit features has none to offer.
-  if (l.softcap || !l.sinks.empty() || !l.alibi.empty()) return std::nullopt;
+  // Its rows are plain softmax rows over unquantized keys: a layout with logit features or a
+  // quantized cache has none to offer.
+  if (l.softcap || !l.sinks.empty() || !l.alibi.empty() || l.quantized_kv()) return std::nullopt;
   if (!l.rope_theta || got.size() != vd || ref.key_hi - ref.key_lo + 1 > kMostKeys || q_head < 0 ||
       q_head >= l.q_heads) {
     return std::nullopt;

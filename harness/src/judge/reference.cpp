@@ -47,25 +47,39 @@ namespace {
 // as the engine stores it, and record in `error` each element the engine's f32 rotation
 // may round to the neighbour (2e + spacing; 0 for the others). `raw` is the unrotated head
 // at position `pos`; the engine's rotation error grows with its angles' (unless it declares
-// rope_angles_exact) and with tables rounded to a dtype (rope_tables). Returns whether any
-// element is such.
+// rope_angles_exact) and with tables rounded to a dtype (rope_tables). With a quantized
+// key format (fp8: element by element) the stored element is the format's value of the
+// dtype's, and an element whose reach straddles a boundary of either may be stored as
+// anything between the two ends' values (the conversions are monotone): its error is their
+// distance. Returns whether any element is such.
 bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos, DType dtype,
-                   const EngineNumerics& numerics, double* error) {
+                   const KvFormat& format, int kv_head, const EngineNumerics& numerics,
+                   double* error) {
   const size_t half = head_dim / 2;
   const double angle =
       numerics.rope_angles_exact.value_or(false) ? 0 : 20 * static_cast<double>(pos);
   const double tables =
       numerics.rope_tables == DType::f32 ? 0 : 3 * unit_roundoff(numerics.rope_tables);
   const double reach = (4 + angle) * 0x1p-24 + tables;
+  const auto stored = [&](double x) {
+    float element = round_to_dtype(static_cast<float>(x), dtype);
+    if (format.quantized()) round_trip_row(format, kv_head, &element, 1, &element);
+    return element;
+  };
   bool any = false;
   for (size_t d = 0; d < head_dim; ++d) {
     const size_t i = d % half;
     const double e = reach * (std::fabs(double{raw[i]}) + std::fabs(double{raw[i + half]}));
     const double x = head[d];
-    const float low = round_to_dtype(static_cast<float>(x - e), dtype);
-    const float high = round_to_dtype(static_cast<float>(x + e), dtype);
-    head[d] = round_to_dtype(static_cast<float>(x), dtype);
-    error[d] = low == high ? 0 : 2 * e + dtype_spacing(dtype, std::fabs(x) + e);
+    const float low = stored(x - e);
+    const float high = stored(x + e);
+    head[d] = stored(x);
+    if (low == high) {
+      error[d] = 0;
+    } else {
+      error[d] = format.quantized() ? double{high} - double{low}
+                                    : 2 * e + dtype_spacing(dtype, std::fabs(x) + e);
+    }
     any = any || error[d] > 0;
   }
   return any;
@@ -154,14 +168,17 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
   out.key_norm.resize(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
   out.value_max.resize(out.key_norm.size());
   out.values.resize(static_cast<size_t>(n) * out.v_stride);
+  // A quantized key format holds rotated keys whatever the engine declares (kv_format.h).
   out.round_rotated =
-      rope && numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32;
+      rope && (layout.k_format.quantized() ||
+               (numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32));
   out.key_error.resize(out.round_rotated ? out.keys.size() : 0);
   out.key_ambiguous.resize(out.round_rotated ? out.key_norm.size() : 0);
   for (int j = 0; j < n; ++j) {
     const int id = stream.tokens[static_cast<size_t>(j)];
-    const auto k = table.k(id);
-    const auto v = table.v(id);
+    // Unrotated keys as the cache reads them back; rotated ones are stored below.
+    const auto k = rope ? table.k(id) : table.k_stored(id);
+    const auto v = table.v_stored(id);
     double* dst = out.keys.data() + static_cast<size_t>(j) * out.k_stride;
     std::copy(k.begin(), k.end(), dst);
     std::copy(
@@ -174,8 +191,9 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
           static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
       if (out.round_rotated) {
         const size_t at = static_cast<size_t>(j) * out.k_stride + static_cast<size_t>(g) * hd;
-        out.key_ambiguous[jg] = store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j,
-                                              layout.dtype, numerics, out.key_error.data() + at);
+        out.key_ambiguous[jg] =
+            store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j, layout.dtype,
+                          layout.k_format, g, numerics, out.key_error.data() + at);
       }
       out.key_norm[jg] = norm(head, layout.head_dim);
       double largest = 0;
@@ -203,7 +221,7 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
       rope && numerics.rotated_queries_in_storage.value_or(false) && layout.dtype != DType::f32;
   double q_error_norm = 0;
   if (round_rotated_q && store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p,
-                                       layout.dtype, numerics, q_error)) {
+                                       layout.dtype, KvFormat{}, 0, numerics, q_error)) {
     q_error_norm = norm(q_error, layout.head_dim);
   }
   return {norm(q, layout.head_dim), q_error_norm};

@@ -174,7 +174,12 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
        {feature("a soft cap", l.softcap.has_value(), supports.softcap),
         feature("attention sinks", !l.sinks.empty(), supports.sinks),
         feature("ALiBi", !l.alibi.empty(), supports.alibi),
-        feature("chunked local attention", l.chunked_local.has_value(), supports.chunked_local)}) {
+        feature("chunked local attention", l.chunked_local.has_value(), supports.chunked_local),
+        feature("an fp8 KV cache", is_fp8(l.k_format.quant) || is_fp8(l.v_format.quant),
+                supports.kv_fp8),
+        feature("a ggml block KV cache",
+                is_ggml_block(l.k_format.quant) || is_ggml_block(l.v_format.quant),
+                supports.kv_ggml_blocks)}) {
     if (refusal) return refusal;
   }
   if (supports.max_q_heads > 0 && l.q_heads > supports.max_q_heads) {

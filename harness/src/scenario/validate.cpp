@@ -173,6 +173,52 @@ class Validator {
       }
     }
     check_features();
+    check_kv_format("$.layout.k_format", layout_.k_format, layout_.head_dim, "head_dim");
+    check_kv_format("$.layout.v_format", layout_.v_format, layout_.value_dim, "value_dim");
+    if (is_ggml_block(layout_.k_format.quant) && layout_.rope_theta) {
+      reject("$.layout.k_format",
+             "no ggml block format for keys under RoPE (rope_theta): a block's scale after the "
+             "engine's own rotation is not modelled yet; fp8 keys may be rotated");
+    }
+    if (model_ && layout_.quantized_kv()) {
+      reject("$.layout",
+             "no quantized KV format (k_format, v_format) in a model scenario: the "
+             "model level does not model them yet");
+    }
+  }
+
+  // A quantized KV format (docs/fixture-format.md, "Quantized KV caches"): fp8 scales
+  // positive and exact in f32, one or one per kv head; ggml blocks whole rows, no scale.
+  void check_kv_format(const std::string& path, const KvFormat& format, int row,
+                       const char* row_name) {
+    if (!format.quantized()) return;
+    if (is_ggml_block(format.quant)) {
+      if (!format.scale.empty()) {
+        reject(path + ".scale", std::string("no scale for ") +
+                                    std::string(kv_quant_name(format.quant)) +
+                                    " (a ggml block stores its own)");
+      }
+      if (row % kGgmlBlock != 0) {
+        reject(path, std::string("a ") + row_name + " that is a multiple of " + str(kGgmlBlock) +
+                         " for " + std::string(kv_quant_name(format.quant)) +
+                         " (ggml quantizes blocks of 32), got " + row_name + " " + str(row));
+      }
+      return;
+    }
+    const size_t n = format.scale.size();
+    if (n > 1 && n != static_cast<size_t>(layout_.kv_heads)) {
+      reject(path + ".scale", "one number, or one per kv head (" + str(layout_.kv_heads) +
+                                  "), got " + str(static_cast<int64_t>(n)));
+    }
+    for (size_t g = 0; g < n; ++g) {
+      const double s = format.scale[g];
+      const std::string at =
+          n == 1 ? path + ".scale" : path + ".scale[" + str(static_cast<int64_t>(g)) + "]";
+      if (!(s >= limits::kMinKvScale && s <= limits::kMaxKvScale) ||
+          static_cast<double>(static_cast<float>(s)) != s) {
+        reject(at, "a number in [2^-32, 2^32] that f32 holds exactly, got " + num(s));
+      }
+    }
   }
 
   // The attention features (docs/fixture-format.md, "Attention features").

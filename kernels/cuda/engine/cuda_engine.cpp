@@ -91,6 +91,9 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
         "the CUDA kernels compute no attention features yet (soft cap, sinks, ALiBi, chunked "
         "local attention)");
   }
+  if (layout_.quantized_kv()) {
+    throw EngineError("the CUDA kernels read no quantized KV cache yet (k_format, v_format)");
+  }
   if (layout_.head_dim > kPrefillMaxDim || layout_.value_dim > kPrefillMaxDim) {
     throw EngineError("the CUDA kernels take head_dim and value_dim up to " +
                       std::to_string(kPrefillMaxDim) + ", not " +

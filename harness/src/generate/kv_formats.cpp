@@ -1,0 +1,77 @@
+#include "generate/kv_formats.h"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+namespace kvfuzz {
+
+namespace {
+
+// Powers of two, 1 last: exact in f32, and x / s is x * (1 / s).
+std::vector<double> pick_scales(ChoiceSource& c, int kv_heads) {
+  static constexpr std::array<double, 6> kScales{0.5, 2.0, 0.0625, 4.0, 0.25, 1.0};
+  const bool per_head = c.pick_bool();
+  std::vector<double> scales;
+  for (int g = 0; g < kv_heads; ++g) scales.push_back(c.pick_from(kScales));
+  if (!per_head) scales.resize(1);
+  return scales;
+}
+
+}  // namespace
+
+void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
+  const EngineSupports& can = b.supports;
+  if (!can.kv_fp8 && !can.kv_ggml_blocks) return;
+  const std::vector<KvQuant>& want = b.filters.kv_formats;
+  const bool quantized = rarely(c, kKvFormatCaseOdds) || !want.empty();
+  // A block format's rows of 32 must fit the bounds and the engine's multiple.
+  const bool rows_of_32 =
+      b.head_dim >= kGgmlBlock && kGgmlBlock % std::max(1, can.head_dim_multiple) == 0;
+  const auto allowed = [&](KvQuant q, bool keys) {
+    const bool supported =
+        is_fp8(q) ? can.kv_fp8
+                  : can.kv_ggml_blocks && rows_of_32 && !(keys && l.rope_theta.has_value());
+    return supported && (want.empty() || std::find(want.begin(), want.end(), q) != want.end());
+  };
+  const auto candidates = [&](bool keys) {
+    std::vector<KvQuant> out;
+    for (const KvQuant q : kQuantizedFormats) {
+      if (allowed(q, keys)) out.push_back(q);
+    }
+    return out;
+  };
+  const std::vector<KvQuant> for_k = candidates(true);
+  const std::vector<KvQuant> for_v = candidates(false);
+  const size_t k_pick = static_cast<size_t>(c.pick(0, 15));
+  const size_t v_pick = static_cast<size_t>(c.pick(0, 15));
+  // V: K's format (3 in 4 when it can), another format, or unquantized.
+  enum class VChoice { same, other, none };
+  const VChoice v_choice =
+      pick_weighted<VChoice>(c, {{VChoice::same, 6}, {VChoice::other, 1}, {VChoice::none, 1}});
+  std::vector<double> k_scales = pick_scales(c, l.kv_heads);
+  std::vector<double> v_scales = pick_scales(c, l.kv_heads);
+  if (!quantized || (for_k.empty() && for_v.empty())) return;
+
+  KvQuant k = for_k.empty() ? KvQuant::none : for_k[k_pick % for_k.size()];
+  KvQuant v = for_v.empty() ? KvQuant::none : for_v[v_pick % for_v.size()];
+  if (v_choice == VChoice::same && allowed(k, false)) v = k;
+  if (v_choice == VChoice::none && k != KvQuant::none && want.empty()) v = KvQuant::none;
+  if (k != KvQuant::none) {
+    l.k_format = KvFormat{k, is_fp8(k) ? std::move(k_scales) : std::vector<double>{}};
+    if (is_ggml_block(k) && l.head_dim % kGgmlBlock != 0) {
+      const bool same = l.value_dim == l.head_dim;
+      l.head_dim = kGgmlBlock;
+      if (same || can.value_dim_is_head_dim) l.value_dim = kGgmlBlock;
+    }
+  }
+  if (v != KvQuant::none) {
+    l.v_format = KvFormat{v, is_fp8(v) ? std::move(v_scales) : std::vector<double>{}};
+    if (is_ggml_block(v) && l.value_dim % kGgmlBlock != 0) {
+      l.value_dim = kGgmlBlock;
+      if (can.value_dim_is_head_dim) l.head_dim = kGgmlBlock;
+    }
+  }
+}
+
+}  // namespace kvfuzz

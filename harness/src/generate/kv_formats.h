@@ -1,0 +1,25 @@
+// The quantized KV cache of one layout (Layout::k_format, v_format; kvfuzz/kv_format.h),
+// drawn only for an engine that declares kv_fp8 or kv_ggml_blocks (EngineSupports): for
+// every other engine no choice is drawn. About one scenario in four (kKvFormatCaseOdds)
+// has one: K in one of the declared formats, V mostly in the same (now and then in another,
+// or unquantized, as llama.cpp's --cache-type-k and -v are set apart). fp8 scales are
+// powers of two, one per tensor or one per kv head, mostly not 1: a scale dropped on one
+// path then shows, and x / s equals x * (1 / s), so an engine that multiplies by the
+// inverse stores the same bits. A ggml block format needs rows of 32: the layout's
+// head_dim (for K) or value_dim (for V) becomes 32 when the bounds allow it, and keys under
+// RoPE are never block-quantized (validate() refuses it: not modelled yet).
+// GeneratorFilters::kv_formats forces a format from its list on K and V.
+#pragma once
+
+#include "generate/bounds.h"
+#include "kvfuzz/choice_source.h"
+#include "kvfuzz/scenario.h"
+
+namespace kvfuzz {
+
+inline constexpr int kKvFormatCaseOdds = 4;
+
+// Sets the KV formats of `l` (its heads, dims and RoPE already drawn).
+void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l);
+
+}  // namespace kvfuzz
