@@ -103,6 +103,10 @@ const std::vector<MutantRow>& rejection_table() {
                                    {Property::schedule, 20,    2}}, true},
       {"alibi-kv-head-slope",     {{Property::prefix,   20,    0}}, true},
       {"chunked-local-from-request", {{Property::prefix, 80,  41}}, true},
+      // The quantized KV caches' mutants, on the same grid (kv_fp8 and kv_ggml_blocks are
+      // declared there too).
+      {"fp8-v-scale-dropped",     {{Property::prefix,  200,  200}}, true},
+      {"q4_0-nibbles-swapped",    {{Property::prefix,  200,  200}}, true},
   };
   return table;
 }

@@ -27,13 +27,15 @@ struct LayoutFields {
   std::vector<double> sinks = Layout{}.sinks;
   std::vector<double> alibi = Layout{}.alibi;
   std::optional<int> chunked_local = Layout{}.chunked_local;
+  KvFormat k_format = Layout{}.k_format;
+  KvFormat v_format = Layout{}.v_format;
 };
 
 // Every field given: g++ -Wextra flags a field added to Layout and missing here.
 inline Layout make_layout(const LayoutFields& f) {
-  return Layout{f.q_heads, f.kv_heads,   f.head_dim,     f.value_dim, f.page_size,
-                f.dtype,   f.rope_theta, f.window,       f.scale,     f.softcap,
-                f.sinks,   f.alibi,      f.chunked_local};
+  return Layout{f.q_heads, f.kv_heads,   f.head_dim,      f.value_dim, f.page_size,
+                f.dtype,   f.rope_theta, f.window,        f.scale,     f.softcap,
+                f.sinks,   f.alibi,      f.chunked_local, f.k_format,  f.v_format};
 }
 
 // One head, head_dim 1, q = k = 0: every visible key gets equal weight, so a row is the

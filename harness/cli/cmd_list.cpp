@@ -100,13 +100,14 @@ constexpr std::array<std::string_view, 12> kNumericsSpelled = {"rope_tables",
                                                                "split_partials",
                                                                "p_normalised",
                                                                "exp_ulps"};
-constexpr std::array<std::string_view, 12> kSupportsSpelled = {
+constexpr std::array<std::string_view, 14> kSupportsSpelled = {
     "dtypes",        "head_dim_multiple",
     "max_head_dim",  "max_q_heads",
     "max_context",   "value_dim_is_head_dim",
     "rope_required", "windows",
     "softcap",       "sinks",
-    "alibi",         "chunked_local"};
+    "alibi",         "chunked_local",
+    "kv_fp8",        "kv_ggml_blocks"};
 static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
 static_assert(all_fields<EngineSupports>(kSupportsSpelled));
 
@@ -125,18 +126,28 @@ std::string numerics_text(const EngineNumerics& n) {
          the_rest(n, kNumericsSpelled);
 }
 
-// "softcap, alibi": the attention features declared, "none" for none.
+// "softcap, alibi": the attention features declared (the quantized KV formats apart),
+// "none" for none.
 std::string features_text(const EngineSupports& s) {
   std::string names;
   for_each_field<EngineSupports>([&](const auto& field) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(s.*field.member)>, bool>) {
       const bool feature = std::find(kFeatureSupports.begin(), kFeatureSupports.end(),
                                      field.member) != kFeatureSupports.end();
-      if (feature && s.*field.member)
+      const bool kv = field.member == &EngineSupports::kv_fp8 ||
+                      field.member == &EngineSupports::kv_ggml_blocks;
+      if (feature && !kv && s.*field.member)
         names += (names.empty() ? "" : ", ") + std::string(field.name);
     }
   });
   return names.empty() ? "none" : names;
+}
+
+// "fp8, ggml blocks": the quantized KV formats declared, "none" for none.
+std::string kv_formats_text(const EngineSupports& s) {
+  if (s.kv_fp8 && s.kv_ggml_blocks) return "fp8, ggml blocks";
+  if (s.kv_fp8) return "fp8";
+  return s.kv_ggml_blocks ? "ggml blocks" : "none";
 }
 
 std::string supports_text(const EngineSupports& s) {
@@ -149,7 +160,8 @@ std::string supports_text(const EngineSupports& s) {
          (s.value_dim_is_head_dim ? " (value_dim = head_dim)" : "") + "; q heads " +
          limit(s.max_q_heads) + "; context " + limit(s.max_context, " tokens") +
          (s.rope_required ? "; RoPE only" : "") + (s.windows ? "" : "; no windows") +
-         "; attention features " + features_text(s) + the_rest(s, kSupportsSpelled);
+         "; attention features " + features_text(s) + "; quantized KV " + kv_formats_text(s) +
+         the_rest(s, kSupportsSpelled);
 }
 
 // "truncate yes, fork no": every capability by its name.

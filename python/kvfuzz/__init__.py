@@ -33,6 +33,8 @@ from kvfuzz._kvfuzz import (
     Scenario,
     __version__,
     case_seed,
+    dequantize_row,
+    quantize_row,
 )
 from kvfuzz._check import CheckResult, Finding, KnownBug, check, root_cause_hash
 from kvfuzz._corpus import corpus_path, fixtures, load_fixture, save_fixture
@@ -66,6 +68,7 @@ __all__ = [
     "case_seed",
     "check",
     "corpus_path",
+    "dequantize_row",
     "engine",
     "explain",
     "fixtures",
@@ -73,6 +76,7 @@ __all__ = [
     "judge",
     "load_factory",
     "load_fixture",
+    "quantize_row",
     "reference",
     "replay",
     "root_cause_hash",

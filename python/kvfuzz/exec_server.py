@@ -112,6 +112,11 @@ class Config:
     sinks: list | None = None  # one sink logit per q head: a softmax term with no value
     alibi: list | None = None  # one slope per q head: logit += slope * (key pos - query pos)
     chunked_local: int | None = None  # the query at p sees keys from p // C * C on
+    # The quantized KV caches, sent only to an engine that declares them (kv_fp8,
+    # kv_ggml_blocks): {"type": "fp8_e4m3fn" | ... | "q5_1", "scales": one per kv head for
+    # fp8, else None} (kvfuzz.quantize_row gives the bytes), or None: the dtype.
+    k_format: dict | None = None
+    v_format: dict | None = None
 
     @property
     def group(self):
@@ -212,6 +217,8 @@ def config_from_hello(request):
         sinks=layout.get("sinks"),
         alibi=layout.get("alibi"),
         chunked_local=layout.get("chunked_local"),
+        k_format=layout.get("k_format"),
+        v_format=layout.get("v_format"),
     )
 
 

@@ -24,6 +24,7 @@
 #include "corpus/provenance.h"
 #include "crash_shrink.h"
 #include "judge/report.h"
+#include "kv_format_binding.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/generator.h"
@@ -360,6 +361,7 @@ NB_MODULE(_kvfuzz, m) {
   nb::exception<FixtureError>(m, "FixtureError", PyExc_ValueError);
   nb::exception<EngineError>(m, "EngineError", PyExc_RuntimeError);
   bind_engine_types(m);
+  bind_kv_formats(m);
   bind_check(m);
   bind_crash_shrink(m);
 

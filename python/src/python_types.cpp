@@ -24,6 +24,23 @@ std::optional<std::vector<double>> per_head(const std::vector<double>& values) {
   return values;
 }
 
+// A quantized KV format (Layout::k_format, v_format) for Python, as the exec protocol sends
+// it: {"type": "fp8_e4m3fn", "scales": [one per kv head]} ("scales" None for a ggml block
+// format), or None when the cache stores the dtype.
+nb::object kv_format(const KvFormat& format, int kv_heads) {
+  if (!format.quantized()) return nb::none();
+  nb::dict out;
+  out["type"] = std::string(kv_quant_name(format.quant));
+  if (is_fp8(format.quant)) {
+    std::vector<double> scales;
+    for (int g = 0; g < kv_heads; ++g) scales.push_back(format.scale_of(g));
+    out["scales"] = scales;
+  } else {
+    out["scales"] = nb::none();
+  }
+  return out;
+}
+
 // A float32 numpy array of `shape` holding a copy of `values`.
 nb::object weight_array(const std::vector<float>& values, std::vector<size_t> shape) {
   auto* copy = new float[values.size()];
@@ -100,6 +117,16 @@ void bind_engine_types(nb::module_& m) {
       .def_prop_ro(
           "chunked_local", [](const EngineConfig& c) { return c.layout.chunked_local; },
           "chunked local attention (the query at p sees keys from p // C * C), or None")
+      .def_prop_ro(
+          "k_format",
+          [](const EngineConfig& c) { return kv_format(c.layout.k_format, c.layout.kv_heads); },
+          "how the cache stores K: {'type': 'fp8_e4m3fn' | 'fp8_e5m2' | 'q8_0' | 'q4_0' | "
+          "'q4_1' | 'q5_0' | 'q5_1', 'scales': one per kv head (fp8) or None}, or None (the "
+          "dtype); kvfuzz.quantize_row gives the bytes")
+      .def_prop_ro(
+          "v_format",
+          [](const EngineConfig& c) { return kv_format(c.layout.v_format, c.layout.kv_heads); },
+          "how the cache stores V, as k_format")
       .def_prop_ro("sequences", [](const EngineConfig& c) { return c.sequences; })
       .def_prop_ro(
           "page_order", [](const EngineConfig& c) { return c.page_order; },

@@ -105,7 +105,8 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "first yes; RoPE tables in bf16; exp within 1024 ulps\n",
         "supports      storage f16, bf16; head_dim a multiple of 8, at most 256 (value_dim = "
         "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows; "
-        "attention features softcap, sinks, alibi, chunked_local\n",
+        "attention features softcap, sinks, alibi, chunked_local; quantized KV fp8, ggml "
+        "blocks\n",
         "bitwise       batch, schedule, layout, poison\n"}) {
     EXPECT_TRUE(has(all.out, line)) << line << "\nin:\n" << all.out;
   }
@@ -118,7 +119,7 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "not said; split partials combined rescaled, stored in f32; P normalised first no; RoPE "
         "tables in f32; exp within 1 ulp\n",
         "supports      storage f32, f16, bf16; head_dim any; q heads any; context any; attention "
-        "features none\n",
+        "features none; quantized KV none\n",
         "bitwise       none", "engine        paged (honest)\n",
         "capabilities  truncate yes, fork yes\n"}) {
     EXPECT_TRUE(has(none.out, line)) << line << "\nin:\n" << none.out;

@@ -537,7 +537,7 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
             "f.json: $.expect[1].pos: expected an integer, got 4.0 (integers are written without "
             "a fraction or exponent)");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 1.0)")),
-            "f.json: $.kvfuzz_fixture: expected format version 1 to 2, got 1.0");
+            "f.json: $.kvfuzz_fixture: expected format version 1 to 3, got 1.0");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -547,7 +547,7 @@ TEST(FixtureErrors, ExactMessages) {
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("q_heads": 1)", R"("qheads": 1)")),
             "f.json: $.layout.qheads: unknown field; expected one of q_heads, kv_heads, head_dim, "
             "value_dim, page_size, dtype, rope_theta, window, scale, softcap, sinks, alibi, "
-            "chunked_local");
+            "chunked_local, k_format, v_format");
   EXPECT_EQ(error_of(replace(kWorkedExample, "    \"q_heads\": 1,\n", "")),
             "f.json: $.layout.q_heads: missing; expected an integer in [1, 128]");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("seq": 0, "tokens": [3, 4])",
@@ -596,10 +596,10 @@ TEST(FixtureRoundTrip, QkMagnitude) {
 }
 
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
-  const std::string v3 =
-      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 3)"),
+  const std::string v4 =
+      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 4)"),
               R"("sequences": 1,)", R"("sequences": 1, "fork_points": [],)");
-  EXPECT_EQ(error_of(v3), "f.json: $.kvfuzz_fixture: expected format version 1 to 2, got 3");
+  EXPECT_EQ(error_of(v4), "f.json: $.kvfuzz_fixture: expected format version 1 to 3, got 4");
 }
 
 // Format version 2: the attention features. A version 1 fixture reads as before (and a
@@ -645,6 +645,61 @@ TEST(FixtureFeatures, Version2HoldsTheAttentionFeaturesAndVersion1ReadsUnchanged
             "f.json: $.layout.alibi: expected one of \"standard\", got \"steep\"");
   EXPECT_EQ(error_of(with(R"("chunked_local": 0)")),
             "f.json: $.layout.chunked_local: expected an integer in [1, 16384], got 0");
+}
+
+TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged) {
+  const std::string layout_end = R"("dtype": "f32")";
+  const auto with = [&](const std::string& fields, int version = 3,
+                        const std::string& dims = R"("value_dim": 1)") {
+    return replace(
+        replace(replace(kWorkedExample, layout_end, layout_end + ",\n    " + fields),
+                R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": )" + std::to_string(version)),
+        R"("value_dim": 1)", dims);
+  };
+  const std::string fp8 = with(R"("k_format": {"type": "fp8_e5m2", "scale": 0.5})");
+  const Scenario s = parse_fixture(fp8, "f.json");
+  EXPECT_EQ(s.layout.k_format, (KvFormat{KvQuant::fp8_e5m2, {0.5}}));
+  EXPECT_FALSE(s.layout.v_format.quantized());
+  EXPECT_EQ(fixture_format_version(s), 3);
+  EXPECT_EQ(write_fixture(s), fp8);
+  // A format without a scale is its name; per-kv-head scales are a list.
+  Scenario blocks = s;
+  blocks.layout.value_dim = 32;
+  blocks.tokens = GeneratedTokens{.seed = 1, .count = 5};
+  blocks.expect.clear();
+  blocks.layout.k_format.scale = {0.25, 4};
+  blocks.layout.kv_heads = 2;
+  blocks.layout.q_heads = 2;
+  blocks.layout.v_format = KvFormat{KvQuant::q4_0, {}};
+  const std::string written = write_fixture(blocks);
+  EXPECT_NE(written.find(R"("k_format": {"type": "fp8_e5m2", "scale": [0.25, 4]})"),
+            std::string::npos)
+      << written;
+  EXPECT_NE(written.find(R"("v_format": "q4_0")"), std::string::npos) << written;
+  EXPECT_EQ(parse_fixture(written, "f.json"), blocks);
+  // Without formats the fixture is written as before.
+  EXPECT_EQ(write_fixture(parse_fixture(kWorkedExample, "f.json")), kWorkedExample);
+
+  EXPECT_EQ(error_of(with(R"("k_format": "q8_0")", 2)),
+            "f.json: $.layout.k_format: expected no \"k_format\" in a version 2 fixture "
+            "(quantized KV caches need \"kvfuzz_fixture\": 3), got \"q8_0\"");
+  EXPECT_EQ(error_of(with(R"("k_format": "q2_k")")),
+            "f.json: $.layout.k_format: expected one of \"fp8_e4m3fn\", \"fp8_e5m2\", "
+            "\"q8_0\", \"q4_0\", \"q4_1\", \"q5_0\", \"q5_1\", got \"q2_k\"");
+  EXPECT_EQ(error_of(with(R"("k_format": "q8_0")")),
+            "f.json: $.layout.k_format: expected a head_dim that is a multiple of 32 for q8_0 "
+            "(ggml quantizes blocks of 32), got head_dim 1");
+  EXPECT_EQ(error_of(with(R"("v_format": {"type": "q8_0", "scale": 2})", 3, R"("value_dim": 32)")),
+            "f.json: $.layout.v_format.scale: expected no scale for q8_0 (a ggml block stores "
+            "its own)");
+  EXPECT_EQ(error_of(with(R"("k_format": {"type": "fp8_e4m3fn", "scale": 0.1})")),
+            "f.json: $.layout.k_format.scale: expected a number in [2^-32, 2^32] that f32 "
+            "holds exactly, got 0.1");
+  EXPECT_EQ(error_of(with(R"("k_format": {"type": "fp8_e4m3fn", "scale": [1, 2]})")),
+            "f.json: $.layout.k_format.scale: expected one number, or one per kv head (1), "
+            "got 2");
+  EXPECT_EQ(error_of(with(R"("k_format": {"type": "fp8_e4m3fn", "bias": 1})")),
+            "f.json: $.layout.k_format.bias: unknown field; expected one of type, scale");
 }
 
 TEST(FixtureErrors, GotValuesAreShortAndMessagesOneLine) {

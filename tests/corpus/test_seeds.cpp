@@ -76,9 +76,10 @@ TEST(Seeds, EveryHonestEnginePassesEverySeed) {
     const Prepared prepared = prepare(scenario);
     for (const EngineInfo& engine : engine_registry()) {
       if (engine.mutant) continue;
-      // A seed with an attention feature the engine does not declare is not its to pass.
-      // (Made for the layout without features, which an engine that lacks them refuses.)
-      if (scenario.layout.has_features()) {
+      // A seed with an attention feature or a quantized cache the engine does not declare is
+      // not its to pass. (Made for the layout without them, which an engine that lacks them
+      // refuses.)
+      if (scenario.layout.has_features() || scenario.layout.quantized_kv()) {
         Scenario bare = scenario;
         bare.layout = Layout{};
         if (unsupported_layout(scenario, engine.make(engine_config(bare))->supports())) continue;
@@ -209,6 +210,14 @@ struct Prediction {
 };
 
 const double kE = std::exp(1.0);
+
+// q4_0-nibble-order's position 0 read with its nibbles swapped: element j < 16 takes
+// element j + 16's value 7 - j, element j >= 16 element j - 16's (j - 16) - 8.
+std::vector<double> nibbles_swapped_row() {
+  std::vector<double> row;
+  for (int j = 0; j < 32; ++j) row.push_back(j < 16 ? 7 - j : j - 24);
+  return row;
+}
 
 const std::vector<Prediction>& predictions() {
   static const std::vector<Prediction> table = {
@@ -360,6 +369,11 @@ const std::vector<Prediction>& predictions() {
       {"chunked-local-after-truncate",
        "chunked-local-from-request",
        {{{0, 1, 1}, {16}}, {{0, 1, 2}, {24}}}},
+      // The quantized KV caches (issue 27). V's fp8 codes read back without the scale 0.25:
+      // four times the values 2 and 2, 4, 8, 16, 32.
+      {"worked-example-fp8-v", "fp8-v-scale-dropped", {{{0, 0, 0}, {8}}, {{0, 0, 4}, {49.6}}}},
+      // Each q4_0 element j < 16 read from element j + 16's nibble (7 - j) and back.
+      {"q4_0-nibble-order", "q4_0-nibbles-swapped", {{{0, 0, 0}, nibbles_swapped_row()}}},
   };
   return table;
 }

@@ -199,6 +199,9 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       {"sink-prefill-only", "worked-example-sink", FailureKind::mismatch},
       {"alibi-kv-head-slope", "alibi-gqa-slopes", FailureKind::mismatch},
       {"chunked-local-from-request", "chunked-local-after-truncate", FailureKind::mismatch},
+      // The quantized KV caches cross ABI 7's config fields.
+      {"fp8-v-scale-dropped", "worked-example-fp8-v", FailureKind::mismatch},
+      {"q4_0-nibbles-swapped", "q4_0-nibble-order", FailureKind::mismatch},
   };
   std::set<std::string> rejected;
   for (const Targeted& c : cases) {
@@ -263,7 +266,9 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .softcap = true,
                                           .sinks = true,
                                           .alibi = true,
-                                          .chunked_local = true}));
+                                          .chunked_local = true,
+                                          .kv_fp8 = true,
+                                          .kv_ggml_blocks = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
   // otherwise (its functions, the model door) is not.
   EXPECT_EQ(
@@ -360,6 +365,10 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
 // added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
 EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   const EngineNumerics defaults;
+  if (version < 7) {  // ABI 7's quantized KV formats
+    declared.supports.kv_fp8 = false;
+    declared.supports.kv_ggml_blocks = false;
+  }
   if (version < 6) {  // ABI 6's attention features
     for (bool EngineSupports::*feature : kFeatureSupports) declared.supports.*feature = false;
   }
@@ -432,7 +441,7 @@ struct Refusal {
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
       {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
-       {"plugin built for engine ABI 7, this kvfuzz speaks 6 and reads 1, 2, 3, 4 and 5"}},
+       {"plugin built for engine ABI 8, this kvfuzz speaks 7 and reads 1, 2, 3, 4, 5 and 6"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -449,7 +458,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 6, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 7, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
@@ -492,7 +501,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0x42; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3f)"}},
+       {"engine 'second' has supports 0x102; expected KVFUZZ_SUPPORTS_* flags (bits of 0xff)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

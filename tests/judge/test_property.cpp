@@ -332,9 +332,10 @@ TEST(JudgeProperty, EveryHonestEnginePassesAllSixOnEverySeed) {
   for (const auto& file : seed_files()) {
     const Scenario s = load_fixture(file);
     for (const EngineInfo* e : honest_engines()) {
-      // A seed with an attention feature the engine does not declare is not its to pass.
-      // (Made for the layout without features, which an engine that lacks them refuses.)
-      if (s.layout.has_features()) {
+      // A seed with an attention feature or a quantized cache the engine does not declare is
+      // not its to pass. (Made for the layout without them, which an engine that lacks them
+      // refuses.)
+      if (s.layout.has_features() || s.layout.quantized_kv()) {
         Scenario bare = s;
         bare.layout = Layout{};
         if (unsupported_layout(s, e->make(engine_config(bare))->supports())) continue;

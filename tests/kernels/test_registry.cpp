@@ -50,7 +50,9 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "softcap-twice-split",
                                        "sink-prefill-only",
                                        "alibi-kv-head-slope",
-                                       "chunked-local-from-request"};
+                                       "chunked-local-from-request",
+                                       "fp8-v-scale-dropped",
+                                       "q4_0-nibbles-swapped"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

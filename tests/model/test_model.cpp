@@ -415,11 +415,13 @@ TEST(ModelHonest, PassGeneratedScenariosInEveryDtype) {
 // ---------------------------------------------------------------------------------------
 // Mutants fail, and the faulty layer is found
 
-// The attention features' mutants need a feature, which model scenarios do not have
-// (validate() refuses them there): their seeds and attention-level checks reject them.
+// The attention features' and quantized KV caches' mutants need a feature or a format,
+// which model scenarios do not have (validate() refuses them there): their seeds and
+// attention-level checks reject them.
 bool needs_attention_feature(const EngineInfo& mutant) {
   static const std::set<std::string> kNames = {"softcap-twice-split", "sink-prefill-only",
-                                               "alibi-kv-head-slope", "chunked-local-from-request"};
+                                               "alibi-kv-head-slope", "chunked-local-from-request",
+                                               "fp8-v-scale-dropped", "q4_0-nibbles-swapped"};
   return kNames.count(mutant.name) != 0;
 }
 

@@ -537,7 +537,10 @@ TEST(Shrink, EveryMutantShrinksSmall) {
     for (const EngineInfo& honest : engine_registry()) {
       if (honest.mutant) continue;
       // An engine that lacks the shrunk fixture's attention feature refuses it.
-      if (s.layout.has_features() && honest.name.rfind("cuda-", 0) == 0) continue;
+      if ((s.layout.has_features() || s.layout.quantized_kv()) &&
+          honest.name.rfind("cuda-", 0) == 0) {
+        continue;
+      }
       EXPECT_TRUE(judge_property(Property::prefix, s, honest).pass) << honest.name;
     }
   }

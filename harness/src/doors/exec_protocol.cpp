@@ -252,6 +252,18 @@ std::string case_request(Ordered request, const EngineConfig& config,
   if (!l.sinks.empty()) layout["sinks"] = l.sinks;
   if (!l.alibi.empty()) layout["alibi"] = l.alibi;
   if (l.chunked_local) layout["chunked_local"] = *l.chunked_local;
+  // A quantized KV format only when on: {"type", "scales": one per kv head, or null}.
+  for (const auto& [name, format] :
+       {std::pair{"k_format", &l.k_format}, std::pair{"v_format", &l.v_format}}) {
+    if (!format->quantized()) continue;
+    Ordered kv = {{"type", std::string(kv_quant_name(format->quant))}, {"scales", nullptr}};
+    if (is_fp8(format->quant)) {
+      std::vector<double> scales;
+      for (int g = 0; g < l.kv_heads; ++g) scales.push_back(format->scale_of(g));
+      kv["scales"] = scales;
+    }
+    layout[name] = kv;
+  }
   request["layout"] = layout;
   request["sequences"] = config.sequences;
   request["page_order"] = config.page_order;

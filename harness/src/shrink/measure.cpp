@@ -53,6 +53,11 @@ Measure measure(const Scenario& s) {
   m.sinks = !l.sinks.empty();
   m.alibi = !l.alibi.empty();
   m.chunked_local = l.chunked_local.has_value();
+  for (const KvFormat* format : {&l.k_format, &l.v_format}) {
+    m.quantized_kv += format->quantized();
+    const bool unit = format->scale.size() == 1 && format->scale[0] == 1.0;
+    m.kv_scales += unit ? 0 : static_cast<int>(format->scale.size());
+  }
   for (const auto* values : {&l.sinks, &l.alibi}) {
     m.nonzero_feature_values += static_cast<int>(
         std::count_if(values->begin(), values->end(), [](double x) { return x != 0; }));

@@ -45,11 +45,14 @@ struct Measure {
   bool window = false;
   bool scale = false;
   bool dtype_not_f32 = false;
-  // The attention features: each one off, then fewer nonzero sinks and slopes.
+  // The attention features and quantized KV formats: each one off, then fewer scales and
+  // nonzero sinks and slopes.
   bool softcap = false;
   bool sinks = false;
   bool alibi = false;
   bool chunked_local = false;
+  int quantized_kv = 0;  // K and V stored quantized (0, 1 or 2)
+  int kv_scales = 0;     // fp8 scales given (a per-tensor scale of 1 is none)
   int nonzero_feature_values = 0;
 
   // The placement.

@@ -107,6 +107,13 @@ Made reduce_heads(const Scenario& s, int index, Scenario& out) {
     for (int h : choice.q) kept.push_back((*per_head)[static_cast<size_t>(h)]);
     *per_head = std::move(kept);
   }
+  // Per-kv-head fp8 scales follow the kv heads kept.
+  for (KvFormat* format : {&out.layout.k_format, &out.layout.v_format}) {
+    if (format->scale.size() <= 1) continue;
+    std::vector<double> kept;
+    for (int g : choice.kv) kept.push_back(format->scale[static_cast<size_t>(g)]);
+    format->scale = std::move(kept);
+  }
   if (s.model) return Made::candidate;  // no token data: the weights follow the layout
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
@@ -201,36 +208,56 @@ Made simplify_layout(const Scenario& s, int index, Scenario& out) {
   return Made::candidate;
 }
 
-// The attention features: each one off (soft cap, sinks, ALiBi, chunked local), then one
-// q head's sink logit or ALiBi slope at a time set to 0.
+// The attention features and the quantized KV formats: each one off (soft cap, sinks,
+// ALiBi, chunked local, K's format, V's format), an fp8 format's scales to 1, then one q
+// head's sink logit or ALiBi slope at a time set to 0.
 Made simplify_features(const Scenario& s, int index, Scenario& out) {
   const Layout& l = s.layout;
   const auto heads = static_cast<int>(l.q_heads);
-  if (index >= 4 + 2 * heads) return Made::end;
-  if (index < 4) {
-    const bool applies[] = {l.softcap.has_value(), !l.sinks.empty(), !l.alibi.empty(),
-                            l.chunked_local.has_value()};
+  constexpr int kSwitches = 8;
+  if (index >= kSwitches + 2 * heads) return Made::end;
+  if (index < kSwitches) {
+    const auto scaled = [](const KvFormat& f) {
+      return !f.scale.empty() && (f.scale.size() > 1 || f.scale[0] != 1.0);
+    };
+    const bool applies[kSwitches] = {l.softcap.has_value(),  !l.sinks.empty(),
+                                     !l.alibi.empty(),       l.chunked_local.has_value(),
+                                     l.k_format.quantized(), l.v_format.quantized(),
+                                     scaled(l.k_format),     scaled(l.v_format)};
     if (!applies[index]) return Made::skip;
     out = start_candidate(s);
+    Layout& o = out.layout;
     switch (index) {
       case 0:
-        out.layout.softcap.reset();
+        o.softcap.reset();
         break;
       case 1:
-        out.layout.sinks.clear();
+        o.sinks.clear();
         break;
       case 2:
-        out.layout.alibi.clear();
+        o.alibi.clear();
+        break;
+      case 3:
+        o.chunked_local.reset();
+        break;
+      case 4:
+        o.k_format = KvFormat{};
+        break;
+      case 5:
+        o.v_format = KvFormat{};
+        break;
+      case 6:
+        o.k_format.scale.clear();
         break;
       default:
-        out.layout.chunked_local.reset();
+        o.v_format.scale.clear();
         break;
     }
     return Made::candidate;
   }
-  const bool sink = index < 4 + heads;
+  const bool sink = index < kSwitches + heads;
   const std::vector<double>& values = sink ? l.sinks : l.alibi;
-  const auto h = static_cast<size_t>(sink ? index - 4 : index - 4 - heads);
+  const auto h = static_cast<size_t>(sink ? index - kSwitches : index - kSwitches - heads);
   if (h >= values.size() || values[h] == 0) return Made::skip;
   out = start_candidate(s);
   (sink ? out.layout.sinks : out.layout.alibi)[h] = 0;

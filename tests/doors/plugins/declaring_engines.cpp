@@ -118,7 +118,8 @@ struct Table {
     all.rope_angles_exact = 1;
     all.supports = KVFUZZ_SUPPORTS_ROPE_REQUIRED | KVFUZZ_SUPPORTS_NO_WINDOWS |
                    KVFUZZ_SUPPORTS_SOFTCAP | KVFUZZ_SUPPORTS_SINKS | KVFUZZ_SUPPORTS_ALIBI |
-                   KVFUZZ_SUPPORTS_CHUNKED_LOCAL;
+                   KVFUZZ_SUPPORTS_CHUNKED_LOCAL | KVFUZZ_SUPPORTS_KV_FP8 |
+                   KVFUZZ_SUPPORTS_KV_GGML_BLOCKS;
     all.numerics = KVFUZZ_NUMERICS_SPLIT_COMBINE_LSE | KVFUZZ_NUMERICS_P_NORMALISED;
     all.split_partials_dtype = KVFUZZ_DTYPE_BF16;
     all.rope_tables_dtype = KVFUZZ_DTYPE_BF16;

@@ -1,0 +1,101 @@
+// The quantized KV formats' definitions on hand-derived values (kvfuzz/kv_format.h). The
+// exhaustive bit-for-bit comparison with ml_dtypes and gguf is tests/python/test_kv_format.py;
+// these run in every build, the optimised ones included.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kvfuzz/kv_format.h"
+
+namespace kvfuzz {
+namespace {
+
+TEST(Fp8, RoundsToNearestEvenAndSaturates) {
+  constexpr KvQuant e4m3 = KvQuant::fp8_e4m3fn, e5m2 = KvQuant::fp8_e5m2;
+  EXPECT_EQ(f32_to_fp8(16.0f, e4m3), 0x58);  // 1.0 * 2^4: exponent field 4 + 7
+  EXPECT_EQ(f32_to_fp8(17.0f, e4m3), 0x58);  // the tie between 16 and 18 goes to 16 (even)
+  EXPECT_EQ(f32_to_fp8(19.0f, e4m3), 0x5A);  // the tie between 18 and 20 goes to 20
+  EXPECT_EQ(f32_to_fp8(-448.0f, e4m3), 0xFE);
+  EXPECT_EQ(f32_to_fp8(1e9f, e4m3), 0x7E);  // saturates at 448
+  EXPECT_EQ(f32_to_fp8(std::numeric_limits<float>::infinity(), e4m3), 0x7E);
+  EXPECT_EQ(f32_to_fp8(std::nanf(""), e4m3), 0x7F);
+  EXPECT_EQ(f32_to_fp8(0x1p-9f, e4m3), 0x01);   // the smallest subnormal
+  EXPECT_EQ(f32_to_fp8(0x1p-10f, e4m3), 0x00);  // half of it: the tie goes to 0
+  EXPECT_EQ(f32_to_fp8(-0.0f, e4m3), 0x80);
+  EXPECT_EQ(f32_to_fp8(0x1.ep-7f, e4m3), 0x08);  // rounds up into the smallest normal, 2^-6
+  EXPECT_EQ(f32_to_fp8(57344.0f, e5m2), 0x7B);
+  EXPECT_EQ(f32_to_fp8(-1e9f, e5m2), 0xFB);
+  EXPECT_EQ(fp8_to_f32(0x7C, e5m2), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(fp8_to_f32(0x7F, e4m3)));
+  EXPECT_EQ(fp8_max(e4m3), 448.0f);
+  EXPECT_EQ(fp8_max(e5m2), 57344.0f);
+  for (int code = 0; code < 256; ++code) {  // every finite code converts back to itself
+    const float x = fp8_to_f32(static_cast<uint8_t>(code), e4m3);
+    if (std::isfinite(x)) {
+      EXPECT_EQ(f32_to_fp8(x, e4m3), code) << code;
+    }
+  }
+}
+
+TEST(Fp8, AScaleDividesOnTheWayInAndMultipliesOnTheWayOut) {
+  const KvFormat format{KvQuant::fp8_e4m3fn, {0.25, 2.0}};
+  const std::vector<float> x{33.0f};
+  float out = 0;
+  round_trip_row(format, 0, x.data(), 1, &out);
+  EXPECT_EQ(out, 32.0f);  // 132 lies between 128 and 144: 128, times 0.25
+  round_trip_row(format, 1, x.data(), 1, &out);
+  EXPECT_EQ(out, 32.0f);  // 16.5 between 16 and 18: 16, times 2
+  EXPECT_EQ(row_bytes(KvQuant::fp8_e5m2, 7), 7u);
+}
+
+TEST(GgmlBlocks, Q8_0AndQ4_0StoreTheirBlocksAsGgmlDoes) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;
+  x[1] = -127.0f;
+  x[2] = 0.5f;   // roundf: away from zero, 1
+  x[3] = -1.5f;  // -2
+  std::vector<uint8_t> bytes(row_bytes(KvQuant::q8_0, 32));
+  ASSERT_EQ(bytes.size(), 34u);
+  encode_row(KvFormat{KvQuant::q8_0, {}}, 0, x.data(), 32, bytes.data());
+  EXPECT_EQ(bytes[0], 0x00);  // d = 127 / 127 = 1: f16 0x3C00, little-endian
+  EXPECT_EQ(bytes[1], 0x3C);
+  EXPECT_EQ(bytes[2], 0x7F);
+  EXPECT_EQ(bytes[3], 0x81);
+  EXPECT_EQ(bytes[4], 0x01);
+  EXPECT_EQ(bytes[5], 0xFE);
+
+  // q4_0: d = (the largest-magnitude element, signed) / -8 = 1; x -> nibble x + 8, element
+  // j in the low nibble of byte j, element j + 16 in the high one.
+  std::vector<float> y(32);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(j < 16 ? j - 8 : 7 - (j - 16));
+  std::vector<uint8_t> q4(row_bytes(KvQuant::q4_0, 32));
+  ASSERT_EQ(q4.size(), 18u);
+  encode_row(KvFormat{KvQuant::q4_0, {}}, 0, y.data(), 32, q4.data());
+  EXPECT_EQ(q4[2], 0xF0);   // element 0: -8 -> 0 (low); element 16: 7 -> 15 (high)
+  EXPECT_EQ(q4[17], 0x0F);  // element 15: 7 -> 15; element 31: -8 -> 0
+  std::vector<float> back(32);
+  decode_row(KvFormat{KvQuant::q4_0, {}}, 0, q4.data(), 32, back.data());
+  EXPECT_EQ(back, y);
+}
+
+TEST(GgmlBlocks, EveryFormatReadsBackWithinItsStep) {
+  std::vector<float> x(64);
+  for (int j = 0; j < 64; ++j) x[j] = std::sin(0.37f * static_cast<float>(j)) * 3.0f;
+  for (const KvQuant quant :
+       {KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1, KvQuant::q5_0, KvQuant::q5_1}) {
+    std::vector<float> back(64);
+    round_trip_row(KvFormat{quant, {}}, 0, x.data(), 64, back.data());
+    const int levels = quant == KvQuant::q8_0                               ? 254
+                       : (quant == KvQuant::q4_0 || quant == KvQuant::q4_1) ? 15
+                                                                            : 31;
+    for (int j = 0; j < 64; ++j) {
+      EXPECT_LE(std::fabs(back[j] - x[j]), 6.0 / levels + 1e-3) << kv_quant_name(quant) << " " << j;
+    }
+    EXPECT_EQ(parse_kv_quant(kv_quant_name(quant)), quant);
+  }
+}
+
+}  // namespace
+}  // namespace kvfuzz
