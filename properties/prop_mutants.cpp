@@ -98,15 +98,15 @@ const std::vector<MutantRow>& rejection_table() {
       {"cuda-barrier-per-branch", {{Property::prefix,   10,    0}}},
       {"cuda-race-merge-no-syncwarp", {{Property::prefix, 10,  0}}},
       // The attention features' mutants, on the feature grid.
-      {"softcap-twice-split",     {{Property::prefix,   60,   19}}, true},
+      {"softcap-twice-split",     {{Property::prefix,   60,    0}}, true},
       {"sink-prefill-only",       {{Property::prefix,   20,    2},
                                    {Property::schedule, 20,    2}}, true},
       {"alibi-kv-head-slope",     {{Property::prefix,   20,    0}}, true},
-      {"chunked-local-from-request", {{Property::prefix, 80,  41}}, true},
+      {"chunked-local-from-request", {{Property::prefix, 80,  37}}, true},
       // The quantized KV caches' mutants, on the same grid (kv_fp8 and kv_ggml_blocks are
       // declared there too).
-      {"fp8-v-scale-dropped",     {{Property::prefix,  200,  200}}, true},
-      {"q4_0-nibbles-swapped",    {{Property::prefix,  200,  200}}, true},
+      {"fp8-v-scale-dropped",     {{Property::prefix,   60,   19}}, true},
+      {"q4_0-nibbles-swapped",    {{Property::prefix,   80,   28}}, true},
   };
   return table;
 }

@@ -166,8 +166,8 @@ TEST(NumericsBases, EveryMutantOnEachProfileIsRejectedByAMarginOfTenOrMore) {
       // The attention features' mutants need theirs drawn (the others keep the stream they
       // were measured on, without features).
       static const std::set<std::string> kFeatureMutants = {
-          "softcap-twice-split", "sink-prefill-only", "alibi-kv-head-slope",
-          "chunked-local-from-request"};
+          "softcap-twice-split",        "sink-prefill-only",   "alibi-kv-head-slope",
+          "chunked-local-from-request", "fp8-v-scale-dropped", "q4_0-nibbles-swapped"};
       if (kFeatureMutants.count(mutant.name) != 0) {
         for (bool EngineSupports::*feature : kFeatureSupports) options.supports.*feature = true;
       }
