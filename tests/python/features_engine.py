@@ -1,9 +1,13 @@
 """The numpy engine with the attention features (docs/fixture-format.md, "Attention
 features"): soft cap, sinks, ALiBi and chunked local attention, declared in `supports` and
-read from the config kvfuzz hands in; and one with a real-world feature bug."""
+read from the config kvfuzz hands in; and one with a real-world feature bug. With the
+quantized KV caches too ("Quantized KV caches"): one that stores K and V through
+kvfuzz.quantize_row and reads them back, and one that drops V's fp8 scale."""
 
+import ml_dtypes
 import numpy as np
 
+import kvfuzz
 from numpy_engine import NumpyEngine
 
 FEATURES = {"softcap": True, "sinks": True, "alibi": True, "chunked_local": True}
@@ -15,8 +19,8 @@ class FeaturesEngine(NumpyEngine):
     def _forward(self, chunk):
         c, s = self.config, self.sequences[chunk.seq]
         positions = s.position + np.arange(chunk.tokens)
-        s.keys = np.concatenate([s.keys, self._rotate(chunk.k, positions)])
-        s.values = np.concatenate([s.values, chunk.v.astype(np.float64)])
+        s.keys = np.concatenate([s.keys, self._store(self._rotate(chunk.k, positions), "k")])
+        s.values = np.concatenate([s.values, self._store(chunk.v.astype(np.float64), "v")])
         s.position += chunk.tokens
         q = self._rotate(chunk.q, positions)
         keys = np.repeat(s.keys, c.group, axis=1)
@@ -45,6 +49,10 @@ class FeaturesEngine(NumpyEngine):
             total = total + np.exp(np.asarray(sinks)[None, :, None] - top)
         return positions, np.einsum("thn,nhd->thd", weights / total, values)
 
+    def _store(self, rows, which):
+        """What the cache reads back of rows [token, kv_head, dim]: the rows themselves."""
+        return rows
+
     def _slopes(self, chunk):
         return self.config.alibi
 
@@ -57,3 +65,37 @@ class SinkPrefillOnlyEngine(FeaturesEngine):
 
     def _sinks(self, chunk):
         return None if chunk.tokens == 1 else self.config.sinks  # the bug
+
+
+DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+class QuantizedEngine(FeaturesEngine):
+    """Stores each (token, kv head) row of K (rotated, rounded to the dtype) and V in the
+    layout's k_format / v_format through kvfuzz.quantize_row, and attends over what
+    kvfuzz.dequantize_row reads back."""
+
+    supports = {**FEATURES, "kv_fp8": True, "kv_ggml_blocks": True}
+
+    def _store(self, rows, which):
+        fmt = getattr(self.config, which + "_format")
+        if fmt is None:
+            return rows
+        out = np.empty_like(rows)
+        for t in range(rows.shape[0]):
+            for g in range(rows.shape[1]):
+                row = rows[t, g].astype(DTYPES[self.config.dtype]).astype(np.float32)
+                scale = fmt["scales"][g] if fmt["scales"] else 1.0
+                data = kvfuzz.quantize_row(fmt["type"], row, scale)
+                out[t, g] = kvfuzz.dequantize_row(fmt["type"], data, row.size, self._read_scale(scale, which))
+        return out
+
+    def _read_scale(self, scale, which):
+        return scale
+
+
+class Fp8VScaleDroppedEngine(QuantizedEngine):
+    """Reads its fp8 V rows back without V's scale (K keeps its own)."""
+
+    def _read_scale(self, scale, which):
+        return 1.0 if which == "v" else scale  # the bug

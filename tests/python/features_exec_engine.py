@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The attention features through the exec door: tests/python/features_engine.py's numpy
 engines served by kvfuzz.exec_server, whose chunks hold lists (numpy arrays in, lists out).
-For the ctests python_exec_features and python_exec_features_sink_bug:
+For the ctests python_exec_features and python_exec_features_sink_bug, and with
+--quantized (the quantized KV caches) python_exec_kv_formats and
+python_exec_kv_formats_v_scale_bug:
 
-    kvfuzz check --engine "exec:.venv/bin/python tests/python/features_exec_engine.py [--bug]"
+    kvfuzz check --engine "exec:.venv/bin/python tests/python/features_exec_engine.py [--quantized] [--bug]"
 """
 
 import os
@@ -18,13 +20,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python-engine"))
 
-from features_engine import FEATURES, FeaturesEngine, SinkPrefillOnlyEngine  # noqa: E402
+from features_engine import (  # noqa: E402
+    FeaturesEngine,
+    Fp8VScaleDroppedEngine,
+    QuantizedEngine,
+    SinkPrefillOnlyEngine,
+)
+
+BUGGY = {SinkPrefillOnlyEngine: " with the sink bug", Fp8VScaleDroppedEngine: " with V's scale dropped"}
 
 
 def served(base):
     class Served(base):
-        name = "features-numpy (exec)" + (" with the sink bug" if base is SinkPrefillOnlyEngine else "")
-        supports = FEATURES
+        name = "features-numpy (exec)" + BUGGY.get(base, "")
 
         def step(self, chunks):
             arrays = [
@@ -39,4 +47,8 @@ def served(base):
 
 
 if __name__ == "__main__":
-    serve(served(SinkPrefillOnlyEngine if "--bug" in sys.argv[1:] else FeaturesEngine))
+    flags = set(sys.argv[1:])
+    if "--quantized" in flags:
+        serve(served(Fp8VScaleDroppedEngine if "--bug" in flags else QuantizedEngine))
+    else:
+        serve(served(SinkPrefillOnlyEngine if "--bug" in flags else FeaturesEngine))

@@ -6,7 +6,12 @@ import os
 
 import kvfuzz
 from conftest import ROOT
-from features_engine import FeaturesEngine, SinkPrefillOnlyEngine
+from features_engine import (
+    FeaturesEngine,
+    Fp8VScaleDroppedEngine,
+    QuantizedEngine,
+    SinkPrefillOnlyEngine,
+)
 from numpy_engine import NumpyEngine
 
 SEEDS = os.path.join(ROOT, "corpus", "seeds")
@@ -48,5 +53,33 @@ def test_the_sink_dropped_when_decoding_is_rejected(tmp_path):
     seed = os.path.join(SEEDS, "worked-example-sink.json")
     assert not kvfuzz.replay(seed, SinkPrefillOnlyEngine).passed
     result = kvfuzz.check(SinkPrefillOnlyEngine, cases=60, seed=1, out=str(tmp_path / "out"),
+                          shrink_seconds=5)
+    assert not result.passed
+
+
+KV_SEEDS = ["worked-example-fp8-v.json", "q4_0-nibble-order.json"]
+
+
+def test_a_quantized_cache_gets_its_formats_and_passes_their_seeds_and_cases(tmp_path):
+    declared = kvfuzz.engine(QuantizedEngine).declarations()["supports"]
+    assert declared["kv_fp8"] and declared["kv_ggml_blocks"]
+    for seed in KV_SEEDS:
+        result = kvfuzz.replay(os.path.join(SEEDS, seed), QuantizedEngine)
+        assert result.passed and result.count("pass") == 1, (seed, result)
+        # The plain numpy engine declares neither: skipped, with the reason.
+        skipped = kvfuzz.replay(os.path.join(SEEDS, seed), NumpyEngine)
+        assert skipped.count("skip") == 1 and "KV cache" in skipped.summary()
+    # One case in four has a format (generate/kv_formats.h): 40 cases reach both families.
+    result = kvfuzz.check(QuantizedEngine, cases=40, seed=1, out=str(tmp_path / "out"))
+    assert result.passed, result
+
+
+def test_the_v_scale_dropped_is_rejected(tmp_path):
+    assert not kvfuzz.replay(os.path.join(SEEDS, "worked-example-fp8-v.json"),
+                             Fp8VScaleDroppedEngine).passed
+    # An engine that keeps V in f32 instead of fp8 fails the seed too: 12.6 against 12.4.
+    assert not kvfuzz.replay(os.path.join(SEEDS, "worked-example-fp8-v.json"), type(
+        "Unquantized", (FeaturesEngine,), {"supports": QuantizedEngine.supports})).passed
+    result = kvfuzz.check(Fp8VScaleDroppedEngine, cases=60, seed=1, out=str(tmp_path / "out"),
                           shrink_seconds=5)
     assert not result.passed
