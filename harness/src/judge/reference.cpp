@@ -60,7 +60,11 @@ bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos,
       numerics.rope_angles_exact.value_or(false) ? 0 : 20 * static_cast<double>(pos);
   const double tables =
       numerics.rope_tables == DType::f32 ? 0 : 3 * unit_roundoff(numerics.rope_tables);
-  const double reach = (4 + angle) * 0x1p-24 + tables;
+  // At position 0 the rotation is the identity in every implementation (cos 0 = 1 and
+  // sin 0 = 0 exactly, in any dtype's tables): the engine's key is the raw one, exactly. An
+  // element of the data on a rounding boundary (a small integer on an fp8 tie) is then not
+  // ambiguous, where it would otherwise widen the bound of every row that sees key 0.
+  const double reach = pos == 0 ? 0 : (4 + angle) * 0x1p-24 + tables;
   const auto stored = [&](double x) {
     float element = round_to_dtype(static_cast<float>(x), dtype);
     if (format.quantized()) round_trip_row(format, kv_head, &element, 1, &element);
