@@ -40,13 +40,15 @@ What maps to what (README.md in this folder has the reasoning and the measuremen
   * head sizes: one head size for q, k and v, a multiple of 8 (16 with do_rotary), zero-padded.
   * attention features: softcap = the layout's soft cap (ORT caps the scaled score before
     the mask, as kvfuzz defines it); head_sink = the sinks, one per q head, in the kernel's
-    dtype (kvfuzz hands f16 layouts their sinks rounded to f16). No ALiBi or chunked local
-    attention in GQA: not declared.
+    dtype (kvfuzz hands f16 layouts their sinks rounded to f16); --sinks smooth gives a
+    layout whose sinks are all 0 smooth_softmax = 1 instead (ORT's softmax with one more
+    e^0 term). No ALiBi or chunked local attention in GQA: not declared.
 
---bug window|scale|rope|numerics|positions|softcap|sinks breaks one mapping on purpose
-(negative controls): window W + 1, ORT's default scale, the other rotary style, no
+--bug window|scale|rope|numerics|positions|softcap|sinks|smooth breaks one mapping on
+purpose (negative controls): window W + 1, ORT's default scale, the other rotary style, no
 numerics declared, position_ids of a chunk after a past one late (which shows ORT reads
-them), the soft cap doubled, the sinks of the q heads reversed.
+them), the soft cap doubled, the sinks of the q heads reversed, smooth_softmax set on a
+layout without sinks.
 """
 
 import argparse
@@ -62,7 +64,8 @@ from ort_common import proto
 HEAD_SIZE_MULTIPLE = 8
 ROTARY_MULTIPLE = 16
 PATHS = ("legacy", "batched", "shared", "window")
-BUGS = ("window", "scale", "rope", "numerics", "positions", "softcap", "sinks")
+BUGS = ("window", "scale", "rope", "numerics", "positions", "softcap", "sinks", "smooth")
+SINK_INPUTS = ("head_sink", "smooth")
 ROPE_MODES = ("ort", "adapter")
 ROTARY_STYLES = ("half", "interleaved")
 DEFAULT_ROPE = {"f32": "ort", "f16": "adapter"}
@@ -74,6 +77,14 @@ INTEGER_INPUTS = {"seqlens_k": proto.INT32, "total_sequence_length": proto.INT32
                   "query_seqlens": proto.INT32, "position_ids": proto.INT64}  # fmt: skip
 SHARED_CAPACITY = 32  # a shared buffer's first capacity; it doubles when a chunk needs more
 WINDOW_SLACK = 4  # a window cache holds W + 4 tokens, so ORT evicts 5 at a time
+
+
+def smooth_softmax(config, options):
+    """Whether the kernel gets smooth_softmax = 1: every sink 0 under --sinks smooth, or (the
+    negative control --bug smooth) a layout without sinks."""
+    if options.bug == "smooth":
+        return config.sinks is None  # a sink of 0 the layout does not have
+    return options.sinks == "smooth" and config.sinks is not None and not any(config.sinks)
 
 
 class Lanes:
@@ -104,6 +115,9 @@ def parse(argv=None):
                         help="ORT's rotary_interleaved 0 (half) or 1, with --rope ort")  # fmt: skip
     parser.add_argument("--position-ids", action="store_true", help="pass position_ids, with --rope ort")
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
+    parser.add_argument("--sinks", choices=SINK_INPUTS, default="head_sink",
+                        help="how sinks reach the kernel: the head_sink input, or smooth_softmax "
+                        "where every sink is 0 (head_sink otherwise)")
     options = parser.parse_args(argv)
     options.rope = options.rope or DEFAULT_ROPE[options.dtype]
     if options.rope != "ort" and (options.position_ids or options.rotary_style != "half"):
@@ -143,8 +157,10 @@ def model(config, options, lanes):
         attributes["sliding_window_cache"] = 1
     # The attention features the kernel has (kvfuzz's definitions: docs/fixture-format.md):
     # softcap, scores capped before the mask; head_sink, one logit per q head joined to the
-    # softmax. (ORT's smooth_softmax is a sink of 0 on every head, which the generator's
-    # sinks are not: not mapped.)
+    # softmax. ORT's smooth_softmax is a sink of 0 on every head: with --sinks smooth, such a
+    # layout's sinks take it instead of head_sink.
+    if smooth_softmax(config, options):
+        attributes["smooth_softmax"] = 1
     if config.softcap is not None:
         attributes["softcap"] = float(config.softcap) * (2 if options.bug == "softcap" else 1)
     q_width, kv_width = config.q_heads * head_size, config.kv_heads * head_size
@@ -169,7 +185,7 @@ def model(config, options, lanes):
             used.add("position_ids")
     if options.path == "batched":
         used.add("query_seqlens")
-    if config.sinks is not None:
+    if config.sinks is not None and not smooth_softmax(config, options):
         used.add("head_sink")
     names = [name if name in used else "" for name in INPUTS]
     while not names[-1]:
@@ -267,7 +283,7 @@ class OrtGqaEngine(common.CacheHistory):
             "key": np.stack([self._padded(ch.k, c.kv_heads, qk, tokens, r) for ch, r in zip(chunks, rotated)]),
             "value": np.stack([self._padded(ch.v, c.kv_heads, v, tokens) for ch in chunks]),
         }
-        if c.sinks is not None:
+        if c.sinks is not None and not smooth_softmax(c, self.options):
             sinks = np.asarray(c.sinks, np.float64)
             if self.options.bug == "sinks":
                 sinks = sinks[::-1]  # another head's sink

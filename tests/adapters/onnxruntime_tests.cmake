@@ -61,6 +61,17 @@ kvfuzz_ort_test(ort_gqa_f32_features 0 60 ${gqa} --dtype f32 --path batched
 kvfuzz_ort_test(ort_gqa_f16_features 0 60 ${gqa} --dtype f16 CHECK --feature softcap,sinks)
 kvfuzz_ort_test(ort_gqa_bug_softcap 1 60 ${gqa} --dtype f32 --bug softcap CHECK --feature softcap)
 kvfuzz_ort_test(ort_gqa_bug_sinks 1 60 ${gqa} --dtype f32 --bug sinks CHECK --feature sinks)
+# smooth_softmax (a sink of 0 on every head): the generator's sinks are seldom all 0, so a
+# hand fixture with two zero sinks and its expected rows (with the sink: sum / (n + 1))
+# replays through --sinks smooth, which passes smooth_softmax = 1 and no head_sink; set on
+# layouts without sinks (--bug smooth), it is caught at case 1.
+add_test(NAME ort_gqa_smooth_softmax
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/adapters/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> replay
+                 ${PROJECT_SOURCE_DIR}/tests/adapters/fixtures/ort-smooth-softmax.json --engine
+                 "exec:${KVFUZZ_VENV_PYTHON} ${KVFUZZ_ORT_DIR}/${gqa} --dtype f32 --sinks smooth")
+set_tests_properties(ort_gqa_smooth_softmax PROPERTIES FIXTURES_REQUIRED ort_venv TIMEOUT 300
+                                                       LABELS adapters)
+kvfuzz_ort_test(ort_gqa_bug_smooth 1 60 ${gqa} --dtype f32 --bug smooth)
 # Attention's f16 kernel normalises P before rounding it: declared so it passes (below);
 # declaring FlashAttention's rounding instead, it fails (three equal weights at case 1),
 # and a wrong window is still caught under its declared numerics.
