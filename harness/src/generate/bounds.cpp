@@ -34,10 +34,13 @@ int most_context(const GeneratorOptions& o) {
   return within(std::clamp(o.max_epoch_tokens, 1, 1024), cap);
 }
 
-// The largest head_dim: the options', the engine's, 16 for long contexts.
+// The largest head_dim: the options', the engine's, 16 for long contexts (32 when a filter
+// asks for a ggml block format, whose rows are 32 long).
 int most_head_dim(const GeneratorOptions& o) {
   const int most = within(std::clamp(o.max_head_dim, 1, 128), o.supports.max_head_dim);
-  return o.long_context ? std::min(most, 16) : most;
+  const auto& formats = o.filters.kv_formats;
+  const bool blocks = std::any_of(formats.begin(), formats.end(), is_ggml_block);
+  return o.long_context ? std::min(most, blocks ? kGgmlBlock : 16) : most;
 }
 
 Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
