@@ -9,6 +9,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "generate/count_scenarios.h"
 #include "generate/features.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
@@ -18,24 +19,13 @@
 namespace kvfuzz {
 namespace {
 
-constexpr int kSeeds = 1200;
+using test::count_with;
+using test::kSeeds;
 
 GeneratorOptions with_features() {
   GeneratorOptions o;
   for (bool EngineSupports::*feature : kFeatureSupports) o.supports.*feature = true;
   return o;
-}
-
-int count_with(const GeneratorOptions& options, const std::function<bool(const Scenario&)>& has) {
-  int count = 0;
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
-    PrngChoiceSource choices(seed);
-    const Scenario s = generate_scenario(choices, options);
-    EXPECT_FALSE(validate(s)) << seed;
-    EXPECT_FALSE(unsupported_layout(s, options.supports)) << seed;
-    count += has(s) ? 1 : 0;
-  }
-  return count;
 }
 
 TEST(GeneratorFeatures, EachDeclaredFeatureAtItsStatedRate) {

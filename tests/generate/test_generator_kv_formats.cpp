@@ -10,6 +10,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "generate/count_scenarios.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/fixture_io.h"
@@ -18,25 +19,14 @@
 namespace kvfuzz {
 namespace {
 
-constexpr int kSeeds = 1200;
+using test::count_with;
+using test::kSeeds;
 
 GeneratorOptions declaring(bool fp8, bool blocks) {
   GeneratorOptions o;
   o.supports.kv_fp8 = fp8;
   o.supports.kv_ggml_blocks = blocks;
   return o;
-}
-
-int count_with(const GeneratorOptions& options, const std::function<bool(const Scenario&)>& has) {
-  int count = 0;
-  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
-    PrngChoiceSource choices(seed);
-    const Scenario s = generate_scenario(choices, options);
-    EXPECT_FALSE(validate(s)) << seed;
-    EXPECT_FALSE(unsupported_layout(s, options.supports)) << seed;
-    count += has(s) ? 1 : 0;
-  }
-  return count;
 }
 
 bool any_format(const Scenario& s, bool (*is)(KvQuant)) {
