@@ -64,12 +64,22 @@ TEST(Sha1, KnownVectors) {
 
 class MutantIsFound : public ::testing::TestWithParam<std::string> {};
 
+// Mutants whose bug needs a layout that short inputs' small sizes never reach: a ggml block
+// format's rows of 32 (head_dim up to 32 only at the generator's default sizes). They are
+// fuzzed at the defaults (KVFUZZ_FULL_SIZE=1): q4_0-nibbles-swapped is found in about 3 s
+// under ASan, where from the input-sized scenarios 2,000 inputs did not find it.
+bool needs_full_size(const std::string& mutant) {
+  return mutant == "q4_0-nibbles-swapped";
+}
+
 TEST_P(MutantIsFound, ByThePrefixTargetWithAFixtureNextToTheArtifact) {
   const std::string mutant = GetParam();
   const fs::path dir = fresh_dir("mutant-" + mutant);
-  const test::CommandResult r = run_shell("KVFUZZ_ENGINE=" + mutant + " " + target("fuzz_prefix") +
-                                          " -seed=1 -runs=" + std::to_string(kMutantBudget) +
-                                          " -artifact_prefix=" + dir.string() + "/ 2>&1");
+  const std::string sizes = needs_full_size(mutant) ? "KVFUZZ_FULL_SIZE=1 " : "";
+  const test::CommandResult r =
+      run_shell(sizes + "KVFUZZ_ENGINE=" + mutant + " " + target("fuzz_prefix") +
+                " -seed=1 -runs=" + std::to_string(kMutantBudget) +
+                " -artifact_prefix=" + dir.string() + "/ 2>&1");
   ASSERT_NE(r.status, 0) << mutant << " was not found within " << kMutantBudget << " inputs";
   const std::vector<fs::path> fixtures = files_in(dir, ".json");
   ASSERT_EQ(fixtures.size(), 1u) << r.out;
