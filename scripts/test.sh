@@ -9,8 +9,9 @@
 #                            `long`: they always run in the default build), every case of
 #                            the honest engines' generated runs there (a fifth otherwise:
 #                            KVFUZZ_TEST_LONG=1, tests/generated_cases.h), the fuzz
-#                            preset's build, and the RapidCheck properties at 1000 cases
-#                            instead of 60; before a release
+#                            preset's build, the ClusterFuzzLite build (clusterfuzzlite_build,
+#                            also label `long`), and the RapidCheck properties at 1000
+#                            cases instead of 60; before a release
 #
 # Each phase's time is printed at the end (docs/BENCHMARKS.md, "The test command"), so that
 # drift shows in every CI log.
@@ -25,7 +26,7 @@ case "${1:-}" in
     export KVFUZZ_TEST_LONG=1
     ;;
   -h | --help)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
@@ -58,8 +59,9 @@ tails=() # (preset, test name) pairs whose output is repeated at the end
 for preset in default sanitize; do
   echo "== build and test: $preset"
   # `all`: the sanitize build without the fuzz preset's that scripts/build.sh adds for
-  # campaigns. No test runs those targets, and clusterfuzzlite_build compiles the same
-  # fuzz-targets-only configuration (with the service's flags) and runs it; --long builds it.
+  # campaigns. No test runs those targets; clusterfuzzlite_build (label `long`) compiles the
+  # same fuzz-targets-only configuration with the service's flags and runs it, and --long
+  # builds the fuzz preset too.
   timed "build $preset" scripts/build.sh "$preset" all
   ctest_args=(--preset "$preset" -j"$(nproc)")
   # Under ASan + UBSan the sanitizers are what is tested; the long generated runs (label
