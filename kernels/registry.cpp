@@ -240,6 +240,11 @@ std::vector<EngineInfo> build_registry() {
        "Flash engine that unpacks q4_0 blocks with element j in the high nibble and j + 16 "
        "in the low one, the reverse of ggml's packing.",
        true, mutants::make_q4_0_nibbles_swapped},
+      {"mla-value-at-key-end",
+       "Paged engine that reads an MLA value (value_from_key) from the last value_dim "
+       "elements of its key's row instead of the first: right only where value_dim equals "
+       "head_dim.",
+       true, mutants::make_mla_value_at_key_end},
   };
 }
 

@@ -100,14 +100,15 @@ constexpr std::array<std::string_view, 12> kNumericsSpelled = {"rope_tables",
                                                                "split_partials",
                                                                "p_normalised",
                                                                "exp_ulps"};
-constexpr std::array<std::string_view, 14> kSupportsSpelled = {
+constexpr std::array<std::string_view, 15> kSupportsSpelled = {
     "dtypes",        "head_dim_multiple",
     "max_head_dim",  "max_q_heads",
     "max_context",   "value_dim_is_head_dim",
     "rope_required", "windows",
     "softcap",       "sinks",
     "alibi",         "chunked_local",
-    "kv_fp8",        "kv_ggml_blocks"};
+    "kv_fp8",        "kv_ggml_blocks",
+    "value_from_key"};
 static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
 static_assert(all_fields<EngineSupports>(kSupportsSpelled));
 

@@ -2,7 +2,9 @@
 // paging/page_table.h (pool, block tables, free list in the configured page order,
 // reference counts, copy-on-write, the poison invariant) over host arrays in the layout's
 // storage dtype or quantized format (kv_array.h). Element layout: K
-// [page][slot][kv_head][head_dim], V [page][slot][kv_head][value_dim].
+// [page][slot][kv_head][head_dim], V [page][slot][kv_head][value_dim]. Under MLA
+// (Layout::value_from_key) there is no V array: a value is read from its key's row, as
+// MLA kernels read the latent they cached once.
 #pragma once
 
 #include <cstddef>
@@ -30,10 +32,14 @@ class PagedKvStore : public paging::PageTable {
     return (slot(seq, pos) * kv_heads_ + static_cast<size_t>(kv_head)) * head_dim_;
   }
   size_t v_offset(int seq, int64_t pos, int kv_head) const {
+    if (latent_) return k_offset(seq, pos, kv_head) + value_in_key_;
     return (slot(seq, pos) * kv_heads_ + static_cast<size_t>(kv_head)) * value_dim_;
   }
   const KvArray& keys() const { return k_; }
-  const KvArray& values() const { return v_; }
+  const KvArray& values() const { return latent_ ? k_ : v_; }
+  // Where in its key's row an MLA value starts: 0, the latent's first value_dim elements (a
+  // mutant's own reading).
+  void set_value_in_key(size_t offset) { value_in_key_ = offset; }
   // How quantized rows are read back (a mutant's own reading; KvArray::RowDecoder).
   void set_decoders(KvArray::RowDecoder for_keys, KvArray::RowDecoder for_values) {
     k_.set_decoder(for_keys);
@@ -46,6 +52,8 @@ class PagedKvStore : public paging::PageTable {
 
  private:
   size_t kv_heads_, head_dim_, value_dim_;
+  bool latent_;
+  size_t value_in_key_ = 0;
   float poison_;
   KvArray k_, v_;
 };

@@ -26,6 +26,7 @@ class EngineConfig:
     chunked_local: Optional[int]
     k_format: Optional[Dict[str, Any]]
     v_format: Optional[Dict[str, Any]]
+    value_from_key: bool
     sequences: int
     page_order: List[int]
     poison: str

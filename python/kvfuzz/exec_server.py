@@ -117,6 +117,9 @@ class Config:
     # fp8, else None} (kvfuzz.quantize_row gives the bytes), or None: the dtype.
     k_format: dict | None = None
     v_format: dict | None = None
+    # MLA, sent only to an engine that declares it (value_from_key): each value is its key's
+    # first value_dim elements (the steps' v holds them), so the cache may keep keys alone.
+    value_from_key: bool = False
 
     @property
     def group(self):
@@ -219,6 +222,7 @@ def config_from_hello(request):
         chunked_local=layout.get("chunked_local"),
         k_format=layout.get("k_format"),
         v_format=layout.get("v_format"),
+        value_from_key=bool(layout.get("value_from_key", False)),
     )
 
 

@@ -127,6 +127,10 @@ void bind_engine_types(nb::module_& m) {
           "v_format",
           [](const EngineConfig& c) { return kv_format(c.layout.v_format, c.layout.kv_heads); },
           "how the cache stores V, as k_format")
+      .def_prop_ro(
+          "value_from_key", [](const EngineConfig& c) { return c.layout.value_from_key; },
+          "MLA: each value is its key's first value_dim elements (the steps' v holds them), "
+          "so the cache may keep the key's row alone")
       .def_prop_ro("sequences", [](const EngineConfig& c) { return c.sequences; })
       .def_prop_ro(
           "page_order", [](const EngineConfig& c) { return c.page_order; },

@@ -18,6 +18,7 @@
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/limits.h"
 #include "kvfuzz/scenario.h"
+#include "kvfuzz/token_table.h"
 
 namespace kvfuzz {
 namespace {
@@ -537,7 +538,7 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
             "f.json: $.expect[1].pos: expected an integer, got 4.0 (integers are written without "
             "a fraction or exponent)");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 1.0)")),
-            "f.json: $.kvfuzz_fixture: expected format version 1 to 3, got 1.0");
+            "f.json: $.kvfuzz_fixture: expected format version 1 to 4, got 1.0");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -547,7 +548,7 @@ TEST(FixtureErrors, ExactMessages) {
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("q_heads": 1)", R"("qheads": 1)")),
             "f.json: $.layout.qheads: unknown field; expected one of q_heads, kv_heads, head_dim, "
             "value_dim, page_size, dtype, rope_theta, window, scale, softcap, sinks, alibi, "
-            "chunked_local, k_format, v_format");
+            "chunked_local, k_format, v_format, value_from_key");
   EXPECT_EQ(error_of(replace(kWorkedExample, "    \"q_heads\": 1,\n", "")),
             "f.json: $.layout.q_heads: missing; expected an integer in [1, 128]");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("seq": 0, "tokens": [3, 4])",
@@ -596,10 +597,10 @@ TEST(FixtureRoundTrip, QkMagnitude) {
 }
 
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
-  const std::string v4 =
-      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 4)"),
+  const std::string v5 =
+      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 5)"),
               R"("sequences": 1,)", R"("sequences": 1, "fork_points": [],)");
-  EXPECT_EQ(error_of(v4), "f.json: $.kvfuzz_fixture: expected format version 1 to 3, got 4");
+  EXPECT_EQ(error_of(v5), "f.json: $.kvfuzz_fixture: expected format version 1 to 4, got 5");
 }
 
 // Format version 2: the attention features. A version 1 fixture reads as before (and a
@@ -700,6 +701,48 @@ TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged
             "got 2");
   EXPECT_EQ(error_of(with(R"("k_format": {"type": "fp8_e4m3fn", "bias": 1})")),
             "f.json: $.layout.k_format.bias: unknown field; expected one of type, scale");
+}
+
+// Format version 4: MLA's value read from its key. Its explicit tokens carry no "v" (the
+// value is the key's first value_dim elements), and each rule is one line.
+TEST(FixtureValueFromKey, Version4HoldsItTokensWithoutValuesAndEveryRuleIsOneLine) {
+  const Scenario seed =
+      load_fixture(fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds/mla-latent-value.json");
+  EXPECT_TRUE(seed.layout.value_from_key);
+  EXPECT_EQ(fixture_format_version(seed), 4);
+  const auto& tokens = std::get<std::vector<ExplicitToken>>(seed.tokens);
+  EXPECT_TRUE(tokens[0].v.empty());
+  // The token table reads each value from its key: 2, 4, 8, not the RoPE part.
+  const TokenTable table(seed.tokens, seed.layout);
+  EXPECT_EQ(table.v(2)[0], 8.0f);
+  const std::string written = write_fixture(seed);
+  EXPECT_NE(written.find(R"("value_from_key": true)"), std::string::npos) << written;
+  EXPECT_EQ(written.find(R"("v":)"), std::string::npos) << written;
+  EXPECT_EQ(parse_fixture(written, "f.json"), seed);
+
+  const auto error_with = [&](const std::string& from, const std::string& to) {
+    return error_of(replace(written, from, to));
+  };
+  EXPECT_EQ(error_with(R"("kvfuzz_fixture": 4)", R"("kvfuzz_fixture": 3)"),
+            "f.json: $.layout.value_from_key: expected no \"value_from_key\" in a version 3 "
+            "fixture (a value read from its key needs \"kvfuzz_fixture\": 4), got true");
+  EXPECT_EQ(error_with(R"("value_dim": 1)", R"("value_dim": 3)"),
+            "f.json: $.layout.value_dim: expected at most head_dim (2) with value_from_key (the "
+            "value is the key's first value_dim elements), got 3");
+  EXPECT_EQ(error_with(R"("dtype": "f32")", R"("dtype": "f32", "rope_theta": 10000)"),
+            "f.json: $.layout.value_from_key: expected no rope_theta with value_from_key: MLA's "
+            "decoupled RoPE part (only the key's last elements rotated) is not modelled yet");
+  EXPECT_EQ(error_with(R"("dtype": "f32")", R"("dtype": "f32", "k_format": "fp8_e4m3fn")"),
+            "f.json: $.layout.value_from_key: expected no k_format or v_format with "
+            "value_from_key: a quantized latent cache is not modelled yet");
+  EXPECT_EQ(error_with(R"("k": [[2, 16]]})", R"("k": [[2, 16]], "v": [[2]]})"),
+            "f.json: $.tokens.explicit[0].v: expected no \"v\" with value_from_key (the value "
+            "is the key's first value_dim elements)");
+  // Without value_from_key a token needs its v.
+  EXPECT_EQ(error_with(R"("value_from_key": true)", R"("value_from_key": false)"),
+            "f.json: $.tokens.explicit[0].v: expected 1 head (kv_heads), got 0");
+  EXPECT_EQ(error_with(R"("value_from_key": true)", R"("value_from_key": 1)"),
+            "f.json: $.layout.value_from_key: expected true or false, got 1");
 }
 
 TEST(FixtureErrors, GotValuesAreShortAndMessagesOneLine) {

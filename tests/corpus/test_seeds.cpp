@@ -374,6 +374,10 @@ const std::vector<Prediction>& predictions() {
       {"worked-example-fp8-v", "fp8-v-scale-dropped", {{{0, 0, 0}, {8}}, {{0, 0, 4}, {49.6}}}},
       // Each q4_0 element j < 16 read from element j + 16's nibble (7 - j) and back.
       {"q4_0-nibble-order", "q4_0-nibbles-swapped", {{{0, 0, 0}, nibbles_swapped_row()}}},
+      // MLA's value read from the key's RoPE part, 16, 32, 64, in both q heads.
+      {"mla-latent-value",
+       "mla-value-at-key-end",
+       {{{0, 0, 0}, {16, 16}}, {{0, 0, 2}, {112.0 / 3, 112.0 / 3}}}},
   };
   return table;
 }

@@ -202,6 +202,8 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       // The quantized KV caches cross ABI 7's config fields.
       {"fp8-v-scale-dropped", "worked-example-fp8-v", FailureKind::mismatch},
       {"q4_0-nibbles-swapped", "q4_0-nibble-order", FailureKind::mismatch},
+      // MLA's value read from its key crosses ABI 8's config field.
+      {"mla-value-at-key-end", "mla-latent-value", FailureKind::mismatch},
   };
   std::set<std::string> rejected;
   for (const Targeted& c : cases) {
@@ -268,7 +270,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .alibi = true,
                                           .chunked_local = true,
                                           .kv_fp8 = true,
-                                          .kv_ggml_blocks = true}));
+                                          .kv_ggml_blocks = true,
+                                          .value_from_key = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
   // otherwise (its functions, the model door) is not.
   EXPECT_EQ(
@@ -365,6 +368,9 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
 // added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
 EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   const EngineNumerics defaults;
+  if (version < 8) {  // ABI 8's value read from its key
+    declared.supports.value_from_key = false;
+  }
   if (version < 7) {  // ABI 7's quantized KV formats
     declared.supports.kv_fp8 = false;
     declared.supports.kv_ggml_blocks = false;
@@ -441,7 +447,7 @@ struct Refusal {
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
       {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
-       {"plugin built for engine ABI 8, this kvfuzz speaks 7 and reads 1, 2, 3, 4, 5 and 6"}},
+       {"plugin built for engine ABI 9, this kvfuzz speaks 8 and reads 1, 2, 3, 4, 5, 6 and 7"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -458,7 +464,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 7, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 8, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
@@ -501,7 +507,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0x102; expected KVFUZZ_SUPPORTS_* flags (bits of 0xff)"}},
+       {"engine 'second' has supports 0x202; expected KVFUZZ_SUPPORTS_* flags (bits of 0x1ff)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

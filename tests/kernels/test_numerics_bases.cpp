@@ -167,7 +167,8 @@ TEST(NumericsBases, EveryMutantOnEachProfileIsRejectedByAMarginOfTenOrMore) {
       // were measured on, without features).
       static const std::set<std::string> kFeatureMutants = {
           "softcap-twice-split",        "sink-prefill-only",   "alibi-kv-head-slope",
-          "chunked-local-from-request", "fp8-v-scale-dropped", "q4_0-nibbles-swapped"};
+          "chunked-local-from-request", "fp8-v-scale-dropped", "q4_0-nibbles-swapped",
+          "mla-value-at-key-end"};
       if (kFeatureMutants.count(mutant.name) != 0) {
         for (bool EngineSupports::*feature : kFeatureSupports) options.supports.*feature = true;
       }

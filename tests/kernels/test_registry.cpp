@@ -52,7 +52,8 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "alibi-kv-head-slope",
                                        "chunked-local-from-request",
                                        "fp8-v-scale-dropped",
-                                       "q4_0-nibbles-swapped"};
+                                       "q4_0-nibbles-swapped",
+                                       "mla-value-at-key-end"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -421,7 +421,8 @@ TEST(ModelHonest, PassGeneratedScenariosInEveryDtype) {
 bool needs_attention_feature(const EngineInfo& mutant) {
   static const std::set<std::string> kNames = {"softcap-twice-split", "sink-prefill-only",
                                                "alibi-kv-head-slope", "chunked-local-from-request",
-                                               "fp8-v-scale-dropped", "q4_0-nibbles-swapped"};
+                                               "fp8-v-scale-dropped", "q4_0-nibbles-swapped",
+                                               "mla-value-at-key-end"};
   return kNames.count(mutant.name) != 0;
 }
 

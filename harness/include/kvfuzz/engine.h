@@ -168,14 +168,18 @@ struct EngineSupports {
   // Off unless declared, as the features above.
   bool kv_fp8 = false;
   bool kv_ggml_blocks = false;
+  // Multi-head latent attention's shared row (Layout::value_from_key): the engine reads each
+  // value from its key's stored row. Off unless declared.
+  bool value_from_key = false;
   bool operator==(const EngineSupports&) const = default;
 };
 
 // The supports that widen the layouts (the attention features, off by default), as
 // opposed to the others, whose non-default values narrow them.
-inline constexpr std::array<bool EngineSupports::*, 6> kFeatureSupports{
+inline constexpr std::array<bool EngineSupports::*, 7> kFeatureSupports{
     &EngineSupports::softcap,       &EngineSupports::sinks,  &EngineSupports::alibi,
-    &EngineSupports::chunked_local, &EngineSupports::kv_fp8, &EngineSupports::kv_ggml_blocks};
+    &EngineSupports::chunked_local, &EngineSupports::kv_fp8, &EngineSupports::kv_ggml_blocks,
+    &EngineSupports::value_from_key};
 
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).

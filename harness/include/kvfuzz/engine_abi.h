@@ -62,6 +62,10 @@
  *     k_format, v_format, k_scales and v_scales, and the KVFUZZ_SUPPORTS_KV_FP8 and
  *     _KV_GGML_BLOCKS flags that ask for them; an ABI 6 entry declares neither, and its
  *     engines never get a quantized layout.
+ *   - ABI 8 (the same kvfuzz_engine_api) adds MLA's value read from its key:
+ *     kvfuzz_engine_config's value_from_key and the KVFUZZ_SUPPORTS_VALUE_FROM_KEY flag that
+ *     asks for it; an ABI 7 entry does not declare it, and its engines never get such a
+ *     layout.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -88,7 +92,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 7
+#define KVFUZZ_ENGINE_ABI_VERSION 8
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -134,6 +138,8 @@ extern "C" {
 /* ABI 7: the quantized KV caches the engine stores (config.k_format and v_format). */
 #define KVFUZZ_SUPPORTS_KV_FP8 64u          /* KVFUZZ_KV_FP8_E4M3FN, _FP8_E5M2 */
 #define KVFUZZ_SUPPORTS_KV_GGML_BLOCKS 128u /* KVFUZZ_KV_Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1 */
+/* ABI 8: MLA's value read from its key (config.value_from_key). */
+#define KVFUZZ_SUPPORTS_VALUE_FROM_KEY 256u
 
 /* kvfuzz_engine_config.k_format and v_format (ABI 7): how the cache stores K and V
  * (kvfuzz/kv_format.h; docs/fixture-format.md, "Quantized KV caches"). */
@@ -190,6 +196,12 @@ typedef struct kvfuzz_engine_config {
   int32_t v_format;       /* KVFUZZ_KV_* */
   const double* k_scales; /* kv_heads scales (fp8), else NULL */
   const double* v_scales; /* kv_heads scales (fp8), else NULL */
+
+  /* ABI 8: multi-head latent attention as MLA kernels see it. Nonzero: each value is its
+   * key's first value_dim elements (value_dim <= head_dim; the chunks' v holds exactly
+   * those), so an engine may cache the key's row alone and read the value from it. An
+   * engine gets it only when it declares KVFUZZ_SUPPORTS_VALUE_FROM_KEY. */
+  int32_t value_from_key;
 } kvfuzz_engine_config;
 
 /* sizeof(kvfuzz_engine_config) up to ABI 5, whose fields are this struct's up to
@@ -197,6 +209,8 @@ typedef struct kvfuzz_engine_config {
 #define KVFUZZ_ENGINE_CONFIG_V5_SIZE offsetof(kvfuzz_engine_config, softcap)
 /* ... and up to ABI 6: up to chunked_local. */
 #define KVFUZZ_ENGINE_CONFIG_V6_SIZE offsetof(kvfuzz_engine_config, k_format)
+/* ... and up to ABI 7: up to v_scales. */
+#define KVFUZZ_ENGINE_CONFIG_V7_SIZE offsetof(kvfuzz_engine_config, value_from_key)
 
 /* One sequence's new tokens in a batched forward. */
 typedef struct kvfuzz_chunk_in {

@@ -120,7 +120,8 @@ struct Declaration<EngineSupports> {
       DeclarationField{"alibi", &S::alibi},
       DeclarationField{"chunked_local", &S::chunked_local},
       DeclarationField{"kv_fp8", &S::kv_fp8},
-      DeclarationField{"kv_ggml_blocks", &S::kv_ggml_blocks}};
+      DeclarationField{"kv_ggml_blocks", &S::kv_ggml_blocks},
+      DeclarationField{"value_from_key", &S::value_from_key}};
 };
 
 // The whole: the four objects (in hello's order) and whole_model, which only the probe and

@@ -15,10 +15,10 @@ namespace kvfuzz {
 
 // The newest format version. Version 2 added the attention features (Layout::softcap,
 // sinks, alibi, chunked_local), version 3 the quantized KV caches (Layout::k_format,
-// v_format); older fixtures read unchanged, and a scenario is written in the lowest version
-// that holds it: one without either is still version 1 (kMinFixtureFormatVersion), byte
-// for byte as before.
-constexpr int kFixtureFormatVersion = 3;
+// v_format), version 4 MLA's value read from its key (Layout::value_from_key); older fixtures read
+// unchanged, and a scenario is written in the lowest version that holds it: one without either is
+// still version 1 (kMinFixtureFormatVersion), byte for byte as before.
+constexpr int kFixtureFormatVersion = 4;
 constexpr int kMinFixtureFormatVersion = 1;
 // The version write_fixture gives a scenario: the lowest that can hold it.
 int fixture_format_version(const Scenario& scenario);

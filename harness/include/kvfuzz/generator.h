@@ -88,7 +88,8 @@ struct FeatureSet {
   bool sinks = false;
   bool alibi = false;
   bool chunked_local = false;
-  bool any() const { return softcap || sinks || alibi || chunked_local; }
+  bool value_from_key = false;
+  bool any() const { return softcap || sinks || alibi || chunked_local || value_from_key; }
   bool operator==(const FeatureSet&) const = default;
 };
 
@@ -100,11 +101,12 @@ struct FeatureName {
   bool FeatureSet::*wanted;
   bool EngineSupports::*supported;
 };
-inline constexpr std::array<FeatureName, 4> kFeatureNames{{
+inline constexpr std::array<FeatureName, 5> kFeatureNames{{
     {"softcap", &FeatureSet::softcap, &EngineSupports::softcap},
     {"sinks", &FeatureSet::sinks, &EngineSupports::sinks},
     {"alibi", &FeatureSet::alibi, &EngineSupports::alibi},
     {"chunked_local", &FeatureSet::chunked_local, &EngineSupports::chunked_local},
+    {"value_from_key", &FeatureSet::value_from_key, &EngineSupports::value_from_key},
 }};
 
 // Focusing a run (kvfuzz check's filters, docs/filters.md): every scenario satisfies them.

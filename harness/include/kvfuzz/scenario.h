@@ -41,6 +41,10 @@ struct Layout {
   // them in these formats; the reference attends over what such a cache reads back.
   KvFormat k_format;
   KvFormat v_format;
+  // Multi-head latent attention as MLA kernels see it (DeepSeek V2/V3; FlashMLA, FlashInfer
+  // MLA): the value is the key's first value_dim elements (one shared latent row per token
+  // and kv head, stored once), not a row of its own. The token table's v is then k's prefix.
+  bool value_from_key = false;
 
   int group() const { return q_heads / kv_heads; }
   int kv_head_of(int q_head) const { return q_head / group(); }

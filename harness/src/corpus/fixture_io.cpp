@@ -119,10 +119,11 @@ KvFormat read_kv_format(const Node& node) {
 }
 
 Layout read_layout(const Object& top, int version) {
-  const Object o = top.need("layout", "an object")
-                       .to_object({"q_heads", "kv_heads", "head_dim", "value_dim", "page_size",
-                                   "dtype", "rope_theta", "window", "scale", "softcap", "sinks",
-                                   "alibi", "chunked_local", "k_format", "v_format"});
+  const Object o =
+      top.need("layout", "an object")
+          .to_object({"q_heads", "kv_heads", "head_dim", "value_dim", "page_size", "dtype",
+                      "rope_theta", "window", "scale", "softcap", "sinks", "alibi", "chunked_local",
+                      "k_format", "v_format", "value_from_key"});
   Layout layout;
   layout.q_heads = o.need_int("q_heads", 1, limits::kMaxQHeads);
   layout.kv_heads = o.need_int("kv_heads", 1, limits::kMaxKvHeads);
@@ -153,6 +154,14 @@ Layout read_layout(const Object& top, int version) {
   }
   if (auto node = o.get("k_format")) layout.k_format = read_kv_format(*node);
   if (auto node = o.get("v_format")) layout.v_format = read_kv_format(*node);
+  // MLA's value read from the key came with format version 4.
+  if (auto node = o.get("value_from_key")) {
+    if (version < 4) {
+      node->expected("no \"value_from_key\" in a version " + std::to_string(version) +
+                     " fixture (a value read from its key needs \"kvfuzz_fixture\": 4)");
+    }
+    layout.value_from_key = node->to_bool();
+  }
   return layout;
 }
 
@@ -185,8 +194,11 @@ TokenSource read_tokens(const Object& top) {
                                limits::kMaxQHeads, limits::kMaxHeadDim);
       tokens[t].k = read_heads(token.need("k", "an array of kv_heads arrays of head_dim numbers"),
                                limits::kMaxKvHeads, limits::kMaxHeadDim);
-      tokens[t].v = read_heads(token.need("v", "an array of kv_heads arrays of value_dim numbers"),
-                               limits::kMaxKvHeads, limits::kMaxValueDim);
+      // Absent where the layout reads each value from its key (value_from_key; validate()
+      // requires it there and only there).
+      if (const auto v = token.get("v")) {
+        tokens[t].v = read_heads(*v, limits::kMaxKvHeads, limits::kMaxValueDim);
+      }
     }
     return tokens;
   }
@@ -454,6 +466,7 @@ std::string write_layout(const Layout& layout) {
        {std::pair{"k_format", &layout.k_format}, std::pair{"v_format", &layout.v_format}}) {
     if (format->quantized()) fields.push_back(Field{name, write_kv_format(*format)});
   }
+  if (layout.value_from_key) fields.push_back(Field{"value_from_key", "true"});
   return block_object(fields, 2);
 }
 
@@ -471,8 +484,9 @@ std::string write_tokens(const TokenSource& source) {
     std::vector<std::string> items;
     items.reserve(list->size());
     for (const ExplicitToken& token : *list) {
-      items.push_back(
-          inline_object({{"q", matrix(token.q)}, {"k", matrix(token.k)}, {"v", matrix(token.v)}}));
+      Fields fields = {{"q", matrix(token.q)}, {"k", matrix(token.k)}};
+      if (!token.v.empty()) fields.push_back(Field{"v", matrix(token.v)});
+      items.push_back(inline_object(fields));
     }
     return block_object({{"explicit", block_array(items, 4)}}, 2);
   }
@@ -555,6 +569,7 @@ std::string write_provenance(const Provenance& p) {
 }  // namespace
 
 int fixture_format_version(const Scenario& scenario) {
+  if (scenario.layout.value_from_key) return 4;
   if (scenario.layout.quantized_kv()) return 3;
   return scenario.layout.has_features() ? 2 : kMinFixtureFormatVersion;
 }

@@ -178,6 +178,9 @@ inline constexpr std::tuple kAbiFields{
     AbiRow{&Sup::kv_fp8, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_FP8}, 7},
     AbiRow{&Sup::kv_ggml_blocks, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_GGML_BLOCKS},
            7},
+    // ABI 8
+    AbiRow{&Sup::value_from_key, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_VALUE_FROM_KEY},
+           8},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,

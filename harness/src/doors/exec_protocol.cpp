@@ -264,6 +264,8 @@ std::string case_request(Ordered request, const EngineConfig& config,
     }
     layout[name] = kv;
   }
+  // MLA's value read from its key only when on (the steps' v still holds those values).
+  if (l.value_from_key) layout["value_from_key"] = true;
   request["layout"] = layout;
   request["sequences"] = config.sequences;
   request["page_order"] = config.page_order;

@@ -80,6 +80,7 @@ kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<in
   c.v_format = static_cast<int32_t>(layout.v_format.quant);
   c.k_scales = k_scales.empty() ? nullptr : k_scales.data();
   c.v_scales = v_scales.empty() ? nullptr : v_scales.data();
+  c.value_from_key = layout.value_from_key ? 1 : 0;
   return c;
 }
 

@@ -147,6 +147,7 @@ kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
   if (c->chunked_local != 0) layout.chunked_local = c->chunked_local;
   layout.k_format = kv_format_of(c->k_format, c->k_scales, c->kv_heads, "k_format");
   layout.v_format = kv_format_of(c->v_format, c->v_scales, c->kv_heads, "v_format");
+  layout.value_from_key = c->value_from_key != 0;
   config.sequences = c->sequences;
   config.poison = poison_of(c->poison);
   config.page_order.assign(c->page_order, c->page_order + c->pool_pages);

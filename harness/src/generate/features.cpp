@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <variant>
+#include <vector>
 
 namespace kvfuzz {
 
@@ -65,6 +67,29 @@ void pick_features(ChoiceSource& c, const Bounds& b, Layout& l) {
   if (sinks) l.sinks = std::move(sink_logits);
   if (alibi) l.alibi = std::move(slopes);
   if (chunked) l.chunked_local = chunk;
+}
+
+void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
+  if (!b.supports.value_from_key) return;
+  Layout& l = s.layout;
+  const bool wanted = b.filters.features.value_from_key;
+  const bool on = rarely(c, kValueFromKeyCaseOdds) || wanted;
+  const int multiple = std::max(1, b.supports.head_dim_multiple);
+  const int steps = l.head_dim / multiple;  // head_dim is a multiple of it
+  const int value_steps = c.pick_int(1, std::max(1, steps - 1));
+  if (!on) return;
+  if (wanted) {
+    l.rope_theta.reset();
+    l.k_format = KvFormat{};
+    l.v_format = KvFormat{};
+  }
+  if (l.rope_theta || l.quantized_kv()) return;
+  l.value_from_key = true;
+  const bool one_size = b.supports.value_dim_is_head_dim || steps < 2;
+  l.value_dim = one_size ? l.head_dim : value_steps * multiple;
+  if (auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens)) {
+    for (ExplicitToken& token : *list) token.v.clear();
+  }
 }
 
 }  // namespace kvfuzz

@@ -23,4 +23,13 @@ inline constexpr int kFeatureCaseOdds = 3;
 // Sets the features of `l` (its heads, page size and window already drawn).
 void pick_features(ChoiceSource& c, const Bounds& b, Layout& l);
 
+// MLA's value read from its key (Layout::value_from_key), drawn last, and only for an engine
+// that declares it: about one scenario in kValueFromKeyCaseOdds, where the layout has no
+// RoPE and no quantized KV format (not modelled with it yet), with a value_dim below
+// head_dim (the latent beside a part of the key the value does not read), unless the
+// engine takes one head size; explicit tokens then lose their v (read from k).
+// GeneratorFilters::features forces it on, RoPE and formats off.
+inline constexpr int kValueFromKeyCaseOdds = 4;
+void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s);
+
 }  // namespace kvfuzz

@@ -57,6 +57,16 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                                          : " (not in its supports)")};
     }
   }
+  if (f.features.value_from_key && (f.rope == OnOff::on || o.supports.rope_required)) {
+    return FilterConflict{Filter::features,
+                          "expected no RoPE with value_from_key (MLA's decoupled RoPE part is "
+                          "not modelled yet), got RoPE on"};
+  }
+  if (f.features.value_from_key && !f.kv_formats.empty()) {
+    return FilterConflict{Filter::features,
+                          "expected no KV format with value_from_key (a quantized latent cache "
+                          "is not modelled yet), got --kv-format too"};
+  }
   for (const KvQuant quant : f.kv_formats) {
     const bool declared = is_fp8(quant) ? o.supports.kv_fp8 : o.supports.kv_ggml_blocks;
     if (!declared || o.model) {

@@ -52,6 +52,7 @@
 #include <string>
 
 #include "generate/bounds.h"
+#include "generate/features.h"
 #include "generate/integer_limits.h"
 #include "generate/layout.h"
 #include "generate/model_choices.h"
@@ -107,6 +108,9 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // The thread order of the CUDA engines' kernels on the SIMT launcher, drawn last (every
   // other choice as before); not at model level, whose scenarios stay as they were.
   if (!model) s.placement.threads = pick_thread_schedule(c);
+  // MLA's value read from its key, drawn after everything else (the features' grid and every
+  // other choice as before it came); model bounds declare no features, so nothing is drawn.
+  pick_value_from_key(c, bounds, s);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

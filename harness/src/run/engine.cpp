@@ -179,7 +179,8 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
                 supports.kv_fp8),
         feature("a ggml block KV cache",
                 is_ggml_block(l.k_format.quant) || is_ggml_block(l.v_format.quant),
-                supports.kv_ggml_blocks)}) {
+                supports.kv_ggml_blocks),
+        feature("a value read from its key (MLA)", l.value_from_key, supports.value_from_key)}) {
     if (refusal) return refusal;
   }
   if (supports.max_q_heads > 0 && l.q_heads > supports.max_q_heads) {

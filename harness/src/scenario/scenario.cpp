@@ -11,7 +11,7 @@ double Layout::softmax_scale() const {
 }
 
 bool Layout::has_features() const {
-  return softcap || !sinks.empty() || !alibi.empty() || chunked_local;
+  return softcap || !sinks.empty() || !alibi.empty() || chunked_local || value_from_key;
 }
 
 double Layout::stored_sink(int q_head) const {

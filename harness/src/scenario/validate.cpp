@@ -185,6 +185,29 @@ class Validator {
              "no quantized KV format (k_format, v_format) in a model scenario: the "
              "model level does not model them yet");
     }
+    check_value_from_key();
+  }
+
+  // MLA's shared latent row: the value is the key's first value_dim elements, unrotated and
+  // unquantized (the decoupled RoPE part and the quantized latent caches are not modelled).
+  void check_value_from_key() {
+    if (!layout_.value_from_key) return;
+    if (layout_.value_dim > layout_.head_dim) {
+      reject("$.layout.value_dim", "at most head_dim (" + str(layout_.head_dim) +
+                                       ") with value_from_key (the value is the key's first "
+                                       "value_dim elements), got " +
+                                       str(layout_.value_dim));
+    }
+    if (layout_.rope_theta) {
+      reject("$.layout.value_from_key",
+             "no rope_theta with value_from_key: MLA's decoupled RoPE part (only the key's last "
+             "elements rotated) is not modelled yet");
+    }
+    if (layout_.quantized_kv()) {
+      reject("$.layout.value_from_key",
+             "no k_format or v_format with value_from_key: a quantized latent cache is not "
+             "modelled yet");
+    }
   }
 
   // A quantized KV format (docs/fixture-format.md, "Quantized KV caches"): fp8 scales
@@ -251,7 +274,8 @@ class Validator {
     }
     if (model_ && layout_.has_features()) {
       reject("$.layout",
-             "no attention features (softcap, sinks, alibi, chunked_local) in a model scenario: "
+             "no attention features (softcap, sinks, alibi, chunked_local, value_from_key) in a "
+             "model scenario: "
              "the model level does not model them yet");
     }
   }
@@ -361,8 +385,14 @@ class Validator {
         check_heads(base + ".q", token.q, layout_.q_heads, "q_heads", layout_.head_dim, "head_dim");
         check_heads(base + ".k", token.k, layout_.kv_heads, "kv_heads", layout_.head_dim,
                     "head_dim");
-        check_heads(base + ".v", token.v, layout_.kv_heads, "kv_heads", layout_.value_dim,
-                    "value_dim");
+        if (!layout_.value_from_key) {
+          check_heads(base + ".v", token.v, layout_.kv_heads, "kv_heads", layout_.value_dim,
+                      "value_dim");
+        } else if (!token.v.empty()) {
+          reject(base + ".v",
+                 "no \"v\" with value_from_key (the value is the key's first value_dim "
+                 "elements)");
+        }
       }
       tokens_ = static_cast<int>(count);
     } else {

@@ -53,6 +53,7 @@ Measure measure(const Scenario& s) {
   m.sinks = !l.sinks.empty();
   m.alibi = !l.alibi.empty();
   m.chunked_local = l.chunked_local.has_value();
+  m.value_from_key = l.value_from_key;
   for (const KvFormat* format : {&l.k_format, &l.v_format}) {
     m.quantized_kv += format->quantized();
     const bool unit = format->scale.size() == 1 && format->scale[0] == 1.0;

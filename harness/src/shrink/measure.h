@@ -51,6 +51,7 @@ struct Measure {
   bool sinks = false;
   bool alibi = false;
   bool chunked_local = false;
+  bool value_from_key = false;
   int quantized_kv = 0;  // K and V stored quantized (0, 1 or 2)
   int kv_scales = 0;     // fp8 scales given (a per-tensor scale of 1 is none)
   int nonzero_feature_values = 0;

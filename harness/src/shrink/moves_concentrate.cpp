@@ -130,7 +130,7 @@ Made concentrate_scores(const Scenario& s, int index, Scenario& out) {
     for (size_t g = 0; g < kv; ++g) {
       token.k[g].assign(static_cast<size_t>(dims), 0.0);
       token.k[g][0] = new_k[t][g] + 0.0;
-      if (one_head_size) token.v[g].resize(static_cast<size_t>(dims));
+      if (one_head_size && !token.v.empty()) token.v[g].resize(static_cast<size_t>(dims));
     }
   }
   out.tokens = std::move(tokens);

@@ -119,7 +119,7 @@ Made reduce_heads(const Scenario& s, int index, Scenario& out) {
   for (ExplicitToken& t : tokens) {
     keep_only(t.q, choice.q);
     keep_only(t.k, choice.kv);
-    keep_only(t.v, choice.kv);
+    if (!t.v.empty()) keep_only(t.v, choice.kv);  // none under value_from_key
   }
   out.tokens = std::move(tokens);
   return Made::candidate;
@@ -214,16 +214,16 @@ Made simplify_layout(const Scenario& s, int index, Scenario& out) {
 Made simplify_features(const Scenario& s, int index, Scenario& out) {
   const Layout& l = s.layout;
   const auto heads = static_cast<int>(l.q_heads);
-  constexpr int kSwitches = 8;
+  constexpr int kSwitches = 9;
   if (index >= kSwitches + 2 * heads) return Made::end;
   if (index < kSwitches) {
     const auto scaled = [](const KvFormat& f) {
       return !f.scale.empty() && (f.scale.size() > 1 || f.scale[0] != 1.0);
     };
-    const bool applies[kSwitches] = {l.softcap.has_value(),  !l.sinks.empty(),
-                                     !l.alibi.empty(),       l.chunked_local.has_value(),
-                                     l.k_format.quantized(), l.v_format.quantized(),
-                                     scaled(l.k_format),     scaled(l.v_format)};
+    const bool applies[kSwitches] = {
+        l.softcap.has_value(),       !l.sinks.empty(),       !l.alibi.empty(),
+        l.chunked_local.has_value(), l.k_format.quantized(), l.v_format.quantized(),
+        scaled(l.k_format),          scaled(l.v_format),     l.value_from_key};
     if (!applies[index]) return Made::skip;
     out = start_candidate(s);
     Layout& o = out.layout;
@@ -249,8 +249,18 @@ Made simplify_features(const Scenario& s, int index, Scenario& out) {
       case 6:
         o.k_format.scale.clear();
         break;
-      default:
+      case 7:
         o.v_format.scale.clear();
+        break;
+      default:
+        // Values of their own: explicit tokens get the ones they read (their keys' prefixes).
+        o.value_from_key = false;
+        if (auto* list = std::get_if<std::vector<ExplicitToken>>(&out.tokens)) {
+          for (ExplicitToken& t : *list) {
+            t.v = t.k;
+            for (auto& head : t.v) head.resize(static_cast<size_t>(l.value_dim));
+          }
+        }
         break;
     }
     return Made::candidate;

@@ -27,7 +27,7 @@ std::vector<ExplicitToken> materialise(const Scenario& scenario) {
     ExplicitToken& token = tokens[static_cast<size_t>(t)];
     token.q = heads(table.q(t), l.q_heads, l.head_dim);
     token.k = heads(table.k(t), l.kv_heads, l.head_dim);
-    token.v = heads(table.v(t), l.kv_heads, l.value_dim);
+    if (!l.value_from_key) token.v = heads(table.v(t), l.kv_heads, l.value_dim);
   }
   return tokens;
 }

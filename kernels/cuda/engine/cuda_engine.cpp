@@ -89,7 +89,7 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
   if (layout_.has_features()) {
     throw EngineError(
         "the CUDA kernels compute no attention features yet (soft cap, sinks, ALiBi, chunked "
-        "local attention)");
+        "local attention, a value read from its key)");
   }
   if (layout_.quantized_kv()) {
     throw EngineError("the CUDA kernels read no quantized KV cache yet (k_format, v_format)");
