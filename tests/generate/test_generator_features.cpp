@@ -98,5 +98,43 @@ TEST(GeneratorFeatures, TheFilterForcesAFeatureAndIsNamedWhenTheEngineLacksIt) {
   EXPECT_EQ(count_with(model, [](const Scenario& s) { return s.layout.has_features(); }), 0);
 }
 
+// MLA's value read from its key (generate/features.h, pick_value_from_key): drawn last, in
+// about one in four of the scenarios without RoPE or a KV format, with value_dim below
+// head_dim where head_dim allows it; every other choice as without it; the filter forces it
+// (RoPE and formats off) and conflicts with --rope on and --kv-format.
+TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
+  const GeneratorOptions o = with_features();
+  const int eligible = count_with(
+      o, [](const Scenario& s) { return !s.layout.rope_theta && !s.layout.quantized_kv(); });
+  const int drawn = count_with(o, [](const Scenario& s) { return s.layout.value_from_key; });
+  std::printf("value_from_key %d of %d scenarios without RoPE or a KV format\n", drawn, eligible);
+  EXPECT_GT(drawn, eligible / 4 - 60);
+  EXPECT_LT(drawn, eligible / 4 + 60);
+  EXPECT_GT(count_with(o,
+                       [](const Scenario& s) {
+                         return s.layout.value_from_key && s.layout.value_dim < s.layout.head_dim;
+                       }),
+            drawn / 2);
+  // Without it declared, the scenarios are the others' choice for choice: only the layout of
+  // the drawn ones differs.
+  GeneratorOptions without = o;
+  without.supports.value_from_key = false;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    PrngChoiceSource a(seed), b(seed);
+    Scenario before = generate_scenario(a, without);
+    Scenario after = generate_scenario(b, o);
+    if (after.layout.value_from_key) continue;
+    EXPECT_EQ(before, after) << seed;
+  }
+  GeneratorOptions forced = o;
+  forced.filters.features.value_from_key = true;
+  EXPECT_EQ(count_with(forced, [](const Scenario& s) { return s.layout.value_from_key; }), kSeeds);
+  forced.filters.rope = OnOff::on;
+  ASSERT_TRUE(filter_conflict(forced));
+  EXPECT_EQ(filter_conflict(forced)->message,
+            "expected no RoPE with value_from_key (MLA's decoupled RoPE part is not modelled "
+            "yet), got RoPE on");
+}
+
 }  // namespace
 }  // namespace kvfuzz

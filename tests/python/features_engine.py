@@ -2,7 +2,9 @@
 features"): soft cap, sinks, ALiBi and chunked local attention, declared in `supports` and
 read from the config kvfuzz hands in; and one with a real-world feature bug. With the
 quantized KV caches too ("Quantized KV caches"): one that stores K and V through
-kvfuzz.quantize_row and reads them back, and one that drops V's fp8 scale."""
+kvfuzz.quantize_row and reads them back, and one that drops V's fp8 scale. With MLA's value
+read from its key (value_from_key): one that caches keys alone and reads each value from its
+key's row, and one that reads it from the row's end."""
 
 import ml_dtypes
 import numpy as np
@@ -20,7 +22,7 @@ class FeaturesEngine(NumpyEngine):
         c, s = self.config, self.sequences[chunk.seq]
         positions = s.position + np.arange(chunk.tokens)
         s.keys = np.concatenate([s.keys, self._store(self._rotate(chunk.k, positions), "k")])
-        s.values = np.concatenate([s.values, self._store(chunk.v.astype(np.float64), "v")])
+        s.values = np.concatenate([s.values, self._values(chunk)])
         s.position += chunk.tokens
         q = self._rotate(chunk.q, positions)
         keys = np.repeat(s.keys, c.group, axis=1)
@@ -52,6 +54,10 @@ class FeaturesEngine(NumpyEngine):
     def _store(self, rows, which):
         """What the cache reads back of rows [token, kv_head, dim]: the rows themselves."""
         return rows
+
+    def _values(self, chunk):
+        """The chunk's value rows [token, kv_head, value_dim] as the cache keeps them."""
+        return self._store(chunk.v.astype(np.float64), "v")
 
     def _slopes(self, chunk):
         return self.config.alibi
@@ -99,3 +105,25 @@ class Fp8VScaleDroppedEngine(QuantizedEngine):
 
     def _read_scale(self, scale, which):
         return 1.0 if which == "v" else scale  # the bug
+
+
+class LatentEngine(FeaturesEngine):
+    """MLA as its kernels cache it: under value_from_key the chunks' v is never read; each
+    value is the first value_dim elements of its key's row."""
+
+    supports = {**FEATURES, "value_from_key": True}
+
+    def _values(self, chunk):
+        if not self.config.value_from_key:
+            return super()._values(chunk)
+        return self._latent(chunk.k.astype(np.float64), self.config.value_dim)
+
+    def _latent(self, keys, value_dim):
+        return keys[:, :, :value_dim]
+
+
+class LatentAtKeyEndEngine(LatentEngine):
+    """Reads each value from the last value_dim elements of its key's row."""
+
+    def _latent(self, keys, value_dim):
+        return keys[:, :, keys.shape[2] - value_dim:]  # the bug

@@ -3,9 +3,10 @@
 engines served by kvfuzz.exec_server, whose chunks hold lists (numpy arrays in, lists out).
 For the ctests python_exec_features and python_exec_features_sink_bug, and with
 --quantized (the quantized KV caches) python_exec_kv_formats and
-python_exec_kv_formats_v_scale_bug:
+python_exec_kv_formats_v_scale_bug, and with --latent (MLA's value read from its key)
+python_exec_value_from_key and python_exec_value_from_key_bug:
 
-    kvfuzz check --engine "exec:.venv/bin/python tests/python/features_exec_engine.py [--quantized] [--bug]"
+    kvfuzz check --engine "exec:.venv/bin/python tests/python/features_exec_engine.py [--quantized | --latent] [--bug]"
 """
 
 import os
@@ -23,11 +24,17 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python-engine"))
 from features_engine import (  # noqa: E402
     FeaturesEngine,
     Fp8VScaleDroppedEngine,
+    LatentAtKeyEndEngine,
+    LatentEngine,
     QuantizedEngine,
     SinkPrefillOnlyEngine,
 )
 
-BUGGY = {SinkPrefillOnlyEngine: " with the sink bug", Fp8VScaleDroppedEngine: " with V's scale dropped"}
+BUGGY = {
+    SinkPrefillOnlyEngine: " with the sink bug",
+    Fp8VScaleDroppedEngine: " with V's scale dropped",
+    LatentAtKeyEndEngine: " reading values from the key's end",
+}
 
 
 def served(base):
@@ -50,5 +57,7 @@ if __name__ == "__main__":
     flags = set(sys.argv[1:])
     if "--quantized" in flags:
         serve(served(Fp8VScaleDroppedEngine if "--bug" in flags else QuantizedEngine))
+    elif "--latent" in flags:
+        serve(served(LatentAtKeyEndEngine if "--bug" in flags else LatentEngine))
     else:
         serve(served(SinkPrefillOnlyEngine if "--bug" in flags else FeaturesEngine))

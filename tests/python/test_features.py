@@ -9,6 +9,8 @@ from conftest import ROOT
 from features_engine import (
     FeaturesEngine,
     Fp8VScaleDroppedEngine,
+    LatentAtKeyEndEngine,
+    LatentEngine,
     QuantizedEngine,
     SinkPrefillOnlyEngine,
 )
@@ -81,5 +83,22 @@ def test_the_v_scale_dropped_is_rejected(tmp_path):
     assert not kvfuzz.replay(os.path.join(SEEDS, "worked-example-fp8-v.json"), type(
         "Unquantized", (FeaturesEngine,), {"supports": QuantizedEngine.supports})).passed
     result = kvfuzz.check(Fp8VScaleDroppedEngine, cases=60, seed=1, out=str(tmp_path / "out"),
+                          shrink_seconds=5)
+    assert not result.passed
+
+
+def test_an_mla_cache_reads_values_from_keys_and_the_key_end_is_rejected(tmp_path):
+    seed = os.path.join(SEEDS, "mla-latent-value.json")
+    assert kvfuzz.engine(LatentEngine).declarations()["supports"]["value_from_key"]
+    result = kvfuzz.replay(seed, LatentEngine)
+    assert result.passed and result.count("pass") == 1, result
+    skipped = kvfuzz.replay(seed, FeaturesEngine)
+    assert skipped.count("skip") == 1 and "value read from its key" in skipped.summary()
+    assert not kvfuzz.replay(seed, LatentAtKeyEndEngine).passed
+    # About one case in eight without RoPE or a format has it (generate/features.h): 60
+    # cases reach it.
+    result = kvfuzz.check(LatentEngine, cases=60, seed=1, out=str(tmp_path / "out"))
+    assert result.passed, result
+    result = kvfuzz.check(LatentAtKeyEndEngine, cases=60, seed=1, out=str(tmp_path / "bad"),
                           shrink_seconds=5)
     assert not result.passed
