@@ -29,11 +29,16 @@ class PagedKvStore : public paging::PageTable {
 
   // Element offsets of slot `pos` (< capacity(seq)) of `seq` for one kv head.
   size_t k_offset(int seq, int64_t pos, int kv_head) const {
-    return (slot(seq, pos) * kv_heads_ + static_cast<size_t>(kv_head)) * head_dim_;
+    return k_row_offset(slot(seq, pos) * kv_heads_ + static_cast<size_t>(kv_head));
   }
   size_t v_offset(int seq, int64_t pos, int kv_head) const {
-    if (latent_) return k_offset(seq, pos, kv_head) + value_in_key_;
-    return (slot(seq, pos) * kv_heads_ + static_cast<size_t>(kv_head)) * value_dim_;
+    return v_row_offset(slot(seq, pos) * kv_heads_ + static_cast<size_t>(kv_head));
+  }
+  // ... and of row `row` (physical slot x kv_heads + kv head) in keys() and values(), for a
+  // reader that finds its slots itself.
+  size_t k_row_offset(size_t row) const { return row * head_dim_; }
+  size_t v_row_offset(size_t row) const {
+    return latent_ ? row * head_dim_ + value_in_key_ : row * value_dim_;
   }
   const KvArray& keys() const { return k_; }
   const KvArray& values() const { return latent_ ? k_ : v_; }

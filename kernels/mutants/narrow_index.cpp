@@ -39,7 +39,7 @@ class NarrowReadEngine final : public Mutant<cpu::PagedEngine> {
       const int page = pages[static_cast<size_t>(j / page_size)];
       const size_t slot = Narrow::slot(page, page_size, j % page_size);
       const size_t row = slot * kv_heads + static_cast<size_t>(kv_head);
-      return cpu::KvOffsets{row * head_dim, row * value_dim};
+      return cpu::KvOffsets{store.k_row_offset(row), store.v_row_offset(row)};
     };
     const cpu::KvArrays arrays{store.keys(), store.values(), head_dim, value_dim};
     cpu::single_pass_attention(query.q, keys, scale(), arrays, key_at, arithmetic(),
