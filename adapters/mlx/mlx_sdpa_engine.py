@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""MLX's attention on the CPU as mlx-lm's models run it: mlx_lm's KVCache per sequence,
+its mask, and mlx_lm.models.base.scaled_dot_product_attention (mx.fast's, with sinks), as
+a kvfuzz engine:
+
+    kvfuzz check --engine "exec:.venv/bin/python adapters/mlx/mlx_sdpa_engine.py"
+
+    import kvfuzz, mlx_sdpa_engine                       # in-process, the same engine
+    kvfuzz.check(mlx_sdpa_engine.factory([]), cases=100)
+
+Each chunk is what one attention layer of an mlx-lm model does for one sequence (mlx_lm/
+models/llama.py's Attention.__call__): the mask from the cache before it is updated
+(base.create_attention_mask(h, cache, window_size=W), which calls cache.make_mask:
+"causal", None for one token, or a boolean array that lets the query at position p see
+keys p - W + 1 .. p), then cache.update_and_fetch(k, v) and base.scaled_dot_product_attention(q, keys, values, cache, scale, mask, sinks), at
+batch 1. reset is a new KVCache, truncate is cache.trim(length - keep) (what mlx-lm's
+prompt cache trimming calls), fork copies the cache's state into a new KVCache.
+
+  * RoPE: the adapter rotates q and k in float64 at their positions and rounds them once
+    to the dtype (mx.fast.rope in the model's dtype is a numerics kvfuzz models as
+    rope_tables, left for later), so the cache holds rotated keys.
+  * sinks: one logit per q head, passed as MLX's `sinks` (rounded to the dtype).
+
+What it computes (mlx 0.32's CPU backend has no fused kernel: force_fused=True raises
+"no fused kernel is available in CPU backend", so mlx/fast.cpp's fallback runs, read at
+v0.32.1): q * scale in the dtype; scores = q @ k^T (one gemm of the dtype, f32 sums); the
+boolean mask as where(mask, scores, finfo(dtype).min); the sinks concatenated as one more
+column; softmax(precise=True): the row max, exp(s - max) by mlx's simd::exp (a Cephes
+polynomial after x * log2(e) in f32; measured up to 65 ulps of 2^-24 relative on
+[-87, 0], README.md) summed in f32, each exp times 1 / sum, rounded to the dtype (P
+normalised); out = P @ v (f32 sums), rounded to the dtype.
+
+In f32 every one of those steps is what kvfuzz's numerics declare (score and value sums in
+f32, an exp of 64 f32 ulps). In f16 and bf16 two are not: q * scale rounded to the dtype
+before the dot products, and the scores themselves rounded to the dtype (a bf16 score of
+magnitude 8 is off by up to 0.03). kvfuzz has no declaration for either, so the engine
+takes f32 layouts only (supports.dtypes [f32]) and refuses others with the reason
+(README.md, "Half precision").
+
+--bug window|scale|rope|sinks breaks one mapping on purpose (negative controls): a window
+one key wider, the default scale 1/sqrt(head_dim), interleaved (GPT-J) RoPE pairs, or the
+sinks of q head h taken from h + 1.
+"""
+
+import argparse
+import os
+import sys
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models.base import create_attention_mask, scaled_dot_product_attention
+from mlx_lm.models.cache import KVCache
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import kv_adapter as common  # noqa: E402
+
+mx.set_default_device(mx.cpu)
+
+BUGS = ("window", "scale", "rope", "sinks")
+# exp(s - max) by mlx's simd::exp: measured up to 65 ulps of 2^-24 (32 f32 ulps of 2^-23,
+# kvfuzz's unit) relative on [-87, 0] (README.md), declared with twice that.
+EXP_ULPS = 64
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
+    return parser.parse_args(argv)
+
+
+def factory(argv=None):
+    """An engine factory for kvfuzz.check / kvfuzz.replay, with the command line's flags."""
+    options = parse(argv)
+    return lambda config: MlxSdpaEngine(config, options)
+
+
+def numerics():
+    """The declarations of the f32 computation (see the module's docstring)."""
+    return {
+        "output": "f32",
+        "score_accumulation": "f32",
+        "value_accumulation": "f32",
+        "rotated_keys_in_storage": True,
+        "rotated_queries_in_storage": True,
+        "rope_angles_exact": True,
+        "exp_ulps": EXP_ULPS,
+    }
+
+
+def copy_cache(cache):
+    """A KVCache holding the same tokens as `cache`, sharing no array with it: KVCache
+    writes new tokens into its buffer in place, which a second cache must not see."""
+    copy = KVCache()
+    if cache.keys is not None:
+        keys, values = cache.keys_and_values()
+        copy.update_and_fetch(mx.array(np.array(keys)), mx.array(np.array(values)))
+    return copy
+
+
+class MlxSdpaEngine:
+    def __init__(self, config, options):
+        self.config, self.options = config, options
+        self.name = f"mlx-{mx.__version__}-sdpa-cpu" + (f" (bug: {options.bug})" if options.bug else "")
+        self.numerics = numerics()
+        self.supports = {"dtypes": ["f32"], "windows": True, "sinks": True}
+        self.caches = [KVCache() for _ in range(config.sequences)]
+        self.sinks = None
+        if config.sinks is not None:
+            sinks = list(config.sinks)
+            if options.bug == "sinks":
+                sinks = sinks[1:] + sinks[:1]
+            self.sinks = mx.array(np.asarray(sinks, np.float32))
+
+    def _cache(self, seq):
+        if not 0 <= seq < len(self.caches):
+            raise IndexError(f"sequence {seq} out of range (the engine has {len(self.caches)})")
+        return self.caches[seq]
+
+    def step(self, chunks):
+        seqs = [chunk.seq for chunk in chunks]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
+        if self.config.dtype != "f32":
+            raise ValueError(f"layout.dtype {self.config.dtype}: this engine runs MLX in f32 (supports.dtypes [f32])")
+        return [self._forward(chunk) for chunk in chunks]
+
+    def reset(self, seq):
+        self._cache(seq)
+        self.caches[seq] = KVCache()
+
+    def truncate(self, seq, keep):
+        cache = self._cache(seq)
+        if not 0 <= keep <= cache.offset:
+            raise ValueError(f"sequence {seq} holds {cache.offset} tokens, cannot keep {keep}")
+        cache.trim(cache.offset - keep)
+
+    def fork(self, src, dst):
+        source = self._cache(src)
+        self._cache(dst)
+        if src == dst:
+            raise ValueError(f"fork of sequence {src} into itself")
+        self.caches[dst] = copy_cache(source)
+
+    def _input(self, rows, rotate_from=None):
+        """rows[token][head][lane] as (1, heads, tokens, lanes) in f32."""
+        array = np.asarray(rows, dtype=np.float64)
+        if rotate_from is not None and self.config.rope_theta is not None:
+            array = common.rotate(self.config, array, rotate_from, self.options.bug == "rope")
+        return mx.array(np.ascontiguousarray(array.astype(np.float32).transpose(1, 0, 2))[None])
+
+    def _forward(self, chunk):
+        c, cache = self.config, self.caches[chunk.seq]
+        past, new = cache.offset, len(chunk.q)
+        window = c.window + (self.options.bug == "window") if c.window else None
+        # As a model builds it from its hidden states (batch, tokens, width) and the cache.
+        mask = create_attention_mask(mx.zeros((1, new, 1)), cache, window_size=window)
+        queries = self._input(chunk.q, past)
+        keys, values = cache.update_and_fetch(self._input(chunk.k, past), self._input(chunk.v))
+        scale = c.head_dim**-0.5 if self.options.bug == "scale" else float(c.scale)
+        out = scaled_dot_product_attention(queries, keys, values, cache, scale, mask, self.sinks)
+        rows = np.array(out[0], dtype=np.float64).transpose(1, 0, 2)
+        return range(past, past + new), rows
+
+
+def main():
+    common.serve_exec(factory())
+
+
+if __name__ == "__main__":
+    main()

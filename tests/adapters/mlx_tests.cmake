@@ -1,0 +1,35 @@
+# MLX (adapters/mlx): mlx-lm's KVCache, its attention mask and its
+# scaled_dot_product_attention (mx.fast's, MLX's CPU backend) must pass kvfuzz check on all
+# six properties at the default sizes, f32, with windows and sinks; a mapping broken on
+# purpose (--bug) must be caught on a row.
+#
+# They need mlx and mlx-lm in the project's .venv (scripts/setup.sh): mlx_venv.
+set(KVFUZZ_MLX_ENGINE ${PROJECT_SOURCE_DIR}/adapters/mlx/mlx_sdpa_engine.py)
+adapter_venv(mlx_venv numpy mlx mlx_lm)
+if(KVFUZZ_SANITIZE)
+  return()  # kvfuzz's side of the exec door under ASan is the ORT and torch tests'
+endif()
+
+# kvfuzz_mlx_test(NAME EXIT CASES ENGINE_FLAGS...): adapter_check of
+# adapters/mlx/mlx_sdpa_engine.py; importing mlx-lm takes about 3 s beside other tests.
+function(kvfuzz_mlx_test name exit cases)
+  adapter_check(${name} ${exit} ${cases} ${KVFUZZ_MLX_ENGINE} mlx_venv ${ARGN}
+                LONG_CASES 300 START_UP_SECONDS 60)
+endfunction()
+
+kvfuzz_mlx_test(mlx_sdpa 0 100)
+# The negative controls, each caught within 20 cases of seed 1 (docs/BENCHMARKS.md): a
+# window one key wider, the default scale, GPT-J RoPE pairs, each q head given its
+# neighbour's sink.
+kvfuzz_mlx_test(mlx_sdpa_bug_window 1 60 --bug window)
+kvfuzz_mlx_test(mlx_sdpa_bug_scale 1 60 --bug scale)
+kvfuzz_mlx_test(mlx_sdpa_bug_rope 1 60 --bug rope)
+kvfuzz_mlx_test(mlx_sdpa_bug_sinks 1 60 --bug sinks)
+
+# In-process: the same class through kvfuzz.check (the package python_install puts in .venv).
+add_test(NAME mlx_inprocess
+         COMMAND ${KVFUZZ_VENV_PYTHON} -m pytest -q -p no:cacheprovider
+                 ${CMAKE_CURRENT_SOURCE_DIR}/test_mlx_inprocess.py
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(mlx_inprocess PROPERTIES FIXTURES_REQUIRED "mlx_venv;python_package"
+                                              TIMEOUT 600 LABELS adapters)
