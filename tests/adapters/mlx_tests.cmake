@@ -1,6 +1,6 @@
 # MLX (adapters/mlx): mlx-lm's KVCache, its attention mask and its
 # scaled_dot_product_attention (mx.fast's, MLX's CPU backend) must pass kvfuzz check on all
-# six properties at the default sizes, f32, with windows and sinks; a mapping broken on
+# six properties at the default sizes, f32 with windows and sinks, and f16; a mapping broken on
 # purpose (--bug) must be caught on a row.
 #
 # They need mlx and mlx-lm in the project's .venv (scripts/setup.sh): mlx_venv.
@@ -18,6 +18,11 @@ function(kvfuzz_mlx_test name exit cases)
 endfunction()
 
 kvfuzz_mlx_test(mlx_sdpa 0 100)
+# f16, declared loosely (score_accumulation f16 holds MLX's q * scale and scores rounded to
+# f16; about a third of the rows are then only checked finite: adapters/mlx/README.md), and
+# its window control.
+kvfuzz_mlx_test(mlx_sdpa_f16 0 60 --dtype f16)
+kvfuzz_mlx_test(mlx_sdpa_f16_bug_window 1 60 --dtype f16 --bug window)
 # The negative controls, each caught within 20 cases of seed 1 (docs/BENCHMARKS.md): a
 # window one key wider, the default scale, GPT-J RoPE pairs, each q head given its
 # neighbour's sink.
