@@ -41,9 +41,10 @@ bound covers every value in range; README.md, "Half precision"). Sinks are f32 o
 rounds them to f16, which the judge does not model). bf16 is not offered: kvfuzz cannot
 declare scores rounded to bf16 yet.
 
---bug window|scale|rope|sinks breaks one mapping on purpose (negative controls): a window
-one key wider, the default scale 1/sqrt(head_dim), interleaved (GPT-J) RoPE pairs, or the
-sinks of q head h taken from h + 1.
+--bug window|scale|rope|sinks|gqa breaks one mapping on purpose (negative controls): a
+window one key wider, the default scale 1/sqrt(head_dim), interleaved (GPT-J) RoPE pairs,
+the sinks of q head h taken from h + 1, or the kv heads tiled before the call (repeat
+where repeat_interleave was meant), so q head h reads kv head h % kv_heads.
 """
 
 import argparse
@@ -60,7 +61,7 @@ import kv_adapter as common  # noqa: E402
 
 mx.set_default_device(mx.cpu)
 
-BUGS = ("window", "scale", "rope", "sinks")
+BUGS = ("window", "scale", "rope", "sinks", "gqa")
 # exp(s - max) by mlx's simd::exp: measured up to 65 ulps of 2^-24 (32 f32 ulps of 2^-23,
 # kvfuzz's unit) relative on [-87, 0] (README.md), declared with twice that.
 EXP_ULPS = 64
@@ -172,6 +173,8 @@ class MlxSdpaEngine:
         mask = create_attention_mask(mx.zeros((1, new, 1)), cache, window_size=window)
         queries = self._input(chunk.q, past)
         keys, values = cache.update_and_fetch(self._input(chunk.k, past), self._input(chunk.v))
+        if self.options.bug == "gqa" and c.group > 1:
+            keys, values = mx.tile(keys, (1, c.group, 1, 1)), mx.tile(values, (1, c.group, 1, 1))
         scale = c.head_dim**-0.5 if self.options.bug == "scale" else float(c.scale)
         out = scaled_dot_product_attention(queries, keys, values, cache, scale, mask, self.sinks)
         rows = np.array(out[0].astype(mx.float32), dtype=np.float64).transpose(1, 0, 2)

@@ -23,13 +23,14 @@ kvfuzz_mlx_test(mlx_sdpa 0 100)
 # its window control.
 kvfuzz_mlx_test(mlx_sdpa_f16 0 60 --dtype f16)
 kvfuzz_mlx_test(mlx_sdpa_f16_bug_window 1 60 --dtype f16 --bug window)
-# The negative controls, each caught within 20 cases of seed 1 (docs/BENCHMARKS.md): a
+# The negative controls, each caught within 20 cases of seed 1 (adapters/mlx/README.md): a
 # window one key wider, the default scale, GPT-J RoPE pairs, each q head given its
-# neighbour's sink.
+# neighbour's sink, kv heads tiled where they should repeat (the GQA mapping).
 kvfuzz_mlx_test(mlx_sdpa_bug_window 1 60 --bug window)
 kvfuzz_mlx_test(mlx_sdpa_bug_scale 1 60 --bug scale)
 kvfuzz_mlx_test(mlx_sdpa_bug_rope 1 60 --bug rope)
 kvfuzz_mlx_test(mlx_sdpa_bug_sinks 1 60 --bug sinks)
+kvfuzz_mlx_test(mlx_sdpa_bug_gqa 1 60 --bug gqa)
 
 # In-process: the same class through kvfuzz.check (the package python_install puts in .venv).
 add_test(NAME mlx_inprocess
