@@ -19,6 +19,12 @@ function(kvfuzz_hf_test name exit cases)
   adapter_check(${name} ${exit} ${cases} ${KVFUZZ_HF_ENGINE} transformers_venv ${ARGN}
                 LONG_CASES 300 START_UP_SECONDS 60)
 endfunction()
+# flex attention compiles for each new shape: its first step took 67 s on a loaded 2-core
+# machine (its window control then failed as an engine that hung), so its calls get 300 s.
+function(kvfuzz_hf_flex_test name exit cases)
+  adapter_check(${name} ${exit} ${cases} ${KVFUZZ_HF_ENGINE} transformers_venv
+                --attention flex_attention ${ARGN} LONG_CASES 300 START_UP_SECONDS 300)
+endfunction()
 
 # sdpa in each case's dtype (f32, f16, bf16: numerics keyed by dtype), and eager in f32.
 kvfuzz_hf_test(transformers_sdpa 0 100)
@@ -32,8 +38,8 @@ kvfuzz_hf_test(transformers_sdpa_bug_numerics 1 60 --bug numerics)
 # flex attention (torch's flex_attention on the CPU, a block mask from the mask functions),
 # f32: slow (about 10 s a case: it compiles for each new shape), so few cases; a wrong
 # window is caught at case 3.
-kvfuzz_hf_test(transformers_flex_f32 0 4 --attention flex_attention)
-kvfuzz_hf_test(transformers_flex_bug_window 1 6 --attention flex_attention --bug window)
+kvfuzz_hf_flex_test(transformers_flex_f32 0 4)
+kvfuzz_hf_flex_test(transformers_flex_bug_window 1 6 --bug window)
 # StaticCache (sliding layers when the layout has a window; a truncate crops it, or rebuilds
 # a sliding layer that went past its window): passes; a wrong window and a truncate that
 # forgets to crop are caught.
