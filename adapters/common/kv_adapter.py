@@ -135,25 +135,18 @@ class CacheHistory:
 
 
 class JsonRows:
-    """The exec door's view of an engine: the same engine, its rows as JSON lists."""
+    """The exec door's view of an engine: the same engine, its rows as JSON lists. It has
+    reset, truncate and fork exactly where the engine has them (the exec door declares its
+    capabilities by them)."""
 
     def __init__(self, engine):
         self.engine = engine
-        for field in ("name", "numerics", "supports"):
+        for field in ("name", "numerics", "supports", "reset", "truncate", "fork"):
             if hasattr(engine, field):
                 setattr(self, field, getattr(engine, field))
 
     def step(self, chunks):
         return [(list(positions), np.asarray(out, np.float64).tolist()) for positions, out in self.engine.step(chunks)]
-
-    def reset(self, seq):
-        self.engine.reset(seq)
-
-    def truncate(self, seq, keep):
-        self.engine.truncate(seq, keep)
-
-    def fork(self, src, dst):
-        self.engine.fork(src, dst)
 
 
 def serve_exec(factory):

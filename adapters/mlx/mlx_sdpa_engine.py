@@ -13,8 +13,10 @@ models/llama.py's Attention.__call__): the mask from the cache before it is upda
 (base.create_attention_mask(h, cache, window_size=W), which calls cache.make_mask:
 "causal", None for one token, or a boolean array that lets the query at position p see
 keys p - W + 1 .. p), then cache.update_and_fetch(k, v) and base.scaled_dot_product_attention(q, keys, values, cache, scale, mask, sinks), at
-batch 1. reset is a new KVCache, truncate is cache.trim(length - keep) (what mlx-lm's
-prompt cache trimming calls), fork copies the cache's state into a new KVCache.
+batch 1. reset is a new cache, truncate is cache.trim(length - keep) (what mlx-lm's
+prompt cache trimming calls), fork copies the cache's state and buffers. --cache rotating
+gives a windowed layout's sequences RotatingKVCache(max_size=W), as mlx-lm's sliding-window
+layers do, and has no truncate (it cannot trim once its ring has wrapped).
 
   * RoPE: the adapter rotates q and k in float64 at their positions and rounds them once
     to the dtype (mx.fast.rope in the model's dtype is a numerics kvfuzz models as
@@ -54,7 +56,7 @@ import sys
 import mlx.core as mx
 import numpy as np
 from mlx_lm.models.base import create_attention_mask, scaled_dot_product_attention
-from mlx_lm.models.cache import KVCache
+from mlx_lm.models.cache import KVCache, RotatingKVCache
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import kv_adapter as common  # noqa: E402
@@ -74,6 +76,13 @@ NP_DTYPES = {"f32": np.float32, "f16": np.float16}
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", choices=sorted(MX_DTYPES), default="f32")
+    parser.add_argument(
+        "--cache",
+        choices=("kv", "rotating"),
+        default="kv",
+        help="rotating: a layout with a window W gets mlx-lm's RotatingKVCache(max_size=W), "
+        "as mlx-lm's sliding-window layers do (no truncate: it cannot trim once it wraps)",
+    )
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     return parser.parse_args(argv)
 
@@ -81,7 +90,8 @@ def parse(argv=None):
 def factory(argv=None):
     """An engine factory for kvfuzz.check / kvfuzz.replay, with the command line's flags."""
     options = parse(argv)
-    return lambda config: MlxSdpaEngine(config, options)
+    engine = MlxRotatingEngine if options.cache == "rotating" else MlxSdpaEngine
+    return lambda config: engine(config, options)
 
 
 def numerics(dtype):
@@ -100,24 +110,34 @@ def numerics(dtype):
     }
 
 
+def _copied(array):
+    return None if array is None else mx.array(np.array(array))
+
+
 def copy_cache(cache):
-    """A KVCache holding the same tokens as `cache`, sharing no array with it: KVCache
-    writes new tokens into its buffer in place, which a second cache must not see."""
-    copy = KVCache()
-    if cache.keys is not None:
-        keys, values = cache.keys_and_values()
-        copy.update_and_fetch(mx.array(np.array(keys)), mx.array(np.array(values)))
+    """A cache of the same class holding the same tokens as `cache`, sharing no array with
+    it: both classes write new tokens into their buffers in place, which a second cache
+    must not see. Its state (for RotatingKVCache also the ring's write index) is copied."""
+    copy = type(cache).__new__(type(cache))
+    copy.__dict__.update(cache.__dict__)
+    copy.keys, copy.values = _copied(cache.keys), _copied(cache.values)
     return copy
 
 
-class MlxSdpaEngine:
+class _MlxEngine:
+    """What both caches share: the step, reset and fork; a subclass says which cache a
+    sequence gets (new_cache) and whether it can truncate."""
+
     def __init__(self, config, options):
         self.config, self.options = config, options
-        self.name = f"mlx-{mx.__version__}-sdpa-cpu" + (f" (bug: {options.bug})" if options.bug else "")
+        kind = "" if options.cache == "kv" else f"-{options.cache}"
+        self.name = f"mlx-{mx.__version__}-sdpa-cpu{kind}" + (f" (bug: {options.bug})" if options.bug else "")
         self.dtype = options.dtype
         self.numerics = numerics(self.dtype)
         self.supports = {"dtypes": [self.dtype], "windows": True, "sinks": self.dtype == "f32"}
-        self.caches = [KVCache() for _ in range(config.sequences)]
+        # The window the engine applies: kvfuzz's, or one key wider for --bug window.
+        self.window = config.window + (options.bug == "window") if config.window else None
+        self.caches = [self.new_cache() for _ in range(config.sequences)]
         self.sinks = None
         if config.sinks is not None:
             sinks = list(config.sinks)
@@ -142,13 +162,7 @@ class MlxSdpaEngine:
 
     def reset(self, seq):
         self._cache(seq)
-        self.caches[seq] = KVCache()
-
-    def truncate(self, seq, keep):
-        cache = self._cache(seq)
-        if not 0 <= keep <= cache.offset:
-            raise ValueError(f"sequence {seq} holds {cache.offset} tokens, cannot keep {keep}")
-        cache.trim(cache.offset - keep)
+        self.caches[seq] = self.new_cache()
 
     def fork(self, src, dst):
         source = self._cache(src)
@@ -168,9 +182,8 @@ class MlxSdpaEngine:
     def _forward(self, chunk):
         c, cache = self.config, self.caches[chunk.seq]
         past, new = cache.offset, len(chunk.q)
-        window = c.window + (self.options.bug == "window") if c.window else None
         # As a model builds it from its hidden states (batch, tokens, width) and the cache.
-        mask = create_attention_mask(mx.zeros((1, new, 1)), cache, window_size=window)
+        mask = create_attention_mask(mx.zeros((1, new, 1)), cache, window_size=self.window)
         queries = self._input(chunk.q, past)
         keys, values = cache.update_and_fetch(self._input(chunk.k, past), self._input(chunk.v))
         if self.options.bug == "gqa" and c.group > 1:
@@ -179,6 +192,30 @@ class MlxSdpaEngine:
         out = scaled_dot_product_attention(queries, keys, values, cache, scale, mask, self.sinks)
         rows = np.array(out[0].astype(mx.float32), dtype=np.float64).transpose(1, 0, 2)
         return range(past, past + new), rows
+
+
+class MlxSdpaEngine(_MlxEngine):
+    """mlx-lm's KVCache for every sequence; truncate is its trim."""
+
+    def new_cache(self):
+        return KVCache()
+
+    def truncate(self, seq, keep):
+        cache = self._cache(seq)
+        if not 0 <= keep <= cache.offset:
+            raise ValueError(f"sequence {seq} holds {cache.offset} tokens, cannot keep {keep}")
+        cache.trim(cache.offset - keep)
+
+
+class MlxRotatingEngine(_MlxEngine):
+    """A layout with a window W: mlx-lm's RotatingKVCache(max_size=W, keep=0) per sequence,
+    as mlx-lm's sliding-window layers make it (a ring buffer of the last W keys once a
+    decode has wrapped it; a chunk of n tokens sees W - 1 + n in temporal order). Without a
+    window, KVCache. No truncate: RotatingKVCache trims only while it has not wrapped
+    (is_trimmable), so kvfuzz checks this engine without truncates."""
+
+    def new_cache(self):
+        return RotatingKVCache(max_size=self.window) if self.window else KVCache()
 
 
 def main():

@@ -1,7 +1,8 @@
 """The MLX adapter in-process, through the kvfuzz Python package: the engine class the exec
 door serves, handed to kvfuzz.check as a factory (numpy rows, no JSON). The honest engine
 passes all six properties; sinks given to the wrong q heads are caught on a row; a fork
-copies the cache, so writing into the fork leaves its source as it was."""
+copies the cache (KVCache's buffer, RotatingKVCache's ring and write index), so writing
+into the fork leaves its source as it was."""
 
 import os
 import sys
@@ -45,3 +46,19 @@ def test_a_fork_does_not_share_its_sources_buffer():
     assert np.array(keys)[0, 0, :, 0].tolist() == [1.0, 1.0, 7.0]
     keys, _ = source.keys_and_values()
     assert np.array(keys)[0, 0, :, 0].tolist() == [1.0, 1.0, 3.0]
+
+
+def test_a_forked_ring_keeps_its_write_index_and_its_own_buffer():
+    from mlx_lm.models.cache import RotatingKVCache
+
+    import mlx.core as mx
+
+    source = RotatingKVCache(max_size=3)
+    for value in (1.0, 2.0, 3.0, 4.0):  # one-token decodes: the fourth wraps the ring
+        source.update_and_fetch(mx.full((1, 1, 1, 2), value), mx.full((1, 1, 1, 2), value))
+    fork = mlx_sdpa_engine.copy_cache(source)
+    assert (fork.offset, fork._idx, fork.max_size) == (source.offset, source._idx, source.max_size)
+    fork.update_and_fetch(mx.full((1, 1, 1, 2), 7.0), mx.full((1, 1, 1, 2), 7.0))
+    source.update_and_fetch(mx.full((1, 1, 1, 2), 5.0), mx.full((1, 1, 1, 2), 5.0))
+    assert sorted(np.array(fork.keys)[0, 0, :, 0].tolist()) == [3.0, 4.0, 7.0]
+    assert sorted(np.array(source.keys)[0, 0, :, 0].tolist()) == [3.0, 4.0, 5.0]
