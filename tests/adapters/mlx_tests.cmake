@@ -1,6 +1,7 @@
 # MLX (adapters/mlx): mlx-lm's KVCache, its attention mask and its
 # scaled_dot_product_attention (mx.fast's, MLX's CPU backend) must pass kvfuzz check on all
-# six properties at the default sizes, f32 with windows and sinks, and f16; a mapping broken on
+# six properties at the default sizes, f32 with windows and sinks, and f16; the same
+# library's llama model passes kvfuzz's model checks; a mapping broken on
 # purpose (--bug) must be caught on a row.
 #
 # They need mlx and mlx-lm in the project's .venv (scripts/setup.sh): mlx_venv.
@@ -36,6 +37,20 @@ kvfuzz_mlx_test(mlx_sdpa_bug_gqa 1 60 --bug gqa)
 # cases of seed 2 slid the window 5,444 times and passed; one key wider is caught at case 1.
 kvfuzz_mlx_test(mlx_sdpa_rotating 0 60 --cache rotating CHECK --window on)
 kvfuzz_mlx_test(mlx_sdpa_rotating_bug_window 1 60 --cache rotating --bug window CHECK --window on)
+
+# The model level (adapters/mlx/mlx_model_engine.py): kvfuzz's tiny transformer as an mlx-lm
+# llama model, its cached decode through the model's own __call__ and per-layer KVCaches,
+# judged as a whole model (ids in, logits out) against the double full-prefix logits; f32,
+# no windows (mlx-lm's llama cannot make every layer slide). The controls: rope_theta
+# doubled, llama's own head_dim^-0.5 scale kept; each caught at case 2.
+set(KVFUZZ_MLX_MODEL ${PROJECT_SOURCE_DIR}/adapters/mlx/mlx_model_engine.py)
+function(kvfuzz_mlx_model_test name exit cases)
+  adapter_check(${name} ${exit} ${cases} ${KVFUZZ_MLX_MODEL} mlx_venv ${ARGN}
+                LONG_CASES 200 START_UP_SECONDS 60)
+endfunction()
+kvfuzz_mlx_model_test(mlx_model 0 30)
+kvfuzz_mlx_model_test(mlx_model_bug_rope 1 30 --bug rope)
+kvfuzz_mlx_model_test(mlx_model_bug_scale 1 30 --bug scale)
 
 # In-process: the same class through kvfuzz.check (the package python_install puts in .venv).
 add_test(NAME mlx_inprocess

@@ -1,6 +1,6 @@
-"""The MLX adapter in-process, through the kvfuzz Python package: the engine class the exec
-door serves, handed to kvfuzz.check as a factory (numpy rows, no JSON). The honest engine
-passes all six properties; sinks given to the wrong q heads are caught on a row; a fork
+"""The MLX adapters in-process, through the kvfuzz Python package: the engine classes the
+exec door serves, handed to kvfuzz.check as factories (numpy rows, no JSON). The honest
+attention engine passes all six properties, and so does the llama model at model level; sinks given to the wrong q heads are caught on a row; a fork
 copies the cache (KVCache's buffer, RotatingKVCache's ring and write index), so writing
 into the fork leaves its source as it was."""
 
@@ -12,6 +12,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "adapters", "mlx"))
 
+import mlx_model_engine  # noqa: E402
 import mlx_sdpa_engine  # noqa: E402
 
 CASES = int(os.environ.get("KVFUZZ_MLX_INPROCESS_CASES", "40"))
@@ -21,6 +22,12 @@ def test_honest_engine_passes(tmp_path):
     result = kvfuzz.check(mlx_sdpa_engine.factory([]), cases=CASES, seed=3, out=str(tmp_path), jobs=2)
     assert result.passed, result.summary()
     assert result.cases == CASES, result.summary()
+
+
+def test_the_llama_model_passes_at_model_level(tmp_path):
+    result = kvfuzz.check(mlx_model_engine.factory([]), cases=10, seed=3, out=str(tmp_path), jobs=2)
+    assert result.passed, result.summary()
+    assert result.cases == 10, result.summary()
 
 
 def test_sinks_of_the_wrong_heads_are_caught_on_a_row(tmp_path):

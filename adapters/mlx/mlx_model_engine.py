@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""kvfuzz's tiny transformer as an mlx-lm llama model, run by the model's own __call__ with
+its per-layer caches, as a kvfuzz whole-model engine (ids in, logits out):
+
+    KVFUZZ_ENGINE_TIMEOUT=60 kvfuzz check --engine "exec:.venv/bin/python adapters/mlx/mlx_model_engine.py"
+
+    import kvfuzz, mlx_model_engine                 # in-process, the same engine
+    kvfuzz.check(mlx_model_engine.factory([]), cases=40)
+
+Per case the model is mlx_lm.models.llama.Model whose ModelArgs are the case's model and
+layout: vocab_size, hidden_size (width), intermediate_size (ffn), num_hidden_layers,
+num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps 1e-5, rope_theta,
+rope_traditional False (NeoX half-split pairs, kvfuzz's RoPE), tie_word_embeddings False;
+its weights are kvfuzz's (config.weights(), transposed to MLX's Linear [out][in]) loaded with
+load_weights(strict=True); each attention module's `scale` is the layout's scale (llama's
+Attention takes head_dim^-0.5 otherwise). Per chunk, batch 1: model(ids, cache=caches) with
+the sequence's list of per-layer caches (mlx_lm.models.cache.make_prompt_cache: one KVCache
+per layer); the model takes each layer's RoPE offset from its cache and builds its own
+causal mask (create_attention_mask). reset makes new caches, truncate trims every layer's
+(cache.trim), fork copies every layer's state and buffer (mlx_sdpa_engine.copy_cache).
+
+f32 only, and no windows: mlx-lm's llama has no sliding window, and in bf16 or f16 every
+weight and product would be rounded too, which kvfuzz's model numerics do not describe.
+RoPE is always applied (rope_required), and q, k and v have one head size
+(value_dim_is_head_dim). Numerics: the attention as mlx_sdpa_engine declares it in f32
+(score and value sums in f32, simd::exp's 64 ulps), with RoPE by mx.fast.rope: its
+frequencies base^(-2i/d) and angles position * frequency in f32 (rope_angles_exact false).
+
+--bug rope|scale breaks one mapping on purpose (negative controls): rope_theta doubled, or
+llama's own head_dim^-0.5 scale kept.
+"""
+
+import argparse
+import os
+import sys
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models import llama
+from mlx_lm.models.cache import make_prompt_cache
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from mlx_sdpa_engine import EXP_ULPS, copy_cache  # noqa: E402
+
+mx.set_default_device(mx.cpu)
+
+BUGS = ("rope", "scale")
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
+    return parser.parse_args(argv)
+
+
+def weights_of(weights):
+    """kvfuzz's weights ([in][out]) as llama.Model's weights (Linear: [out][in])."""
+    a = lambda array: mx.array(np.ascontiguousarray(array, dtype=np.float32))  # noqa: E731
+    named = {
+        "model.embed_tokens.weight": a(weights["embedding"]),
+        "model.norm.weight": a(weights["final_norm"]),
+        "lm_head.weight": a(weights["lm_head"].T),
+    }
+    for i, layer in enumerate(weights["layers"]):
+        at = f"model.layers.{i}."
+        named[at + "input_layernorm.weight"] = a(layer["attention_norm"])
+        named[at + "post_attention_layernorm.weight"] = a(layer["mlp_norm"])
+        for name, key in (("q_proj", "wq"), ("k_proj", "wk"), ("v_proj", "wv"), ("o_proj", "wo")):
+            named[at + f"self_attn.{name}.weight"] = a(layer[key].T)
+        for name, key in (("gate_proj", "w_gate"), ("up_proj", "w_up"), ("down_proj", "w_down")):
+            named[at + f"mlp.{name}.weight"] = a(layer[key].T)
+    return list(named.items())
+
+
+class MlxModel:
+    whole_model = True
+    options = parse([])
+    supports = {"dtypes": ["f32"], "value_dim_is_head_dim": True, "head_dim_multiple": 2,
+                "rope_required": True, "windows": False}  # fmt: skip
+    numerics = {
+        "output": "f32",
+        "score_accumulation": "f32",
+        "value_accumulation": "f32",
+        "rope_angles_exact": False,  # mx.fast.rope's frequencies and angles in f32
+        "exp_ulps": EXP_ULPS,
+    }
+
+    def __init__(self, config):
+        self.name = f"mlx-{mx.__version__}-llama" + (f" (bug: {self.options.bug})" if self.options.bug else "")
+        self.new_case(config)
+
+    def new_case(self, config):
+        """The next case's model, as a fresh object would be (kvfuzz reuses this object)."""
+        layout, model, bug = config.engine, config.model, self.options.bug
+        self.lengths = [0] * layout.sequences
+        if layout.rope_theta is None or layout.head_dim % 2 or layout.value_dim != layout.head_dim:
+            self.model = None  # kvfuzz's probe (the smallest layout) asks only for declarations
+            self.caches = [None] * layout.sequences
+            return
+        args = llama.ModelArgs(
+            model_type="llama", hidden_size=model.width, num_hidden_layers=model.layers,
+            intermediate_size=model.ffn, num_attention_heads=layout.q_heads, rms_norm_eps=1e-5,
+            vocab_size=model.vocab, num_key_value_heads=layout.kv_heads, head_dim=layout.head_dim,
+            rope_theta=layout.rope_theta * (2 if bug == "rope" else 1), rope_traditional=False,
+            tie_word_embeddings=False,
+        )  # fmt: skip
+        self.model = llama.Model(args)
+        self.model.load_weights(weights_of(config.weights()), strict=True)
+        if bug != "scale":
+            for layer in self.model.model.layers:
+                layer.self_attn.scale = float(layout.scale)
+        self.caches = [make_prompt_cache(self.model) for _ in range(layout.sequences)]
+
+    def step(self, chunks):
+        seqs = [chunk.seq for chunk in chunks]
+        if len(set(seqs)) != len(seqs) or not all(0 <= s < len(self.caches) for s in seqs):
+            raise ValueError(f"step's sequences {seqs}: expected distinct ones in 0..{len(self.caches) - 1}")
+        return [self._forward(chunk) for chunk in chunks]
+
+    def _forward(self, chunk):
+        past, n = self.lengths[chunk.seq], len(chunk.ids)
+        ids = mx.array(np.asarray(chunk.ids, np.int32))[None]
+        logits = self.model(ids, cache=self.caches[chunk.seq])
+        self.lengths[chunk.seq] += n
+        return range(past, past + n), np.array(logits[0].astype(mx.float32))
+
+    def reset(self, seq):
+        self.caches[seq] = make_prompt_cache(self.model)
+        self.lengths[seq] = 0
+
+    def truncate(self, seq, keep):
+        length = self.lengths[seq]
+        if not 0 <= keep <= length:
+            raise ValueError(f"sequence {seq} holds {length} tokens, cannot keep {keep}")
+        for cache in self.caches[seq]:
+            cache.trim(length - keep)
+        self.lengths[seq] = keep
+
+    def fork(self, src, dst):
+        if src == dst:
+            raise ValueError(f"fork of sequence {src} into itself")
+        self.caches[dst] = [copy_cache(cache) for cache in self.caches[src]]
+        self.lengths[dst] = self.lengths[src]
+
+
+def factory(argv=None):
+    """The engine class for these command-line flags (a class: kvfuzz reads whole_model off it)."""
+    return type("MlxModel", (MlxModel,), {"options": parse(argv)})
+
+
+def main():
+    sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
+    try:
+        from exec_server import serve
+    except ImportError:
+        from kvfuzz.exec_server import serve
+
+    serve(factory())
+
+
+if __name__ == "__main__":
+    main()
