@@ -149,19 +149,48 @@ class JsonRows:
         return [(list(positions), np.asarray(out, np.float64).tolist()) for positions, out in self.engine.step(chunks)]
 
 
-def serve_exec(factory):
-    """Serves kvfuzz's exec protocol (version 2: one process for every case) with factory(config),
-    through kvfuzz.exec_server.
+def llama_weights(weights):
+    """kvfuzz's tiny transformer's weights (config.weights(): Linear weights [in][out]) under
+    the names Llama checkpoints give them, transformers' and mlx-lm's alike, Linear weights
+    transposed to [out][in]: {name: numpy array}."""
+    named = {
+        "model.embed_tokens.weight": weights["embedding"],
+        "model.norm.weight": weights["final_norm"],
+        "lm_head.weight": weights["lm_head"].T,
+    }
+    for i, layer in enumerate(weights["layers"]):
+        at = f"model.layers.{i}."
+        named[at + "input_layernorm.weight"] = layer["attention_norm"]
+        named[at + "post_attention_layernorm.weight"] = layer["mlp_norm"]
+        for name, key in (("q_proj", "wq"), ("k_proj", "wk"), ("v_proj", "wv"), ("o_proj", "wo")):
+            named[at + f"self_attn.{name}.weight"] = layer[key].T
+        for name, key in (("gate_proj", "w_gate"), ("up_proj", "w_up"), ("down_proj", "w_down")):
+            named[at + f"mlp.{name}.weight"] = layer[key].T
+    return {name: np.ascontiguousarray(array) for name, array in named.items()}
 
-    The checkout's python/kvfuzz/exec_server.py by itself when it is there, else the installed
-    package's: the module is standard library only, so the exec door needs no kvfuzz package
-    in the interpreter (.venv has the kernels' libraries from scripts/setup.sh; the package
-    only once tests/python's python_install ran), and a check runs this checkout's loop, not
-    whichever version was installed last (nor one that pip is replacing)."""
+
+def _serve():
+    """kvfuzz.exec_server.serve: the checkout's python/kvfuzz/exec_server.py by itself when it
+    is there, else the installed package's. The module is standard library only, so the exec
+    door needs no kvfuzz package in the interpreter (.venv has the kernels' libraries from
+    scripts/setup.sh; the package only once tests/python's python_install ran), and a check
+    runs this checkout's loop, not whichever version was installed last (nor one that pip is
+    replacing)."""
     sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
     try:
         from exec_server import serve
     except ImportError:
         from kvfuzz.exec_server import serve
+    return serve
 
-    serve(lambda config: JsonRows(factory(config)))
+
+def serve_exec(factory):
+    """Serves kvfuzz's exec protocol (version 2: one process for every case) with
+    factory(config), an attention engine whose rows become JSON lists (JsonRows)."""
+    _serve()(lambda config: JsonRows(factory(config)))
+
+
+def serve_model_exec(engine_class):
+    """Serves kvfuzz's exec protocol with a whole-model engine class (one with whole_model,
+    which kvfuzz reads off the class, and new_case)."""
+    _serve()(engine_class)

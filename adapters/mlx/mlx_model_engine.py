@@ -41,7 +41,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mlx_sdpa_engine import EXP_ULPS, copy_cache  # noqa: E402
+from mlx_sdpa_engine import EXP_ULPS, common, copy_cache  # noqa: E402
 
 mx.set_default_device(mx.cpu)
 
@@ -55,22 +55,8 @@ def parse(argv=None):
 
 
 def weights_of(weights):
-    """kvfuzz's weights ([in][out]) as llama.Model's weights (Linear: [out][in])."""
-    a = lambda array: mx.array(np.ascontiguousarray(array, dtype=np.float32))  # noqa: E731
-    named = {
-        "model.embed_tokens.weight": a(weights["embedding"]),
-        "model.norm.weight": a(weights["final_norm"]),
-        "lm_head.weight": a(weights["lm_head"].T),
-    }
-    for i, layer in enumerate(weights["layers"]):
-        at = f"model.layers.{i}."
-        named[at + "input_layernorm.weight"] = a(layer["attention_norm"])
-        named[at + "post_attention_layernorm.weight"] = a(layer["mlp_norm"])
-        for name, key in (("q_proj", "wq"), ("k_proj", "wk"), ("v_proj", "wv"), ("o_proj", "wo")):
-            named[at + f"self_attn.{name}.weight"] = a(layer[key].T)
-        for name, key in (("gate_proj", "w_gate"), ("up_proj", "w_up"), ("down_proj", "w_down")):
-            named[at + f"mlp.{name}.weight"] = a(layer[key].T)
-    return list(named.items())
+    """kvfuzz's weights as llama.Model's (kv_adapter.llama_weights: Linear [out][in])."""
+    return [(name, mx.array(array.astype(np.float32))) for name, array in common.llama_weights(weights).items()]
 
 
 class MlxModel:
@@ -150,13 +136,7 @@ def factory(argv=None):
 
 
 def main():
-    sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
-    try:
-        from exec_server import serve
-    except ImportError:
-        from kvfuzz.exec_server import serve
-
-    serve(factory())
+    common.serve_model_exec(factory())
 
 
 if __name__ == "__main__":

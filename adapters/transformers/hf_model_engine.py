@@ -63,7 +63,7 @@ from transformers import (
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # One declaration of how sdpa computes; one test of when a cache can be cropped.
-from hf_attention_engine import STATIC_LENGTH, PaddedRows, croppable, numerics  # noqa: E402
+from hf_attention_engine import STATIC_LENGTH, PaddedRows, common, croppable, numerics  # noqa: E402
 
 torch.set_num_threads(1)  # kvfuzz runs cases side by side; results do not depend on it
 
@@ -110,22 +110,9 @@ class ForcedIds(LogitsProcessor):
 
 
 def state_dict(weights):
-    """kvfuzz's weights ([in][out]) as MistralForCausalLM's state dict (Linear: [out][in])."""
-    t = lambda array: torch.from_numpy(np.ascontiguousarray(array))  # noqa: E731
-    state = {
-        "model.embed_tokens.weight": t(weights["embedding"]),
-        "model.norm.weight": t(weights["final_norm"]),
-        "lm_head.weight": t(weights["lm_head"].T),
-    }
-    for i, layer in enumerate(weights["layers"]):
-        at = f"model.layers.{i}."
-        state[at + "input_layernorm.weight"] = t(layer["attention_norm"])
-        state[at + "post_attention_layernorm.weight"] = t(layer["mlp_norm"])
-        for name, key in (("q_proj", "wq"), ("k_proj", "wk"), ("v_proj", "wv"), ("o_proj", "wo")):
-            state[at + f"self_attn.{name}.weight"] = t(layer[key].T)
-        for name, key in (("gate_proj", "w_gate"), ("up_proj", "w_up"), ("down_proj", "w_down")):
-            state[at + f"mlp.{name}.weight"] = t(layer[key].T)
-    return state
+    """kvfuzz's weights as MistralForCausalLM's state dict (kv_adapter.llama_weights: Linear
+    weights [out][in])."""
+    return {name: torch.from_numpy(array) for name, array in common.llama_weights(weights).items()}
 
 
 class HfModel:
@@ -344,13 +331,7 @@ def factory(argv=None):
 
 
 def main():
-    sys.path.insert(1, os.path.join(HERE, "..", "..", "python", "kvfuzz"))
-    try:
-        from exec_server import serve
-    except ImportError:
-        from kvfuzz.exec_server import serve
-
-    serve(factory())
+    common.serve_model_exec(factory())
 
 
 if __name__ == "__main__":
