@@ -53,9 +53,4 @@ kvfuzz_mlx_model_test(mlx_model_bug_rope 1 30 --bug rope)
 kvfuzz_mlx_model_test(mlx_model_bug_scale 1 30 --bug scale)
 
 # In-process: the same class through kvfuzz.check (the package python_install puts in .venv).
-add_test(NAME mlx_inprocess
-         COMMAND ${KVFUZZ_VENV_PYTHON} -m pytest -q -p no:cacheprovider
-                 ${CMAKE_CURRENT_SOURCE_DIR}/test_mlx_inprocess.py
-         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-set_tests_properties(mlx_inprocess PROPERTIES FIXTURES_REQUIRED "mlx_venv;python_package"
-                                              TIMEOUT 600 LABELS adapters)
+adapter_pytest(mlx_inprocess test_mlx_inprocess.py mlx_venv)

@@ -101,9 +101,4 @@ kvfuzz_ort_test(ort_gqa_f32_shared_position_ids 0 ${KVFUZZ_ORT_CASES} ${gqa} --d
 
 # In-process: the same classes through kvfuzz.check (the package python_install puts in
 # .venv; tests/python).
-add_test(NAME ort_inprocess
-         COMMAND ${KVFUZZ_VENV_PYTHON} -m pytest -q -p no:cacheprovider
-                 ${CMAKE_CURRENT_SOURCE_DIR}/test_ort_inprocess.py
-         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-set_tests_properties(ort_inprocess PROPERTIES FIXTURES_REQUIRED "ort_venv;python_package"
-                                              TIMEOUT 600 LABELS adapters)
+adapter_pytest(ort_inprocess test_ort_inprocess.py ort_venv)
