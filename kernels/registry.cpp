@@ -240,6 +240,10 @@ std::vector<EngineInfo> build_registry() {
        "Flash engine that unpacks q4_0 blocks with element j in the high nibble and j + 16 "
        "in the low one, the reverse of ggml's packing.",
        true, mutants::make_q4_0_nibbles_swapped},
+      {"affine-pack-high-first",
+       "Flash engine that unpacks an affine group's quants from the top of each 32-bit word "
+       "down, the reverse of MLX's packing (element k from bit k * bits up).",
+       true, mutants::make_affine_pack_high_first},
       {"mla-value-at-key-end",
        "Paged engine that reads an MLA value (value_from_key) from the last value_dim "
        "elements of its key's row instead of the first: right only where value_dim equals "

@@ -100,7 +100,7 @@ constexpr std::array<std::string_view, 12> kNumericsSpelled = {"rope_tables",
                                                                "split_partials",
                                                                "p_normalised",
                                                                "exp_ulps"};
-constexpr std::array<std::string_view, 15> kSupportsSpelled = {
+constexpr std::array<std::string_view, 16> kSupportsSpelled = {
     "dtypes",        "head_dim_multiple",
     "max_head_dim",  "max_q_heads",
     "max_context",   "value_dim_is_head_dim",
@@ -108,7 +108,7 @@ constexpr std::array<std::string_view, 15> kSupportsSpelled = {
     "softcap",       "sinks",
     "alibi",         "chunked_local",
     "kv_fp8",        "kv_ggml_blocks",
-    "value_from_key"};
+    "kv_affine",     "value_from_key"};
 static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
 static_assert(all_fields<EngineSupports>(kSupportsSpelled));
 

@@ -1,6 +1,7 @@
 #include "cpu/kv_array.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cmath>
 
@@ -22,7 +23,7 @@ KvArray::KvArray(DType dtype, const KvFormat& format, int row, int kv_heads)
       format_(format),
       row_(static_cast<size_t>(std::max(row, 1))),
       kv_heads_(static_cast<size_t>(std::max(kv_heads, 1))),
-      row_bytes_(row_bytes(format.quant, std::max(row, 1))),
+      row_bytes_(row_bytes(format, std::max(row, 1))),
       plain_(dtype) {}
 
 size_t KvArray::size() const {
@@ -40,8 +41,18 @@ void KvArray::poison_row(float value, int kv_head, uint8_t* out) const {
     std::fill_n(out, row_bytes_, code);
     return;
   }
-  const uint16_t d = f32_to_f16(value);
   std::fill_n(out, row_bytes_, uint8_t{0x77});
+  if (is_affine(format_.quant)) {
+    // Each group's scale and bias (little-endian f32, at its start) the value, so that every
+    // element reads back as value * q + value.
+    const auto bits = std::bit_cast<uint32_t>(value);
+    const size_t bytes = row_bytes_ / (row_ / static_cast<size_t>(format_.group));
+    for (size_t at = 0; at < row_bytes_; at += bytes) {
+      for (size_t b = 0; b < 8; ++b) out[at + b] = static_cast<uint8_t>(bits >> (8 * (b % 4)));
+    }
+    return;
+  }
+  const uint16_t d = f32_to_f16(value);
   const size_t block = row_bytes_ / (row_ / kGgmlBlock);
   const bool has_min = format_.quant == KvQuant::q4_1 || format_.quant == KvQuant::q5_1;
   for (size_t at = 0; at < row_bytes_; at += block) {
@@ -71,7 +82,7 @@ void KvArray::fill(size_t at, size_t n, float value) {
 void KvArray::encode(size_t row, const float* src) {
   std::vector<float>& rounded = scratch(row_);
   for (size_t i = 0; i < row_; ++i) rounded[i] = round_to_dtype(src[i], dtype_);
-  encode_row(format_, head_of(row), rounded.data(), static_cast<int>(row_),
+  encode_row(format_, dtype_, head_of(row), rounded.data(), static_cast<int>(row_),
              bytes_.data() + row * row_bytes_);
 }
 

@@ -45,8 +45,9 @@ class KvArray {
   size_t rows(size_t elements) const { return elements / row_; }
   int head_of(size_t row) const { return static_cast<int>(row % kv_heads_); }
   // One row of `value` (a poison) in the format's bytes: fp8 codes of value / scale; a
-  // block's scale (and minimum) set to value's f16, its quants to 7, so that a NaN or an
-  // infinity reaches every element and a huge value stays huge.
+  // block's scale (and minimum) set to value's f16, its quants to 7; an affine group's scale
+  // and bias set to value (its quants nonzero), so that a NaN or an infinity reaches every
+  // element and a huge value stays huge.
   void poison_row(float value, int kv_head, uint8_t* out) const;
   void encode(size_t row, const float* src);
 

@@ -43,6 +43,7 @@ std::unique_ptr<Engine> make_chunked_local_from_request(const EngineConfig& conf
 // One per family of quantized KV cache (Layout::k_format, v_format).
 std::unique_ptr<Engine> make_fp8_v_scale_dropped(const EngineConfig& config);
 std::unique_ptr<Engine> make_q4_0_nibbles_swapped(const EngineConfig& config);
+std::unique_ptr<Engine> make_affine_pack_high_first(const EngineConfig& config);
 // MLA's value read from its key (Layout::value_from_key).
 std::unique_ptr<Engine> make_mla_value_at_key_end(const EngineConfig& config);
 // The CUDA engine with one kernel fault (cuda_kernel_faults.cpp).

@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ namespace {
 
 using Floats = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-KvFormat format_of(const std::string& name, double scale) {
+KvFormat format_of(const std::string& name, double scale, int group) {
   const std::optional<KvQuant> quant = parse_kv_quant(name);
   if (!quant || *quant == KvQuant::none) {
     std::string known;
@@ -28,8 +29,8 @@ KvFormat format_of(const std::string& name, double scale) {
     }
     throw nb::value_error(("format: expected one of " + known + ", got '" + name + "'").c_str());
   }
-  if (is_ggml_block(*quant) && scale != 1.0) {
-    throw nb::value_error(("scale: a ggml block format stores its own scales; expected 1.0, got " +
+  if (!is_fp8(*quant) && scale != 1.0) {
+    throw nb::value_error(("scale: a " + name + " row stores its own scales; expected 1.0, got " +
                            std::to_string(scale))
                               .c_str());
   }
@@ -38,7 +39,22 @@ KvFormat format_of(const std::string& name, double scale) {
         ("scale: expected a positive number f32 holds exactly, got " + std::to_string(scale))
             .c_str());
   }
-  return KvFormat{*quant, {scale}};
+  if (!is_affine(*quant)) return KvFormat{*quant, {scale}};
+  if (std::find(std::begin(kAffineGroups), std::end(kAffineGroups), group) ==
+      std::end(kAffineGroups)) {
+    throw nb::value_error(
+        ("group: expected 32, 64 or 128 (MLX's group sizes), got " + std::to_string(group))
+            .c_str());
+  }
+  return KvFormat{*quant, {}, group};
+}
+
+DType dtype_of(const std::string& name) {
+  const std::optional<DType> dtype = parse_dtype(name);
+  if (!dtype) {
+    throw nb::value_error(("dtype: expected 'f32', 'f16' or 'bf16', got '" + name + "'").c_str());
+  }
+  return *dtype;
 }
 
 int row_length(const KvFormat& format, size_t n) {
@@ -46,6 +62,11 @@ int row_length(const KvFormat& format, size_t n) {
     throw nb::value_error(("values: a ggml block format quantizes rows of a multiple of 32 "
                            "elements, got " +
                            std::to_string(n))
+                              .c_str());
+  }
+  if (is_affine(format.quant) && n % static_cast<size_t>(format.group) != 0) {
+    throw nb::value_error(("values: an affine format quantizes rows of a multiple of its group (" +
+                           std::to_string(format.group) + "), got " + std::to_string(n))
                               .c_str());
   }
   if (n > (size_t{1} << 24)) throw nb::value_error("values: at most 2^24 elements per call");
@@ -57,24 +78,29 @@ int row_length(const KvFormat& format, size_t n) {
 void bind_kv_formats(nb::module_& m) {
   m.def(
       "quantize_row",
-      [](const std::string& format_name, Floats values, double scale) {
-        const KvFormat format = format_of(format_name, scale);
+      [](const std::string& format_name, Floats values, double scale, int group,
+         const std::string& dtype) {
+        const KvFormat format = format_of(format_name, scale, group);
         const int n = row_length(format, values.shape(0));
-        std::string bytes(row_bytes(format.quant, n), '\0');
-        encode_row(format, 0, values.data(), n, reinterpret_cast<uint8_t*>(bytes.data()));
+        std::string bytes(row_bytes(format, n), '\0');
+        encode_row(format, dtype_of(dtype), 0, values.data(), n,
+                   reinterpret_cast<uint8_t*>(bytes.data()));
         return nb::bytes(bytes.data(), bytes.size());
       },
       nb::arg("format"), nb::arg("values"), nb::arg("scale") = 1.0,
+      nb::arg("group") = kDefaultAffineGroup, nb::arg("dtype") = "f32",
       "The bytes a cache of `format` ('fp8_e4m3fn', 'fp8_e5m2', 'q8_0', 'q4_0', 'q4_1', "
-      "'q5_0', 'q5_1') stores for a float32 row: fp8 codes of values / scale, or ggml's "
-      "blocks of 32 as quantize_row_*_ref writes them.");
+      "'q5_0', 'q5_1', 'affine2', 'affine4', 'affine8') stores for a float32 row: fp8 codes "
+      "of values / scale, ggml's blocks of 32 as quantize_row_*_ref writes them, or MLX's "
+      "affine groups of `group` (each group's f32 scale and bias, rounded to `dtype`, then "
+      "its quants packed low bits first into little-endian 32-bit words).");
   m.def(
       "dequantize_row",
-      [](const std::string& format_name, nb::bytes data, int n, double scale) {
-        const KvFormat format = format_of(format_name, scale);
+      [](const std::string& format_name, nb::bytes data, int n, double scale, int group) {
+        const KvFormat format = format_of(format_name, scale, group);
         if (n < 0) throw nb::value_error("n: expected 0 or more elements");
         row_length(format, static_cast<size_t>(n));
-        const size_t want = row_bytes(format.quant, n);
+        const size_t want = row_bytes(format, n);
         if (data.size() != want) {
           throw nb::value_error(("data: expected " + std::to_string(want) + " bytes for " +
                                  std::to_string(n) + " elements, got " +
@@ -88,8 +114,10 @@ void bind_kv_formats(nb::module_& m) {
         return nb::ndarray<nb::numpy, float>(out, 1, shape, owner);
       },
       nb::arg("format"), nb::arg("data"), nb::arg("n"), nb::arg("scale") = 1.0,
+      nb::arg("group") = kDefaultAffineGroup,
       "The float32 row a cache of `format` reads back from quantize_row's bytes for n "
-      "elements (fp8 codes times scale; ggml's dequantize_row_*).");
+      "elements (fp8 codes times scale; ggml's dequantize_row_*; scale * q + bias, the "
+      "product rounded, for an affine group).");
 }
 
 }  // namespace kvfuzz::python

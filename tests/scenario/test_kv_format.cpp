@@ -43,11 +43,11 @@ TEST(Fp8, AScaleDividesOnTheWayInAndMultipliesOnTheWayOut) {
   const KvFormat format{KvQuant::fp8_e4m3fn, {0.25, 2.0}};
   const std::vector<float> x{33.0f};
   float out = 0;
-  round_trip_row(format, 0, x.data(), 1, &out);
+  round_trip_row(format, DType::f32, 0, x.data(), 1, &out);
   EXPECT_EQ(out, 32.0f);  // 132 lies between 128 and 144: 128, times 0.25
-  round_trip_row(format, 1, x.data(), 1, &out);
+  round_trip_row(format, DType::f32, 1, x.data(), 1, &out);
   EXPECT_EQ(out, 32.0f);  // 16.5 between 16 and 18: 16, times 2
-  EXPECT_EQ(row_bytes(KvQuant::fp8_e5m2, 7), 7u);
+  EXPECT_EQ(row_bytes(KvFormat{KvQuant::fp8_e5m2, {}}, 7), 7u);
 }
 
 TEST(GgmlBlocks, Q8_0AndQ4_0StoreTheirBlocksAsGgmlDoes) {
@@ -56,9 +56,9 @@ TEST(GgmlBlocks, Q8_0AndQ4_0StoreTheirBlocksAsGgmlDoes) {
   x[1] = -127.0f;
   x[2] = 0.5f;   // roundf: away from zero, 1
   x[3] = -1.5f;  // -2
-  std::vector<uint8_t> bytes(row_bytes(KvQuant::q8_0, 32));
+  std::vector<uint8_t> bytes(row_bytes(KvFormat{KvQuant::q8_0, {}}, 32));
   ASSERT_EQ(bytes.size(), 34u);
-  encode_row(KvFormat{KvQuant::q8_0, {}}, 0, x.data(), 32, bytes.data());
+  encode_row(KvFormat{KvQuant::q8_0, {}}, DType::f32, 0, x.data(), 32, bytes.data());
   EXPECT_EQ(bytes[0], 0x00);  // d = 127 / 127 = 1: f16 0x3C00, little-endian
   EXPECT_EQ(bytes[1], 0x3C);
   EXPECT_EQ(bytes[2], 0x7F);
@@ -70,9 +70,9 @@ TEST(GgmlBlocks, Q8_0AndQ4_0StoreTheirBlocksAsGgmlDoes) {
   // j in the low nibble of byte j, element j + 16 in the high one.
   std::vector<float> y(32);
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(j < 16 ? j - 8 : 7 - (j - 16));
-  std::vector<uint8_t> q4(row_bytes(KvQuant::q4_0, 32));
+  std::vector<uint8_t> q4(row_bytes(KvFormat{KvQuant::q4_0, {}}, 32));
   ASSERT_EQ(q4.size(), 18u);
-  encode_row(KvFormat{KvQuant::q4_0, {}}, 0, y.data(), 32, q4.data());
+  encode_row(KvFormat{KvQuant::q4_0, {}}, DType::f32, 0, y.data(), 32, q4.data());
   EXPECT_EQ(q4[2], 0xF0);   // element 0: -8 -> 0 (low); element 16: 7 -> 15 (high)
   EXPECT_EQ(q4[17], 0x0F);  // element 15: 7 -> 15; element 31: -8 -> 0
   std::vector<float> back(32);
@@ -86,7 +86,7 @@ TEST(GgmlBlocks, EveryFormatReadsBackWithinItsStep) {
   for (const KvQuant quant :
        {KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1, KvQuant::q5_0, KvQuant::q5_1}) {
     std::vector<float> back(64);
-    round_trip_row(KvFormat{quant, {}}, 0, x.data(), 64, back.data());
+    round_trip_row(KvFormat{quant, {}}, DType::f32, 0, x.data(), 64, back.data());
     const int levels = quant == KvQuant::q8_0                               ? 254
                        : (quant == KvQuant::q4_0 || quant == KvQuant::q4_1) ? 15
                                                                             : 31;
@@ -95,6 +95,60 @@ TEST(GgmlBlocks, EveryFormatReadsBackWithinItsStep) {
     }
     EXPECT_EQ(parse_kv_quant(kv_quant_name(quant)), quant);
   }
+}
+
+// MLX's affine quantizer on hand-derived groups (mlx/backend/cpu/quantized.cpp, quantize).
+TEST(AffineGroups, TheLargerExtremeIsTheBiasAndQuantsPackLowBitsFirst) {
+  // affine4, group 32: min -8, max 7; |min| > |max|, so the scale (7 + 8) / 15 = 1 stays
+  // positive and the edge is -8: q0 = -8, scale -8 / -8 = 1, bias -8, q = x + 8.
+  std::vector<float> x(32, 0.0f);
+  for (int j = 0; j < 16; ++j) x[j] = static_cast<float>(j - 8);
+  const KvFormat a4{KvQuant::affine4, {}, 32};
+  std::vector<uint8_t> bytes(row_bytes(a4, 32));
+  ASSERT_EQ(bytes.size(), 8u + 16u);  // f32 scale, f32 bias, 32 nibbles
+  encode_row(a4, DType::f32, 0, x.data(), 32, bytes.data());
+  const std::vector<uint8_t> header{0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC1};  // 1, -8
+  EXPECT_EQ(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 8), header);
+  // Element k of a little-endian word in bits 4k: the first word holds q = 0..7, 0x76543210.
+  EXPECT_EQ(bytes[8], 0x10);
+  EXPECT_EQ(bytes[11], 0x76);
+  EXPECT_EQ(bytes[16], 0x88);  // elements 16 and 17: x = 0, q = 8
+  std::vector<float> back(32);
+  decode_row(a4, 0, bytes.data(), 32, back.data());
+  EXPECT_EQ(back, x);
+
+  // affine2, group 32, x in [0, 3]: |max| wins, so scale -1, bias 3, q = rint(3 - x) with
+  // ties to even, read back as -q + 3.
+  std::vector<float> y(32, 0.0f);
+  y[0] = 3.0f;
+  y[1] = 1.4f;  // q = rint(1.6) = 2: 1
+  y[2] = 1.5f;  // q = rint(1.5) = 2 (even): 1
+  y[3] = 2.5f;  // q = rint(0.5) = 0 (even): 3
+  const KvFormat a2{KvQuant::affine2, {}, 32};
+  round_trip_row(a2, DType::f32, 0, y.data(), 32, back.data());
+  EXPECT_EQ(back[0], 3.0f);
+  EXPECT_EQ(back[1], 1.0f);
+  EXPECT_EQ(back[2], 1.0f);
+  EXPECT_EQ(back[3], 3.0f);
+  EXPECT_EQ(back[4], 0.0f);
+  EXPECT_EQ(row_bytes(KvFormat{KvQuant::affine8, {}, 64}, 128), 2u * (8u + 64u));
+}
+
+TEST(AffineGroups, TheScaleAndBiasAreStoredInTheLayoutsDtype) {
+  // A constant group: the scale is the 1e-7 floor, the edge 0.1 is the bias and every q is
+  // 0, so each element reads back as the bias in the dtype.
+  const std::vector<float> x(32, 0.1f);
+  std::vector<float> back(32);
+  const KvFormat a8{KvQuant::affine8, {}, 32};
+  round_trip_row(a8, DType::f32, 0, x.data(), 32, back.data());
+  EXPECT_EQ(back[5], 0.1f);
+  round_trip_row(a8, DType::f16, 0, x.data(), 32, back.data());
+  EXPECT_EQ(back[5], 0.0999755859375f);
+  round_trip_row(a8, DType::bf16, 0, x.data(), 32, back.data());
+  EXPECT_EQ(back[5], 0.10009765625f);
+  EXPECT_EQ(parse_kv_quant("affine8"), KvQuant::affine8);
+  EXPECT_EQ(affine_bits(KvQuant::affine2), 2);
+  EXPECT_FALSE(is_ggml_block(KvQuant::affine4));
 }
 
 }  // namespace

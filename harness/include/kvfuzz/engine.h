@@ -164,10 +164,11 @@ struct EngineSupports {
   bool alibi = false;
   bool chunked_local = false;
   // Quantized KV caches (Layout::k_format, v_format; kvfuzz/kv_format.h) the engine stores:
-  // fp8 e4m3fn and e5m2 with their scales, and ggml's blocks q8_0, q4_0, q4_1, q5_0, q5_1.
-  // Off unless declared, as the features above.
+  // fp8 e4m3fn and e5m2 with their scales, ggml's blocks q8_0, q4_0, q4_1, q5_0, q5_1, and
+  // MLX's affine groups affine2, affine4, affine8. Off unless declared, as the features above.
   bool kv_fp8 = false;
   bool kv_ggml_blocks = false;
+  bool kv_affine = false;
   // Multi-head latent attention's shared row (Layout::value_from_key): the engine reads each
   // value from its key's stored row. Off unless declared.
   bool value_from_key = false;
@@ -176,10 +177,10 @@ struct EngineSupports {
 
 // The supports that widen the layouts (the attention features, off by default), as
 // opposed to the others, whose non-default values narrow them.
-inline constexpr std::array<bool EngineSupports::*, 7> kFeatureSupports{
-    &EngineSupports::softcap,       &EngineSupports::sinks,  &EngineSupports::alibi,
-    &EngineSupports::chunked_local, &EngineSupports::kv_fp8, &EngineSupports::kv_ggml_blocks,
-    &EngineSupports::value_from_key};
+inline constexpr std::array<bool EngineSupports::*, 8> kFeatureSupports{
+    &EngineSupports::softcap,       &EngineSupports::sinks,         &EngineSupports::alibi,
+    &EngineSupports::chunked_local, &EngineSupports::kv_fp8,        &EngineSupports::kv_ggml_blocks,
+    &EngineSupports::kv_affine,     &EngineSupports::value_from_key};
 
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).

@@ -66,6 +66,10 @@
  *     kvfuzz_engine_config's value_from_key and the KVFUZZ_SUPPORTS_VALUE_FROM_KEY flag that
  *     asks for it; an ABI 7 entry does not declare it, and its engines never get such a
  *     layout.
+ *   - ABI 9 (the same kvfuzz_engine_api) adds MLX's affine KV groups: the KVFUZZ_KV_AFFINE*
+ *     formats, kvfuzz_engine_config's k_group and v_group, and the KVFUZZ_SUPPORTS_KV_AFFINE
+ *     flag that asks for them; an ABI 8 entry does not declare it, and its engines never get
+ *     such a layout.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -92,7 +96,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 8
+#define KVFUZZ_ENGINE_ABI_VERSION 9
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -140,6 +144,9 @@ extern "C" {
 #define KVFUZZ_SUPPORTS_KV_GGML_BLOCKS 128u /* KVFUZZ_KV_Q8_0, _Q4_0, _Q4_1, _Q5_0, _Q5_1 */
 /* ABI 8: MLA's value read from its key (config.value_from_key). */
 #define KVFUZZ_SUPPORTS_VALUE_FROM_KEY 256u
+/* ABI 9: MLX's affine KV groups (config.k_format and v_format KVFUZZ_KV_AFFINE*, with
+ * config.k_group and v_group). */
+#define KVFUZZ_SUPPORTS_KV_AFFINE 512u
 
 /* kvfuzz_engine_config.k_format and v_format (ABI 7): how the cache stores K and V
  * (kvfuzz/kv_format.h; docs/fixture-format.md, "Quantized KV caches"). */
@@ -151,6 +158,12 @@ extern "C" {
 #define KVFUZZ_KV_Q4_1 5
 #define KVFUZZ_KV_Q5_0 6
 #define KVFUZZ_KV_Q5_1 7
+/* ABI 9: MLX's affine groups of config.k_group (v_group) elements, 2, 4 or 8 bits a quant:
+ * each group's scale and bias in f32 from its extremes (mlx::core::quantize), rounded to
+ * `dtype`, read back as scale * q + bias in f32 (docs/fixture-format.md). */
+#define KVFUZZ_KV_AFFINE2 8
+#define KVFUZZ_KV_AFFINE4 9
+#define KVFUZZ_KV_AFFINE8 10
 
 /* kvfuzz_engine_api.numerics (ABI 4): how the engine's arithmetic departs from the plain
  * forms (kvfuzz/engine.h, EngineNumerics::split_combine_lse and p_normalised). */
@@ -202,6 +215,11 @@ typedef struct kvfuzz_engine_config {
    * those), so an engine may cache the key's row alone and read the value from it. An
    * engine gets it only when it declares KVFUZZ_SUPPORTS_VALUE_FROM_KEY. */
   int32_t value_from_key;
+
+  /* ABI 9: an affine format's group size (32, 64 or 128) for K and for V; 0 for the other
+   * formats. An engine gets one only when it declares KVFUZZ_SUPPORTS_KV_AFFINE. */
+  int32_t k_group;
+  int32_t v_group;
 } kvfuzz_engine_config;
 
 /* sizeof(kvfuzz_engine_config) up to ABI 5, whose fields are this struct's up to
@@ -211,6 +229,8 @@ typedef struct kvfuzz_engine_config {
 #define KVFUZZ_ENGINE_CONFIG_V6_SIZE offsetof(kvfuzz_engine_config, k_format)
 /* ... and up to ABI 7: up to v_scales. */
 #define KVFUZZ_ENGINE_CONFIG_V7_SIZE offsetof(kvfuzz_engine_config, value_from_key)
+/* ... and up to ABI 8: up to value_from_key. */
+#define KVFUZZ_ENGINE_CONFIG_V8_SIZE offsetof(kvfuzz_engine_config, k_group)
 
 /* One sequence's new tokens in a batched forward. */
 typedef struct kvfuzz_chunk_in {

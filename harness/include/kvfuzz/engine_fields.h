@@ -121,6 +121,7 @@ struct Declaration<EngineSupports> {
       DeclarationField{"chunked_local", &S::chunked_local},
       DeclarationField{"kv_fp8", &S::kv_fp8},
       DeclarationField{"kv_ggml_blocks", &S::kv_ggml_blocks},
+      DeclarationField{"kv_affine", &S::kv_affine},
       DeclarationField{"value_from_key", &S::value_from_key}};
 };
 

@@ -131,8 +131,9 @@ struct GeneratorFilters {
   // the engine must declare each (EngineSupports).
   FeatureSet features;
   // Quantized KV formats (kvfuzz/kv_format.h): when not empty, every scenario stores K and
-  // V quantized, each in one of these (drawn among them, as the generator draws formats);
-  // the engine must declare each (EngineSupports::kv_fp8, kv_ggml_blocks).
+  // V quantized, each in one of these (drawn among them, as the generator draws formats;
+  // an affine one stores both K and V); the engine must declare each
+  // (EngineSupports::kv_fp8, kv_ggml_blocks, kv_affine).
   std::vector<KvQuant> kv_formats;
 };
 

@@ -13,6 +13,14 @@
 // quantizers give the same bytes (tests/python/test_kv_format.py checks both this and fp8
 // against ml_dtypes).
 //
+// Affine groups (affine2, affine4, affine8): a row is cut into groups of `group` elements
+// (32, 64 or 128), each stored as MLX's affine quantizer (mlx/backend/cpu/quantized.cpp,
+// `quantize`; mlx-lm's QuantizedKVCache) stores it: an f32 scale and bias from the group's
+// extremes, the extreme of larger magnitude snapped to the grid as the bias, the quants
+// clamp(rint((x - bias) / scale), 0, 2^bits - 1), and the scale and bias stored in the
+// layout's dtype; read back as scale * q + bias in f32, two roundings (MLX's quantized_matmul
+// on the CPU; tests/adapters/test_mlx_inprocess.py holds it against mx.quantize bit for bit).
+//
 // A row goes through round_trip_row() to become what the reference attends over: an honest
 // quantized cache is judged against its own quantized values.
 #pragma once
@@ -23,14 +31,29 @@
 #include <string_view>
 #include <vector>
 
+#include "kvfuzz/dtype.h"
+
 namespace kvfuzz {
 
-enum class KvQuant { none, fp8_e4m3fn, fp8_e5m2, q8_0, q4_0, q4_1, q5_0, q5_1 };
+enum class KvQuant {
+  none,
+  fp8_e4m3fn,
+  fp8_e5m2,
+  q8_0,
+  q4_0,
+  q4_1,
+  q5_0,
+  q5_1,
+  affine2,
+  affine4,
+  affine8
+};
 
-// Every quantized format, in the order --kv-format lists and the generator draws them.
+// Every quantized format, in the order --kv-format lists them (the generator draws the fp8
+// and block formats in this order, the affine ones apart: generate/kv_formats.h).
 inline constexpr KvQuant kQuantizedFormats[] = {
-    KvQuant::fp8_e4m3fn, KvQuant::fp8_e5m2, KvQuant::q8_0, KvQuant::q4_0,
-    KvQuant::q4_1,       KvQuant::q5_0,     KvQuant::q5_1};
+    KvQuant::fp8_e4m3fn, KvQuant::fp8_e5m2, KvQuant::q8_0,    KvQuant::q4_0,    KvQuant::q4_1,
+    KvQuant::q5_0,       KvQuant::q5_1,     KvQuant::affine2, KvQuant::affine4, KvQuant::affine8};
 
 std::string_view kv_quant_name(KvQuant quant);  // "none", "fp8_e4m3fn", "q4_0", ...
 std::optional<KvQuant> parse_kv_quant(std::string_view name);
@@ -38,25 +61,39 @@ std::optional<KvQuant> parse_kv_quant(std::string_view name);
 inline bool is_fp8(KvQuant quant) {
   return quant == KvQuant::fp8_e4m3fn || quant == KvQuant::fp8_e5m2;
 }
-inline bool is_ggml_block(KvQuant quant) {
-  return quant != KvQuant::none && !is_fp8(quant);
+inline bool is_affine(KvQuant quant) {
+  return quant == KvQuant::affine2 || quant == KvQuant::affine4 || quant == KvQuant::affine8;
 }
+inline bool is_ggml_block(KvQuant quant) {
+  return quant != KvQuant::none && !is_fp8(quant) && !is_affine(quant);
+}
+// An affine format's bits per quant (2, 4 or 8).
+int affine_bits(KvQuant quant);
 
 // ggml's blocks hold this many elements; a row's length must be a multiple of it.
 inline constexpr int kGgmlBlock = 32;
+// The affine formats' group sizes (MLX's), and the one a fixture that names none means
+// (mlx.core.quantize's and mlx-lm's QuantizedKVCache's default).
+inline constexpr int kAffineGroups[] = {32, 64, 128};
+inline constexpr int kDefaultAffineGroup = 64;
 
 // How one of K or V is stored. `scale` is for fp8 only: empty (1), one value (per tensor)
-// or one per kv head; each positive, finite and exact in f32.
+// or one per kv head; each positive, finite and exact in f32. `group` is for the affine
+// formats only (one of kAffineGroups), 0 for the others.
 struct KvFormat {
   KvQuant quant = KvQuant::none;
   std::vector<double> scale;
+  int group = 0;
   bool quantized() const { return quant != KvQuant::none; }
   float scale_of(int kv_head) const;
   bool operator==(const KvFormat&) const = default;
 };
 
-// Bytes of one stored row of n elements (fp8: n; a block format: n / 32 blocks).
-size_t row_bytes(KvQuant quant, int n);
+// Bytes of one stored row of n elements (fp8: n; a block format: n / 32 blocks; an affine
+// format: n / group groups, each an f32 scale and bias, then its quants packed into
+// little-endian 32-bit words, element k of a word in bits [k * bits, (k + 1) * bits), as
+// MLX packs them).
+size_t row_bytes(const KvFormat& format, int n);
 
 // The OCP fp8 conversions: round to nearest even, saturating (NaN stays NaN).
 uint8_t f32_to_fp8(float x, KvQuant quant);
@@ -64,11 +101,14 @@ float fp8_to_f32(uint8_t bits, KvQuant quant);
 // The largest finite fp8 value (448 or 57344).
 float fp8_max(KvQuant quant);
 
-// One row of kv head `kv_head`, n elements, stored into row_bytes(quant, n) bytes and read
-// back. A block format needs n % 32 == 0.
-void encode_row(const KvFormat& format, int kv_head, const float* x, int n, uint8_t* out);
+// One row of kv head `kv_head`, n elements, stored into row_bytes(format, n) bytes and read
+// back. A block format needs n % 32 == 0, an affine one n % group == 0. `dtype` is the
+// layout's: an affine group's scale and bias are rounded to it (the other formats ignore it).
+void encode_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
+                uint8_t* out);
 void decode_row(const KvFormat& format, int kv_head, const uint8_t* in, int n, float* out);
 // decode_row(encode_row(x)): what a cache of this format holds for x.
-void round_trip_row(const KvFormat& format, int kv_head, const float* x, int n, float* out);
+void round_trip_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
+                    float* out);
 
 }  // namespace kvfuzz

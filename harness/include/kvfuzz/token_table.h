@@ -31,7 +31,7 @@ class TokenTable {
  private:
   // stored = every row of `row` elements of `data` (kv_heads rows per token) as `format`
   // reads it back; left empty when the format is unquantized.
-  static void store_quantized(const KvFormat& format, int row, int kv_heads,
+  static void store_quantized(const KvFormat& format, DType dtype, int row, int kv_heads,
                               const std::vector<float>& data, std::vector<float>& stored);
   static std::span<const float> slice(const std::vector<float>& data, int token, size_t stride) {
     return std::span<const float>(data).subspan(static_cast<size_t>(token) * stride, stride);

@@ -95,17 +95,36 @@ std::vector<double> read_per_head(const Node& node, int q_heads, bool standard) 
 }
 
 // A KV storage format: a format's name, or {"type": NAME, "scale": S} with S one number or
-// one per kv head (fp8 only).
-KvFormat read_kv_format(const Node& node) {
+// one per kv head (fp8 only), or {"type": NAME, "group": G} (the affine formats only; a
+// name alone means group 64). The affine formats came with format version 5.
+KvFormat read_kv_format(const Node& node, int version) {
   std::vector<std::string_view> names;
   for (const KvQuant quant : kQuantizedFormats) names.push_back(kv_quant_name(quant));
   KvFormat format;
+  const auto check_version = [&](const Node& name) {
+    if (is_affine(format.quant) && version < 5) {
+      name.expected("no " + std::string(kv_quant_name(format.quant)) + " in a version " +
+                    std::to_string(version) +
+                    " fixture (the affine KV formats need \"kvfuzz_fixture\": 5)");
+    }
+    if (is_affine(format.quant)) format.group = kDefaultAffineGroup;
+  };
   if (node.json().is_string()) {
     format.quant = *parse_kv_quant(node.to_choice(names));
+    check_version(node);
     return format;
   }
-  const Object o = node.to_object({"type", "scale"});
-  format.quant = *parse_kv_quant(o.need("type", "a KV format's name").to_choice(names));
+  const Object o = node.to_object({"type", "scale", "group"});
+  const Node type = o.need("type", "a KV format's name");
+  format.quant = *parse_kv_quant(type.to_choice(names));
+  check_version(type);
+  if (const auto group = o.get("group")) {
+    if (!is_affine(format.quant)) {
+      group->expected("no \"group\" for " + std::string(kv_quant_name(format.quant)) +
+                      " (only the affine formats have one)");
+    }
+    format.group = static_cast<int>(group->to_int(1, 1 << 20));
+  }
   if (const auto scale = o.get("scale")) {
     if (scale->json().is_number()) {
       format.scale = {scale->to_number()};
@@ -152,8 +171,8 @@ Layout read_layout(const Object& top, int version) {
                      " fixture (quantized KV caches need \"kvfuzz_fixture\": 3)");
     }
   }
-  if (auto node = o.get("k_format")) layout.k_format = read_kv_format(*node);
-  if (auto node = o.get("v_format")) layout.v_format = read_kv_format(*node);
+  if (auto node = o.get("k_format")) layout.k_format = read_kv_format(*node, version);
+  if (auto node = o.get("v_format")) layout.v_format = read_kv_format(*node, version);
   // MLA's value read from the key came with format version 4.
   if (auto node = o.get("value_from_key")) {
     if (version < 4) {
@@ -433,9 +452,13 @@ std::string matrix(const std::vector<std::vector<double>>& rows) {
                       [](const std::vector<double>& row) { return inline_array(row, number); });
 }
 
-// A format's name alone when it has no scale; {"type", "scale"} on one line otherwise.
+// A format's name alone when it has no scale and no group but the default; {"type",
+// "scale"} or {"type", "group"} on one line otherwise.
 std::string write_kv_format(const KvFormat& format) {
   const std::string type = json_string(kv_quant_name(format.quant));
+  if (is_affine(format.quant) && format.group != kDefaultAffineGroup) {
+    return "{\"type\": " + type + ", \"group\": " + std::to_string(format.group) + "}";
+  }
   if (format.scale.empty()) return type;
   const std::string scale =
       format.scale.size() == 1 ? number(format.scale[0]) : inline_array(format.scale, number);
@@ -569,6 +592,8 @@ std::string write_provenance(const Provenance& p) {
 }  // namespace
 
 int fixture_format_version(const Scenario& scenario) {
+  const Layout& l = scenario.layout;
+  if (is_affine(l.k_format.quant) || is_affine(l.v_format.quant)) return 5;
   if (scenario.layout.value_from_key) return 4;
   if (scenario.layout.quantized_kv()) return 3;
   return scenario.layout.has_features() ? 2 : kMinFixtureFormatVersion;

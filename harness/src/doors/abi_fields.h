@@ -181,6 +181,8 @@ inline constexpr std::tuple kAbiFields{
     // ABI 8
     AbiRow{&Sup::value_from_key, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_VALUE_FROM_KEY},
            8},
+    // ABI 9
+    AbiRow{&Sup::kv_affine, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_AFFINE}, 9},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,

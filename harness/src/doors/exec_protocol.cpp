@@ -252,7 +252,8 @@ std::string case_request(Ordered request, const EngineConfig& config,
   if (!l.sinks.empty()) layout["sinks"] = l.sinks;
   if (!l.alibi.empty()) layout["alibi"] = l.alibi;
   if (l.chunked_local) layout["chunked_local"] = *l.chunked_local;
-  // A quantized KV format only when on: {"type", "scales": one per kv head, or null}.
+  // A quantized KV format only when on: {"type", "scales": one per kv head, or null}, and
+  // "group" for an affine format.
   for (const auto& [name, format] :
        {std::pair{"k_format", &l.k_format}, std::pair{"v_format", &l.v_format}}) {
     if (!format->quantized()) continue;
@@ -262,6 +263,7 @@ std::string case_request(Ordered request, const EngineConfig& config,
       for (int g = 0; g < l.kv_heads; ++g) scales.push_back(format->scale_of(g));
       kv["scales"] = scales;
     }
+    if (is_affine(format->quant)) kv["group"] = format->group;
     layout[name] = kv;
   }
   // MLA's value read from its key only when on (the steps' v still holds those values).

@@ -91,15 +91,18 @@ kvfuzz::Poison poison_of(int32_t code) {
 
 // A KVFUZZ_KV_* code and its scales (kv_heads of them for fp8; one when all are equal, a
 // per-tensor scale, as the fixture says it).
-kvfuzz::KvFormat kv_format_of(int32_t code, const double* scales, int32_t kv_heads,
+kvfuzz::KvFormat kv_format_of(int32_t code, const double* scales, int32_t group, int32_t kv_heads,
                               const char* field) {
   static_assert(static_cast<int>(kvfuzz::KvQuant::q5_1) == KVFUZZ_KV_Q5_1 &&
-                static_cast<int>(kvfuzz::KvQuant::fp8_e4m3fn) == KVFUZZ_KV_FP8_E4M3FN);
-  if (code < KVFUZZ_KV_NONE || code > KVFUZZ_KV_Q5_1) {
+                static_cast<int>(kvfuzz::KvQuant::fp8_e4m3fn) == KVFUZZ_KV_FP8_E4M3FN &&
+                static_cast<int>(kvfuzz::KvQuant::affine2) == KVFUZZ_KV_AFFINE2 &&
+                static_cast<int>(kvfuzz::KvQuant::affine8) == KVFUZZ_KV_AFFINE8);
+  if (code < KVFUZZ_KV_NONE || code > KVFUZZ_KV_AFFINE8) {
     throw EngineError(std::string("config.") + field + ": unknown KVFUZZ_KV_* code " +
                       std::to_string(code));
   }
   kvfuzz::KvFormat format{static_cast<kvfuzz::KvQuant>(code), {}};
+  if (kvfuzz::is_affine(format.quant)) format.group = group;
   if (!kvfuzz::is_fp8(format.quant)) return format;
   if (scales == nullptr) {
     throw EngineError(std::string("config.") + field + ": an fp8 format with NULL scales");
@@ -145,8 +148,8 @@ kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
   layout.sinks = per_head(c->sinks);
   layout.alibi = per_head(c->alibi_slopes);
   if (c->chunked_local != 0) layout.chunked_local = c->chunked_local;
-  layout.k_format = kv_format_of(c->k_format, c->k_scales, c->kv_heads, "k_format");
-  layout.v_format = kv_format_of(c->v_format, c->v_scales, c->kv_heads, "v_format");
+  layout.k_format = kv_format_of(c->k_format, c->k_scales, c->k_group, c->kv_heads, "k_format");
+  layout.v_format = kv_format_of(c->v_format, c->v_scales, c->v_group, c->kv_heads, "v_format");
   layout.value_from_key = c->value_from_key != 0;
   config.sequences = c->sequences;
   config.poison = poison_of(c->poison);

@@ -35,11 +35,12 @@ int most_context(const GeneratorOptions& o) {
 }
 
 // The largest head_dim: the options', the engine's, 16 for long contexts (32 when a filter
-// asks for a ggml block format, whose rows are 32 long).
+// asks for a ggml block or affine format, whose rows are at least 32 long).
 int most_head_dim(const GeneratorOptions& o) {
   const int most = within(std::clamp(o.max_head_dim, 1, 128), o.supports.max_head_dim);
   const auto& formats = o.filters.kv_formats;
-  const bool blocks = std::any_of(formats.begin(), formats.end(), is_ggml_block);
+  const bool blocks = std::any_of(formats.begin(), formats.end(),
+                                  [](KvQuant q) { return is_ggml_block(q) || is_affine(q); });
   return o.long_context ? std::min(most, blocks ? kGgmlBlock : 16) : most;
 }
 

@@ -68,16 +68,25 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                           "is not modelled yet), got --kv-format too"};
   }
   for (const KvQuant quant : f.kv_formats) {
-    const bool declared = is_fp8(quant) ? o.supports.kv_fp8 : o.supports.kv_ggml_blocks;
+    const bool declared = is_fp8(quant)      ? o.supports.kv_fp8
+                          : is_affine(quant) ? o.supports.kv_affine
+                                             : o.supports.kv_ggml_blocks;
     if (!declared || o.model) {
       return FilterConflict{Filter::kv_formats,
                             "expected KV formats the engine declares, got " +
                                 std::string(kv_quant_name(quant)) +
                                 (o.model         ? " (model scenarios have no quantized KV cache)"
                                  : is_fp8(quant) ? " (it does not declare kv_fp8)"
-                                                 : " (it does not declare kv_ggml_blocks)")};
+                                 : is_affine(quant) ? " (it does not declare kv_affine)"
+                                                    : " (it does not declare kv_ggml_blocks)")};
     }
-    if (is_ggml_block(quant) && most_head_dim(o) < kGgmlBlock) {
+    if (is_affine(quant) && (f.rope == OnOff::on || o.supports.rope_required)) {
+      return FilterConflict{Filter::kv_formats,
+                            "expected no RoPE with " + std::string(kv_quant_name(quant)) +
+                                " (affine keys after the engine's own rotation are not "
+                                "modelled yet), got RoPE on"};
+    }
+    if ((is_ggml_block(quant) || is_affine(quant)) && most_head_dim(o) < kGgmlBlock) {
       return FilterConflict{Filter::kv_formats, "expected head_dim of at least 32 for " +
                                                     std::string(kv_quant_name(quant)) +
                                                     ", but head_dim is at most " +

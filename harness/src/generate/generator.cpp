@@ -54,6 +54,7 @@
 #include "generate/bounds.h"
 #include "generate/features.h"
 #include "generate/integer_limits.h"
+#include "generate/kv_formats.h"
 #include "generate/layout.h"
 #include "generate/model_choices.h"
 #include "generate/placement.h"
@@ -111,6 +112,8 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // MLA's value read from its key, drawn after everything else (the features' grid and every
   // other choice as before it came); model bounds declare no features, so nothing is drawn.
   pick_value_from_key(c, bounds, s);
+  // MLX's affine KV groups, after that (generate/kv_formats.h): the same.
+  pick_affine_kv(c, bounds, s);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

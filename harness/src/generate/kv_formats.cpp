@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <variant>
 #include <vector>
 
 namespace kvfuzz {
@@ -18,7 +19,62 @@ std::vector<double> pick_scales(ChoiceSource& c, int kv_heads) {
   return scales;
 }
 
+constexpr std::array<KvQuant, 3> kAffine{KvQuant::affine4, KvQuant::affine8, KvQuant::affine2};
+
 }  // namespace
+
+void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
+  const EngineSupports& can = b.supports;
+  if (!can.kv_affine) return;
+  Layout& l = s.layout;
+  const std::vector<KvQuant>& want = b.filters.kv_formats;
+  const bool by_chance = rarely(c, kAffineCaseOdds);
+  const auto pick = static_cast<size_t>(c.pick(0, 15));
+  const auto group_pick = static_cast<size_t>(c.pick(0, 15));
+  // Generated tokens follow the layout's dims; explicit ones keep theirs (and need their v).
+  const bool generated = std::holds_alternative<GeneratedTokens>(s.tokens);
+  if (!generated && l.value_from_key) return;
+  // The groups that fit the bounds and the engine's multiple (and the dims, for explicit
+  // tokens), smallest first.
+  std::vector<int> groups;
+  for (const int g : kAffineGroups) {
+    const bool fits = generated || (l.head_dim % g == 0 && l.value_dim % g == 0);
+    if (fits && g <= b.head_dim && g % std::max(1, can.head_dim_multiple) == 0) {
+      groups.push_back(g);
+    }
+  }
+  if (groups.empty()) return;
+  KvQuant quant = kAffine[pick % kAffine.size()];
+  if (!want.empty()) {
+    // The filter's draw: one of its affine formats, or one of its others (left as drawn).
+    if (!is_affine(want[pick % want.size()])) return;
+    quant = want[pick % want.size()];
+    l.rope_theta.reset();
+    l.value_from_key = false;
+  } else if (!by_chance || l.rope_theta || l.quantized_kv() || l.value_from_key) {
+    return;
+  }
+  // The drawn group, or a smaller one where the dims it needs would overflow the page pool
+  // drawn for the old ones (a wide pool is sized to the limit); none fits: no affine format.
+  const Layout before = l;
+  for (size_t i = group_pick % groups.size() + 1; i-- > 0;) {
+    const int group = groups[i];
+    l = before;
+    l.k_format = KvFormat{quant, {}, group};
+    l.v_format = KvFormat{quant, {}, group};
+    if (l.head_dim % group != 0) {
+      const bool same = l.value_dim == l.head_dim;
+      l.head_dim = group;
+      if (same || can.value_dim_is_head_dim) l.value_dim = group;
+    }
+    if (l.value_dim % group != 0) {
+      l.value_dim = group;
+      if (can.value_dim_is_head_dim) l.head_dim = group;
+    }
+    if (!validate(s)) return;
+  }
+  l = before;
+}
 
 void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
   const EngineSupports& can = b.supports;
@@ -29,6 +85,7 @@ void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
   const bool rows_of_32 =
       b.head_dim >= kGgmlBlock && kGgmlBlock % std::max(1, can.head_dim_multiple) == 0;
   const auto allowed = [&](KvQuant q, bool keys) {
+    if (is_affine(q)) return false;  // drawn apart: pick_affine_kv
     const bool supported =
         is_fp8(q) ? can.kv_fp8
                   : can.kv_ggml_blocks && rows_of_32 && !(keys && l.rope_theta.has_value());

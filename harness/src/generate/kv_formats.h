@@ -9,6 +9,13 @@
 // head_dim (for K) or value_dim (for V) becomes 32 when the bounds allow it, and keys under
 // RoPE are never block-quantized (validate() refuses it: not modelled yet).
 // GeneratorFilters::kv_formats forces a format from its list on K and V.
+//
+// MLX's affine groups (affine2, affine4, affine8; EngineSupports::kv_affine) are drawn apart,
+// after every other choice of the scenario (pick_affine_kv), so that a stream without them
+// is the one it was before they came: about one scenario in four of those that could hold
+// one (no RoPE, no other format, no MLA, generated tokens) stores K and V in one affine
+// format and group, as MLX's QuantizedKVCache stores both with one setting; head_dim and
+// value_dim become the group when they are not multiples of it.
 #pragma once
 
 #include "generate/bounds.h"
@@ -18,8 +25,13 @@
 namespace kvfuzz {
 
 inline constexpr int kKvFormatCaseOdds = 4;
+inline constexpr int kAffineCaseOdds = 4;
 
 // Sets the KV formats of `l` (its heads, dims and RoPE already drawn).
 void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l);
+// Sets an affine format on K and V of `s` (everything else drawn already). A filter that
+// lists affine formats forces one as often as they are in its list: RoPE and MLA are then
+// turned off and another format replaced.
+void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s);
 
 }  // namespace kvfuzz

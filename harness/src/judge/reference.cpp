@@ -67,7 +67,7 @@ bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos,
   const double reach = pos == 0 ? 0 : (4 + angle) * 0x1p-24 + tables;
   const auto stored = [&](double x) {
     float element = round_to_dtype(static_cast<float>(x), dtype);
-    if (format.quantized()) round_trip_row(format, kv_head, &element, 1, &element);
+    if (format.quantized()) round_trip_row(format, dtype, kv_head, &element, 1, &element);
     return element;
   };
   bool any = false;

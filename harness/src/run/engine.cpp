@@ -180,6 +180,8 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
         feature("a ggml block KV cache",
                 is_ggml_block(l.k_format.quant) || is_ggml_block(l.v_format.quant),
                 supports.kv_ggml_blocks),
+        feature("an affine-group KV cache",
+                is_affine(l.k_format.quant) || is_affine(l.v_format.quant), supports.kv_affine),
         feature("a value read from its key (MLA)", l.value_from_key, supports.value_from_key)}) {
     if (refusal) return refusal;
   }

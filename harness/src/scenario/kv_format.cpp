@@ -12,7 +12,7 @@ namespace kvfuzz {
 
 namespace {
 
-constexpr std::array<std::pair<KvQuant, std::string_view>, 8> kNames{{
+constexpr std::array<std::pair<KvQuant, std::string_view>, 11> kNames{{
     {KvQuant::none, "none"},
     {KvQuant::fp8_e4m3fn, "fp8_e4m3fn"},
     {KvQuant::fp8_e5m2, "fp8_e5m2"},
@@ -21,6 +21,9 @@ constexpr std::array<std::pair<KvQuant, std::string_view>, 8> kNames{{
     {KvQuant::q4_1, "q4_1"},
     {KvQuant::q5_0, "q5_0"},
     {KvQuant::q5_1, "q5_1"},
+    {KvQuant::affine2, "affine2"},
+    {KvQuant::affine4, "affine4"},
+    {KvQuant::affine8, "affine8"},
 }};
 
 // An fp8 format's shape: mantissa bits, exponent bias, the largest finite code, NaN's code.
@@ -193,7 +196,91 @@ void decode_block(KvQuant quant, const uint8_t* in, float* out) {
   }
 }
 
+// An affine group's stored bytes: f32 scale, f32 bias, then the packed quants.
+constexpr size_t kAffineHeader = 8;
+
+size_t affine_group_bytes(const KvFormat& format) {
+  return kAffineHeader + static_cast<size_t>(format.group * affine_bits(format.quant) / 8);
+}
+
+void put_f32(uint8_t* out, float x) {
+  const auto bits = std::bit_cast<uint32_t>(x);
+  for (int b = 0; b < 4; ++b) out[b] = static_cast<uint8_t>(bits >> (8 * b));
+}
+
+float get_f32(const uint8_t* in) {
+  uint32_t bits = 0;
+  for (int b = 0; b < 4; ++b) bits |= static_cast<uint32_t>(in[b]) << (8 * b);
+  return std::bit_cast<float>(bits);
+}
+
+// MLX's `quantize` (mlx/backend/cpu/quantized.cpp) for one group, in its f32 arithmetic: the
+// scale (max - min) / (2^bits - 1), at least 1e-7, signed towards the extreme of larger
+// magnitude (the edge); the edge snapped to the grid, q0 = rint(edge / scale), and when q0
+// != 0 the scale becomes edge / q0 and the bias the edge (else the bias is 0); each quant
+// clamp(rint((x - bias) / scale), 0, 2^bits - 1) with that unrounded scale. The scale and
+// bias are then stored in the layout's dtype, as MLX stores them in its input's.
+void encode_affine(const KvFormat& format, DType dtype, const float* x, uint8_t* out) {
+  const int bits = affine_bits(format.quant);
+  const auto n_bins = static_cast<float>((1 << bits) - 1);
+  constexpr float kEps = 1e-7f;
+  float w_min = INFINITY, w_max = -INFINITY;
+  for (int j = 0; j < format.group; ++j) {
+    w_max = std::max(w_max, x[j]);
+    w_min = std::min(w_min, x[j]);
+  }
+  const bool mask = std::fabs(w_min) > std::fabs(w_max);
+  float scale = std::max((w_max - w_min) / n_bins, kEps);
+  scale = mask ? scale : -scale;
+  const float edge = mask ? w_min : w_max;
+  const float q0 = std::rint(edge / scale);
+  float bias = 0;
+  if (q0 != 0) {
+    scale = edge / q0;
+    bias = edge;
+  }
+  put_f32(out, round_to_dtype(scale, dtype));
+  put_f32(out + 4, round_to_dtype(bias, dtype));
+  uint8_t* words = out + kAffineHeader;
+  std::fill_n(words, format.group * bits / 8, uint8_t{0});
+  for (int j = 0; j < format.group; ++j) {
+    const float q = std::min(std::max(std::rint((x[j] - bias) / scale), 0.0f), n_bins);
+    const auto code = static_cast<uint32_t>(q);
+    const int bit = j * bits;  // words are little-endian: bit k of the row is bit k % 8 of
+    words[bit / 8] |= static_cast<uint8_t>(code << (bit % 8));  // byte k / 8
+  }
+}
+
+// MLX's quantized_matmul reads each element as scale * q + bias in f32, the product rounded
+// before the sum (its CPU kernels on x86: base_simd, no fused multiply-add).
+void decode_affine(const KvFormat& format, const uint8_t* in, float* out) {
+  const int bits = affine_bits(format.quant);
+  const float scale = get_f32(in);
+  const float bias = get_f32(in + 4);
+  const uint8_t* words = in + kAffineHeader;
+  const uint32_t mask = (1u << bits) - 1;
+  for (int j = 0; j < format.group; ++j) {
+    const int bit = j * bits;
+    const auto q = static_cast<float>((words[bit / 8] >> (bit % 8)) & mask);
+    const float product = scale * q;
+    out[j] = product + bias;
+  }
+}
+
 }  // namespace
+
+int affine_bits(KvQuant quant) {
+  switch (quant) {
+    case KvQuant::affine2:
+      return 2;
+    case KvQuant::affine4:
+      return 4;
+    case KvQuant::affine8:
+      return 8;
+    default:
+      return 0;
+  }
+}
 
 std::string_view kv_quant_name(KvQuant quant) {
   for (const auto& [q, name] : kNames) {
@@ -215,9 +302,11 @@ float KvFormat::scale_of(int kv_head) const {
   return static_cast<float>(scale[static_cast<size_t>(kv_head)]);
 }
 
-size_t row_bytes(KvQuant quant, int n) {
+size_t row_bytes(const KvFormat& format, int n) {
+  const KvQuant quant = format.quant;
   if (quant == KvQuant::none) return 0;
   if (is_fp8(quant)) return static_cast<size_t>(n);
+  if (is_affine(quant)) return static_cast<size_t>(n / format.group) * affine_group_bytes(format);
   return static_cast<size_t>(n / kGgmlBlock) * block_shape(quant).bytes;
 }
 
@@ -251,10 +340,19 @@ float fp8_to_f32(uint8_t bits, KvQuant quant) {
   return static_cast<float>(decode_fp8(bits, fp8_shape(quant)));
 }
 
-void encode_row(const KvFormat& format, int kv_head, const float* x, int n, uint8_t* out) {
+void encode_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
+                uint8_t* out) {
   if (is_fp8(format.quant)) {
     const float s = format.scale_of(kv_head);
     for (int i = 0; i < n; ++i) out[i] = f32_to_fp8(x[i] / s, format.quant);
+    return;
+  }
+  if (is_affine(format.quant)) {
+    const size_t bytes = affine_group_bytes(format);
+    for (int g = 0; g < n / format.group; ++g) {
+      encode_affine(format, dtype, x + static_cast<size_t>(g * format.group),
+                    out + static_cast<size_t>(g) * bytes);
+    }
     return;
   }
   const size_t bytes = block_shape(format.quant).bytes;
@@ -275,6 +373,14 @@ void decode_row(const KvFormat& format, int kv_head, const uint8_t* in, int n, f
     for (int i = 0; i < n; ++i) out[i] = fp8_to_f32(in[i], format.quant) * s;
     return;
   }
+  if (is_affine(format.quant)) {
+    const size_t bytes = affine_group_bytes(format);
+    for (int g = 0; g < n / format.group; ++g) {
+      decode_affine(format, in + static_cast<size_t>(g) * bytes,
+                    out + static_cast<size_t>(g * format.group));
+    }
+    return;
+  }
   const size_t bytes = block_shape(format.quant).bytes;
   for (int b = 0; b < n / kGgmlBlock; ++b) {
     decode_block(format.quant, in + static_cast<size_t>(b) * bytes,
@@ -282,13 +388,14 @@ void decode_row(const KvFormat& format, int kv_head, const uint8_t* in, int n, f
   }
 }
 
-void round_trip_row(const KvFormat& format, int kv_head, const float* x, int n, float* out) {
+void round_trip_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
+                    float* out) {
   if (!format.quantized()) {
     std::copy_n(x, n, out);
     return;
   }
-  std::vector<uint8_t> bytes(row_bytes(format.quant, n));
-  encode_row(format, kv_head, x, n, bytes.data());
+  std::vector<uint8_t> bytes(row_bytes(format, n));
+  encode_row(format, dtype, kv_head, x, n, bytes.data());
   decode_row(format, kv_head, bytes.data(), n, out);
 }
 

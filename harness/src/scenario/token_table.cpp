@@ -88,18 +88,18 @@ TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
                   v_.begin() + static_cast<std::ptrdiff_t>(row * vd));
     }
   }
-  store_quantized(layout.k_format, layout.head_dim, layout.kv_heads, k_, k_stored_);
-  store_quantized(layout.v_format, layout.value_dim, layout.kv_heads, v_, v_stored_);
+  store_quantized(layout.k_format, layout.dtype, layout.head_dim, layout.kv_heads, k_, k_stored_);
+  store_quantized(layout.v_format, layout.dtype, layout.value_dim, layout.kv_heads, v_, v_stored_);
 }
 
-void TokenTable::store_quantized(const KvFormat& format, int row, int kv_heads,
+void TokenTable::store_quantized(const KvFormat& format, DType dtype, int row, int kv_heads,
                                  const std::vector<float>& data, std::vector<float>& stored) {
   if (!format.quantized()) return;
   stored.resize(data.size());
   const auto n = static_cast<size_t>(row);
   for (size_t r = 0; (r + 1) * n <= data.size(); ++r) {
     const int kv_head = static_cast<int>(r % static_cast<size_t>(kv_heads));
-    round_trip_row(format, kv_head, data.data() + r * n, row, stored.data() + r * n);
+    round_trip_row(format, dtype, kv_head, data.data() + r * n, row, stored.data() + r * n);
   }
 }
 

@@ -180,6 +180,11 @@ class Validator {
              "no ggml block format for keys under RoPE (rope_theta): a block's scale after the "
              "engine's own rotation is not modelled yet; fp8 keys may be rotated");
     }
+    if (is_affine(layout_.k_format.quant) && layout_.rope_theta) {
+      reject("$.layout.k_format",
+             "no affine format for keys under RoPE (rope_theta): a group's scale after the "
+             "engine's own rotation is not modelled yet; fp8 keys may be rotated");
+    }
     if (model_ && layout_.quantized_kv()) {
       reject("$.layout",
              "no quantized KV format (k_format, v_format) in a model scenario: the "
@@ -211,10 +216,30 @@ class Validator {
   }
 
   // A quantized KV format (docs/fixture-format.md, "Quantized KV caches"): fp8 scales
-  // positive and exact in f32, one or one per kv head; ggml blocks whole rows, no scale.
+  // positive and exact in f32, one or one per kv head; ggml blocks whole rows, no scale;
+  // affine groups one of MLX's sizes, whole rows, no scale.
   void check_kv_format(const std::string& path, const KvFormat& format, int row,
                        const char* row_name) {
     if (!format.quantized()) return;
+    const std::string name(kv_quant_name(format.quant));
+    if (!is_affine(format.quant) && format.group != 0) {
+      reject(path + ".group", "no group for " + name + " (only the affine formats have one)");
+    }
+    if (is_affine(format.quant)) {
+      if (!format.scale.empty()) {
+        reject(path + ".scale", "no scale for " + name + " (an affine group stores its own)");
+      }
+      if (std::find(std::begin(kAffineGroups), std::end(kAffineGroups), format.group) ==
+          std::end(kAffineGroups)) {
+        reject(path + ".group", "32, 64 or 128 (MLX's group sizes), got " + str(format.group));
+      }
+      if (row % format.group != 0) {
+        reject(path, std::string("a ") + row_name + " that is a multiple of the group (" +
+                         str(format.group) + ") for " + name + ", got " + row_name + " " +
+                         str(row));
+      }
+      return;
+    }
     if (is_ggml_block(format.quant)) {
       if (!format.scale.empty()) {
         reject(path + ".scale", std::string("no scale for ") +

@@ -209,21 +209,25 @@ Made simplify_layout(const Scenario& s, int index, Scenario& out) {
 }
 
 // The attention features and the quantized KV formats: each one off (soft cap, sinks,
-// ALiBi, chunked local, K's format, V's format), an fp8 format's scales to 1, then one q
-// head's sink logit or ALiBi slope at a time set to 0.
+// ALiBi, chunked local, K's format, V's format), an fp8 format's scales to 1, MLA's value
+// read from its key off, affine groups to 32, then one q head's sink logit or ALiBi slope at
+// a time set to 0.
 Made simplify_features(const Scenario& s, int index, Scenario& out) {
   const Layout& l = s.layout;
   const auto heads = static_cast<int>(l.q_heads);
-  constexpr int kSwitches = 9;
+  constexpr int kSwitches = 10;
   if (index >= kSwitches + 2 * heads) return Made::end;
   if (index < kSwitches) {
     const auto scaled = [](const KvFormat& f) {
       return !f.scale.empty() && (f.scale.size() > 1 || f.scale[0] != 1.0);
     };
-    const bool applies[kSwitches] = {
-        l.softcap.has_value(),       !l.sinks.empty(),       !l.alibi.empty(),
-        l.chunked_local.has_value(), l.k_format.quantized(), l.v_format.quantized(),
-        scaled(l.k_format),          scaled(l.v_format),     l.value_from_key};
+    constexpr int kSmallestGroup = kAffineGroups[0];
+    const bool wide_groups = l.k_format.group > kSmallestGroup || l.v_format.group > kSmallestGroup;
+    const bool applies[kSwitches] = {l.softcap.has_value(),  !l.sinks.empty(),
+                                     !l.alibi.empty(),       l.chunked_local.has_value(),
+                                     l.k_format.quantized(), l.v_format.quantized(),
+                                     scaled(l.k_format),     scaled(l.v_format),
+                                     l.value_from_key,       wide_groups};
     if (!applies[index]) return Made::skip;
     out = start_candidate(s);
     Layout& o = out.layout;
@@ -251,6 +255,11 @@ Made simplify_features(const Scenario& s, int index, Scenario& out) {
         break;
       case 7:
         o.v_format.scale.clear();
+        break;
+      case 9:
+        for (KvFormat* f : {&o.k_format, &o.v_format}) {
+          if (is_affine(f->quant)) f->group = kSmallestGroup;
+        }
         break;
       default:
         // Values of their own: explicit tokens get the ones they read (their keys' prefixes).
