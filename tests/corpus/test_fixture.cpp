@@ -538,7 +538,7 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
             "f.json: $.expect[1].pos: expected an integer, got 4.0 (integers are written without "
             "a fraction or exponent)");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 1.0)")),
-            "f.json: $.kvfuzz_fixture: expected format version 1 to 4, got 1.0");
+            "f.json: $.kvfuzz_fixture: expected format version 1 to 5, got 1.0");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -597,10 +597,10 @@ TEST(FixtureRoundTrip, QkMagnitude) {
 }
 
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
-  const std::string v5 =
-      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 5)"),
+  const std::string v6 =
+      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 6)"),
               R"("sequences": 1,)", R"("sequences": 1, "fork_points": [],)");
-  EXPECT_EQ(error_of(v5), "f.json: $.kvfuzz_fixture: expected format version 1 to 4, got 5");
+  EXPECT_EQ(error_of(v6), "f.json: $.kvfuzz_fixture: expected format version 1 to 5, got 6");
 }
 
 // Format version 2: the attention features. A version 1 fixture reads as before (and a
@@ -686,7 +686,8 @@ TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged
             "(quantized KV caches need \"kvfuzz_fixture\": 3), got \"q8_0\"");
   EXPECT_EQ(error_of(with(R"("k_format": "q2_k")")),
             "f.json: $.layout.k_format: expected one of \"fp8_e4m3fn\", \"fp8_e5m2\", "
-            "\"q8_0\", \"q4_0\", \"q4_1\", \"q5_0\", \"q5_1\", got \"q2_k\"");
+            "\"q8_0\", \"q4_0\", \"q4_1\", \"q5_0\", \"q5_1\", \"affine2\", \"affine4\", "
+            "\"affine8\", got \"q2_k\"");
   EXPECT_EQ(error_of(with(R"("k_format": "q8_0")")),
             "f.json: $.layout.k_format: expected a head_dim that is a multiple of 32 for q8_0 "
             "(ggml quantizes blocks of 32), got head_dim 1");
@@ -700,7 +701,52 @@ TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged
             "f.json: $.layout.k_format.scale: expected one number, or one per kv head (1), "
             "got 2");
   EXPECT_EQ(error_of(with(R"("k_format": {"type": "fp8_e4m3fn", "bias": 1})")),
-            "f.json: $.layout.k_format.bias: unknown field; expected one of type, scale");
+            "f.json: $.layout.k_format.bias: unknown field; expected one of type, scale, group");
+}
+
+// Format version 5: MLX's affine groups. A name alone is group 64 (MLX's default), another
+// group is written with it; a version 4 fixture with one, a group that is not MLX's, rows
+// that are not whole groups, a group on another format and affine keys under RoPE are
+// refused with one line each.
+TEST(FixtureKvFormats, Version5HoldsTheAffineGroups) {
+  const std::string layout_end = R"("dtype": "f32")";
+  const auto with = [&](const std::string& fields, int version = 5,
+                        const std::string& dims = R"("head_dim": 64)") {
+    return replace(
+        replace(replace(kWorkedExample, layout_end, layout_end + ",\n    " + fields),
+                R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": )" + std::to_string(version)),
+        R"("head_dim": 1)", dims);
+  };
+  const Scenario seed =
+      load_fixture(fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds/affine-pack-order.json");
+  EXPECT_EQ(seed.layout.v_format, (KvFormat{KvQuant::affine4, {}, 32}));
+  EXPECT_EQ(fixture_format_version(seed), 5);
+  EXPECT_NE(write_fixture(seed).find(R"("v_format": {"type": "affine4", "group": 32})"),
+            std::string::npos);
+  Scenario s = seed;
+  s.layout.value_dim = 64;
+  s.tokens = GeneratedTokens{.seed = 1, .count = 2};
+  s.expect.clear();
+  s.layout.v_format.group = 64;
+  const std::string written = write_fixture(s);
+  EXPECT_NE(written.find(R"("v_format": "affine4")"), std::string::npos) << written;
+  EXPECT_EQ(parse_fixture(written, "f.json"), s);
+
+  EXPECT_EQ(error_of(with(R"("k_format": "affine8")", 4)),
+            "f.json: $.layout.k_format: expected no affine8 in a version 4 fixture (the affine "
+            "KV formats need \"kvfuzz_fixture\": 5), got \"affine8\"");
+  EXPECT_EQ(error_of(with(R"("k_format": {"type": "affine8", "group": 16})")),
+            "f.json: $.layout.k_format.group: expected 32, 64 or 128 (MLX's group sizes), got 16");
+  EXPECT_EQ(error_of(with(R"("k_format": {"type": "affine2", "group": 128})")),
+            "f.json: $.layout.k_format: expected a head_dim that is a multiple of the group (128) "
+            "for affine2, got head_dim 64");
+  EXPECT_EQ(error_of(with(R"("k_format": {"type": "q8_0", "group": 32})")),
+            "f.json: $.layout.k_format.group: expected no \"group\" for q8_0 (only the affine "
+            "formats have one), got 32");
+  EXPECT_EQ(error_of(with(R"("k_format": "affine4", "rope_theta": 10000)")),
+            "f.json: $.layout.k_format: expected no affine format for keys under RoPE "
+            "(rope_theta): a group's scale after the engine's own rotation is not modelled yet; "
+            "fp8 keys may be rotated");
 }
 
 // Format version 4: MLA's value read from its key. Its explicit tokens carry no "v" (the

@@ -219,6 +219,17 @@ std::vector<double> nibbles_swapped_row() {
   return row;
 }
 
+// affine-pack-order's position 0 read with each word's quants from the top down: element j
+// of each word of 8 takes element 7 - j's value (token 0's row: j - 8, then 23 - j).
+std::vector<double> affine_high_first_row() {
+  std::vector<double> row;
+  for (int j = 0; j < 32; ++j) {
+    const int read = j / 8 * 8 + 7 - j % 8;
+    row.push_back(read < 16 ? read - 8 : 23 - read);
+  }
+  return row;
+}
+
 const std::vector<Prediction>& predictions() {
   static const std::vector<Prediction> table = {
       {"worked-example", "mask-origin", {{{0, 0, 3}, {2}}, {{0, 0, 4}, {3}}}},
@@ -374,6 +385,8 @@ const std::vector<Prediction>& predictions() {
       {"worked-example-fp8-v", "fp8-v-scale-dropped", {{{0, 0, 0}, {8}}, {{0, 0, 4}, {49.6}}}},
       // Each q4_0 element j < 16 read from element j + 16's nibble (7 - j) and back.
       {"q4_0-nibble-order", "q4_0-nibbles-swapped", {{{0, 0, 0}, nibbles_swapped_row()}}},
+      // Each affine4 quant read from the other end of its 32-bit word.
+      {"affine-pack-order", "affine-pack-high-first", {{{0, 0, 0}, affine_high_first_row()}}},
       // MLA's value read from the key's RoPE part, 16, 32, 64, in both q heads.
       {"mla-latent-value",
        "mla-value-at-key-end",

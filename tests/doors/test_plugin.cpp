@@ -202,6 +202,8 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       // The quantized KV caches cross ABI 7's config fields.
       {"fp8-v-scale-dropped", "worked-example-fp8-v", FailureKind::mismatch},
       {"q4_0-nibbles-swapped", "q4_0-nibble-order", FailureKind::mismatch},
+      // MLX's affine groups cross ABI 9's config fields.
+      {"affine-pack-high-first", "affine-pack-order", FailureKind::mismatch},
       // MLA's value read from its key crosses ABI 8's config field.
       {"mla-value-at-key-end", "mla-latent-value", FailureKind::mismatch},
   };
@@ -271,6 +273,7 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .chunked_local = true,
                                           .kv_fp8 = true,
                                           .kv_ggml_blocks = true,
+                                          .kv_affine = true,
                                           .value_from_key = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
   // otherwise (its functions, the model door) is not.
@@ -368,6 +371,9 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
 // added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
 EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   const EngineNumerics defaults;
+  if (version < 9) {  // ABI 9's affine KV groups
+    declared.supports.kv_affine = false;
+  }
   if (version < 8) {  // ABI 8's value read from its key
     declared.supports.value_from_key = false;
   }
@@ -447,7 +453,8 @@ struct Refusal {
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
       {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
-       {"plugin built for engine ABI 9, this kvfuzz speaks 8 and reads 1, 2, 3, 4, 5, 6 and 7"}},
+       {"plugin built for engine ABI 10, this kvfuzz speaks 9 and reads 1, 2, 3, 4, 5, 6, 7 and "
+        "8"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -464,7 +471,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 8, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 9, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
@@ -507,7 +514,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0x202; expected KVFUZZ_SUPPORTS_* flags (bits of 0x1ff)"}},
+       {"engine 'second' has supports 0x402; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3ff)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

@@ -116,13 +116,15 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
                        }),
             drawn / 2);
   // Without it declared, the scenarios are the others' choice for choice: only the layout of
-  // the drawn ones differs.
-  GeneratorOptions without = o;
+  // the drawn ones differs (the affine formats, drawn after it, are left out of both).
+  GeneratorOptions with = o;
+  with.supports.kv_affine = false;
+  GeneratorOptions without = with;
   without.supports.value_from_key = false;
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     PrngChoiceSource a(seed), b(seed);
     Scenario before = generate_scenario(a, without);
-    Scenario after = generate_scenario(b, o);
+    Scenario after = generate_scenario(b, with);
     if (after.layout.value_from_key) continue;
     EXPECT_EQ(before, after) << seed;
   }

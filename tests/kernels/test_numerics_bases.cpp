@@ -168,7 +168,7 @@ TEST(NumericsBases, EveryMutantOnEachProfileIsRejectedByAMarginOfTenOrMore) {
       static const std::set<std::string> kFeatureMutants = {
           "softcap-twice-split",        "sink-prefill-only",   "alibi-kv-head-slope",
           "chunked-local-from-request", "fp8-v-scale-dropped", "q4_0-nibbles-swapped",
-          "mla-value-at-key-end"};
+          "affine-pack-high-first",     "mla-value-at-key-end"};
       if (kFeatureMutants.count(mutant.name) != 0) {
         for (bool EngineSupports::*feature : kFeatureSupports) options.supports.*feature = true;
       }

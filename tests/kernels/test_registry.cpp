@@ -53,6 +53,7 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "chunked-local-from-request",
                                        "fp8-v-scale-dropped",
                                        "q4_0-nibbles-swapped",
+                                       "affine-pack-high-first",
                                        "mla-value-at-key-end"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());

@@ -498,6 +498,8 @@ const std::map<std::string, Bound>& bounds() {
       {"fp8-v-scale-dropped", {1, 1, 1, 1}},
       // one token whose V row is one q4_0 block (value_dim 32, which the format needs)
       {"q4_0-nibbles-swapped", {1, 1, 1, 1, 1, 32}},
+      // one token whose V row is one affine group of 32 (the smallest group)
+      {"affine-pack-high-first", {1, 1, 1, 1, 1, 32}},
       // one token whose key row is [latent; another element]: the value read from the end
       {"mla-value-at-key-end", {1, 1, 1, 1, 2, 1}},
   };

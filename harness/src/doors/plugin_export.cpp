@@ -102,7 +102,14 @@ kvfuzz::KvFormat kv_format_of(int32_t code, const double* scales, int32_t group,
                       std::to_string(code));
   }
   kvfuzz::KvFormat format{static_cast<kvfuzz::KvQuant>(code), {}};
-  if (kvfuzz::is_affine(format.quant)) format.group = group;
+  if (kvfuzz::is_affine(format.quant)) {
+    const auto& groups = kvfuzz::kAffineGroups;
+    if (std::find(std::begin(groups), std::end(groups), group) == std::end(groups)) {
+      throw EngineError(std::string("config.") + field + ": an affine format with group " +
+                        std::to_string(group) + "; expected 32, 64 or 128");
+    }
+    format.group = group;
+  }
   if (!kvfuzz::is_fp8(format.quant)) return format;
   if (scales == nullptr) {
     throw EngineError(std::string("config.") + field + ": an fp8 format with NULL scales");

@@ -23,6 +23,30 @@ constexpr std::array<KvQuant, 3> kAffine{KvQuant::affine4, KvQuant::affine8, KvQ
 
 }  // namespace
 
+namespace {
+
+// Explicit tokens to the layout's dims: an MLA value turned off becomes its key's prefix
+// again, and every row is padded with zeros (a zero q or k element adds nothing to a score,
+// a zero v element is a zero output element).
+void fit_explicit_tokens(const Layout& l, bool had_value_from_key, Scenario& s) {
+  auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens);
+  if (list == nullptr) return;
+  const auto pad = [](std::vector<std::vector<double>>& heads, int dim) {
+    for (auto& head : heads) head.resize(static_cast<size_t>(dim), 0.0);
+  };
+  for (ExplicitToken& t : *list) {
+    if (had_value_from_key && !l.value_from_key) {
+      t.v = t.k;
+      pad(t.v, l.value_dim);
+    }
+    pad(t.q, l.head_dim);
+    pad(t.k, l.head_dim);
+    pad(t.v, l.value_dim);
+  }
+}
+
+}  // namespace
+
 void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
   const EngineSupports& can = b.supports;
   if (!can.kv_affine) return;
@@ -31,35 +55,28 @@ void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
   const bool by_chance = rarely(c, kAffineCaseOdds);
   const auto pick = static_cast<size_t>(c.pick(0, 15));
   const auto group_pick = static_cast<size_t>(c.pick(0, 15));
-  // Generated tokens follow the layout's dims; explicit ones keep theirs (and need their v).
-  const bool generated = std::holds_alternative<GeneratedTokens>(s.tokens);
-  if (!generated && l.value_from_key) return;
-  // The groups that fit the bounds and the engine's multiple (and the dims, for explicit
-  // tokens), smallest first.
+  // The groups that fit the bounds and the engine's multiple, smallest first.
   std::vector<int> groups;
   for (const int g : kAffineGroups) {
-    const bool fits = generated || (l.head_dim % g == 0 && l.value_dim % g == 0);
-    if (fits && g <= b.head_dim && g % std::max(1, can.head_dim_multiple) == 0) {
-      groups.push_back(g);
-    }
+    if (g <= b.head_dim && g % std::max(1, can.head_dim_multiple) == 0) groups.push_back(g);
   }
   if (groups.empty()) return;
-  KvQuant quant = kAffine[pick % kAffine.size()];
-  if (!want.empty()) {
-    // The filter's draw: one of its affine formats, or one of its others (left as drawn).
-    if (!is_affine(want[pick % want.size()])) return;
-    quant = want[pick % want.size()];
-    l.rope_theta.reset();
-    l.value_from_key = false;
-  } else if (!by_chance || l.rope_theta || l.quantized_kv() || l.value_from_key) {
+  if (want.empty() && (!by_chance || l.rope_theta || l.quantized_kv() || l.value_from_key)) {
     return;
   }
+  // The filter's draw: one of its affine formats, or one of its others (left as drawn).
+  if (!want.empty() && !is_affine(want[pick % want.size()])) return;
+  const KvQuant quant = want.empty() ? kAffine[pick % kAffine.size()] : want[pick % want.size()];
+  const Scenario before = s;
+  l.rope_theta.reset();  // a filter's: off (the others never get here with RoPE or MLA)
+  l.value_from_key = false;
+  const Scenario wanted = s;
   // The drawn group, or a smaller one where the dims it needs would overflow the page pool
-  // drawn for the old ones (a wide pool is sized to the limit); none fits: no affine format.
-  const Layout before = l;
+  // drawn for the old ones (a wide pool is sized to the limit); with a filter, then the pool
+  // the program needs; none fits: no affine format.
   for (size_t i = group_pick % groups.size() + 1; i-- > 0;) {
     const int group = groups[i];
-    l = before;
+    s = wanted;
     l.k_format = KvFormat{quant, {}, group};
     l.v_format = KvFormat{quant, {}, group};
     if (l.head_dim % group != 0) {
@@ -71,9 +88,14 @@ void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
       l.value_dim = group;
       if (can.value_dim_is_head_dim) l.head_dim = group;
     }
+    fit_explicit_tokens(l, before.layout.value_from_key, s);
     if (!validate(s)) return;
+    if (!want.empty() && s.placement.pool_pages) {
+      s.placement.pool_pages.reset();
+      if (!validate(s)) return;
+    }
   }
-  l = before;
+  s = before;
 }
 
 void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {

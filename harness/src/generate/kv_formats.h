@@ -13,9 +13,9 @@
 // MLX's affine groups (affine2, affine4, affine8; EngineSupports::kv_affine) are drawn apart,
 // after every other choice of the scenario (pick_affine_kv), so that a stream without them
 // is the one it was before they came: about one scenario in four of those that could hold
-// one (no RoPE, no other format, no MLA, generated tokens) stores K and V in one affine
-// format and group, as MLX's QuantizedKVCache stores both with one setting; head_dim and
-// value_dim become the group when they are not multiples of it.
+// one (no RoPE, no other format, no MLA) stores K and V in one affine format and group, as
+// MLX's QuantizedKVCache stores both with one setting; head_dim and value_dim become the
+// group when they are not multiples of it (explicit tokens padded with zeros).
 #pragma once
 
 #include "generate/bounds.h"
@@ -31,7 +31,7 @@ inline constexpr int kAffineCaseOdds = 4;
 void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l);
 // Sets an affine format on K and V of `s` (everything else drawn already). A filter that
 // lists affine formats forces one as often as they are in its list: RoPE and MLA are then
-// turned off and another format replaced.
+// turned off, another format replaced, and a pool too wide for the new dims given up.
 void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s);
 
 }  // namespace kvfuzz
