@@ -107,7 +107,7 @@ const std::vector<MutantRow>& rejection_table() {
       // declared there too).
       {"fp8-v-scale-dropped",     {{Property::prefix,   60,   19}}, true},
       {"q4_0-nibbles-swapped",    {{Property::prefix,   80,   28}}, true},
-      {"affine-pack-high-first",  {{Property::prefix,   80,    0}}, true},
+      {"affine-pack-high-first",  {{Property::prefix,   40,    7}}, true},
       // MLA's value read from its key, on the same grid.
       {"mla-value-at-key-end",    {{Property::prefix,   60,   25}}, true},
   };

@@ -16,7 +16,12 @@ keys p - W + 1 .. p), then cache.update_and_fetch(k, v) and base.scaled_dot_prod
 batch 1. reset is a new cache, truncate is cache.trim(length - keep) (what mlx-lm's
 prompt cache trimming calls), fork copies the cache's state and buffers. --cache rotating
 gives a windowed layout's sequences RotatingKVCache(max_size=W), as mlx-lm's sliding-window
-layers do, and has no truncate (it cannot trim once its ring has wrapped).
+layers do, and has no truncate (it cannot trim once its ring has wrapped). --cache quantized
+gives a layout whose K and V are stored in one of kvfuzz's affine formats (affine2, affine4,
+affine8 with groups of 32, 64 or 128: MLX's own quantizer, docs/fixture-format.md)
+QuantizedKVCache(group_size, bits), mlx-lm's quantized cache, whose attention is
+base.quantized_scaled_dot_product_attention (mx.quantized_matmul for q.k and P.v); other
+layouts get KVCache, as with --cache kv.
 
   * RoPE: the adapter rotates q and k in float64 at their positions and rounds them once
     to the dtype (mx.fast.rope in the model's dtype is a numerics kvfuzz models as
@@ -43,10 +48,22 @@ bound covers every value in range; README.md, "Half precision"). Sinks are f32 o
 rounds them to f16, which the judge does not model). bf16 is not offered: kvfuzz cannot
 declare scores rounded to bf16 yet.
 
---bug window|scale|rope|sinks|gqa breaks one mapping on purpose (negative controls): a
+The quantized cache (--cache quantized, f32): mlx-lm's QuantizedKVCache quantizes each new
+row with mx.quantize in the dtype it is given, so the adapter gives it K and V in the
+layout's dtype (f32, f16 or bf16), and each group's scale and bias are stored in that dtype
+(kvfuzz's definition); the attention then runs in f32 (queries f32, the scales and biases
+cast up to f32, which is exact, for mx.quantized_matmul). queries * scale in f32; q.k by
+quantized_matmul (transpose=True: each element read as scale * q + bias in f32, summed in
+f32 in head_dim order); the boolean mask as where(mask, s, finfo.min); softmax(precise);
+P.v by quantized_matmul (f32 sums in key order): the f32 declarations hold as they are.
+mlx-lm refuses sinks with a quantized cache, so this engine declares none.
+
+--bug window|scale|rope|sinks|gqa|bits breaks one mapping on purpose (negative controls): a
 window one key wider, the default scale 1/sqrt(head_dim), interleaved (GPT-J) RoPE pairs,
-the sinks of q head h taken from h + 1, or the kv heads tiled before the call (repeat
-where repeat_interleave was meant), so q head h reads kv head h % kv_heads.
+the sinks of q head h taken from h + 1, the kv heads tiled before the call (repeat where
+repeat_interleave was meant), so q head h reads kv head h % kv_heads, or (--cache quantized)
+a QuantizedKVCache of 8 bits for a 4-bit format and of 4 for the others, as a model whose
+kv_bits were set apart from the cache it was checked against.
 """
 
 import argparse
@@ -56,14 +73,14 @@ import sys
 import mlx.core as mx
 import numpy as np
 from mlx_lm.models.base import create_attention_mask, scaled_dot_product_attention
-from mlx_lm.models.cache import KVCache, RotatingKVCache
+from mlx_lm.models.cache import KVCache, QuantizedKVCache, RotatingKVCache
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import kv_adapter as common  # noqa: E402
 
 mx.set_default_device(mx.cpu)
 
-BUGS = ("window", "scale", "rope", "sinks", "gqa")
+BUGS = ("window", "scale", "rope", "sinks", "gqa", "bits")
 # exp(s - max) by mlx's simd::exp: measured up to 65 ulps of 2^-24 (32 f32 ulps of 2^-23,
 # kvfuzz's unit) relative on [-87, 0] (README.md), declared with twice that.
 EXP_ULPS = 64
@@ -71,6 +88,9 @@ EXP_ULPS = 64
 
 MX_DTYPES = {"f32": mx.float32, "f16": mx.float16}
 NP_DTYPES = {"f32": np.float32, "f16": np.float16}
+# The dtypes a quantized cache is handed K and V in (the layout's: its scales follow it).
+STORAGE_DTYPES = {"f32": mx.float32, "f16": mx.float16, "bf16": mx.bfloat16}
+AFFINE_BITS = {"affine2": 2, "affine4": 4, "affine8": 8}
 
 
 def parse(argv=None):
@@ -78,10 +98,11 @@ def parse(argv=None):
     parser.add_argument("--dtype", choices=sorted(MX_DTYPES), default="f32")
     parser.add_argument(
         "--cache",
-        choices=("kv", "rotating"),
+        choices=("kv", "rotating", "quantized"),
         default="kv",
         help="rotating: a layout with a window W gets mlx-lm's RotatingKVCache(max_size=W), "
-        "as mlx-lm's sliding-window layers do (no truncate: it cannot trim once it wraps)",
+        "as mlx-lm's sliding-window layers do (no truncate: it cannot trim once it wraps); "
+        "quantized: a layout with an affine KV format gets mlx-lm's QuantizedKVCache (f32)",
     )
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     return parser.parse_args(argv)
@@ -90,7 +111,9 @@ def parse(argv=None):
 def factory(argv=None):
     """An engine factory for kvfuzz.check / kvfuzz.replay, with the command line's flags."""
     options = parse(argv)
-    engine = MlxRotatingEngine if options.cache == "rotating" else MlxSdpaEngine
+    if options.cache == "quantized" and options.dtype != "f32":
+        raise SystemExit("--cache quantized runs its attention in f32: no --dtype f16")
+    engine = {"rotating": MlxRotatingEngine, "quantized": MlxQuantizedEngine}.get(options.cache, MlxSdpaEngine)
     return lambda config: engine(config, options)
 
 
@@ -111,7 +134,15 @@ def numerics(dtype):
 
 
 def _copied(array):
-    return None if array is None else mx.array(np.array(array))
+    """A copy of an array, or of each of a tuple's (QuantizedKVCache's packed words, scales
+    and biases)."""
+    if isinstance(array, tuple):
+        return tuple(_copied(a) for a in array)
+    if array is None:
+        return None
+    # Through numpy, which has no bfloat16: such an array crosses as f32 (exact) and back.
+    wide = array.astype(mx.float32) if array.dtype == mx.bfloat16 else array
+    return mx.array(np.array(wide)).astype(array.dtype)
 
 
 def copy_cache(cache):
@@ -171,13 +202,13 @@ class _MlxEngine:
             raise ValueError(f"fork of sequence {src} into itself")
         self.caches[dst] = copy_cache(source)
 
-    def _input(self, rows, rotate_from=None):
-        """rows[token][head][lane] as (1, heads, tokens, lanes) in the engine's dtype."""
+    def _input(self, rows, rotate_from=None, dtype=None):
+        """rows[token][head][lane] as (1, heads, tokens, lanes) in `dtype` (the engine's)."""
         array = np.asarray(rows, dtype=np.float64)
         if rotate_from is not None and self.config.rope_theta is not None:
             array = common.rotate(self.config, array, rotate_from, self.options.bug == "rope")
         array = array.astype(np.float32).transpose(1, 0, 2)[None]
-        return mx.array(np.ascontiguousarray(array)).astype(MX_DTYPES[self.dtype])
+        return mx.array(np.ascontiguousarray(array)).astype(dtype or MX_DTYPES[self.dtype])
 
     def _forward(self, chunk):
         c, cache = self.config, self.caches[chunk.seq]
@@ -205,6 +236,66 @@ class MlxSdpaEngine(_MlxEngine):
         if not 0 <= keep <= cache.offset:
             raise ValueError(f"sequence {seq} holds {cache.offset} tokens, cannot keep {keep}")
         cache.trim(cache.offset - keep)
+
+
+class MlxQuantizedEngine(MlxSdpaEngine):
+    """A layout whose K and V are stored in one affine format: mlx-lm's
+    QuantizedKVCache(group_size, bits) per sequence, given K and V in the layout's dtype (so
+    its scales and biases are stored in that dtype, as kvfuzz's format says), and the
+    attention of base.scaled_dot_product_attention (its quantized branch) in f32. Other
+    layouts: KVCache, as MlxSdpaEngine. truncate is the cache's trim."""
+
+    def __init__(self, config, options):
+        formats = (config.k_format, config.v_format)
+        self.quantized = None
+        if any(f is not None for f in formats):
+            kinds = [(f or {}).get("type") for f in formats]
+            if formats[0] != formats[1] or kinds[0] not in AFFINE_BITS:
+                raise ValueError(
+                    f"layout.k_format {formats[0]}, v_format {formats[1]}: mlx-lm's "
+                    "QuantizedKVCache stores K and V in one affine format and group"
+                )
+            bits = AFFINE_BITS[kinds[0]]
+            if options.bug == "bits":
+                bits = 8 if bits == 4 else 4
+            self.quantized = (formats[0]["group"], bits)
+        super().__init__(config, options)
+        self.supports = {"dtypes": ["f32", "f16", "bf16"], "windows": True, "kv_affine": True}
+        # f32 arithmetic for every layout dtype; rotated q and k (RoPE layouts, which have
+        # no affine format) are rounded to f32, not to an f16 or bf16 layout's dtype.
+        self.numerics = {**numerics("f32"), "rotated_keys_in_storage": False, "rotated_queries_in_storage": False}
+
+    def new_cache(self):
+        if self.quantized is None:
+            return KVCache()
+        group, bits = self.quantized
+        return QuantizedKVCache(group_size=group, bits=bits)
+
+    def step(self, chunks):
+        seqs = [chunk.seq for chunk in chunks]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
+        # Every layout dtype: the attention runs in f32 either way (see the class).
+        return [self._forward(chunk) for chunk in chunks]
+
+    def _forward(self, chunk):
+        if self.quantized is None:
+            return super()._forward(chunk)
+        c, cache = self.config, self.caches[chunk.seq]
+        past, new = cache.offset, len(chunk.q)
+        mask = create_attention_mask(mx.zeros((1, new, 1)), cache, window_size=self.window)
+        queries = self._input(chunk.q, past)
+        # K and V reach the cache in the layout's dtype (exact: they are rounded to it), so
+        # mx.quantize stores each group's scale and bias in that dtype.
+        storage = STORAGE_DTYPES[c.dtype]
+        keys, values = cache.update_and_fetch(self._input(chunk.k, past, storage), self._input(chunk.v, None, storage))
+        # The packed words as stored; the scales and biases cast up to f32 (exact), so that
+        # quantized_matmul runs in f32 with the queries.
+        keys, values = ((w, s.astype(mx.float32), b.astype(mx.float32)) for w, s, b in (keys, values))
+        scale = c.head_dim**-0.5 if self.options.bug == "scale" else float(c.scale)
+        out = scaled_dot_product_attention(queries, keys, values, cache, scale, mask)
+        rows = np.array(out[0].astype(mx.float32), dtype=np.float64).transpose(1, 0, 2)
+        return range(past, past + new), rows
 
 
 class MlxRotatingEngine(_MlxEngine):

@@ -136,7 +136,8 @@ std::string features_text(const EngineSupports& s) {
       const bool feature = std::find(kFeatureSupports.begin(), kFeatureSupports.end(),
                                      field.member) != kFeatureSupports.end();
       const bool kv = field.member == &EngineSupports::kv_fp8 ||
-                      field.member == &EngineSupports::kv_ggml_blocks;
+                      field.member == &EngineSupports::kv_ggml_blocks ||
+                      field.member == &EngineSupports::kv_affine;
       if (feature && !kv && s.*field.member)
         names += (names.empty() ? "" : ", ") + std::string(field.name);
     }
@@ -144,11 +145,15 @@ std::string features_text(const EngineSupports& s) {
   return names.empty() ? "none" : names;
 }
 
-// "fp8, ggml blocks": the quantized KV formats declared, "none" for none.
+// "fp8, ggml blocks, affine groups": the quantized KV formats declared, "none" for none.
 std::string kv_formats_text(const EngineSupports& s) {
-  if (s.kv_fp8 && s.kv_ggml_blocks) return "fp8, ggml blocks";
-  if (s.kv_fp8) return "fp8";
-  return s.kv_ggml_blocks ? "ggml blocks" : "none";
+  std::string names;
+  for (const auto& [declared, name] :
+       {std::pair{s.kv_fp8, "fp8"}, std::pair{s.kv_ggml_blocks, "ggml blocks"},
+        std::pair{s.kv_affine, "affine groups"}}) {
+    if (declared) names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  return names.empty() ? "none" : names;
 }
 
 std::string supports_text(const EngineSupports& s) {

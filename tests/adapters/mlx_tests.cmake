@@ -36,6 +36,13 @@ kvfuzz_mlx_test(mlx_sdpa_bug_gqa 1 60 mlx_sdpa_engine.py --bug gqa)
 # cases of seed 2 slid the window 5,444 times and passed; one key wider is caught at case 1.
 kvfuzz_mlx_test(mlx_sdpa_rotating 0 60 mlx_sdpa_engine.py --cache rotating CHECK --window on)
 kvfuzz_mlx_test(mlx_sdpa_rotating_bug_window 1 60 mlx_sdpa_engine.py --cache rotating --bug window CHECK --window on)
+# mlx-lm's QuantizedKVCache for layouts in kvfuzz's affine formats (MLX's own quantizer: K and
+# V in one format and group, every scenario with one), its attention through
+# quantized_matmul in f32; a cache of another bit width than the layout's is caught at case 1.
+kvfuzz_mlx_test(mlx_sdpa_quantized 0 60 mlx_sdpa_engine.py --cache quantized CHECK --kv-format
+                affine2,affine4,affine8)
+kvfuzz_mlx_test(mlx_sdpa_quantized_bug_bits 1 60 mlx_sdpa_engine.py --cache quantized --bug bits
+                CHECK --kv-format affine2,affine4,affine8)
 
 # The model level (adapters/mlx/mlx_model_engine.py): kvfuzz's tiny transformer as an mlx-lm
 # llama model, its cached decode through the model's own __call__ and per-layer KVCaches,

@@ -81,7 +81,7 @@ class QuantizedEngine(FeaturesEngine):
     layout's k_format / v_format through kvfuzz.quantize_row, and attends over what
     kvfuzz.dequantize_row reads back."""
 
-    supports = {**FEATURES, "kv_fp8": True, "kv_ggml_blocks": True}
+    supports = {**FEATURES, "kv_fp8": True, "kv_ggml_blocks": True, "kv_affine": True}
 
     def _store(self, rows, which):
         fmt = getattr(self.config, which + "_format")
@@ -92,8 +92,12 @@ class QuantizedEngine(FeaturesEngine):
             for g in range(rows.shape[1]):
                 row = rows[t, g].astype(DTYPES[self.config.dtype]).astype(np.float32)
                 scale = fmt["scales"][g] if fmt["scales"] else 1.0
-                data = kvfuzz.quantize_row(fmt["type"], row, scale)
-                out[t, g] = kvfuzz.dequantize_row(fmt["type"], data, row.size, self._read_scale(scale, which))
+                # An affine group's scale and bias are stored in the layout's dtype.
+                group = fmt.get("group", 64)
+                data = kvfuzz.quantize_row(fmt["type"], row, scale, group=group, dtype=self.config.dtype)
+                out[t, g] = kvfuzz.dequantize_row(
+                    fmt["type"], data, row.size, self._read_scale(scale, which), group=group
+                )
         return out
 
     def _read_scale(self, scale, which):

@@ -59,19 +59,19 @@ def test_the_sink_dropped_when_decoding_is_rejected(tmp_path):
     assert not result.passed
 
 
-KV_SEEDS = ["worked-example-fp8-v.json", "q4_0-nibble-order.json"]
+KV_SEEDS = ["worked-example-fp8-v.json", "q4_0-nibble-order.json", "affine-pack-order.json"]
 
 
 def test_a_quantized_cache_gets_its_formats_and_passes_their_seeds_and_cases(tmp_path):
     declared = kvfuzz.engine(QuantizedEngine).declarations()["supports"]
-    assert declared["kv_fp8"] and declared["kv_ggml_blocks"]
+    assert declared["kv_fp8"] and declared["kv_ggml_blocks"] and declared["kv_affine"]
     for seed in KV_SEEDS:
         result = kvfuzz.replay(os.path.join(SEEDS, seed), QuantizedEngine)
         assert result.passed and result.count("pass") == 1, (seed, result)
         # The plain numpy engine declares neither: skipped, with the reason.
         skipped = kvfuzz.replay(os.path.join(SEEDS, seed), NumpyEngine)
         assert skipped.count("skip") == 1 and "KV cache" in skipped.summary()
-    # One case in four has a format (generate/kv_formats.h): 40 cases reach both families.
+    # One case in four has a format (generate/kv_formats.h): 40 cases reach all three families.
     result = kvfuzz.check(QuantizedEngine, cases=40, seed=1, out=str(tmp_path / "out"))
     assert result.passed, result
 
