@@ -648,14 +648,21 @@ TEST(FixtureFeatures, Version2HoldsTheAttentionFeaturesAndVersion1ReadsUnchanged
             "f.json: $.layout.chunked_local: expected an integer in [1, 16384], got 0");
 }
 
-TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged) {
+// The worked example as a fixture of `version` with `fields` added to its layout and its
+// `dim` line ("value_dim": 1 or "head_dim": 1) replaced by `dims`.
+std::string worked_example_with(const std::string& fields, int version, const std::string& dim,
+                                const std::string& dims) {
   const std::string layout_end = R"("dtype": "f32")";
-  const auto with = [&](const std::string& fields, int version = 3,
-                        const std::string& dims = R"("value_dim": 1)") {
-    return replace(
-        replace(replace(kWorkedExample, layout_end, layout_end + ",\n    " + fields),
-                R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": )" + std::to_string(version)),
-        R"("value_dim": 1)", dims);
+  return replace(
+      replace(replace(kWorkedExample, layout_end, layout_end + ",\n    " + fields),
+              R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": )" + std::to_string(version)),
+      dim, dims);
+}
+
+TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged) {
+  const auto with = [](const std::string& fields, int version = 3,
+                       const std::string& dims = R"("value_dim": 1)") {
+    return worked_example_with(fields, version, R"("value_dim": 1)", dims);
   };
   const std::string fp8 = with(R"("k_format": {"type": "fp8_e5m2", "scale": 0.5})");
   const Scenario s = parse_fixture(fp8, "f.json");
@@ -709,13 +716,8 @@ TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged
 // that are not whole groups, a group on another format and affine keys under RoPE are
 // refused with one line each.
 TEST(FixtureKvFormats, Version5HoldsTheAffineGroups) {
-  const std::string layout_end = R"("dtype": "f32")";
-  const auto with = [&](const std::string& fields, int version = 5,
-                        const std::string& dims = R"("head_dim": 64)") {
-    return replace(
-        replace(replace(kWorkedExample, layout_end, layout_end + ",\n    " + fields),
-                R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": )" + std::to_string(version)),
-        R"("head_dim": 1)", dims);
+  const auto with = [](const std::string& fields, int version = 5) {
+    return worked_example_with(fields, version, R"("head_dim": 1)", R"("head_dim": 64)");
   };
   const Scenario seed =
       load_fixture(fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds/affine-pack-order.json");
