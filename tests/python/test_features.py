@@ -71,7 +71,7 @@ def test_a_quantized_cache_gets_its_formats_and_passes_their_seeds_and_cases(tmp
         # The plain numpy engine declares neither: skipped, with the reason.
         skipped = kvfuzz.replay(os.path.join(SEEDS, seed), NumpyEngine)
         assert skipped.count("skip") == 1 and "KV cache" in skipped.summary()
-    # One case in four has a format (generate/kv_formats.h): 40 cases reach all three families.
+    # One case in four has a format (generate/kv_formats.h): 40 cases reach both families.
     result = kvfuzz.check(QuantizedEngine, cases=40, seed=1, out=str(tmp_path / "out"))
     assert result.passed, result
 
