@@ -7,6 +7,7 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,11 @@ void bind_kv_formats(nb::module_& m) {
          const std::string& dtype) {
         const KvFormat format = format_of(format_name, scale, group);
         const int n = row_length(format, values.shape(0));
+        // A NaN or infinity has no affine quant (MLX's rint of it is undefined to cast).
+        if (is_affine(format.quant) && !std::all_of(values.data(), values.data() + n,
+                                                    [](float x) { return std::isfinite(x); })) {
+          throw nb::value_error("values: an affine format quantizes finite values only");
+        }
         std::string bytes(row_bytes(format, n), '\0');
         encode_row(format, dtype_of(dtype), 0, values.data(), n,
                    reinterpret_cast<uint8_t*>(bytes.data()));

@@ -101,6 +101,49 @@ TEST(BuiltinPlugin, ExportsNothingButTheEntryPoint) {
   dlclose(handle);  // only drops this reference: resolve_engine keeps the library loaded
 }
 
+// A C host's config that kvfuzz never sends (it validates first): an affine group that is not
+// MLX's, or rows that are not whole groups or blocks, is one line, never a division by zero.
+TEST(BuiltinPlugin, AQuantizedConfigWithRowsThatAreNotWholeGroupsIsRefused) {
+  void* handle = dlopen(kBuiltin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  const auto entry =
+      reinterpret_cast<kvfuzz_engine_plugin_fn>(dlsym(handle, KVFUZZ_ENGINE_PLUGIN_SYMBOL));
+  ASSERT_NE(entry, nullptr);
+  const kvfuzz_engine_plugin_table* table = entry();
+  const kvfuzz_engine_api* paged = nullptr;
+  for (uint32_t i = 0; i < table->engine_count; ++i) {
+    if (std::string(table->engines[i].name) == "paged") paged = &table->engines[i];
+  }
+  ASSERT_NE(paged, nullptr);
+  const std::vector<int32_t> pages = {0, 1, 2, 3};
+  kvfuzz_engine_config c{};
+  c.struct_size = sizeof(kvfuzz_engine_config);
+  c.q_heads = c.kv_heads = c.sequences = 1;
+  c.head_dim = 16;
+  c.value_dim = 64;
+  c.page_size = 16;
+  c.scale = 0.25;
+  c.pool_pages = 4;
+  c.page_order = pages.data();
+  const auto refusal = [&](int32_t format, int32_t group) {
+    c.k_format = format;
+    c.k_group = group;
+    const char* error = nullptr;
+    kvfuzz_engine* engine = paged->create(&c, &error);
+    if (engine != nullptr) paged->destroy(engine);
+    return engine == nullptr && error != nullptr ? std::string(error) : std::string("created");
+  };
+  EXPECT_EQ(refusal(KVFUZZ_KV_AFFINE4, 48),
+            "config.k_format: an affine format with group 48; expected 32, 64 or 128");
+  EXPECT_EQ(refusal(KVFUZZ_KV_AFFINE4, 32),
+            "config.k_format: affine4 stores rows of a multiple of 32 elements, got 16");
+  EXPECT_EQ(refusal(KVFUZZ_KV_Q8_0, 0),
+            "config.k_format: q8_0 stores rows of a multiple of 32 elements, got 16");
+  c.head_dim = 64;
+  EXPECT_EQ(refusal(KVFUZZ_KV_AFFINE8, 64), "created");
+  dlclose(handle);
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

@@ -107,3 +107,16 @@ def test_formats_refuse_what_they_cannot_hold():
         kvfuzz.quantize_row("int8", np.zeros(32, np.float32))
     with pytest.raises(ValueError, match="expected 34 bytes"):
         kvfuzz.dequantize_row("q8_0", b"\0" * 33, 32)
+    # The affine formats (MLX's groups): their group, whole rows, no scale, a known dtype,
+    # finite values (a NaN has no quant).
+    with pytest.raises(ValueError, match="group: expected 32, 64 or 128"):
+        kvfuzz.quantize_row("affine4", np.zeros(96, np.float32), group=48)
+    with pytest.raises(ValueError, match="multiple of its group \\(64\\)"):
+        kvfuzz.quantize_row("affine4", np.zeros(96, np.float32))
+    with pytest.raises(ValueError, match="stores its own scales"):
+        kvfuzz.quantize_row("affine8", np.zeros(64, np.float32), 2.0)
+    with pytest.raises(ValueError, match="dtype: expected 'f32', 'f16' or 'bf16'"):
+        kvfuzz.quantize_row("affine8", np.zeros(64, np.float32), dtype="f64")
+    with pytest.raises(ValueError, match="finite"):
+        kvfuzz.quantize_row("affine2", np.full(32, np.nan, np.float32), group=32)
+    assert len(kvfuzz.quantize_row("affine2", np.zeros(64, np.float32), group=32)) == 2 * (8 + 8)

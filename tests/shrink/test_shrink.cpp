@@ -604,6 +604,25 @@ TEST(Shrink, FeaturesTheFailureDoesNotNeedAreRemoved) {
   EXPECT_GE(features->accepted, 3);
 }
 
+// An affine group wider than the failure needs narrows to 32 (the measure counts wide groups),
+// and the rows with it.
+TEST(Shrink, AnAffineGroupNarrowsTo32) {
+  Scenario s = load_fixture(fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds/affine-pack-order.json");
+  s.expect.clear();
+  s.layout.value_dim = 128;
+  s.layout.v_format.group = 128;
+  for (ExplicitToken& t : std::get<std::vector<ExplicitToken>>(s.tokens)) {
+    for (auto& head : t.v) head.resize(128, 0.0);
+  }
+  ASSERT_FALSE(validate(s));
+  const EngineInfo& mutant = engine("affine-pack-high-first");
+  ASSERT_FALSE(judge_property(Property::prefix, s, mutant).pass);
+  const auto result = shrink(s, mutant, ShrinkOptions{});
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->scenario.layout.v_format.group, 32);
+  EXPECT_EQ(result->scenario.layout.value_dim, 32);
+}
+
 TEST(Shrink, NeverAcceptsACandidateThatFailsAnotherWay) {
   const EngineInfo two_faced{"two-faced", "test engine", true, [](const EngineConfig& config) {
                                return std::make_unique<TwoFacedEngine>(config);

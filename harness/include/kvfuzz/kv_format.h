@@ -89,6 +89,13 @@ struct KvFormat {
   bool operator==(const KvFormat&) const = default;
 };
 
+// What a row's length must be a multiple of: 32 for a block format, the group for an affine
+// one, 1 for the others.
+inline int row_multiple(const KvFormat& format) {
+  if (is_ggml_block(format.quant)) return kGgmlBlock;
+  return is_affine(format.quant) ? format.group : 1;
+}
+
 // Bytes of one stored row of n elements (fp8: n; a block format: n / 32 blocks; an affine
 // format: n / group groups, each an f32 scale and bias, then its quants packed into
 // little-endian 32-bit words, element k of a word in bits [k * bits, (k + 1) * bits), as

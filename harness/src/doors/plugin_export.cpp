@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -158,6 +159,17 @@ kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
   layout.k_format = kv_format_of(c->k_format, c->k_scales, c->k_group, c->kv_heads, "k_format");
   layout.v_format = kv_format_of(c->v_format, c->v_scales, c->v_group, c->kv_heads, "v_format");
   layout.value_from_key = c->value_from_key != 0;
+  // A block or group format stores whole rows only (what validate() asks of a fixture).
+  for (const auto& [format, row, name] : {std::tuple{&layout.k_format, c->head_dim, "k_format"},
+                                          std::tuple{&layout.v_format, c->value_dim, "v_format"}}) {
+    const int multiple = kvfuzz::row_multiple(*format);
+    if (format->quantized() && (row <= 0 || row % multiple != 0)) {
+      throw EngineError(std::string("config.") + name + ": " +
+                        std::string(kvfuzz::kv_quant_name(format->quant)) +
+                        " stores rows of a multiple of " + std::to_string(multiple) +
+                        " elements, got " + std::to_string(row));
+    }
+  }
   config.sequences = c->sequences;
   config.poison = poison_of(c->poison);
   config.page_order.assign(c->page_order, c->page_order + c->pool_pages);

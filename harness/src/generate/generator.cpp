@@ -112,8 +112,19 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // MLA's value read from its key, drawn after everything else (the features' grid and every
   // other choice as before it came); model bounds declare no features, so nothing is drawn.
   pick_value_from_key(c, bounds, s);
-  // MLX's affine KV groups, after that (generate/kv_formats.h): the same.
+  // MLX's affine KV groups, after that (generate/kv_formats.h): the same. A head widened to
+  // the group gets its score spread sized again (generated tokens: explicit ones are padded
+  // with zeros, which leaves every score as it was), so that the scores stay within the
+  // spread's bound (f16's range for the largest).
+  const int drawn_head_dim = s.layout.head_dim;
   pick_affine_kv(c, bounds, s);
+  if (auto* generated = std::get_if<GeneratedTokens>(&s.tokens);
+      generated && s.layout.head_dim != drawn_head_dim && !options.long_context) {
+    ScoreSpreadChoices spread = score_spread_from_seed(generated->seed);
+    spread.bound_log2 = std::min(spread.bound_log2, options.max_score_spread_log2);
+    generated->qk_log2 = 0;
+    apply_score_spread(spread, s);
+  }
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

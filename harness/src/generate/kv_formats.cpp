@@ -27,7 +27,7 @@ namespace {
 
 // Explicit tokens to the layout's dims: an MLA value turned off becomes its key's prefix
 // again, and every row is padded with zeros (a zero q or k element adds nothing to a score,
-// a zero v element is a zero output element).
+// a zero v element is a zero output element) or cut to a smaller group.
 void fit_explicit_tokens(const Layout& l, bool had_value_from_key, Scenario& s) {
   auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens);
   if (list == nullptr) return;

@@ -58,6 +58,7 @@ Measure measure(const Scenario& s) {
     m.quantized_kv += format->quantized();
     const bool unit = format->scale.size() == 1 && format->scale[0] == 1.0;
     m.kv_scales += unit ? 0 : static_cast<int>(format->scale.size());
+    m.kv_wide_groups += format->group > kAffineGroups[0];
   }
   for (const auto* values : {&l.sinks, &l.alibi}) {
     m.nonzero_feature_values += static_cast<int>(

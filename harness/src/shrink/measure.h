@@ -52,8 +52,9 @@ struct Measure {
   bool alibi = false;
   bool chunked_local = false;
   bool value_from_key = false;
-  int quantized_kv = 0;  // K and V stored quantized (0, 1 or 2)
-  int kv_scales = 0;     // fp8 scales given (a per-tensor scale of 1 is none)
+  int quantized_kv = 0;    // K and V stored quantized (0, 1 or 2)
+  int kv_scales = 0;       // fp8 scales given (a per-tensor scale of 1 is none)
+  int kv_wide_groups = 0;  // affine formats whose group is wider than 32 (0, 1 or 2)
   int nonzero_feature_values = 0;
 
   // The placement.
