@@ -185,9 +185,9 @@ class _MlxEngine:
         seqs = [chunk.seq for chunk in chunks]
         if len(set(seqs)) != len(seqs):
             raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
-        if self.config.dtype != self.dtype:
+        if self.config.dtype not in self.supports["dtypes"]:
             raise ValueError(
-                f"layout.dtype {self.config.dtype}: this engine runs MLX in {self.dtype} (supports.dtypes [{self.dtype}])"
+                f"layout.dtype {self.config.dtype}: this engine runs MLX in {self.dtype} (supports.dtypes {self.supports['dtypes']})"
             )
         return [self._forward(chunk) for chunk in chunks]
 
@@ -210,14 +210,24 @@ class _MlxEngine:
         array = array.astype(np.float32).transpose(1, 0, 2)[None]
         return mx.array(np.ascontiguousarray(array)).astype(dtype or MX_DTYPES[self.dtype])
 
+    def storage_dtype(self):
+        """The dtype K and V are handed to the cache in (None: the engine's)."""
+        return None
+
+    def fetched(self, cached):
+        """What the attention is given of what the cache fetched."""
+        return cached
+
     def _forward(self, chunk):
         c, cache = self.config, self.caches[chunk.seq]
         past, new = cache.offset, len(chunk.q)
         # As a model builds it from its hidden states (batch, tokens, width) and the cache.
         mask = create_attention_mask(mx.zeros((1, new, 1)), cache, window_size=self.window)
         queries = self._input(chunk.q, past)
-        keys, values = cache.update_and_fetch(self._input(chunk.k, past), self._input(chunk.v))
-        if self.options.bug == "gqa" and c.group > 1:
+        storage = self.storage_dtype()
+        keys, values = cache.update_and_fetch(self._input(chunk.k, past, storage), self._input(chunk.v, None, storage))
+        keys, values = self.fetched(keys), self.fetched(values)
+        if self.options.bug == "gqa" and c.group > 1 and not isinstance(keys, tuple):
             keys, values = mx.tile(keys, (1, c.group, 1, 1)), mx.tile(values, (1, c.group, 1, 1))
         scale = c.head_dim**-0.5 if self.options.bug == "scale" else float(c.scale)
         out = scaled_dot_product_attention(queries, keys, values, cache, scale, mask, self.sinks)
@@ -271,31 +281,18 @@ class MlxQuantizedEngine(MlxSdpaEngine):
         group, bits = self.quantized
         return QuantizedKVCache(group_size=group, bits=bits)
 
-    def step(self, chunks):
-        seqs = [chunk.seq for chunk in chunks]
-        if len(set(seqs)) != len(seqs):
-            raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
-        # Every layout dtype: the attention runs in f32 either way (see the class).
-        return [self._forward(chunk) for chunk in chunks]
+    def storage_dtype(self):
+        # K and V reach a quantized cache in the layout's dtype (exact: they are rounded to
+        # it), so mx.quantize stores each group's scale and bias in that dtype.
+        return STORAGE_DTYPES[self.config.dtype] if self.quantized else None
 
-    def _forward(self, chunk):
+    def fetched(self, cached):
         if self.quantized is None:
-            return super()._forward(chunk)
-        c, cache = self.config, self.caches[chunk.seq]
-        past, new = cache.offset, len(chunk.q)
-        mask = create_attention_mask(mx.zeros((1, new, 1)), cache, window_size=self.window)
-        queries = self._input(chunk.q, past)
-        # K and V reach the cache in the layout's dtype (exact: they are rounded to it), so
-        # mx.quantize stores each group's scale and bias in that dtype.
-        storage = STORAGE_DTYPES[c.dtype]
-        keys, values = cache.update_and_fetch(self._input(chunk.k, past, storage), self._input(chunk.v, None, storage))
+            return cached
         # The packed words as stored; the scales and biases cast up to f32 (exact), so that
         # quantized_matmul runs in f32 with the queries.
-        keys, values = ((w, s.astype(mx.float32), b.astype(mx.float32)) for w, s, b in (keys, values))
-        scale = c.head_dim**-0.5 if self.options.bug == "scale" else float(c.scale)
-        out = scaled_dot_product_attention(queries, keys, values, cache, scale, mask)
-        rows = np.array(out[0].astype(mx.float32), dtype=np.float64).transpose(1, 0, 2)
-        return range(past, past + new), rows
+        words, scales, biases = cached
+        return words, scales.astype(mx.float32), biases.astype(mx.float32)
 
 
 class MlxRotatingEngine(_MlxEngine):
