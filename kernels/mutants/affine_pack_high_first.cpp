@@ -12,13 +12,13 @@ namespace kvfuzz::mutants {
 
 namespace {
 
-constexpr size_t kHeader = 8;  // f32 scale, f32 bias
+constexpr size_t kHeader = 8;  // f32 scale, f32 bias (kvfuzz/kv_format.h, row_bytes)
 constexpr size_t kWord = 4;
 
 void decode_high_first(const KvFormat& format, int kv_head, const uint8_t* in, int n, float* out) {
   if (!is_affine(format.quant)) return decode_row(format, kv_head, in, n, out);
   const auto group = static_cast<size_t>(format.group);
-  const size_t bytes = kHeader + group * static_cast<size_t>(affine_bits(format.quant)) / 8;
+  const size_t bytes = row_bytes(format, format.group);  // one group's
   std::vector<uint8_t> fixed(bytes);
   for (size_t g = 0; g < static_cast<size_t>(n) / group; ++g) {
     const uint8_t* at = in + g * bytes;
