@@ -33,10 +33,9 @@ What maps to what (each measured: README.md):
   * RoPE: the op has none usable for this (its rotation inputs re-rotate cached blocks);
     the adapter rotates q and k in float64 at their positions and rounds them once to the
     kernel's dtype, so the cache holds rotated keys.
-  * reset, truncate, fork: bookkeeping over the block tables. fork shares the source's full
-    blocks (reference counts) and copies its partial last block; a truncate that leaves a
-    shared partial block copies it first (copy on write); the op only ever writes slots at
-    or past a sequence's length, so full shared blocks are never written.
+  * reset, truncate, fork: bookkeeping over the block tables (adapters/common/block_tables.py:
+    a fork shares the source's full blocks and copies its partial last block, copy on write
+    at a truncate into a shared block).
 
 --kv f32 (default): KV_CACHE_PRECISION f32, INFERENCE_PRECISION_HINT f32 (without the two
 hints the CPU plugin picks bf16 compute and a u8 cache on this machine); takes all three
@@ -59,6 +58,7 @@ sys.path.insert(1, os.path.join(HERE, "..", "common"))
 
 import kv_adapter as common  # noqa: E402
 import paged_attention_op as op  # noqa: E402
+from block_tables import BlockTables  # noqa: E402
 from paged_attention_op import BLOCK  # noqa: E402
 
 BUGS = ("window", "alibi", "scale", "sinks")
@@ -92,56 +92,31 @@ def compiled(H, Hk, S, SV, kv, threads):
 
 class Pool:
     """key_cache / value_cache as ov.Tensors [blocks, Hk, 32, width] (the op writes into
-    them), free blocks in page_order, reference counts, poison in every unused slot."""
+    them), poison in every unused slot: the store of BlockTables."""
 
-    def __init__(self, config, ov_type, np_dtype, key_width, value_width, order):
+    def __init__(self, config, ov_type, np_dtype, key_width, value_width):
         self.ov_type, self.np_dtype = ov_type, np_dtype
         self.Hk, self.widths = config.kv_heads, (key_width, value_width)
-        self.poison = common.poison_value(config.poison, np_dtype)
-        self.order = list(order)
+        self.poison_value = common.poison_value(config.poison, np_dtype)
         self.keys = self.values = None
-        self.refs = []
-        self.free = []
-        self.grow(max(4, len(self.order)))
 
     def grow(self, blocks):
-        old = len(self.refs)
         tensors = []
         for width, previous in zip(self.widths, (self.keys, self.values)):
             tensor = ov.Tensor(self.ov_type, ov.Shape([blocks, self.Hk, BLOCK, width]))
-            tensor.data[...] = self.poison
+            tensor.data[...] = self.poison_value
             if previous is not None:
-                tensor.data[:old] = previous.data
+                tensor.data[: previous.data.shape[0]] = previous.data
             tensors.append(tensor)
         self.keys, self.values = tensors
-        self.refs += [0] * (blocks - old)
-        fresh = [b for b in self.order if old <= b < blocks] + [b for b in range(max(old, len(self.order)), blocks)]
-        self.free += fresh
 
-    def take(self):
-        if not self.free:
-            self.grow(2 * len(self.refs))
-        block = self.free.pop(0)
-        self.refs[block] = 1
-        return block
+    def poison(self, block, slot):
+        self.keys.data[block, :, slot:] = self.poison_value
+        self.values.data[block, :, slot:] = self.poison_value
 
-    def release(self, block):
-        self.refs[block] -= 1
-        if self.refs[block] == 0:
-            self.keys.data[block] = self.poison
-            self.values.data[block] = self.poison
-            self.free.append(block)
-
-    def copy(self, block, slots):
-        """A private block holding block's first `slots` slots (the rest poison)."""
-        fresh = self.take()
+    def copy(self, src, dst, slots):
         for tensor in (self.keys, self.values):
-            tensor.data[fresh, :, :slots] = tensor.data[block, :, :slots]
-        return fresh
-
-    def poison_from(self, block, slot):
-        self.keys.data[block, :, slot:] = self.poison
-        self.values.data[block, :, slot:] = self.poison
+            tensor.data[dst, :, :slots] = tensor.data[src, :, :slots]
 
 
 class OvPagedEngine:
@@ -172,9 +147,8 @@ class OvPagedEngine:
         }
         self.ov_type, self.np_dtype = KV[options.kv]
         self.model, self.request = compiled(c.q_heads, c.kv_heads, c.head_dim, c.value_dim, options.kv, options.threads)
-        self.pool = Pool(c, self.ov_type, self.np_dtype, c.head_dim, c.value_dim, c.page_order)
-        self.tables = [[] for _ in range(c.sequences)]
-        self.lengths = [0] * c.sequences
+        self.pool = Pool(c, self.ov_type, self.np_dtype, c.head_dim, c.value_dim)
+        self.tables = BlockTables(c.sequences, BLOCK, c.page_order, self.pool)
         self.scale = 1.0 / np.sqrt(c.head_dim) if options.bug == "scale" else float(c.scale)
         self.window = (c.window + (options.bug == "window")) if c.window else 0
         self.alibi = None
@@ -186,50 +160,16 @@ class OvPagedEngine:
             sinks = list(c.sinks)
             self.sinks = sinks[1:] + sinks[:1] if options.bug == "sinks" else sinks
 
-    # --- bookkeeping -------------------------------------------------------------------
-
-    def _check(self, seq):
-        if not 0 <= seq < len(self.tables):
-            raise IndexError(f"sequence {seq} out of range (the engine has {len(self.tables)})")
+    # --- bookkeeping: the block tables ----------------------------------------------------
 
     def reset(self, seq):
-        self._check(seq)
-        for block in self.tables[seq]:
-            self.pool.release(block)
-        self.tables[seq], self.lengths[seq] = [], 0
+        self.tables.reset(seq)
 
     def truncate(self, seq, keep):
-        self._check(seq)
-        if not 0 <= keep <= self.lengths[seq]:
-            raise ValueError(f"sequence {seq} holds {self.lengths[seq]} tokens, cannot keep {keep}")
-        table = self.tables[seq]
-        need = -(-keep // BLOCK)
-        for block in table[need:]:
-            self.pool.release(block)
-        del table[need:]
-        if keep % BLOCK:
-            last = table[-1]
-            if self.pool.refs[last] > 1:  # shared with a fork: copy on write
-                table[-1] = self.pool.copy(last, keep % BLOCK)
-                self.pool.release(last)
-            else:
-                self.pool.poison_from(last, keep % BLOCK)
-        self.lengths[seq] = keep
+        self.tables.truncate(seq, keep)
 
     def fork(self, src, dst):
-        self._check(src)
-        self._check(dst)
-        if src == dst:
-            raise ValueError(f"fork of sequence {src} into itself")
-        self.reset(dst)
-        length, table = self.lengths[src], self.tables[src]
-        full = length // BLOCK
-        for block in table[:full]:
-            self.pool.refs[block] += 1
-        shared = list(table[:full])
-        if length % BLOCK:
-            shared.append(self.pool.copy(table[full], length % BLOCK))
-        self.tables[dst], self.lengths[dst] = shared, length
+        self.tables.fork(src, dst)
 
     # --- the op ---------------------------------------------------------------------------
 
@@ -244,7 +184,7 @@ class OvPagedEngine:
     def step(self, chunks):
         seqs = [chunk.seq for chunk in chunks]
         for seq in seqs:
-            self._check(seq)
+            self.tables.check(seq)
         if len(set(seqs)) != len(seqs):
             raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
         if self.config.dtype not in self.supports["dtypes"]:
@@ -260,7 +200,7 @@ class OvPagedEngine:
             if len(chunk.q):
                 out.append(rows[chunk.seq])
             else:
-                at = self.lengths[chunk.seq]
+                at = self.tables.lengths[chunk.seq]
                 out.append((range(at, at), np.zeros((0, self.config.q_heads, self.config.value_dim))))
         return out
 
@@ -270,10 +210,8 @@ class OvPagedEngine:
         qs, ks, vs = [], [], []
         past, begins, blocks, block_begins = [], [0], [], [0]
         for chunk in chunks:
-            n, t = self.lengths[chunk.seq], len(chunk.q)
-            table = self.tables[chunk.seq]
-            while len(table) * BLOCK < n + t:
-                table.append(self.pool.take())
+            n, t = self.tables.lengths[chunk.seq], len(chunk.q)
+            self.tables.reserve(chunk.seq, t)
             qs.append(self._array(chunk.q, H, S, n))
             k = self._array(chunk.k, Hk, S, n)
             if self.np_dtype != np.float32:  # one rounding, f64 -> f16; the op's f32 -> f16 is then exact
@@ -282,7 +220,7 @@ class OvPagedEngine:
             vs.append(self._array(chunk.v, Hk, SV))
             past.append(n)
             begins.append(begins[-1] + t)
-            blocks += table
+            blocks += self.tables.tables[chunk.seq]
             block_begins.append(len(blocks))
         f32 = np.float32
         feeds = {
@@ -315,7 +253,7 @@ class OvPagedEngine:
         rows = {}
         for chunk, n, a, b in zip(chunks, past, begins, begins[1:]):
             rows[chunk.seq] = (range(n, n + b - a), out[a:b].reshape(b - a, H, SV).astype(np.float64))
-            self.lengths[chunk.seq] = n + b - a
+            self.tables.advance(chunk.seq, b - a)
         return rows
 
 
