@@ -100,15 +100,24 @@ constexpr std::array<std::string_view, 12> kNumericsSpelled = {"rope_tables",
                                                                "split_partials",
                                                                "p_normalised",
                                                                "exp_ulps"};
-constexpr std::array<std::string_view, 16> kSupportsSpelled = {
-    "dtypes",        "head_dim_multiple",
-    "max_head_dim",  "max_q_heads",
-    "max_context",   "value_dim_is_head_dim",
-    "rope_required", "windows",
-    "softcap",       "sinks",
-    "alibi",         "chunked_local",
-    "kv_fp8",        "kv_ggml_blocks",
-    "kv_affine",     "value_from_key"};
+constexpr std::array<std::string_view, 18> kSupportsSpelled = {"dtypes",
+                                                               "head_dim_multiple",
+                                                               "max_head_dim",
+                                                               "max_q_heads",
+                                                               "max_context",
+                                                               "value_dim_is_head_dim",
+                                                               "rope_required",
+                                                               "windows",
+                                                               "softcap",
+                                                               "sinks",
+                                                               "alibi",
+                                                               "chunked_local",
+                                                               "kv_fp8",
+                                                               "kv_ggml_blocks",
+                                                               "kv_affine",
+                                                               "kv_one_format",
+                                                               "kv_tensor_scales",
+                                                               "value_from_key"};
 static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
 static_assert(all_fields<EngineSupports>(kSupportsSpelled));
 
@@ -145,7 +154,8 @@ std::string features_text(const EngineSupports& s) {
   return names.empty() ? "none" : names;
 }
 
-// "fp8, ggml blocks, affine groups": the quantized KV formats declared, "none" for none.
+// "fp8, ggml blocks, affine groups": the quantized KV formats declared, "none" for none,
+// then how narrowly ("; K and V in one format; one fp8 scale per tensor").
 std::string kv_formats_text(const EngineSupports& s) {
   std::string names;
   for (const auto& [declared, name] :
@@ -153,7 +163,8 @@ std::string kv_formats_text(const EngineSupports& s) {
         std::pair{s.kv_affine, "affine groups"}}) {
     if (declared) names += (names.empty() ? "" : ", ") + std::string(name);
   }
-  return names.empty() ? "none" : names;
+  return (names.empty() ? "none" : names) + (s.kv_one_format ? "; K and V in one format" : "") +
+         (s.kv_tensor_scales ? "; one fp8 scale per tensor" : "");
 }
 
 std::string supports_text(const EngineSupports& s) {

@@ -66,3 +66,9 @@ kvfuzz_vllm_finding(vllm_bf16_truncated_finding vllm-bf16-truncated.json --libra
 kvfuzz_vllm_finding(vllm_softcap_nan_finding vllm-softcap-nan.json --library avx512 NEEDS_CPU avx512f)
 
 adapter_pytest(vllm_inprocess test_vllm_inprocess.py vllm_venv PYTHON ${KVFUZZ_VLLM_PYTHON})
+
+# fp8 KV caches (--fp8: the AVX-512 builds have them): the pool's poison where the kernel
+# keeps each slot, the writer's truncation (V4) in-process, and a check that finds it.
+adapter_pytest(vllm_fp8_inprocess test_vllm_fp8.py vllm_venv PYTHON ${KVFUZZ_VLLM_PYTHON} NEEDS_CPU avx512f)
+kvfuzz_vllm_test(vllm_cpu_fp8_truncation_finding 1 60 --finite-poison --no-bf16 --no-softcap --fp8
+                 --library avx512 CHECK --kv-format fp8_e4m3fn,fp8_e5m2 NEEDS_CPU avx512f)

@@ -317,6 +317,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .kv_fp8 = true,
                                           .kv_ggml_blocks = true,
                                           .kv_affine = true,
+                                          .kv_one_format = true,
+                                          .kv_tensor_scales = true,
                                           .value_from_key = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
   // otherwise (its functions, the model door) is not.
@@ -557,7 +559,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0x402; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3ff)"}},
+       {"engine 'second' has supports 0x1002; expected KVFUZZ_SUPPORTS_* flags (bits of 0xfff)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

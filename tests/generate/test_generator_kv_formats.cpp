@@ -185,5 +185,49 @@ TEST(GeneratorKvFormats, AffineGroupsAreDrawnLastAtTheirRateForKAndVAlike) {
             "expected KV formats the engine declares, got affine4 (it does not declare kv_affine)");
 }
 
+// vLLM's kv_cache_dtype: an engine that declares kv_one_format gets K and V in one format or
+// neither quantized, and one with kv_tensor_scales one fp8 scale per tensor; both narrow
+// only what would be outside them (every other scenario is as before), and an fp8 scenario
+// of that shape is still drawn at about its rate; unsupported_layout names the others.
+TEST(GeneratorKvFormats, OneFormatAndTensorScalesNarrowOnlyTheScenariosOutsideThem) {
+  const GeneratorOptions wide = declaring(true, true);
+  GeneratorOptions narrow = wide;
+  narrow.supports.kv_one_format = true;
+  narrow.supports.kv_tensor_scales = true;
+  int quantized = 0, changed = 0;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
+    PrngChoiceSource a(seed), b(seed);
+    const Scenario before = generate_scenario(a, wide);
+    const Scenario after = generate_scenario(b, narrow);
+    const Layout& l = after.layout;
+    EXPECT_EQ(l.k_format.quant, l.v_format.quant) << seed;
+    EXPECT_LE(l.k_format.scale.size(), 1u) << seed;
+    EXPECT_LE(l.v_format.scale.size(), 1u) << seed;
+    EXPECT_FALSE(unsupported_layout(after, narrow.supports)) << seed;
+    const Layout& w = before.layout;
+    const bool outside = w.k_format.quant != w.v_format.quant || w.k_format.scale.size() > 1 ||
+                         w.v_format.scale.size() > 1;
+    if (!outside) {
+      EXPECT_EQ(before, after) << seed;
+    } else {
+      ++changed;
+      EXPECT_TRUE(unsupported_layout(before, narrow.supports)) << seed;
+    }
+    quantized += l.quantized_kv();
+  }
+  std::printf("%d of %d scenarios quantized, %d narrowed\n", quantized, kSeeds, changed);
+  EXPECT_GT(changed, 0);
+  EXPECT_GT(quantized, kSeeds / 10);
+  PrngChoiceSource first(1);
+  Scenario mixed = generate_scenario(first, wide);
+  mixed.layout.k_format = KvFormat{KvQuant::fp8_e4m3fn, {2.0}};
+  mixed.layout.v_format = KvFormat{};
+  EXPECT_EQ(unsupported_layout(mixed, narrow.supports),
+            "K in fp8_e4m3fn and V in none (the engine stores K and V in one format)");
+  mixed.layout.v_format = KvFormat{KvQuant::fp8_e4m3fn, {2.0, 4.0}};
+  EXPECT_EQ(unsupported_layout(mixed, narrow.supports),
+            "an fp8 scale per kv head (the engine takes one scale per tensor)");
+}
+
 }  // namespace
 }  // namespace kvfuzz

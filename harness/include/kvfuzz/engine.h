@@ -169,6 +169,12 @@ struct EngineSupports {
   bool kv_fp8 = false;
   bool kv_ggml_blocks = false;
   bool kv_affine = false;
+  // Where an engine stores quantized KV caches more narrowly than kvfuzz's formats allow, as
+  // vLLM's, FlashInfer's and SGLang's kv_cache_dtype does: K and V in one format, both or
+  // neither (kv_one_format), and each fp8 cache with one scale for the tensor, not one per
+  // kv head (kv_tensor_scales). Off: every combination the formats above allow.
+  bool kv_one_format = false;
+  bool kv_tensor_scales = false;
   // Multi-head latent attention's shared row (Layout::value_from_key): the engine reads each
   // value from its key's stored row. Off unless declared.
   bool value_from_key = false;

@@ -147,6 +147,12 @@ extern "C" {
 /* ABI 9: MLX's affine KV groups (config.k_format and v_format KVFUZZ_KV_AFFINE*, with
  * config.k_group and v_group). */
 #define KVFUZZ_SUPPORTS_KV_AFFINE 512u
+/* Narrower quantized caches (ABI 9, new flags in the same word): K and V in one format, both
+ * or neither, as vLLM's kv_cache_dtype; one fp8 scale per tensor (every kv head's entry of
+ * config.k_scales, and of v_scales, the same), not one per kv head. An engine without them
+ * gets every combination its KV flags allow. */
+#define KVFUZZ_SUPPORTS_KV_ONE_FORMAT 1024u
+#define KVFUZZ_SUPPORTS_KV_TENSOR_SCALES 2048u
 
 /* kvfuzz_engine_config.k_format and v_format (ABI 7): how the cache stores K and V
  * (kvfuzz/kv_format.h; docs/fixture-format.md, "Quantized KV caches"). */

@@ -136,6 +136,14 @@ void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
   KvQuant v = for_v.empty() ? KvQuant::none : for_v[v_pick % for_v.size()];
   if (v_choice == VChoice::same && allowed(k, false)) v = k;
   if (v_choice == VChoice::none && k != KvQuant::none && want.empty()) v = KvQuant::none;
+  // Narrower engines (vLLM's kv_cache_dtype): V in K's format, or neither quantized; one
+  // scale per tensor. Applied after every draw, so that other engines' scenarios stay as
+  // they were.
+  if (can.kv_one_format) v = k != KvQuant::none && allowed(k, false) ? k : (k = KvQuant::none);
+  if (can.kv_tensor_scales) {
+    k_scales.resize(1);
+    v_scales.resize(1);
+  }
   if (k != KvQuant::none) {
     l.k_format = KvFormat{k, is_fp8(k) ? std::move(k_scales) : std::vector<double>{}};
     if (is_ggml_block(k) && l.head_dim % kGgmlBlock != 0) {

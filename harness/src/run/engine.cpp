@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string>
 
+#include "kvfuzz/kv_format.h"
 #include "kvfuzz/model_engine.h"
 
 namespace kvfuzz {
@@ -184,6 +185,16 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
                 is_affine(l.k_format.quant) || is_affine(l.v_format.quant), supports.kv_affine),
         feature("a value read from its key (MLA)", l.value_from_key, supports.value_from_key)}) {
     if (refusal) return refusal;
+  }
+  // One format: the same quantization and group; K's and V's scales are their own.
+  if (supports.kv_one_format &&
+      (l.k_format.quant != l.v_format.quant || l.k_format.group != l.v_format.group)) {
+    return "K in " + std::string(kv_quant_name(l.k_format.quant)) + " and V in " +
+           std::string(kv_quant_name(l.v_format.quant)) +
+           " (the engine stores K and V in one format)";
+  }
+  if (supports.kv_tensor_scales && (l.k_format.scale.size() > 1 || l.v_format.scale.size() > 1)) {
+    return "an fp8 scale per kv head (the engine takes one scale per tensor)";
   }
   if (supports.max_q_heads > 0 && l.q_heads > supports.max_q_heads) {
     return std::to_string(l.q_heads) + " q heads (the engine supports at most " +
