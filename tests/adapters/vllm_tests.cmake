@@ -67,8 +67,19 @@ kvfuzz_vllm_finding(vllm_softcap_nan_finding vllm-softcap-nan.json --library avx
 
 adapter_pytest(vllm_inprocess test_vllm_inprocess.py vllm_venv PYTHON ${KVFUZZ_VLLM_PYTHON})
 
-# fp8 KV caches (--fp8: the AVX-512 builds have them): the pool's poison where the kernel
-# keeps each slot, the writer's truncation (V4) in-process, and a check that finds it.
+# fp8 KV caches (--fp8: kv_cache_dtype fp8_e4m3 / fp8_e5m2, which only the AVX-512 builds
+# have; --kv-format puts every case in one). Honest with K and V handed over on the fp8
+# grid (--fp8-on-grid: the writer's truncation, V4, then changes nothing), f32 and f16;
+# V's scale dropped at the read caught; without --fp8-on-grid a check finds V4. The
+# in-process file: the pool's poison where the kernel keeps each slot, the writer's
+# truncation measured, V4's fixture.
+set(vllm_fp8 --finite-poison --no-bf16 --no-softcap --fp8 --library avx512)
+kvfuzz_vllm_test(vllm_cpu_fp8 0 60 ${vllm_fp8} --fp8-on-grid CHECK --kv-format fp8_e4m3fn,fp8_e5m2
+                 NEEDS_CPU avx512f)
+kvfuzz_vllm_test(vllm_cpu_fp8_f16 0 40 ${vllm_fp8} --fp8-on-grid CHECK --kv-format fp8_e4m3fn,fp8_e5m2
+                 --dtype f16 NEEDS_CPU avx512f)
+kvfuzz_vllm_test(vllm_cpu_fp8_bug_v_scale 1 60 ${vllm_fp8} --fp8-on-grid --bug v-scale
+                 CHECK --kv-format fp8_e4m3fn,fp8_e5m2 NEEDS_CPU avx512f)
+kvfuzz_vllm_test(vllm_cpu_fp8_truncation_finding 1 60 ${vllm_fp8}
+                 CHECK --kv-format fp8_e4m3fn,fp8_e5m2 NEEDS_CPU avx512f)
 adapter_pytest(vllm_fp8_inprocess test_vllm_fp8.py vllm_venv PYTHON ${KVFUZZ_VLLM_PYTHON} NEEDS_CPU avx512f)
-kvfuzz_vllm_test(vllm_cpu_fp8_truncation_finding 1 60 --finite-poison --no-bf16 --no-softcap --fp8
-                 --library avx512 CHECK --kv-format fp8_e4m3fn,fp8_e5m2 NEEDS_CPU avx512f)
