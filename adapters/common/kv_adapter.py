@@ -122,7 +122,8 @@ def check_step(chunks, caches, config, dtype, kernel):
 
 
 class CacheHistory:
-    """reset, truncate and fork of an engine whose per-sequence caches are `self.caches`."""
+    """reset, truncate and fork of an engine whose per-sequence caches are `self.caches`
+    (Caches here, or block_tables.BlockTables over a paged pool)."""
 
     def reset(self, seq):
         self.caches.reset(seq)

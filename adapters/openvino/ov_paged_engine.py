@@ -119,7 +119,9 @@ class Pool:
             tensor.data[dst, :, :slots] = tensor.data[src, :, :slots]
 
 
-class OvPagedEngine:
+class OvPagedEngine(common.CacheHistory):
+    """reset, truncate and fork: CacheHistory's, over the block tables (self.caches)."""
+
     def __init__(self, config, options):
         c = self.config = config
         self.options = options
@@ -148,7 +150,7 @@ class OvPagedEngine:
         self.ov_type, self.np_dtype = KV[options.kv]
         self.model, self.request = compiled(c.q_heads, c.kv_heads, c.head_dim, c.value_dim, options.kv, options.threads)
         self.pool = Pool(c, self.ov_type, self.np_dtype, c.head_dim, c.value_dim)
-        self.tables = BlockTables(c.sequences, BLOCK, c.page_order, self.pool)
+        self.caches = BlockTables(c.sequences, BLOCK, c.page_order, self.pool)
         self.scale = 1.0 / np.sqrt(c.head_dim) if options.bug == "scale" else float(c.scale)
         self.window = (c.window + (options.bug == "window")) if c.window else 0
         self.alibi = None
@@ -159,17 +161,6 @@ class OvPagedEngine:
         if c.sinks is not None:
             sinks = list(c.sinks)
             self.sinks = sinks[1:] + sinks[:1] if options.bug == "sinks" else sinks
-
-    # --- bookkeeping: the block tables ----------------------------------------------------
-
-    def reset(self, seq):
-        self.tables.reset(seq)
-
-    def truncate(self, seq, keep):
-        self.tables.truncate(seq, keep)
-
-    def fork(self, src, dst):
-        self.tables.fork(src, dst)
 
     # --- the op ---------------------------------------------------------------------------
 
@@ -184,7 +175,7 @@ class OvPagedEngine:
     def step(self, chunks):
         seqs = [chunk.seq for chunk in chunks]
         for seq in seqs:
-            self.tables.check(seq)
+            self.caches.check(seq)
         if len(set(seqs)) != len(seqs):
             raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
         if self.config.dtype not in self.supports["dtypes"]:
@@ -200,7 +191,7 @@ class OvPagedEngine:
             if len(chunk.q):
                 out.append(rows[chunk.seq])
             else:
-                at = self.tables.lengths[chunk.seq]
+                at = self.caches.lengths[chunk.seq]
                 out.append((range(at, at), np.zeros((0, self.config.q_heads, self.config.value_dim))))
         return out
 
@@ -210,8 +201,8 @@ class OvPagedEngine:
         qs, ks, vs = [], [], []
         past, begins, blocks, block_begins = [], [0], [], [0]
         for chunk in chunks:
-            n, t = self.tables.lengths[chunk.seq], len(chunk.q)
-            self.tables.reserve(chunk.seq, t)
+            n, t = self.caches.lengths[chunk.seq], len(chunk.q)
+            self.caches.reserve(chunk.seq, t)
             qs.append(self._array(chunk.q, H, S, n))
             k = self._array(chunk.k, Hk, S, n)
             if self.np_dtype != np.float32:  # one rounding, f64 -> f16; the op's f32 -> f16 is then exact
@@ -220,7 +211,7 @@ class OvPagedEngine:
             vs.append(self._array(chunk.v, Hk, SV))
             past.append(n)
             begins.append(begins[-1] + t)
-            blocks += self.tables.tables[chunk.seq]
+            blocks += self.caches.tables[chunk.seq]
             block_begins.append(len(blocks))
         f32 = np.float32
         feeds = {
@@ -253,7 +244,7 @@ class OvPagedEngine:
         rows = {}
         for chunk, n, a, b in zip(chunks, past, begins, begins[1:]):
             rows[chunk.seq] = (range(n, n + b - a), out[a:b].reshape(b - a, H, SV).astype(np.float64))
-            self.tables.advance(chunk.seq, b - a)
+            self.caches.advance(chunk.seq, b - a)
         return rows
 
 

@@ -216,7 +216,9 @@ class TorchPool:
         self.poison(dst, slots)
 
 
-class VllmCpuEngine:
+class VllmCpuEngine(common.CacheHistory):
+    """reset, truncate and fork: CacheHistory's, over the block tables (self.caches)."""
+
     def __init__(self, config, options):
         c = self.config = config
         self.options = options
@@ -248,7 +250,7 @@ class VllmCpuEngine:
         fp8, scales = self._fp8(c)
         self.pool = TorchPool(c, self.block_size, self.torch_dtype, float(poison), options.isa, fp8, scales)
         order = [NULL_BLOCK] + [page + 1 for page in c.page_order]
-        self.tables = BlockTables(c.sequences, self.block_size, order, self.pool, reserved=(NULL_BLOCK,))
+        self.caches = BlockTables(c.sequences, self.block_size, order, self.pool, reserved=(NULL_BLOCK,))
         self.scale = 1.0 / np.sqrt(c.head_dim) if options.bug == "scale" else float(c.scale)
         self.window = (c.window + (options.bug == "window")) if c.window else -1
         self.softcap = 0.0
@@ -290,17 +292,6 @@ class VllmCpuEngine:
         top = float(torch.finfo(fp8).max)
         return ((x.float() / scale).clamp(-top, top).to(fp8).float() * scale).to(x.dtype)
 
-    # --- bookkeeping: the block tables -----------------------------------------------------
-
-    def reset(self, seq):
-        self.tables.reset(seq)
-
-    def truncate(self, seq, keep):
-        self.tables.truncate(seq, keep)
-
-    def fork(self, src, dst):
-        self.tables.fork(src, dst)
-
     # --- the kernels ---------------------------------------------------------------------
 
     def _input(self, rows, heads, rotate_from=None):
@@ -314,7 +305,7 @@ class VllmCpuEngine:
     def step(self, chunks):
         seqs = [chunk.seq for chunk in chunks]
         for seq in seqs:
-            self.tables.check(seq)
+            self.caches.check(seq)
         if len(set(seqs)) != len(seqs):
             raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
         if self.config.dtype not in self.supports["dtypes"]:
@@ -326,7 +317,7 @@ class VllmCpuEngine:
             if len(chunk.q):
                 out.append(rows[chunk.seq])
             else:
-                at = self.tables.lengths[chunk.seq]
+                at = self.caches.lengths[chunk.seq]
                 out.append((range(at, at), np.zeros((0, self.config.q_heads, self.config.value_dim))))
         return out
 
@@ -334,7 +325,7 @@ class VllmCpuEngine:
         """One step as CPUAttentionBackendImpl runs it: the new K and V written at their slots
         (do_kv_cache_update), the scheduler's metadata (CPUAttentionMetadataBuilder.build),
         then the attention over the ragged batch (forward)."""
-        c, tables = self.config, self.tables
+        c, tables = self.config, self.caches
         H, Hk, D = c.q_heads, c.kv_heads, c.head_dim
         queries, keys, values, slots, starts, past = [], [], [], [], [0], []
         for chunk in chunks:
