@@ -83,3 +83,23 @@ kvfuzz_vllm_test(vllm_cpu_fp8_bug_v_scale 1 60 ${vllm_fp8} --fp8-on-grid --bug v
 kvfuzz_vllm_test(vllm_cpu_fp8_truncation_finding 1 60 ${vllm_fp8}
                  CHECK --kv-format fp8_e4m3fn,fp8_e5m2 NEEDS_CPU avx512f)
 adapter_pytest(vllm_fp8_inprocess test_vllm_fp8.py vllm_venv PYTHON ${KVFUZZ_VLLM_PYTHON} NEEDS_CPU avx512f)
+
+# The findings' standalone reproductions (adapters/vllm/repro: vLLM's ops and torch alone,
+# no kvfuzz), each still showing its discrepancy.
+function(kvfuzz_vllm_repro name script build expect)
+  cmake_parse_arguments(PARSE_ARGV 4 arg "" "NEEDS_CPU" "")
+  set(needs)
+  if(arg_NEEDS_CPU)
+    set(needs ${CMAKE_CURRENT_SOURCE_DIR}/needs_cpu.sh ${arg_NEEDS_CPU})
+  endif()
+  add_test(NAME ${name} COMMAND ${needs} ${KVFUZZ_VLLM_PYTHON} ${PROJECT_SOURCE_DIR}/adapters/vllm/repro/${script}
+                                ${build})
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED vllm_venv TIMEOUT 120 LABELS adapters
+                                          SKIP_RETURN_CODE 77 PASS_REGULAR_EXPRESSION "${expect}")
+endfunction()
+kvfuzz_vllm_repro(vllm_repro_nan_tail nan_tail.py _C_AVX2 "unused slots nan: row\\[0\\] = nan")
+kvfuzz_vllm_repro(vllm_repro_bf16_truncated bf16_truncated.py _C_AVX2 "bf16 row\\[0\\] = 2.984375")
+kvfuzz_vllm_repro(vllm_repro_softcap_nan softcap_nan.py _C_AVX512 "= +88.73: row\\[0\\] = nan"
+                  NEEDS_CPU avx512f)
+kvfuzz_vllm_repro(vllm_repro_fp8_truncated fp8_truncated.py _C_AVX512 "fp8_e4m3 row\\[0\\] = 30.0"
+                  NEEDS_CPU avx512f)
