@@ -38,3 +38,10 @@ add_test(NAME openvino_alibi_with_window_finding
 set_tests_properties(openvino_alibi_with_window_finding PROPERTIES FIXTURES_REQUIRED openvino_venv
                                                                    TIMEOUT 300 LABELS adapters)
 adapter_pytest(openvino_inprocess test_openvino_inprocess.py openvino_venv)
+
+# The finding's standalone reproduction (openvino and numpy alone): still 0.5 under a window.
+add_test(NAME openvino_repro_alibi_with_window
+         COMMAND ${KVFUZZ_VENV_PYTHON} ${PROJECT_SOURCE_DIR}/adapters/openvino/repro/alibi_with_window.py)
+set_tests_properties(openvino_repro_alibi_with_window PROPERTIES
+                     FIXTURES_REQUIRED openvino_venv TIMEOUT 120 LABELS adapters
+                     PASS_REGULAR_EXPRESSION "sliding_window 2: row at position 1 = 0.5000")
