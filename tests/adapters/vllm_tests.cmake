@@ -35,6 +35,12 @@ kvfuzz_vllm_test(vllm_cpu_vec16_no_split 0 60 ${vllm_honest} --isa vec16 --no-sp
 # softcap left out (V3).
 kvfuzz_vllm_test(vllm_cpu_avx512_bf16 0 60 --finite-poison --library avx512-bf16 --no-softcap
                  NEEDS_CPU avx512_bf16)
+# The AMX path (--isa amx: what vLLM picks for bf16 on CPUs with AMX tiles; P rounded to
+# bf16 for the tiles' P.V, declared), honest and with a wrong window.
+kvfuzz_vllm_test(vllm_cpu_amx_bf16 0 60 --finite-poison --no-softcap --library avx512-bf16 --isa amx
+                 CHECK --dtype bf16 NEEDS_CPU amx_tile)
+kvfuzz_vllm_test(vllm_cpu_amx_bug_window 1 60 --finite-poison --no-softcap --library avx512-bf16 --isa amx
+                 --bug window CHECK --dtype bf16 NEEDS_CPU amx_tile)
 # The controls, each caught within 20 cases of seed 1 (adapters/vllm/README.md): a window
 # one key wider, the default scale, the soft cap doubled, each q head given its neighbour's
 # sink, the ALiBi slopes negated.
