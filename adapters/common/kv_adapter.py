@@ -121,6 +121,25 @@ def check_step(chunks, caches, config, dtype, kernel):
         )
 
 
+def paged_step(chunks, caches, config, dtypes, attend):
+    """A paged engine's step around its kernel (block_tables.BlockTables as `caches`): the
+    step's sequences distinct and in range, the layout's dtype one of `dtypes`, then
+    attend(chunks that have tokens) -> {seq: (positions, rows)}, and no rows, at the
+    sequence's length, for a chunk without tokens. Returns the rows in the chunks' order."""
+    seqs = [chunk.seq for chunk in chunks]
+    for seq in seqs:
+        caches.check(seq)
+    if len(set(seqs)) != len(seqs):
+        raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
+    if config.dtype not in dtypes:
+        raise ValueError(f"layout.dtype {config.dtype}: this engine takes {dtypes}")
+    live = [chunk for chunk in chunks if len(chunk.q)]
+    rows = attend(live) if live else {}
+    empty = np.zeros((0, config.q_heads, config.value_dim))
+    at = caches.lengths
+    return [rows[c.seq] if len(c.q) else (range(at[c.seq], at[c.seq]), empty) for c in chunks]
+
+
 class CacheHistory:
     """reset, truncate and fork of an engine whose per-sequence caches are `self.caches`
     (Caches here, or block_tables.BlockTables over a paged pool)."""

@@ -173,27 +173,16 @@ class OvPagedEngine(common.CacheHistory):
         return array.reshape(len(rows), heads * width)
 
     def step(self, chunks):
-        seqs = [chunk.seq for chunk in chunks]
-        for seq in seqs:
-            self.caches.check(seq)
-        if len(set(seqs)) != len(seqs):
-            raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
-        if self.config.dtype not in self.supports["dtypes"]:
-            raise ValueError(f"layout.dtype {self.config.dtype}: --kv {self.options.kv} takes {self.supports['dtypes']}")
-        groups = [[chunk] for chunk in chunks] if self.options.per_chunk else [chunks]
+        return common.paged_step(chunks, self.caches, self.config, self.supports["dtypes"], self._attend)
+
+    def _attend(self, chunks):
+        """One call of the op over the chunks, or one per chunk (--per-chunk)."""
+        if not self.options.per_chunk:
+            return self._call(chunks)
         rows = {}
-        for group in groups:
-            group = [chunk for chunk in group if len(chunk.q)]
-            if group:
-                rows.update(self._call(group))
-        out = []
         for chunk in chunks:
-            if len(chunk.q):
-                out.append(rows[chunk.seq])
-            else:
-                at = self.caches.lengths[chunk.seq]
-                out.append((range(at, at), np.zeros((0, self.config.q_heads, self.config.value_dim))))
-        return out
+            rows.update(self._call([chunk]))
+        return rows
 
     def _call(self, chunks):
         c = self.config

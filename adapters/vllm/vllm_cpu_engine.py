@@ -313,23 +313,7 @@ class VllmCpuEngine(common.CacheHistory):
         return torch.from_numpy(array).to(self.torch_dtype)
 
     def step(self, chunks):
-        seqs = [chunk.seq for chunk in chunks]
-        for seq in seqs:
-            self.caches.check(seq)
-        if len(set(seqs)) != len(seqs):
-            raise ValueError(f"a sequence appears in two chunks of one step: {seqs}")
-        if self.config.dtype not in self.supports["dtypes"]:
-            raise ValueError(f"layout.dtype {self.config.dtype}: this engine takes {self.supports['dtypes']}")
-        live = [chunk for chunk in chunks if len(chunk.q)]
-        rows = self._call(live) if live else {}
-        out = []
-        for chunk in chunks:
-            if len(chunk.q):
-                out.append(rows[chunk.seq])
-            else:
-                at = self.caches.lengths[chunk.seq]
-                out.append((range(at, at), np.zeros((0, self.config.q_heads, self.config.value_dim))))
-        return out
+        return common.paged_step(chunks, self.caches, self.config, self.supports["dtypes"], self._call)
 
     def _call(self, chunks):
         """One step as CPUAttentionBackendImpl runs it: the new K and V written at their slots
