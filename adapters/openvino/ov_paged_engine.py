@@ -41,7 +41,8 @@ What maps to what (each measured: README.md):
 hints the CPU plugin picks bf16 compute and a u8 cache on this machine); takes all three
 dtypes (f16 and bf16 values are exact in f32). --kv f16: an f16 cache with f32 compute,
 for f16 layouts (the cache holds K and V rounded to f16, exact for f16 values).
---bug window|alibi|scale|sinks breaks one mapping on purpose (negative controls).
+--bug window|alibi|scale|sinks|gqa breaks one mapping on purpose (negative controls; gqa: the
+kv heads handed to the op in reverse order).
 """
 
 import argparse
@@ -61,7 +62,7 @@ import paged_attention_op as op  # noqa: E402
 from block_tables import BlockTables  # noqa: E402
 from paged_attention_op import BLOCK  # noqa: E402
 
-BUGS = ("window", "alibi", "scale", "sinks")
+BUGS = ("window", "alibi", "scale", "sinks", "gqa")
 KV = {"f32": (ov.Type.f32, np.float32), "f16": (ov.Type.f16, np.float16)}
 
 
@@ -196,8 +197,11 @@ class OvPagedEngine(common.CacheHistory):
             k = self._array(chunk.k, Hk, S, n)
             if self.np_dtype != np.float32:  # one rounding, f64 -> f16; the op's f32 -> f16 is then exact
                 k = k.astype(self.np_dtype)
+            v = self._array(chunk.v, Hk, SV)
+            if self.options.bug == "gqa":  # kv heads handed over in reverse: q head h reads the wrong one
+                k, v = (a.reshape(len(a), Hk, -1)[:, ::-1].reshape(len(a), -1) for a in (k, v))
             ks.append(k)
-            vs.append(self._array(chunk.v, Hk, SV))
+            vs.append(v)
             past.append(n)
             begins.append(begins[-1] + t)
             blocks += self.caches.tables[chunk.seq]

@@ -49,8 +49,9 @@ past s / softcap = 88.72 or below -87): docs/findings/vllm.md. --isa vec|vec16,
 v_scale: K and V in one format, one scale per tensor; the AVX-512 builds only);
 --fp8-on-grid hands the writer K and V already on the fp8 grid, so that its truncation
 (docs/findings/vllm.md, V4) changes nothing and the rest of the fp8 path is checked.
---bug window|scale|softcap|sinks|alibi|v-scale breaks one mapping on purpose (negative
-controls; v-scale: the attention is given V's scale as 1, the writer the true one).
+--bug window|scale|softcap|sinks|alibi|v-scale|gqa breaks one mapping on purpose (negative
+controls; v-scale: the attention is given V's scale as 1, the writer the true one; gqa: the
+kv heads written in reverse order).
 """
 
 import argparse
@@ -67,7 +68,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import kv_adapter as common  # noqa: E402
 from block_tables import BlockTables  # noqa: E402
 
-BUGS = ("window", "scale", "softcap", "sinks", "alibi", "v-scale")
+BUGS = ("window", "scale", "softcap", "sinks", "alibi", "v-scale", "gqa")
 # kvfuzz's fp8 formats as vLLM's kv_cache_dtype names them, and torch's dtype for the bytes.
 FP8 = {"fp8_e4m3fn": ("fp8_e4m3", torch.float8_e4m3fn), "fp8_e5m2": ("fp8_e5m2", torch.float8_e5m2)}
 TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -332,6 +333,8 @@ class VllmCpuEngine(common.CacheHistory):
             starts.append(starts[-1] + t)
         k_scale, v_scale = self.pool.scales
         key, value = torch.cat(keys), torch.cat(values)
+        if self.options.bug == "gqa":  # kv heads written in reverse: q head h reads the wrong one
+            key, value = key.flip(1), value.flip(1)
         if self.options.fp8_on_grid and self.pool.kv_cache_dtype != "auto":
             key, value = self._on_grid(key, k_scale), self._on_grid(value, v_scale)
         self.pool.write(key, value, slots)

@@ -29,6 +29,8 @@ kvfuzz_openvino_test(openvino_paged_bug_window 1 60 --no-alibi --bug window)
 kvfuzz_openvino_test(openvino_paged_bug_scale 1 60 --no-alibi --bug scale)
 kvfuzz_openvino_test(openvino_paged_bug_sinks 1 60 --no-alibi --bug sinks)
 kvfuzz_openvino_test(openvino_paged_bug_alibi 1 60 --bug alibi CHECK --feature alibi --window off)
+# The kv heads handed to the op in reverse (the GQA mapping): caught at case 1.
+kvfuzz_openvino_test(openvino_paged_bug_gqa 1 60 --no-alibi --bug gqa)
 
 # The finding: 0.5 where ALiBi under a window of 2 gives 1 / (1 + e^-0.25) = 0.5622.
 add_test(NAME openvino_alibi_with_window_finding

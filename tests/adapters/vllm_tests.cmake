@@ -43,8 +43,8 @@ kvfuzz_vllm_test(vllm_cpu_amx_bug_window 1 60 --finite-poison --no-softcap --lib
                  --bug window CHECK --dtype bf16 NEEDS_CPU amx_tile)
 # The controls, each caught within 20 cases of seed 1 (adapters/vllm/README.md): a window
 # one key wider, the default scale, the soft cap doubled, each q head given its neighbour's
-# sink, the ALiBi slopes negated.
-foreach(bug IN ITEMS window scale softcap sinks alibi)
+# sink, the ALiBi slopes negated, the kv heads written in reverse (the GQA mapping).
+foreach(bug IN ITEMS window scale softcap sinks alibi gqa)
   kvfuzz_vllm_test(vllm_cpu_bug_${bug} 1 60 ${vllm_honest} --bug ${bug})
 endforeach()
 
