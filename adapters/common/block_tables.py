@@ -16,6 +16,8 @@ The storage is the adapter's, behind three calls (numpy, ov.Tensor and torch poo
     store.copy(src, dst, slots)   the first `slots` slots of dst are src's
 """
 
+from kv_adapter import check_fork
+
 
 class BlockTables:
     def __init__(self, sequences, block_size, order, store, reserved=()):
@@ -98,10 +100,7 @@ class BlockTables:
         self.lengths[seq] = keep
 
     def fork(self, src, dst):
-        self.check(src)
-        self.check(dst)
-        if src == dst:
-            raise ValueError(f"fork of sequence {src} into itself")
+        check_fork(self.check, src, dst)
         self.reset(dst)
         length, table, bs = self.lengths[src], self.tables[src], self.block_size
         full = length // bs

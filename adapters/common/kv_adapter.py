@@ -68,6 +68,14 @@ def _copy(array):
     return clone() if clone is not None else array.copy()
 
 
+def check_fork(check, src, dst):
+    """A fork's sequences are in range (check(seq) raises otherwise) and distinct."""
+    check(src)
+    check(dst)
+    if src == dst:
+        raise ValueError(f"fork of sequence {src} into itself")
+
+
 class Caches:
     """Per sequence, the cache as a concatenating engine keeps it: keys and values
     (1, kv_heads, length, width) in the kernel's dtype, exactly the valid tokens. The keys
@@ -100,10 +108,7 @@ class Caches:
         self.entries[seq] = tuple(_copy(a[:, :, :keep]) for a in self.entries[seq])
 
     def fork(self, src, dst):
-        self.check(src)
-        self.check(dst)
-        if src == dst:
-            raise ValueError(f"fork of sequence {src} into itself")
+        check_fork(self.check, src, dst)
         self.entries[dst] = tuple(_copy(a) for a in self.entries[src])
 
 

@@ -20,6 +20,7 @@ import onnx_proto as proto  # noqa: E402
 from kv_adapter import (  # noqa: E402,F401  (the ORT engines' one namespace: common.X)
     CacheHistory,
     Caches,
+    check_fork,
     JsonRows,
     poison_value,
     rope_angles,

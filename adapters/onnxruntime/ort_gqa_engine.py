@@ -449,10 +449,7 @@ class SharedBuffers:
         self.lengths[seq] = keep
 
     def fork(self, src, dst):
-        self.check(src)
-        self.check(dst)
-        if src == dst:
-            raise ValueError(f"fork of sequence {src} into itself")
+        common.check_fork(self.check, src, dst)
         self.buffers[dst] = tuple(buffer.copy() for buffer in self.buffers[src])
         self.lengths[dst] = self.lengths[src]
 

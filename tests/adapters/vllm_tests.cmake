@@ -51,10 +51,7 @@ endforeach()
 # The findings, each a replay that must fail on a row (expect_exit.sh).
 function(kvfuzz_vllm_finding name fixture)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "NEEDS_CPU" "")
-  set(needs)
-  if(arg_NEEDS_CPU)
-    set(needs ${CMAKE_CURRENT_SOURCE_DIR}/needs_cpu.sh ${arg_NEEDS_CPU})
-  endif()
+  needs_cpu_prefix(needs "${arg_NEEDS_CPU}")
   list(JOIN arg_UNPARSED_ARGUMENTS " " flags)
   add_test(NAME ${name}
            COMMAND ${needs} ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 1 $<TARGET_FILE:kvfuzz> replay
@@ -94,10 +91,7 @@ adapter_pytest(vllm_fp8_inprocess test_vllm_fp8.py vllm_venv PYTHON ${KVFUZZ_VLL
 # no kvfuzz), each still showing its discrepancy.
 function(kvfuzz_vllm_repro name script build expect)
   cmake_parse_arguments(PARSE_ARGV 4 arg "" "NEEDS_CPU" "")
-  set(needs)
-  if(arg_NEEDS_CPU)
-    set(needs ${CMAKE_CURRENT_SOURCE_DIR}/needs_cpu.sh ${arg_NEEDS_CPU})
-  endif()
+  needs_cpu_prefix(needs "${arg_NEEDS_CPU}")
   add_test(NAME ${name} COMMAND ${needs} ${KVFUZZ_VLLM_PYTHON} ${PROJECT_SOURCE_DIR}/adapters/vllm/repro/${script}
                                 ${build})
   set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED vllm_venv TIMEOUT 120 LABELS adapters
