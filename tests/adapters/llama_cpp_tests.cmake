@@ -68,3 +68,54 @@ if(TARGET kvfuzz_llama_cpp_plugin)
                          TIMEOUT 300 LABELS llama.cpp)
   endforeach()
 endif()
+
+# ggml's attention as an attention engine (adapters/llama.cpp/src/ggml_attention.h), through
+# kvfuzz's plugin door: all six properties, 300 cases of each honest engine (windows, the
+# soft cap, sinks, ALiBi, chunked local attention, RoPE, GQA; f32, f16, bf16 caches; the flash
+# and the matmul path), and each negative control rejected on a row. ggml-flash-f16 has a
+# known bug (docs/findings/llama.cpp.md, G1: P.V summed in f16 overflows), filed in
+# known-ggml/: a finding that shrinks to it is set aside, any other fails the run.
+if(TARGET kvfuzz_ggml_attention_plugin)
+  set(ggml plugin:$<TARGET_FILE:kvfuzz_ggml_attention_plugin>)
+  foreach(engine ggml-flash-f32 ggml-flash-f16 ggml-flash-bf16 ggml-matmul-f32 ggml-matmul-f16
+                 ggml-matmul-bf16 ggml-flash-bug-window ggml-flash-bug-softcap ggml-flash-bug-sinks
+                 ggml-flash-bug-alibi ggml-flash-bug-gqa ggml-matmul-bug-window)
+    set(known)
+    if(engine STREQUAL "ggml-flash-f16")
+      set(known --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml --shrink-seconds 120)
+    endif()
+    add_test(NAME ggml:check-${engine}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
+                     --engine ${ggml}:${engine} --cases 300 --jobs 2 --quiet ${known}
+                     --out ${CMAKE_CURRENT_BINARY_DIR}/ggml-check-${engine})
+    set_tests_properties(ggml:check-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp)
+    if(engine MATCHES "-bug-")
+      set_tests_properties(ggml:check-${engine} PROPERTIES
+                           PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case")
+    else()
+      set_tests_properties(ggml:check-${engine} PROPERTIES
+                           PASS_REGULAR_EXPRESSION "honest +300 .* pass")
+    endif()
+  endforeach()
+
+  # G1 as filed: the hand-made fixture fails on the flash path (the row is inf) and passes on
+  # the matmul path, which sums P.V in f32; the standalone program (ggml only) reproduces it
+  # and the stagnation before it (4096 keys of value 1 give 0.5).
+  set(g1 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/ggml-flash-f16-accumulator-overflow.json)
+  add_test(NAME ggml:finding-g1-flash COMMAND $<TARGET_FILE:kvfuzz> replay ${g1}
+           --engine ${ggml}:ggml-flash-f16)
+  set_tests_properties(ggml:finding-g1-flash PROPERTIES LABELS llama.cpp
+                       PASS_REGULAR_EXPRESSION "got inf, expected 7999.99.*0 passed, 1 failed")
+  add_test(NAME ggml:finding-g1-matmul COMMAND $<TARGET_FILE:kvfuzz> replay ${g1}
+           --engine ${ggml}:ggml-matmul-f16)
+  set_tests_properties(ggml:finding-g1-matmul PROPERTIES LABELS llama.cpp
+                       PASS_REGULAR_EXPRESSION "1 passed, 0 failed")
+  foreach(args "9;8000" "4096;1")
+    string(REPLACE ";" "-" name "${args}")
+    add_test(NAME ggml:repro-g1-${name}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 1
+                     $<TARGET_FILE:ggml-flash-f16-accumulator> ${args})
+    set_tests_properties(ggml:repro-g1-${name} PROPERTIES LABELS llama.cpp
+                         PASS_REGULAR_EXPRESSION "f32 K/V: [0-9]+\n.*reproduced")
+  endforeach()
+endif()
