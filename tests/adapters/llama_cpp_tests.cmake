@@ -11,6 +11,15 @@ if(TARGET kvfuzz_llama_cpp)
                        PROPERTIES TIMEOUT 600 LABELS llama.cpp)
 endif()
 
+# The judge's model of the query ggml hands a block-quantized K, against ggml's quantizers.
+if(TARGET kvfuzz_llama_cpp)
+  add_executable(test_ggml_query_blocks test_ggml_query_blocks.cpp)
+  target_link_libraries(test_ggml_query_blocks PRIVATE kvfuzz_judge ggml GTest::gtest
+                                                       GTest::gtest_main)
+  gtest_discover_tests(test_ggml_query_blocks DISCOVERY_TIMEOUT 60
+                       PROPERTIES TIMEOUT 120 LABELS llama.cpp)
+endif()
+
 # kvfuzz-llama-export: a fixture llama can run becomes a GGUF file; one it cannot (the older
 # model fixtures have no RoPE) is refused with exit 2 and one line naming $.layout.
 if(TARGET kvfuzz-llama-export)
@@ -94,6 +103,28 @@ if(TARGET kvfuzz_ggml_attention_plugin)
                            PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case")
     else()
       set_tests_properties(ggml:check-${engine} PROPERTIES
+                           PASS_REGULAR_EXPRESSION "honest +300 .* pass")
+    endif()
+  endforeach()
+
+  # The K/V block formats (q8_0, q4_0, q4_1, q5_0, q5_1, K and V each) on the flash path,
+  # whose numerics then declare query_blocks (ggml quantizes q to K's q8_0 / q8_1 blocks);
+  # the controls: every K block format stored as q4_0, and an honest engine that does not
+  # declare query_blocks.
+  foreach(engine ggml-flash-f32 ggml-flash-f16 ggml-flash-bf16 ggml-flash-bug-k-format
+                 ggml-flash-bug-query-blocks)
+    add_test(NAME ggml:check-blocks-${engine}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
+                     --engine ${ggml}:${engine} --cases 300 --jobs 2 --quiet
+                     --kv-format q8_0,q4_0,q4_1,q5_0,q5_1
+                     --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml --shrink-seconds 120
+                     --out ${CMAKE_CURRENT_BINARY_DIR}/ggml-check-blocks-${engine})
+    set_tests_properties(ggml:check-blocks-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp)
+    if(engine MATCHES "-bug-")
+      set_tests_properties(ggml:check-blocks-${engine} PROPERTIES
+                           PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case")
+    else()
+      set_tests_properties(ggml:check-blocks-${engine} PROPERTIES
                            PASS_REGULAR_EXPRESSION "honest +300 .* pass")
     endif()
   endforeach()

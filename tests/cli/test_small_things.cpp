@@ -102,7 +102,8 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "numerics      output bf16, P rounded to bf16, score sums f16, value sums f16; with RoPE: "
         "rotated keys in storage yes",
         "; split partials normalised, combined by log-sum-exp, stored in bf16; P normalised "
-        "first yes; RoPE tables in bf16; exp within 1024 ulps\n",
+        "first yes; RoPE tables in bf16; exp within 1024 ulps; q quantized to K's ggml blocks "
+        "yes\n",
         "supports      storage f16, bf16; head_dim a multiple of 8, at most 256 (value_dim = "
         "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows; "
         "attention features softcap, sinks, alibi, chunked_local, value_from_key; quantized KV "
@@ -117,7 +118,7 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
        {"numerics      output f32, P not rounded, score sums f32, value sums f32; with RoPE: "
         "rotated keys in storage not said, rotated queries in storage not said, angles in double "
         "not said; split partials combined rescaled, stored in f32; P normalised first no; RoPE "
-        "tables in f32; exp within 1 ulp\n",
+        "tables in f32; exp within 1 ulp; q quantized to K's ggml blocks no\n",
         "supports      storage f32, f16, bf16; head_dim any; q heads any; context any; attention "
         "features none; quantized KV none\n",
         "bitwise       none", "engine        paged (honest)\n",

@@ -301,7 +301,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .split_partials = DType::bf16,
                                           .p_normalised = true,
                                           .rope_tables = DType::bf16,
-                                          .exp_ulps = 1024}));
+                                          .exp_ulps = 1024,
+                                          .query_blocks = true}));
   EXPECT_EQ(all.supports, (EngineSupports{.dtypes = {DType::f16, DType::bf16},
                                           .head_dim_multiple = 8,
                                           .max_head_dim = 256,

@@ -107,7 +107,7 @@ GgmlAttentionEngine::GgmlAttentionEngine(const EngineConfig& config, const Optio
 
 GgmlAttentionEngine::~GgmlAttentionEngine() = default;
 
-EngineNumerics declared_numerics(const Options& options) {
+EngineNumerics declared_numerics(const Options& options, const Layout& layout) {
   EngineNumerics n;
   n.output = DType::f32;  // dst is f32
   // ggml_v_expf (the tiled path's and soft_max's exp): 1.45 + 0.5 ulps, vec.h.
@@ -118,15 +118,19 @@ EngineNumerics declared_numerics(const Options& options) {
   n.rope_angles_exact = true;
   n.rotated_keys_in_storage = true;
   n.rotated_queries_in_storage = true;
+  // ggml converts q to the K type's vec_dot_type: q8_0 (q8_1) blocks for a block K.
+  n.query_blocks = !options.bugs.query_blocks_undeclared;
   if (options.path == Path::flash) {
     // ggml_compute_forward_flash_attn_ext_f16_one_chunk accumulates P.V in an f16 vector
     // (VKQ16, ggml_vec_mad_f16 / ggml_vec_scale_f16) when V is f16; f32 otherwise, and in
     // the tiled and split-KV paths. P stays f32; split partials are combined unnormalised.
-    if (options.dtype == DType::f16) n.value_accumulation = DType::f16;
+    if (layout.dtype == DType::f16 && !layout.v_format.quantized()) {
+      n.value_accumulation = DType::f16;
+    }
   } else {
     // soft_max_ext normalises P in f32; the second mul_mat converts it to V's vec_dot_type.
     n.p_normalised = true;
-    if (options.dtype != DType::f32) n.p = options.dtype;
+    if (layout.dtype != DType::f32) n.p = layout.dtype;
   }
   return n;
 }
@@ -139,11 +143,14 @@ EngineSupports declared_supports(const Options& options) {
   s.sinks = true;
   s.alibi = true;
   s.chunked_local = true;
+  // ggml's block types, K and V each (the matmul path's transposed V cannot be quantized:
+  // llama.cpp refuses a quantized V without flash attention).
+  s.kv_ggml_blocks = options.path == Path::flash;
   return s;
 }
 
 EngineNumerics GgmlAttentionEngine::numerics() const {
-  return declared_numerics(options_);
+  return declared_numerics(options_, config_.layout);
 }
 
 EngineSupports GgmlAttentionEngine::supports() const {
@@ -409,6 +416,13 @@ std::vector<EngineInfo> engines() {
           &Bugs::alibi_own_as_standard, Path::flash);
   control("ggml-flash-bug-gqa", "ggml-flash-f16 that stores K's kv heads in reverse order.",
           &Bugs::kv_heads_reversed, Path::flash);
+  control("ggml-flash-bug-k-format",
+          "ggml-flash-f16 that stores every K block format (q8_0, q4_1, ...) as q4_0.",
+          &Bugs::k_as_q4_0, Path::flash);
+  control("ggml-flash-bug-query-blocks",
+          "ggml-flash-f16, honest, but not declaring that ggml quantizes q to q8_0 blocks "
+          "for a block-quantized K.",
+          &Bugs::query_blocks_undeclared, Path::flash);
   control("ggml-matmul-bug-window", "ggml-matmul-f16 whose mask shows a window one key more.",
           &Bugs::window_one_more, Path::matmul);
   return list;

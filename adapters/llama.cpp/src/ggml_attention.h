@@ -30,6 +30,9 @@ struct Bugs {
   bool alibi_own_as_standard = false;  // every ALiBi layout as ggml's max_bias 8 schedule
   bool kv_heads_reversed = false;      // K of kv head g stored in kv head kv_heads - 1 - g's place
   bool k_as_q4_0 = false;              // a K block format other than q4_0 stored as q4_0
+  // An honest engine that does not declare query_blocks: the judge then expects q.k with
+  // the exact query, which ggml's q8_0 conversion of q misses by far more than noise.
+  bool query_blocks_undeclared = false;
 };
 
 struct Options {
@@ -60,8 +63,9 @@ class GgmlAttentionEngine final : public Engine {
   std::vector<Sequence> sequences_;
 };
 
-// What an engine with these options declares (numerics() and supports() return these).
-EngineNumerics declared_numerics(const Options& options);
+// What an engine with these options declares for a layout (numerics() and supports()
+// return these): the numerics follow the layout's K and V formats.
+EngineNumerics declared_numerics(const Options& options, const Layout& layout);
 EngineSupports declared_supports(const Options& options);
 
 // ggml-flash-{f32,f16,bf16}, ggml-matmul-{f32,f16,bf16}, and the negative controls.

@@ -135,6 +135,13 @@ struct EngineNumerics {
   // polynomial on the exponent bits, up to 940 ulps (1.12e-4 relative) off, and its
   // exp(0) is 0.99995, so the key at the max no longer has P = 1 exactly before rounding.
   int exp_ulps = 1;
+  // With K stored in a ggml block format (Layout::k_format q8_0, q4_0, q4_1, q5_0, q5_1):
+  // the query is quantized to ggml's q8_0 blocks before q.k (q8_1 for q4_1 and q5_1 keys,
+  // whose block sum joins the dot product), as ggml's CPU kernels do: the vec_dot_type of
+  // the K type (ggml_flash_attn_ext, mul_mat). The reference quantizes its q the same way;
+  // ties and the reciprocal's rounding, where ggml's x86 quantizer and the reference one
+  // differ, are tolerated. No effect on other layouts.
+  bool query_blocks = false;
   bool operator==(const EngineNumerics&) const = default;
 };
 

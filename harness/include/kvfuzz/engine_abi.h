@@ -179,6 +179,9 @@ extern "C" {
 #define KVFUZZ_NUMERICS_P_NORMALISED             \
   2u /* P divided by the normaliser before it is \
         rounded to p_dtype */
+#define KVFUZZ_NUMERICS_QUERY_BLOCKS                  \
+  4u /* with K in a ggml block format: q quantized to \
+        ggml's q8_0 (q8_1) blocks before q.k */
 
 typedef struct kvfuzz_engine_config {
   /* sizeof(kvfuzz_engine_config) as kvfuzz was built: create can compare it with its own

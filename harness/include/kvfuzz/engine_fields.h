@@ -99,7 +99,8 @@ struct Declaration<EngineNumerics> {
       DeclarationField{"split_partials", &S::split_partials},
       DeclarationField{"p_normalised", &S::p_normalised},
       DeclarationField{"rope_tables", &S::rope_tables},
-      DeclarationField{"exp_ulps", &S::exp_ulps}};
+      DeclarationField{"exp_ulps", &S::exp_ulps},
+      DeclarationField{"query_blocks", &S::query_blocks}};
 };
 
 template <>

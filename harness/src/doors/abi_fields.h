@@ -169,6 +169,7 @@ inline constexpr std::tuple kAbiFields{
     AbiRow{&Num::p_normalised, Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_P_NORMALISED}, 4},
     AbiRow{&Num::rope_tables, DTypeCode{KVFUZZ_ABI_SLOT(rope_tables_dtype)}, 4},
     AbiRow{&Num::exp_ulps, Limit{KVFUZZ_ABI_SLOT(exp_ulps), 1, "0 (one ulp) or more"}, 4},
+    AbiRow{&Num::query_blocks, Flag{KVFUZZ_ABI_SLOT(numerics), KVFUZZ_NUMERICS_QUERY_BLOCKS}, 9},
     // ABI 6
     AbiRow{&Sup::softcap, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_SOFTCAP}, 6},
     AbiRow{&Sup::sinks, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_SINKS}, 6},

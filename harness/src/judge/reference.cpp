@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "judge/query_blocks.h"
 #include "judge/reference_parts.h"
 #include "judge/tolerance.h"
 #include "kvfuzz/dtype.h"
@@ -227,6 +228,11 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   if (round_rotated_q && store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p,
                                        layout.dtype, KvFormat{}, 0, numerics, q_error)) {
     q_error_norm = norm(q_error, layout.head_dim);
+  }
+  // A query quantized to K's ggml blocks (tolerance.cpp, step 14): modelled, its ambiguity
+  // added as the rotated queries' is.
+  if (numerics.query_blocks && is_ggml_block(layout.k_format.quant)) {
+    q_error_norm += quantize_query_blocks(q, hd, layout.k_format.quant);
   }
   return {norm(q, layout.head_dim), q_error_norm};
 }

@@ -207,6 +207,18 @@
 //    A key that saturates the cap has a tiny delta_j; a key far below the others' scores
 //    has a tiny weight: a row of huge scores under a cap stays judged.
 //
+// 14. A query quantized to K's ggml blocks (numerics.query_blocks, with K in q8_0, q4_0,
+//    q4_1, q5_0 or q5_1: ggml's CPU kernels convert q to the K type's vec_dot_type, q8_0 or
+//    q8_1, before the integer dot products). The reference quantizes its q the same way
+//    (query_blocks.h), so what it models is the engine's q exactly but for two things: an
+//    element whose quant ggml's x86 quantizer (127 / amax, ties to even) and its reference
+//    one (1 / d, ties away) round apart, off by f16(d) times the difference; and, for q8_1,
+//    the block sum s stored as f16(d * sum) where the exact product has f16(d) * sum, which
+//    meets the key's block minimum m (|m| <= the key block's norm). Both reach a logit by at
+//    most scale ||e|| ||k|| (Cauchy-Schwarz), added as step 5's query ambiguity is. The
+//    integer sums are exact; the scales' products and the f32 sum over blocks are inside
+//    step 1's gamma_{d+2} S.
+//
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
 // S = 0 gives bound 3.8e-5), while a mutant is wrong by a fraction of M: a mask that
