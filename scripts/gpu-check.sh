@@ -258,6 +258,12 @@ if ((built)); then
     echo "   $CASES cases x 2 engines in $seconds s: $checks_per_second checks/s ($JOBS workers)"
   fi
 
+  # The attention features on the device (cuda/logit_features.cuh): soft cap, sinks, ALiBi
+  # and chunked local attention forced on every case.
+  run_stage features 60 "$KVFUZZ" check --engine "$HONEST" --cases 100 --seed "$SEED" \
+    --jobs "$JOBS" --quiet --feature softcap,sinks,alibi,chunked_local \
+    --out "$LOGS/kvfuzz-out-features" || true
+
   # --- 3. The kernel-only mutants: each must be rejected ------------------------------
   # kvfuzz check exits 0 when every mutant was rejected; a mutant stops at its first
   # finding, so the cases are an upper bound, reached only by a mutant that survives. Two

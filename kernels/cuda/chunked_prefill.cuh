@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "cuda/cuda_compat.h"
+#include "cuda/logit_features.cuh"
 #include "cuda/paged_kv.cuh"
 
 namespace kvfuzz::cuda {
@@ -30,6 +31,7 @@ struct PrefillArgs {
   int chunks = 0, q_heads = 0;
   int window = 0;  // 0: none; else query at p sees keys [p - window + 1, p]
   float scale = 1.0f;
+  LogitFeatures features;  // the soft cap and ALiBi per score, chunked local; the sink at the end
   // P rounded to it (round_to) before P.V; the row's sum l takes P unrounded
   int p_dtype = kNoRounding;
   int out_dtype = kNoRounding;  // each output value rounded to it (round_to) at the end
@@ -92,25 +94,26 @@ KVFUZZ_DEVICE void load_kv_tile(const PrefillArgs& a, const PrefillShared& s, in
   }
 }
 
-// Scores of `rows` queries (positions pos0 + r) x the tile's n keys (key0 + j); a key the
-// query may not see (after it, or before its window) scores -inf and reads no K. Threads
+// Scores of q head h's `rows` queries (positions pos0 + r) x the tile's n keys (key0 + j); a
+// key the query may not see (after it, or before its window or chunk) scores -inf and reads
+// no K. Threads
 // take the queries of one key side by side, so each thread scores keys a quarter tile
 // apart, which other threads loaded (what a missing barrier gets wrong, even at head_dim 1).
-KVFUZZ_DEVICE void tile_scores(const PrefillArgs& a, const PrefillShared& s, int rows, int pos0,
-                               int key0, int n, int t) {
+KVFUZZ_DEVICE void tile_scores(const PrefillArgs& a, const PrefillShared& s, int h, int rows,
+                               int pos0, int key0, int n, int t) {
   const int head_dim = a.kv.head_dim;
   for (int i = t; i < kPrefillQueryTile * kPrefillKeyTile; i += kPrefillThreads) {
     const int r = i % kPrefillQueryTile, j = i / kPrefillQueryTile;
     if (r >= rows || j >= n) continue;
     const int query = pos0 + r, key = key0 + j;
     const int score = r * kPrefillKeyTile + j;
-    if (key > query || (a.window > 0 && key <= query - a.window)) {
+    if (key > query || key < first_visible_key(query, a.window, a.features.chunked_local)) {
       s.scores[score] = -__builtin_inff();
       continue;
     }
     float dot = 0.0f;
     for (int d = 0; d < head_dim; ++d) dot += s.q[r * head_dim + d] * s.k[j * head_dim + d];
-    s.scores[score] = a.scale * dot;
+    s.scores[score] = feature_logit(a.features, a.scale * dot, h, key, query);
   }
 }
 
@@ -154,9 +157,8 @@ KVFUZZ_GLOBAL void chunked_prefill(PrefillArgs a) {
   const int kv_head = h / (a.q_heads / kv.kv_heads);
   const long long token0 = a.chunk_first_token[c] + first_query;
   const int pos0 = a.chunk_first_pos[c] + first_query;
-  // Keys the tile needs: from its first query's window start to its last query.
-  const int window_start = pos0 - a.window + 1;
-  const int lo = a.window > 0 && window_start > 0 ? window_start : 0;
+  // Keys the tile needs: from its first query's first visible key to its last query.
+  const int lo = first_visible_key(pos0, a.window, a.features.chunked_local);
   const int hi = pos0 + rows;
   const PrefillShared s = carve_prefill_shared(shared, kv.head_dim, kv.value_dim);
 
@@ -178,7 +180,7 @@ KVFUZZ_GLOBAL void chunked_prefill(PrefillArgs a) {
     load_kv_tile(a, s, seq, kv_head, key0, n, t);
     // The fault leaves out this barrier: threads then score keys others have not loaded.
     if (!(a.faults & kFaultMissingTileSync)) __syncthreads();
-    tile_scores(a, s, rows, pos0, key0, n, t);
+    tile_scores(a, s, h, rows, pos0, key0, n, t);
     __syncthreads();
     if (t < rows) tile_softmax(a, s, t, n);
     __syncthreads();
@@ -192,11 +194,20 @@ KVFUZZ_GLOBAL void chunked_prefill(PrefillArgs a) {
     }
   }
 
-  // Each thread finishes the accumulators it kept (l was written before the last barrier).
+  // Each thread finishes the accumulators it kept (m and l were written before the last
+  // barrier). A sink z joins the row's softmax here: against M = max(m, z) the row is
+  // acc e^(m - M) / (l e^(m - M) + e^(z - M)).
   for (int i = t; i < rows * kv.value_dim; i += kPrefillThreads) {
     const int r = i / kv.value_dim, d = i % kv.value_dim;
-    a.out[((token0 + r) * a.q_heads + h) * kv.value_dim + d] =
-        round_to(s.acc[i] / s.l[r], a.out_dtype);
+    float acc = s.acc[i], l = s.l[r];
+    if (a.features.sinks != nullptr) {
+      const float z = a.features.sinks[h], m = s.m[r];
+      const float top = m > z ? m : z;
+      const float keep = expf(m - top);
+      acc *= keep;
+      l = l * keep + expf(z - top);
+    }
+    a.out[((token0 + r) * a.q_heads + h) * kv.value_dim + d] = round_to(acc / l, a.out_dtype);
   }
 }
 

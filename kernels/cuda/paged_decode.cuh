@@ -9,6 +9,7 @@
 
 #include "cuda/block_reduce.cuh"
 #include "cuda/cuda_compat.h"
+#include "cuda/logit_features.cuh"
 #include "cuda/paged_kv.cuh"
 
 namespace kvfuzz::cuda {
@@ -23,6 +24,7 @@ struct DecodeArgs {
   int q_heads = 0;
   int window = 0;  // 0: none
   float scale = 1.0f;
+  LogitFeatures features;  // the soft cap and ALiBi per score, chunked local; the sink at the merge
   int splits = 1, keys_per_split = 0;
   int p_dtype = kNoRounding;     // P rounded to it before P.V (the sum takes P unrounded)
   int out_dtype = kNoRounding;   // rows rounded to it
@@ -103,7 +105,7 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
   const int group = rest < kDecodeMaxGroup ? rest : kDecodeMaxGroup;
   const int first_head = kv_head * group_size + first_in_group;
   const int length = a.lengths[row];
-  const int first_visible = a.window > 0 && length > a.window ? length - a.window : 0;
+  const int first_visible = first_visible_key(length - 1, a.window, a.features.chunked_local);
   int lo = split * a.keys_per_split, hi = lo + a.keys_per_split;
   lo = lo > first_visible ? lo : first_visible;
   const int end = a.faults & kFaultSplitBoundPastLength ? length + 1 : length;
@@ -131,7 +133,8 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
           a.q + (static_cast<long long>(row) * a.q_heads + first_head + g) * kv.head_dim;
       float s = 0.0f;
       for (int d = 0; d < kv.head_dim; ++d) s += q[d] * load_k(kv, slot, kv_head, d, a.faults);
-      scores[g * kDecodeMaxKeysPerSplit + j] = s * a.scale;
+      scores[g * kDecodeMaxKeysPerSplit + j] =
+          feature_logit(a.features, s * a.scale, first_head + g, lo + j, length - 1);
     }
   }
   __syncthreads();
@@ -153,6 +156,11 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
     }
     sum = warp_sum(sum, width);
     if (lane == 0) {
+      // The fault: every split's sum takes the sink (against its own max), so a row of k
+      // non-empty splits counts it k times.
+      if ((a.faults & kFaultSinkPerSplit) && a.features.sinks != nullptr && n > 0) {
+        sum += expf(a.features.sinks[first_head + g] - m);
+      }
       head_max[g] = m;
       head_sum[g] = sum;
     }
@@ -181,8 +189,9 @@ KVFUZZ_GLOBAL void paged_decode_split(DecodeArgs a) {
 }
 
 // Grid decode_merge_grid, kDecodeMergeThreads threads (one warp): out = sum_s e^(m_s - m) o_s /
-// sum_s e^(m_s - m) l_s over the splits, m the largest split max; an empty split (max -inf) weighs
-// 0. Lane 0 weighs the splits once into shared memory (the weights, then their total), a
+// (sum_s e^(m_s - m) l_s + e^(z - m)) over the splits, m the largest split max or the row's
+// sink logit z, whichever is larger (no sink: no z); an empty split (max -inf) weighs 0. Lane 0
+// weighs the splits once into shared memory (the weights, then their total), a
 // __syncwarp publishes them to the other lanes. Rows rounded to out_dtype as declared.
 KVFUZZ_GLOBAL void paged_decode_merge(DecodeArgs a) {
   KVFUZZ_SHARED_ARRAY(float, split_weight, kDecodeMaxSplits + 1);  // the total last
@@ -190,12 +199,14 @@ KVFUZZ_GLOBAL void paged_decode_merge(DecodeArgs a) {
   const int lane = static_cast<int>(threadIdx.x);
   const int value_dim = a.kv.value_dim;
   if (lane == 0) {
-    float m = -__builtin_inff();
+    const bool sink = a.features.sinks != nullptr && !(a.faults & kFaultSinkPerSplit);
+    const float z = sink ? a.features.sinks[blockIdx.y] : -__builtin_inff();
+    float m = z;
     for (int s = 0; s < a.splits; ++s) {
       const float x = a.partial_max[head * a.splits + s];
       m = m > x ? m : x;
     }
-    float total = 0.0f;
+    float total = sink ? expf(z - m) : 0.0f;
     for (int s = 0; s < a.splits; ++s) {
       const float x = a.partial_max[head * a.splits + s];
       const float w = x != -__builtin_inff() ? expf(x - m) : 0.0f;

@@ -42,6 +42,9 @@ enum KernelFault : int {
   // paged decode merge: lane 0 weighs the splits into shared memory and no __syncwarp
   // follows, as if the warp ran in lockstep (a race between lanes of one warp).
   kFaultMergeNoSyncwarp = 1 << 7,
+  // paged decode: every split's sum of exponentials takes the row's sink, instead of the
+  // merge taking it once (a sink counted once per split that holds keys).
+  kFaultSinkPerSplit = 1 << 8,
 };
 
 struct PagedKv {

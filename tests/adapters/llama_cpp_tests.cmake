@@ -87,10 +87,10 @@ endif()
 if(TARGET kvfuzz_ggml_attention_plugin)
   set(ggml plugin:$<TARGET_FILE:kvfuzz_ggml_attention_plugin>)
   foreach(engine ggml-flash-f32 ggml-flash-f16 ggml-flash-bf16 ggml-matmul-f32 ggml-matmul-f16
-                 ggml-matmul-bf16 ggml-flash-bug-window ggml-flash-bug-softcap ggml-flash-bug-sinks
+                 ggml-matmul-bf16 ggml-flash-f32-t4 ggml-flash-f16-t4 ggml-flash-bug-window ggml-flash-bug-softcap ggml-flash-bug-sinks
                  ggml-flash-bug-alibi ggml-flash-bug-gqa ggml-matmul-bug-window)
     set(known)
-    if(engine STREQUAL "ggml-flash-f16")
+    if(engine MATCHES "ggml-flash-f16")
       set(known --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml --shrink-seconds 120)
     endif()
     add_test(NAME ggml:check-${engine}

@@ -192,6 +192,60 @@ INSTANTIATE_TEST_SUITE_P(Cuda, KernelMutantFails,
                                          KernelMutant{"cuda-offset-32bit", 18, 4}),
                          test_name<KernelMutant>);
 
+// The attention features (cuda/logit_features.cuh): generated cases with the soft cap,
+// sinks, ALiBi and chunked local attention all forced on, every property on both honest
+// engines.
+TEST(CudaEngine, AttentionFeaturesHoldEveryProperty) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.features = {.softcap = true, .sinks = true, .alibi = true, .chunked_local = true};
+  for (int i = 0; i < 16; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_TRUE(scenario.layout.softcap && !scenario.layout.sinks.empty() &&
+                !scenario.layout.alibi.empty() && scenario.layout.chunked_local)
+        << "case " << i;
+    for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
+      const EngineInfo* honest = find_engine(name);
+      ASSERT_NE(honest, nullptr);
+      if (unsupported_layout(scenario, probe_declarations(*honest).supports)) continue;
+      for (const PropertyInfo& row : kProperties) {
+        const PropertyOutcome outcome = judge_property(row.property, scenario, *honest);
+        EXPECT_TRUE(outcome.pass) << name << " case " << i << ": " << outcome.report;
+      }
+    }
+  }
+}
+
+// A sink is one term of a row's softmax, however many splits a decode takes: q = k = 0 and
+// v_j = j over 40 keys, a sink of logit ln 3 (weight 3), decoded at position 39 over two
+// splits of 32 keys: the row is 780 / (40 + 3) = 18.14. With the sink counted once per split
+// that holds keys (kFaultSinkPerSplit), 780 / (40 + 6) = 16.96: 1.18 off, against a bound
+// near 1e-4 (the generated cases above show it less often: a sink of -30 or one far below
+// the scores weighs nothing, and most decodes there take one split).
+TEST(CudaEngine, ASinkJoinsADecodeOverSplitsOnce) {
+  for (const bool fault : {false, true}) {
+    EngineConfig config;
+    config.layout = test::make_layout({.page_size = 16});
+    config.layout.sinks = {std::log(3.0)};
+    config.page_order = {0, 1, 2, 3};
+    cuda::CudaEngineOptions options = cuda::cuda_f32_options();
+    if (fault) options.faults = cuda::kFaultSinkPerSplit;
+    cuda::CudaEngine engine(config, options);
+    std::vector<float> zeros(40, 0.0f), values(40);
+    for (int j = 0; j < 40; ++j) values[static_cast<size_t>(j)] = static_cast<float>(j);
+    std::vector<ChunkOut> out(1);
+    engine.step(
+        std::vector<ChunkIn>{{0, 39, {zeros.data(), 39}, {zeros.data(), 39}, {values.data(), 39}}},
+        out);
+    engine.step(
+        std::vector<ChunkIn>{{0, 1, {zeros.data(), 1}, {zeros.data(), 1}, {values.data() + 39, 1}}},
+        out);
+    ASSERT_EQ(out[0].positions, (std::vector<int64_t>{39}));
+    const double expected = fault ? 780.0 / 46.0 : 780.0 / 43.0;
+    EXPECT_NEAR(out[0].out[0], expected, 1e-4) << (fault ? "with the fault" : "honest");
+  }
+}
+
 // An honest kernel has no race, so its rows are the same bits whichever order the
 // launcher runs a block's threads in: every ThreadOrder (random with two seeds) on the
 // first 10 generated cases, both honest engines, against thread order.

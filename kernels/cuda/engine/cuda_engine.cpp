@@ -65,7 +65,11 @@ void put(DeviceBuffer& buffer, const std::vector<T>& host) {
 CudaEngineOptions cuda_f32_options() {
   CudaEngineOptions o;
   o.numerics = {.rotated_keys_in_storage = true, .rope_angles_exact = true};
-  o.supports = {.max_head_dim = kPrefillMaxDim};
+  o.supports = {.max_head_dim = kPrefillMaxDim,
+                .softcap = true,
+                .sinks = true,
+                .alibi = true,
+                .chunked_local = true};
   return o;
 }
 
@@ -75,7 +79,12 @@ CudaEngineOptions cuda_bf16_options() {
                 .p = DType::bf16,
                 .rotated_keys_in_storage = true,
                 .rope_angles_exact = true};
-  o.supports = {.dtypes = {DType::bf16}, .max_head_dim = kPrefillMaxDim};
+  o.supports = {.dtypes = {DType::bf16},
+                .max_head_dim = kPrefillMaxDim,
+                .softcap = true,
+                .sinks = true,
+                .alibi = true,
+                .chunked_local = true};
   return o;
 }
 
@@ -86,11 +95,14 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
       pool_(config.layout, config.sequences, config.page_order, config.poison, options_.wide_pool),
       seen_(static_cast<size_t>(config.sequences), 0),
       threads_(config.threads) {
-  if (layout_.has_features()) {
-    throw EngineError(
-        "the CUDA kernels compute no attention features yet (soft cap, sinks, ALiBi, chunked "
-        "local attention, a value read from its key)");
+  if (layout_.value_from_key) {
+    throw EngineError("the CUDA kernels read no value from its key (MLA) yet");
   }
+  // The per-head features live on the device for the engine's life.
+  std::vector<float> per_head;
+  for (const double slope : layout_.alibi) per_head.push_back(static_cast<float>(slope));
+  for (const double sink : layout_.stored_sinks()) per_head.push_back(static_cast<float>(sink));
+  if (!per_head.empty()) put(features_, per_head);
   if (layout_.quantized_kv()) {
     throw EngineError("the CUDA kernels read no quantized KV cache yet (k_format, v_format)");
   }
@@ -235,6 +247,7 @@ void CudaEngine::decode(std::span<const ChunkIn> chunks) {
   a.q_heads = l.q_heads;
   a.window = l.window.value_or(0);
   a.scale = scale_;
+  a.features = logit_features();
   decode_splits(batch, l.kv_heads, longest, multiprocessors(), a.splits, a.keys_per_split);
   if (a.splits > kDecodeMaxSplits) {
     throw EngineError("decode of a context of " + std::to_string(longest) + " tokens takes " +
@@ -295,6 +308,7 @@ void CudaEngine::prefill(std::span<const ChunkIn> chunks, std::span<const int64_
   a.q_heads = l.q_heads;
   a.window = l.window.value_or(0);
   a.scale = scale_;
+  a.features = logit_features();
   a.p_dtype = rounding(options_.numerics.p);
   a.out_dtype = rounding(options_.numerics.output);
   a.faults = options_.faults;
@@ -310,6 +324,16 @@ void CudaEngine::prefill(std::span<const ChunkIn> chunks, std::span<const int64_
 #endif
   KVFUZZ_RUN(chunked_prefill, prefill_grid(n, longest, l.q_heads), dim3(kPrefillThreads), shared,
              a);
+}
+
+LogitFeatures CudaEngine::logit_features() const {
+  LogitFeatures f;
+  f.softcap = static_cast<float>(layout_.softcap.value_or(0.0));
+  f.chunked_local = layout_.chunked_local.value_or(0);
+  const auto heads = static_cast<size_t>(layout_.q_heads);
+  if (!layout_.alibi.empty()) f.alibi = features_.as<float>();
+  if (!layout_.sinks.empty()) f.sinks = features_.as<float>() + (layout_.alibi.empty() ? 0 : heads);
+  return f;
 }
 
 }  // namespace kvfuzz::cuda

@@ -15,6 +15,7 @@
 
 #include "cuda/engine/device_kv_pool.h"
 #include "cuda/engine/device_memory.h"
+#include "cuda/logit_features.cuh"
 #include "kvfuzz/engine.h"
 
 namespace kvfuzz::cuda {
@@ -61,6 +62,9 @@ class CudaEngine : public Engine {
                     int tokens);
   void decode(std::span<const ChunkIn> chunks);
   void prefill(std::span<const ChunkIn> chunks, std::span<const int64_t> first_pos, int tokens);
+  // The layout's attention features for a launch: the cap and chunk size, and the ALiBi
+  // slopes and sink logits (per q head) in features_ on the device.
+  LogitFeatures logit_features() const;
 
   Layout layout_;
   CudaEngineOptions options_;
@@ -75,6 +79,7 @@ class CudaEngine : public Engine {
   std::vector<int> host_ints_;
   DeviceBuffer q_, k_, v_, cos_, sin_, slots_, q_rot_, out_, ints_;
   DeviceBuffer partial_out_, partial_stats_;
+  DeviceBuffer features_;  // [q_heads] ALiBi slopes, then [q_heads] sink logits, as present
 };
 
 }  // namespace kvfuzz::cuda
