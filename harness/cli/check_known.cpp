@@ -30,6 +30,7 @@ int replay_known(RootCauses& causes, const CheckPlan& plan, const Isolation& iso
       if (engine.info->mutant) continue;
       const FixtureReplay replay =
           replay_fixture(bug.scenario, prepared, *engine.info, engine.declared, isolation);
+      if (replay.status != FixtureReplay::Status::skipped) bug.judged = true;
       if (replay.status == FixtureReplay::Status::fail ||
           replay.status == FixtureReplay::Status::crashed) {
         bug.still_failing = true;

@@ -283,6 +283,8 @@ def check(
         replayed = replay_one(bug.fixture, eng, fork=bool(fork), timeout=float(timeout))
         if replayed.status == "bad":
             raise ValueError(f"known: {bug.fixture}: {replayed.report}")
+        if replayed.status != "skip":
+            causes.mark_judged(index)
         if replayed.status == "fail":
             causes.mark_still_failing(index)
     run = _kvfuzz.run_check(

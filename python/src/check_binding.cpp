@@ -200,6 +200,9 @@ void bind_check(nb::module_& m) {
           "mark_still_failing",
           [](RootCauses& c, size_t index) { c.known().at(index).still_failing = true; },
           nb::arg("index"), "the door's replay of known bug `index` failed")
+      .def(
+          "mark_judged", [](RootCauses& c, size_t index) { c.known().at(index).judged = true; },
+          nb::arg("index"), "the door's replay of known bug `index` was judged, not skipped")
       .def("still_failing", &RootCauses::still_failing)
       .def("room", &RootCauses::room, nb::arg("properties"),
            "how many more distinct findings a run of that many properties allows")

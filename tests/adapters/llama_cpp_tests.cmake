@@ -87,7 +87,7 @@ endif()
 if(TARGET kvfuzz_ggml_attention_plugin)
   set(ggml plugin:$<TARGET_FILE:kvfuzz_ggml_attention_plugin>)
   foreach(engine ggml-flash-f32 ggml-flash-f16 ggml-flash-bf16 ggml-matmul-f32 ggml-matmul-f16
-                 ggml-matmul-bf16 ggml-flash-f32-t4 ggml-flash-f16-t4 ggml-flash-bug-window ggml-flash-bug-softcap ggml-flash-bug-sinks
+                 ggml-matmul-bf16 ggml-flash-bug-window ggml-flash-bug-softcap ggml-flash-bug-sinks
                  ggml-flash-bug-alibi ggml-flash-bug-gqa ggml-matmul-bug-window)
     set(known)
     if(engine MATCHES "ggml-flash-f16")
@@ -106,6 +106,22 @@ if(TARGET kvfuzz_ggml_attention_plugin)
                            PASS_REGULAR_EXPRESSION "honest +300 .* pass")
     endif()
   endforeach()
+
+  # Two threads (rows shared out in chunks; the split-KV decode's partials from two threads
+  # from 512 keys on): ggml's threads spin at their barriers, so these run alone
+  # (RUN_SERIAL), one worker, 60 cases. The f32 engine with --max-tokens 600, so that decodes
+  # reach the split path; the f16 one at default sizes with its known bug (G1, which long
+  # contexts show in many shapes, each shrinking to a minimum of its own).
+  function(ggml_two_threads engine)
+    add_test(NAME ggml:check-${engine}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
+                     --engine ${ggml}:${engine} --cases 60 --jobs 1 --quiet ${ARGN}
+                     --out ${CMAKE_CURRENT_BINARY_DIR}/ggml-check-${engine})
+    set_tests_properties(ggml:check-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp RUN_SERIAL TRUE
+                         PASS_REGULAR_EXPRESSION "honest +60 .* pass")
+  endfunction()
+  ggml_two_threads(ggml-flash-f32-t2 --max-tokens 600)
+  ggml_two_threads(ggml-flash-f16-t2 --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml)
 
   # The K/V block formats (q8_0, q4_0, q4_1, q5_0, q5_1, K and V each) on the flash path,
   # whose numerics then declare query_blocks (ggml quantizes q to K's q8_0 / q8_1 blocks);

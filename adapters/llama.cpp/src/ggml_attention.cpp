@@ -399,13 +399,14 @@ std::vector<EngineInfo> engines() {
                             "attention off).",
                         {.path = Path::matmul, .dtype = dtype, .threads = 1, .bugs = {}}, false));
   }
-  // Four threads: the split-KV decode (512 keys or more) combines four partials, and the
-  // rows are shared out in chunks.
+  // Two threads: the split-KV decode (512 keys or more) combines two partials, and the rows
+  // are shared out in chunks. (ggml's threads spin at their barriers: give such an engine
+  // as many cores as threads, or it crawls.)
   for (const DType dtype : {DType::f32, DType::f16}) {
     const std::string d(dtype_name(dtype));
-    list.push_back(info("ggml-flash-" + d + "-t4",
-                        "ggml-flash-" + d + " computed by four threads of ggml's CPU backend.",
-                        {.path = Path::flash, .dtype = dtype, .threads = 4, .bugs = {}}, false));
+    list.push_back(info("ggml-flash-" + d + "-t2",
+                        "ggml-flash-" + d + " computed by two threads of ggml's CPU backend.",
+                        {.path = Path::flash, .dtype = dtype, .threads = 2, .bugs = {}}, false));
   }
   const auto control = [&](std::string name, std::string what, bool Bugs::*bug, Path path) {
     Options options{.path = path, .dtype = DType::f16, .threads = 1, .bugs = {}};

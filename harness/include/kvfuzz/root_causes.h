@@ -24,9 +24,12 @@ struct KnownBug {
   bool still_failing = false;  // the door's replay of it failed (or crashed) on an engine
   std::string failing_on;      // those engines, ", " between them; empty where not named
   int seen = 0;                // findings of this run that shrank to it, duplicates counted
+  // Some engine of the run could be given it (its replay was judged, not skipped): a bug
+  // no engine can be given says nothing about whether it was mended.
+  bool judged = false;
 
-  // "known, still failing: PATH (on E)" or "known, now passing: PATH", and ", found again N
-  // times" once the run saw it.
+  // "known, still failing: PATH (on E)", "known, now passing: PATH" or "known, not judged:
+  // PATH (...)", and ", found again N times" once the run saw it.
   std::string state_line() const;
 };
 

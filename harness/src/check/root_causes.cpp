@@ -9,6 +9,10 @@
 namespace kvfuzz {
 
 std::string KnownBug::state_line() const {
+  if (!still_failing && !judged) {
+    return "known, not judged: " + fixture.string() +
+           " (no engine of the run can be given it: outside their supports)";
+  }
   std::string line = still_failing ? "known, still failing: " : "known, now passing: ";
   line += fixture.string();
   if (!failing_on.empty()) line += " (on " + failing_on + ")";
