@@ -199,7 +199,7 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
         s.v.resize(static_cast<size_t>(capacity * hk) * v_row);
       } else {
         std::vector<uint8_t> v(static_cast<size_t>(hk * dv * capacity) * v_elem);
-        for (int64_t r = 0; r < static_cast<int64_t>(hk) * dv; ++r) {
+        for (int64_t r = 0; s.length > 0 && r < static_cast<int64_t>(hk) * dv; ++r) {
           std::memcpy(v.data() + static_cast<size_t>(r * capacity) * v_elem,
                       s.v.data() + static_cast<size_t>(r * s.capacity) * v_elem,
                       static_cast<size_t>(s.length) * v_elem);
