@@ -86,25 +86,30 @@ endif()
 # known-ggml/: a finding that shrinks to it is set aside, any other fails the run.
 if(TARGET kvfuzz_ggml_attention_plugin)
   set(ggml plugin:$<TARGET_FILE:kvfuzz_ggml_attention_plugin>)
+  set(ggml_known --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml --shrink-seconds 120)
+  # ggml_check(TEST ENGINE CASES FLAGS...): kvfuzz check of one engine; an honest one must pass
+  # all CASES, a control ("-bug-") be rejected on a row.
+  function(ggml_check test engine cases)
+    add_test(NAME ggml:${test}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
+                     --engine ${ggml}:${engine} --cases ${cases} --quiet ${ARGN}
+                     --out ${CMAKE_CURRENT_BINARY_DIR}/ggml-${test})
+    set(expected "honest +${cases} .* pass")
+    if(engine MATCHES "-bug-")
+      set(expected "mutant +[0-9]+ .* rejected at case")
+    endif()
+    set_tests_properties(ggml:${test} PROPERTIES TIMEOUT 600 LABELS llama.cpp
+                         PASS_REGULAR_EXPRESSION "${expected}")
+  endfunction()
+
   foreach(engine ggml-flash-f32 ggml-flash-f16 ggml-flash-bf16 ggml-matmul-f32 ggml-matmul-f16
                  ggml-matmul-bf16 ggml-flash-bug-window ggml-flash-bug-softcap ggml-flash-bug-sinks
                  ggml-flash-bug-alibi ggml-flash-bug-gqa ggml-matmul-bug-window)
     set(known)
-    if(engine MATCHES "ggml-flash-f16")
-      set(known --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml --shrink-seconds 120)
+    if(engine STREQUAL "ggml-flash-f16")
+      set(known ${ggml_known})
     endif()
-    add_test(NAME ggml:check-${engine}
-             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
-                     --engine ${ggml}:${engine} --cases 300 --jobs 2 --quiet ${known}
-                     --out ${CMAKE_CURRENT_BINARY_DIR}/ggml-check-${engine})
-    set_tests_properties(ggml:check-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp)
-    if(engine MATCHES "-bug-")
-      set_tests_properties(ggml:check-${engine} PROPERTIES
-                           PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case")
-    else()
-      set_tests_properties(ggml:check-${engine} PROPERTIES
-                           PASS_REGULAR_EXPRESSION "honest +300 .* pass")
-    endif()
+    ggml_check(check-${engine} ${engine} 300 --jobs 2 ${known})
   endforeach()
 
   # Two threads (rows shared out in chunks; the split-KV decode's partials from two threads
@@ -112,16 +117,10 @@ if(TARGET kvfuzz_ggml_attention_plugin)
   # (RUN_SERIAL), one worker, 60 cases. The f32 engine with --max-tokens 600, so that decodes
   # reach the split path; the f16 one at default sizes with its known bug (G1, which long
   # contexts show in many shapes, each shrinking to a minimum of its own).
-  function(ggml_two_threads engine)
-    add_test(NAME ggml:check-${engine}
-             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
-                     --engine ${ggml}:${engine} --cases 60 --jobs 1 --quiet ${ARGN}
-                     --out ${CMAKE_CURRENT_BINARY_DIR}/ggml-check-${engine})
-    set_tests_properties(ggml:check-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp RUN_SERIAL TRUE
-                         PASS_REGULAR_EXPRESSION "honest +60 .* pass")
-  endfunction()
-  ggml_two_threads(ggml-flash-f32-t2 --max-tokens 600)
-  ggml_two_threads(ggml-flash-f16-t2 --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml)
+  ggml_check(check-ggml-flash-f32-t2 ggml-flash-f32-t2 60 --jobs 1 --max-tokens 600)
+  ggml_check(check-ggml-flash-f16-t2 ggml-flash-f16-t2 60 --jobs 1 ${ggml_known})
+  set_tests_properties(ggml:check-ggml-flash-f32-t2 ggml:check-ggml-flash-f16-t2 PROPERTIES
+                       RUN_SERIAL TRUE)
 
   # The K/V block formats (q8_0, q4_0, q4_1, q5_0, q5_1, K and V each) on the flash path,
   # whose numerics then declare query_blocks (ggml quantizes q to K's q8_0 / q8_1 blocks);
@@ -129,20 +128,8 @@ if(TARGET kvfuzz_ggml_attention_plugin)
   # declare query_blocks.
   foreach(engine ggml-flash-f32 ggml-flash-f16 ggml-flash-bf16 ggml-flash-bug-k-format
                  ggml-flash-bug-query-blocks)
-    add_test(NAME ggml:check-blocks-${engine}
-             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
-                     --engine ${ggml}:${engine} --cases 300 --jobs 2 --quiet
-                     --kv-format q8_0,q4_0,q4_1,q5_0,q5_1
-                     --known ${PROJECT_SOURCE_DIR}/adapters/llama.cpp/known-ggml --shrink-seconds 120
-                     --out ${CMAKE_CURRENT_BINARY_DIR}/ggml-check-blocks-${engine})
-    set_tests_properties(ggml:check-blocks-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp)
-    if(engine MATCHES "-bug-")
-      set_tests_properties(ggml:check-blocks-${engine} PROPERTIES
-                           PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case")
-    else()
-      set_tests_properties(ggml:check-blocks-${engine} PROPERTIES
-                           PASS_REGULAR_EXPRESSION "honest +300 .* pass")
-    endif()
+    ggml_check(check-blocks-${engine} ${engine} 300 --jobs 2
+               --kv-format q8_0,q4_0,q4_1,q5_0,q5_1 ${ggml_known})
   endforeach()
 
   # G1 as filed: the hand-made fixture fails on the flash path (the row is inf) and passes on
