@@ -138,9 +138,10 @@ struct EngineNumerics {
   // With K stored in a ggml block format (Layout::k_format q8_0, q4_0, q4_1, q5_0, q5_1):
   // the query is quantized to ggml's q8_0 blocks before q.k (q8_1 for q4_1 and q5_1 keys,
   // whose block sum joins the dot product), as ggml's CPU kernels do: the vec_dot_type of
-  // the K type (ggml_flash_attn_ext, mul_mat). The reference quantizes its q the same way;
-  // ties and the reciprocal's rounding, where ggml's x86 quantizer and the reference one
-  // differ, are tolerated. No effect on other layouts.
+  // the K type (ggml_flash_attn_ext, mul_mat). The reference quantizes its q the same way
+  // (ggml's SIMD quantizers: d = amax / 127 stored as f16, ties to even); where x86's
+  // 127 / amax and ARM's 1 / d round an element apart, both are tolerated. No effect on
+  // other layouts.
   bool query_blocks = false;
   bool operator==(const EngineNumerics&) const = default;
 };

@@ -179,6 +179,11 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
                (numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32));
   out.key_error.resize(out.round_rotated ? out.keys.size() : 0);
   out.key_ambiguous.resize(out.round_rotated ? out.key_norm.size() : 0);
+  // q8_1 meets a q4_1 or q5_1 key's block minimum (query_blocks.h): read from its blocks.
+  const bool minima = numerics.query_blocks && takes_q8_1(layout.k_format.quant);
+  const size_t blocks = hd / kGgmlBlock;
+  out.key_min.resize(minima ? out.key_norm.size() * blocks : 0);
+  std::vector<uint8_t> stored(minima ? row_bytes(layout.k_format, layout.head_dim) : 0);
   for (int j = 0; j < n; ++j) {
     const int id = stream.tokens[static_cast<size_t>(j)];
     // Unrotated keys as the cache reads them back; rotated ones are stored below.
@@ -200,6 +205,13 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
             store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j, layout.dtype,
                           layout.k_format, g, numerics, out.key_error.data() + at);
       }
+      if (minima) {
+        encode_row(layout.k_format, layout.dtype, g,
+                   table.k(id).data() + static_cast<size_t>(g) * hd, layout.head_dim,
+                   stored.data());
+        block_minima(layout.k_format.quant, stored.data(), layout.head_dim,
+                     out.key_min.data() + jg * blocks);
+      }
       out.key_norm[jg] = norm(head, layout.head_dim);
       double largest = 0;
       for (size_t d = 0; d < vd; ++d) {
@@ -213,7 +225,8 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
 
 std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
                                         const LogicalStream& stream, const EngineNumerics& numerics,
-                                        int p, int h, double* q, double* q_error) {
+                                        int p, int h, double* q, double* q_error,
+                                        std::vector<double>* sum_error) {
   const auto hd = static_cast<size_t>(layout.head_dim);
   const bool rope = layout.rope_theta.has_value();
   const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
@@ -232,7 +245,9 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   // A query quantized to K's ggml blocks (tolerance.cpp, step 14): modelled, its ambiguity
   // added as the rotated queries' is.
   if (numerics.query_blocks && is_ggml_block(layout.k_format.quant)) {
-    q_error_norm += quantize_query_blocks(q, hd, layout.k_format.quant);
+    QueryBlocks blocks = quantize_query_blocks(q, hd, layout.k_format.quant);
+    q_error_norm += blocks.ambiguity;
+    if (sum_error) *sum_error = std::move(blocks.sum_error);
   }
   return {norm(q, layout.head_dim), q_error_norm};
 }
@@ -327,6 +342,8 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
   std::vector<ReferenceRow> rows;
   rows.reserve(static_cast<size_t>(n));
   std::vector<double> q(hd), q_error(hd), logits, raw, deviation(vd), magnitude(vd), spread(vd);
+  std::vector<double> sum_error;  // a q8_1 query's block sums (query_blocks.h)
+  const size_t blocks = hd / kGgmlBlock;
   std::vector<std::pair<float, double>> cells;
   for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
     ReferenceRow row = empty_row(layout, stream, p);
@@ -335,8 +352,8 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
     for (int h = 0; h < layout.q_heads; ++h) {
       const int g = h / group;
       const size_t head_at = static_cast<size_t>(g) * hd;
-      const auto [q_norm, q_error_norm] =
-          rotated_query(layout, table, stream, numerics, p, h, q.data(), q_error.data());
+      const auto [q_norm, q_error_norm] = rotated_query(layout, table, stream, numerics, p, h,
+                                                        q.data(), q_error.data(), &sum_error);
 
       // Scores and their max over the visible keys (and the sink's logit).
       logits.resize(static_cast<size_t>(visible));
@@ -355,6 +372,12 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
         double dot = 0;
 #pragma omp simd reduction(+ : dot)
         for (int d = 0; d < head_dim; ++d) dot += qp[d] * kp[d];
+        if (!keys.key_min.empty()) {  // q8_1's block sums against the key's minima
+          const double* m =
+              keys.key_min.data() +
+              (static_cast<size_t>(j) * static_cast<size_t>(layout.kv_heads) + g) * blocks;
+          for (size_t b = 0; b < blocks; ++b) dot += m[b] * sum_error[b];
+        }
         min_abs_score = std::min(min_abs_score, std::fabs(scale * dot));
         if (layout.softcap) raw[static_cast<size_t>(j - lo)] = std::fabs(scale * dot);
         lp[j - lo] = features ? feature_logit(layout, h, scale * dot, j, p) : scale * dot;

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "judge/query_blocks.h"
 #include "judge/reference.h"
 #include "judge/reference_kernel.h"
 #include "judge/reference_parts.h"
@@ -78,7 +79,9 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   // The logit features (soft cap, sinks, ALiBi) take the plain form too: the blocked
   // kernel computes plain scores (chunked_local only moves the first visible key).
   const bool logit_features = layout.softcap || !layout.sinks.empty() || !layout.alibi.empty();
-  if (logit_features || layout.scale.value_or(0.0) >= 2.0 ||
+  // A q8_1 query's block sums add a term per key block that only the plain form computes.
+  const bool block_sums = numerics.query_blocks && takes_q8_1(layout.k_format.quant);
+  if (logit_features || block_sums || layout.scale.value_or(0.0) >= 2.0 ||
       largest_score(layout, table) >= kSpreadScores) {
     return reference_rows_plain(layout, table, stream, numerics);
   }

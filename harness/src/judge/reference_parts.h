@@ -33,6 +33,9 @@ struct StreamKeys {
   bool round_rotated = false;
   std::vector<double> key_error;
   std::vector<char> key_ambiguous;
+  // A q4_1 or q5_1 key met by a q8_1 query (numerics.query_blocks, query_blocks.h): each key
+  // block's minimum, [key][kv head][block] (head_dim / 32 per head); empty otherwise.
+  std::vector<double> key_min;
 };
 // Into `out`, whose vectors' capacity is reused (the blocked form keeps one per thread:
 // allocating these afresh on every call costs page faults).
@@ -40,11 +43,14 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
                  const EngineNumerics& numerics, StreamKeys& out);
 
 // Head h's query at position p, rotated (and rounded, where the engine declares rotated queries
-// in the storage dtype), into q[head_dim]; `q_error` is scratch of head_dim. Returns
-// (||q||, the norm of its rounding ambiguity).
+// in the storage dtype; quantized, where it declares query_blocks), into q[head_dim];
+// `q_error` is scratch of head_dim. Returns (||q||, the norm of its rounding ambiguity). With
+// `sum_error`, a q8_1 query's block sums' errors (QueryBlocks::sum_error) go there: the
+// score of key j then gains sum_b key_min[j][b] sum_error[b] (only the plain form adds it).
 std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
                                         const LogicalStream& stream, const EngineNumerics& numerics,
-                                        int p, int h, double* q, double* q_error);
+                                        int p, int h, double* q, double* q_error,
+                                        std::vector<double>* sum_error = nullptr);
 
 // Over the keys [lo, p] of kv head g: the largest key norm, the largest |v|, and (rotated keys
 // in the storage dtype) the largest score ambiguity for the rotated query q.

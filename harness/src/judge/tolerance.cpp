@@ -211,13 +211,17 @@
 //    q4_1, q5_0 or q5_1: ggml's CPU kernels convert q to the K type's vec_dot_type, q8_0 or
 //    q8_1, before the integer dot products). The reference quantizes its q the same way
 //    (query_blocks.h), so what it models is the engine's q exactly but for two things: an
-//    element whose quant ggml's x86 quantizer (127 / amax, ties to even) and its reference
-//    one (1 / d, ties away) round apart, off by f16(d) times the difference; and, for q8_1,
-//    the block sum s stored as f16(d * sum) where the exact product has f16(d) * sum, which
-//    meets the key's block minimum m (|m| <= the key block's norm). Both reach a logit by at
-//    most scale ||e|| ||k|| (Cauchy-Schwarz), added as step 5's query ambiguity is. The
-//    integer sums are exact; the scales' products and the f32 sum over blocks are inside
-//    step 1's gamma_{d+2} S.
+//    element whose quant ggml's x86 quantizer (x * 127 / amax) and its ARM one (x * (1 / d))
+//    round apart (both to nearest, ties to even; ggml's scalar fallback, ties away, is not
+//    modelled), off by f16(d) times the difference (and, for q8_1,
+//    the block sum those quants give). That reaches a logit by at most scale ||e|| ||k||
+//    (Cauchy-Schwarz), added as step 5's query ambiguity is. For q8_1 (q4_1 and q5_1 keys)
+//    ggml's dot product is sum_b (d_k d_q sum q_k q_q + m_b s_b) with s_b = f16(d * sum),
+//    where the dequantized key times the quantized query has m_b f16(d) sum: the reference
+//    (its plain form) adds sum_b m_b (s_b - f16(d) sum) to each key's score, m_b read from
+//    the key's stored blocks, so that too is modelled, not tolerated. The integer sums are
+//    exact; the scales' products and the f32 sum over blocks are inside step 1's
+//    gamma_{d+2} S.
 //
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,
