@@ -103,7 +103,9 @@ struct GgmlAttentionEngine::Sequence {
 };
 
 GgmlAttentionEngine::GgmlAttentionEngine(const EngineConfig& config, const Options& options)
-    : config_(config), options_(options), sequences_(static_cast<size_t>(config.sequences)) {}
+    : config_(config), options_(options), sequences_(static_cast<size_t>(config.sequences)) {
+  ggml_cpu_init();  // the CPU backend's tables and function pointers (idempotent)
+}
 
 GgmlAttentionEngine::~GgmlAttentionEngine() = default;
 
