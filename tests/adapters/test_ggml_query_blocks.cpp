@@ -134,7 +134,8 @@ TEST(GgmlQueryBlocks, Q8_1ScoresAreGgmlsDotProductWithTheBlockSums) {
       const QueryBlocks blocks = quantize_query_blocks(q.data(), q.size(), format);
       ASSERT_EQ(blocks.sum_error.size(), 2u);
       std::vector<double> minima(2);
-      block_minima(format, key.data(), n, minima.data());
+      const std::vector<double> read_back(dequantized.begin(), dequantized.end());
+      block_minima(read_back.data(), n, minima.data());
       double dot = 0, magnitude = 0;
       for (int i = 0; i < n; ++i) {
         dot += q[static_cast<size_t>(i)] * dequantized[static_cast<size_t>(i)];

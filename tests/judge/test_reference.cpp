@@ -542,13 +542,19 @@ TEST(Tolerance, FeaturesAddTheirTermsAndTheCapsKeyByKeyTermOnlyTightens) {
   in.min_abs_score = 0;
   const BoundParts capped = tolerance_parts(in);
   EXPECT_GE(capped.softmax, plain.softmax);  // a key at score 0: the cap's slope is 1
-  in.capped_softmax = 1e-6;
+  in.keywise_softmax = 1e-6;
   EXPECT_DOUBLE_EQ(tolerance_parts(in).softmax, 2 * (1e-6 + 8 * 0x1p-1021 * 4));
-  in.capped_softmax = 1e9;  // never looser than the row-wide term
+  in.keywise_softmax = 1e9;  // never looser than the row-wide term
   EXPECT_DOUBLE_EQ(tolerance_parts(in).softmax, capped.softmax);
-  const CapKeyErrors errors = cap_key_errors(in);
+  const KeyErrors errors = key_errors(in);
   EXPECT_GT(errors.reach, 0);
   EXPECT_GT(errors.rest, 7 * 0x1p-24 * 50);
+  // A key's own ambiguity joins its own logit error only; the shared reach leaves it out.
+  in.rotated_key_ambiguity = 0.5;
+  const KeyErrors shared = key_errors(in, 0.5);
+  EXPECT_NEAR(shared.reach, errors.reach, 1e-9);
+  EXPECT_GT(shared.of(0, 0.5), shared.of(0, 0) + 0.49);
+  EXPECT_LT(shared.of(1e6, 0.5), shared.of(0, 0.5));  // a saturated key: the cap's slope
 
   ToleranceInputs one{.visible_keys = 1, .head_dim = 4, .max_abs_value = 1, .max_score_terms = 1};
   EXPECT_EQ(tolerance_parts(one).softmax, 0);

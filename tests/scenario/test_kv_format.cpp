@@ -3,8 +3,12 @@
 // these run in every build, the optimised ones included.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <iostream>
 #include <limits>
+#include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "kvfuzz/kv_format.h"
@@ -149,6 +153,86 @@ TEST(AffineGroups, TheScaleAndBiasAreStoredInTheLayoutsDtype) {
   EXPECT_EQ(parse_kv_quant("affine8"), KvQuant::affine8);
   EXPECT_EQ(affine_bits(KvQuant::affine2), 2);
   EXPECT_FALSE(is_ggml_block(KvQuant::affine4));
+}
+
+// round_trip_reach: whatever an engine's rounding makes of a block within [lo, hi], what it
+// reads back lies within the reach; a block with one input reads back as round_trip_row's;
+// and the reach is not everything (most elements of a slightly perturbed block are exact).
+TEST(GgmlBlocks, TheReachHoldsEveryRoundTripOfItsInputs) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  const KvQuant formats[] = {KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1,
+                             KvQuant::q5_0, KvQuant::q5_1, KvQuant::fp8_e4m3fn};
+  constexpr int n = 64;
+  for (const KvQuant quant : formats) {
+    const KvFormat format{quant, {}, 0};
+    long outside = 0;
+    std::array<long, 5> wide{};  // by the reach's exponent, -24 + 4 k
+    const long per_reach = 300 / 5 * n;
+    for (int trial = 0; trial < 300; ++trial) {
+      // Magnitudes of several scales, some elements tied in magnitude with opposite signs
+      // (q4_0's signed extreme), reaches from 2^-24 to 2^-8 of each element.
+      const float magnitude = std::ldexp(1.0f, trial % 9 - 4);
+      const float relative = std::ldexp(1.0f, -24 + (trial % 5) * 4);
+      std::vector<float> lo(n), hi(n), out_lo(n), out_hi(n), x(n), back(n);
+      for (int i = 0; i < n; ++i) {
+        const float v = (trial % 7 == 0 && i == 5) ? -lo[0] : magnitude * unit(random);
+        const float e = std::fabs(v) * relative;
+        lo[static_cast<size_t>(i)] = v - e;
+        hi[static_cast<size_t>(i)] = v + e;
+      }
+      round_trip_reach(format, DType::f32, 0, lo.data(), hi.data(), n, out_lo.data(),
+                       out_hi.data());
+      for (int sample = 0; sample < 40; ++sample) {
+        for (size_t i = 0; i < n; ++i) {
+          const int pick = sample < 3 ? sample : static_cast<int>(random() % 3);
+          const float t = (unit(random) + 1) / 2;
+          x[i] = pick == 0 ? lo[i] : pick == 1 ? hi[i] : lo[i] + t * (hi[i] - lo[i]);
+        }
+        round_trip_row(format, DType::f32, 0, x.data(), n, back.data());
+        for (size_t i = 0; i < n; ++i) {
+          outside += back[i] < out_lo[i] || back[i] > out_hi[i];
+        }
+      }
+      for (size_t i = 0; i < n; ++i) wide[static_cast<size_t>(trial % 5)] += out_hi[i] > out_lo[i];
+      // One input: exactly its round trip.
+      round_trip_reach(format, DType::f32, 0, lo.data(), lo.data(), n, out_lo.data(),
+                       out_hi.data());
+      round_trip_row(format, DType::f32, 0, lo.data(), n, back.data());
+      EXPECT_EQ(out_lo, back) << kv_quant_name(quant);
+      EXPECT_EQ(out_hi, back) << kv_quant_name(quant);
+    }
+    EXPECT_EQ(outside, 0) << kv_quant_name(quant);
+    // A reach of a few f32 ulps (an engine that rotates with exact angles: 4 * 2^-24) leaves
+    // all but a few elements exact; 2^-8 of each element (a quarter of a q8_0 step at the
+    // block's largest) makes many blocks' f16 scale and many quants ambiguous.
+    for (size_t k = 0; k < wide.size(); ++k) {
+      std::cout << kv_quant_name(quant) << ", reach 2^" << -24 + 4 * static_cast<int>(k) << ": "
+                << wide[k] << " of " << per_reach << " elements may read back as more than one\n";
+    }
+    EXPECT_LT(wide[0], per_reach / 100) << kv_quant_name(quant);
+    EXPECT_LT(wide[1], per_reach / 20) << kv_quant_name(quant);
+  }
+}
+
+// An element on a quant's rounding boundary is seen: q8_0 with amax 127 (d = 1) holds 0.5
+// as 1 (roundf) and anything just below it as 0.
+TEST(GgmlBlocks, TheReachOfAnElementOnABoundaryIsBothSides) {
+  std::vector<float> lo(32, 0.0f), hi(32, 0.0f), out_lo(32), out_hi(32);
+  lo[0] = hi[0] = 127.0f;
+  lo[1] = std::nextafter(0.5f, 0.0f);
+  hi[1] = 0.5f;
+  round_trip_reach(KvFormat{KvQuant::q8_0, {}, 0}, DType::f32, 0, lo.data(), hi.data(), 32,
+                   out_lo.data(), out_hi.data());
+  EXPECT_EQ(out_lo[1], 0.0f);
+  EXPECT_EQ(out_hi[1], 1.0f);
+  EXPECT_EQ(out_lo[0], 127.0f);
+  EXPECT_EQ(out_hi[0], 127.0f);
+  EXPECT_EQ(out_lo[2], 0.0f);
+  EXPECT_EQ(out_hi[2], 0.0f);
+  EXPECT_THROW(round_trip_reach(KvFormat{KvQuant::affine4, {}, 32}, DType::f32, 0, lo.data(),
+                                hi.data(), 32, out_lo.data(), out_hi.data()),
+               std::logic_error);
 }
 
 }  // namespace

@@ -216,7 +216,13 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
       for (int g = 0; g < hk; ++g) {
         row.assign(c.k.begin() + (static_cast<ptrdiff_t>(t) * hk + g) * dk,
                    c.k.begin() + (static_cast<ptrdiff_t>(t) * hk + g + 1) * dk);
-        if (l.rope_theta) cpu::rope_apply(row.data(), dk, cos_b.data(), sin_b.data());
+        if (l.rope_theta) {
+          cpu::rope_apply(row.data(), dk, cos_b.data(), sin_b.data());
+          // A rotated key in the layout's dtype before a block quantizer sees it, as
+          // kvfuzz's reference stores a quantized rotated key (kv_format.h): with an f16
+          // or bf16 K type the conversion does the same.
+          for (float& x : row) x = round_to_dtype(x, l.dtype);
+        }
         const int k_slot = bug.kv_heads_reversed ? hk - 1 - g : g;
         store_row(kt, row.data(), dk, s.k.data() + static_cast<size_t>(pos * hk + k_slot) * k_row);
         const float* v = c.v.data() + (static_cast<size_t>(t) * hk + g) * dv;

@@ -118,4 +118,14 @@ void decode_row(const KvFormat& format, int kv_head, const uint8_t* in, int n, f
 void round_trip_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
                     float* out);
 
+// What a cache of this format may hold for a row when an engine's own arithmetic may have
+// put each element anywhere in [lo[i], hi[i]] before storing it (RoPE's rounding: the
+// reference's stored keys, judge/reference.cpp): each element reads back as something in
+// [out_lo[i], out_hi[i]]. Exact for fp8 (element by element); for a block format, a block
+// of one input gives its one output, and otherwise ranges by the encoder's monotone steps
+// (kv_format.cpp, reach_block), wider than the true set but never narrower. Not for the
+// affine formats (their edge snapping is not monotone): std::logic_error.
+void round_trip_reach(const KvFormat& format, DType dtype, int kv_head, const float* lo,
+                      const float* hi, int n, float* out_lo, float* out_hi);
+
 }  // namespace kvfuzz

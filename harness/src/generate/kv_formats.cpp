@@ -106,22 +106,19 @@ void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
   // A block format's rows of 32 must fit the bounds and the engine's multiple.
   const bool rows_of_32 =
       b.head_dim >= kGgmlBlock && kGgmlBlock % std::max(1, can.head_dim_multiple) == 0;
-  const auto allowed = [&](KvQuant q, bool keys) {
+  const auto allowed = [&](KvQuant q) {
     if (is_affine(q)) return false;  // drawn apart: pick_affine_kv
-    const bool supported =
-        is_fp8(q) ? can.kv_fp8
-                  : can.kv_ggml_blocks && rows_of_32 && !(keys && l.rope_theta.has_value());
+    const bool supported = is_fp8(q) ? can.kv_fp8 : can.kv_ggml_blocks && rows_of_32;
     return supported && (want.empty() || std::find(want.begin(), want.end(), q) != want.end());
   };
-  const auto candidates = [&](bool keys) {
-    std::vector<KvQuant> out;
-    for (const KvQuant q : kQuantizedFormats) {
-      if (allowed(q, keys)) out.push_back(q);
-    }
-    return out;
-  };
-  const std::vector<KvQuant> for_k = candidates(true);
-  const std::vector<KvQuant> for_v = candidates(false);
+  // K and V draw from the same formats (keys under RoPE too: the reference models what an
+  // engine's rotation may do to a block, reference.cpp's store_rotated).
+  std::vector<KvQuant> candidates;
+  for (const KvQuant q : kQuantizedFormats) {
+    if (allowed(q)) candidates.push_back(q);
+  }
+  const std::vector<KvQuant>& for_k = candidates;
+  const std::vector<KvQuant>& for_v = candidates;
   const size_t k_pick = static_cast<size_t>(c.pick(0, 15));
   const size_t v_pick = static_cast<size_t>(c.pick(0, 15));
   // V: K's format (3 in 4 when it can), another format, or unquantized.
@@ -134,12 +131,12 @@ void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
 
   KvQuant k = for_k.empty() ? KvQuant::none : for_k[k_pick % for_k.size()];
   KvQuant v = for_v.empty() ? KvQuant::none : for_v[v_pick % for_v.size()];
-  if (v_choice == VChoice::same && allowed(k, false)) v = k;
+  if (v_choice == VChoice::same && allowed(k)) v = k;
   if (v_choice == VChoice::none && k != KvQuant::none && want.empty()) v = KvQuant::none;
   // Narrower engines (vLLM's kv_cache_dtype): V in K's format, or neither quantized; one
   // scale per tensor. Applied after every draw, so that other engines' scenarios stay as
   // they were.
-  if (can.kv_one_format) v = k != KvQuant::none && allowed(k, false) ? k : (k = KvQuant::none);
+  if (can.kv_one_format) v = k != KvQuant::none && allowed(k) ? k : (k = KvQuant::none);
   if (can.kv_tensor_scales) {
     k_scales.resize(1);
     v_scales.resize(1);

@@ -6,8 +6,9 @@
 // powers of two, one per tensor or one per kv head, mostly not 1: a scale dropped on one
 // path then shows, and x / s equals x * (1 / s), so an engine that multiplies by the
 // inverse stores the same bits. A ggml block format needs rows of 32: the layout's
-// head_dim (for K) or value_dim (for V) becomes 32 when the bounds allow it, and keys under
-// RoPE are never block-quantized (validate() refuses it: not modelled yet).
+// head_dim (for K) or value_dim (for V) becomes 32 when the bounds allow it. Keys under
+// RoPE are block-quantized as others (the reference models what the engine's rotation may
+// do to a block: judge/reference.cpp, store_rotated).
 // GeneratorFilters::kv_formats forces a format from its list on K and V.
 //
 // MLX's affine groups (affine2, affine4, affine8; EngineSupports::kv_affine) are drawn apart,

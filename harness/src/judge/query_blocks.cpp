@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kvfuzz/dtype.h"
 
@@ -56,14 +57,56 @@ QueryBlocks quantize_query_blocks(double* q, size_t head_dim, KvQuant key_format
   return out;
 }
 
-void block_minima(KvQuant format, const uint8_t* bytes, int n, double* out) {
-  KvFormat blocks;
-  blocks.quant = format;
-  const size_t block = row_bytes(blocks, kGgmlBlock);
+double query_blocks_reach(const float* lo, const float* hi, const double* quantized,
+                          size_t head_dim, KvQuant key_format) {
+  const bool q8_1 = takes_q8_1(key_format);
+  double widths = 0, sums = 0;  // the squared norm of the widths; the q8_1 sum terms
+  for (size_t b = 0; b + kGgmlBlock <= head_dim; b += kGgmlBlock) {
+    float amax_lo = 0, amax_hi = 0;
+    for (size_t i = b; i < b + kGgmlBlock; ++i) {
+      const float least =
+          lo[i] <= 0 && hi[i] >= 0 ? 0.0f : std::min(std::fabs(lo[i]), std::fabs(hi[i]));
+      amax_lo = std::max(amax_lo, least);
+      amax_hi = std::max({amax_hi, std::fabs(lo[i]), std::fabs(hi[i])});
+    }
+    if (amax_hi == 0) continue;  // every element 0: every quant 0
+    // Both reciprocals at both ends of amax (an amax of 0: the largest the quant may be).
+    const float d_lo = amax_lo / 127.0f, d_hi = amax_hi / 127.0f;
+    const float big = std::numeric_limits<float>::max();
+    const float id_lo = std::min(127.0f / amax_hi, 1.0f / d_hi);
+    const float id_hi = amax_lo > 0 ? std::max(127.0f / amax_lo, 1.0f / d_lo) : big;
+    const float s_lo = f16_to_f32(f32_to_f16(d_lo)), s_hi = f16_to_f32(f32_to_f16(d_hi));
+    double block_width = 0, block_sum = 0;
+    for (size_t i = b; i < b + kGgmlBlock; ++i) {
+      float q_lo = INFINITY, q_hi = -INFINITY;
+      for (const float x : {lo[i], hi[i]}) {
+        for (const float id : {id_lo, id_hi}) {
+          const float quant = std::clamp(std::nearbyint(x * id), -127.0f, 127.0f);
+          q_lo = std::min(q_lo, quant);
+          q_hi = std::max(q_hi, quant);
+        }
+      }
+      double v_lo = HUGE_VAL, v_hi = -HUGE_VAL;
+      for (const float quant : {q_lo, q_hi}) {
+        for (const float scale : {s_lo, s_hi}) {
+          v_lo = std::min(v_lo, double{quant} * scale);
+          v_hi = std::max(v_hi, double{quant} * scale);
+        }
+      }
+      const double width = v_hi - v_lo;
+      widths += width * width;
+      block_width += width;
+      block_sum += quantized[i];
+    }
+    if (q8_1 && block_width > 0) sums += 0x1p-9 * (std::fabs(block_sum) + block_width);
+  }
+  return std::sqrt(widths) + sums;
+}
+
+void block_minima(const double* row, int n, double* out) {
   for (int b = 0; b < n / kGgmlBlock; ++b) {
-    uint16_t m = 0;  // block_q4_1 / block_q5_1: ggml_half d, then ggml_half m
-    std::memcpy(&m, bytes + static_cast<size_t>(b) * block + 2, sizeof m);
-    out[b] = f16_to_f32(m);
+    const double* block = row + static_cast<size_t>(b) * kGgmlBlock;
+    out[b] = *std::min_element(block, block + kGgmlBlock);
   }
 }
 

@@ -10,11 +10,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "judge/query_blocks.h"
 #include "judge/reference_parts.h"
 #include "judge/tolerance.h"
 #include "kvfuzz/dtype.h"
+#include "kvfuzz/kv_format.h"
 #include "scenario/rope.h"
 
 namespace kvfuzz {
@@ -49,13 +51,18 @@ namespace {
 // may round to the neighbour (2e + spacing; 0 for the others). `raw` is the unrotated head
 // at position `pos`; the engine's rotation error grows with its angles' (unless it declares
 // rope_angles_exact) and with tables rounded to a dtype (rope_tables). With a quantized
-// key format (fp8: element by element) the stored element is the format's value of the
-// dtype's, and an element whose reach straddles a boundary of either may be stored as
-// anything between the two ends' values (the conversions are monotone): its error is their
-// distance. Returns whether any element is such.
-bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos, DType dtype,
-                   const KvFormat& format, int kv_head, const EngineNumerics& numerics,
-                   double* error) {
+// key format the stored head is the format's round trip of the dtype's (fp8: element by
+// element; a block format: blocks of 32), and the engine's may be anything the format makes
+// of a head whose elements each lie anywhere in their reach (round_trip_reach): an
+// element's error is the width of what it may read back. Returns whether any element has
+// an error.
+// The engine's rotation of `head` (exact, in double; `raw` unrotated, at position `pos`)
+// element by element after its rounding to `dtype`: within [lo, hi] (the roundings of
+// x - e and x + e; rounding is monotone). The rotation is off by at most e, which grows with
+// its angles' error (unless it declares rope_angles_exact) and with tables rounded to a
+// dtype (rope_tables); e goes to `e` where asked.
+void rotated_reach(const double* head, const float* raw, size_t head_dim, int64_t pos, DType dtype,
+                   const EngineNumerics& numerics, float* lo, float* hi, double* e = nullptr) {
   const size_t half = head_dim / 2;
   const double angle =
       numerics.rope_angles_exact.value_or(false) ? 0 : 20 * static_cast<double>(pos);
@@ -66,24 +73,52 @@ bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos,
   // element of the data on a rounding boundary (a small integer on an fp8 tie) is then not
   // ambiguous, where it would otherwise widen the bound of every row that sees key 0.
   const double reach = pos == 0 ? 0 : (4 + angle) * 0x1p-24 + tables;
-  const auto stored = [&](double x) {
-    float element = round_to_dtype(static_cast<float>(x), dtype);
-    if (format.quantized()) round_trip_row(format, dtype, kv_head, &element, 1, &element);
-    return element;
-  };
-  bool any = false;
   for (size_t d = 0; d < head_dim; ++d) {
     const size_t i = d % half;
-    const double e = reach * (std::fabs(double{raw[i]}) + std::fabs(double{raw[i + half]}));
+    const double error = reach * (std::fabs(double{raw[i]}) + std::fabs(double{raw[i + half]}));
+    lo[d] = round_to_dtype(static_cast<float>(head[d] - error), dtype);
+    hi[d] = round_to_dtype(static_cast<float>(head[d] + error), dtype);
+    if (e) e[d] = error;
+  }
+}
+
+// Rotated keys cached in the storage dtype (tolerance.cpp, step 5): round the rotated head
+// as the engine stores it, and record in `error` each element the engine's f32 rotation
+// may round to the neighbour (2e + spacing; 0 for the others). With a quantized key format
+// the stored head is the format's round trip of the dtype's (fp8: element by element; a
+// block format: blocks of 32), and the engine's may be anything the format makes of a head
+// whose elements each lie anywhere in their reach (round_trip_reach): an element's error is
+// the width of what it may read back. Returns whether any element has an error.
+bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos, DType dtype,
+                   const KvFormat& format, int kv_head, const EngineNumerics& numerics,
+                   double* error) {
+  thread_local std::vector<float> scratch;
+  scratch.resize(5 * head_dim);
+  float* centre = scratch.data();
+  float* lo = centre + head_dim;
+  float* hi = lo + head_dim;
+  float* out_lo = hi + head_dim;
+  float* out_hi = out_lo + head_dim;
+  rotated_reach(head, raw, head_dim, pos, dtype, numerics, lo, hi, error);
+  for (size_t d = 0; d < head_dim; ++d) {
+    centre[d] = round_to_dtype(static_cast<float>(head[d]), dtype);
+  }
+  const int n = static_cast<int>(head_dim);
+  if (format.quantized()) {
+    round_trip_reach(format, dtype, kv_head, lo, hi, n, out_lo, out_hi);
+    round_trip_row(format, dtype, kv_head, centre, n, centre);
+  }
+  bool any = false;
+  for (size_t d = 0; d < head_dim; ++d) {
     const double x = head[d];
-    const float low = stored(x - e);
-    const float high = stored(x + e);
-    head[d] = stored(x);
-    if (low == high) {
+    head[d] = centre[d];
+    if (format.quantized()) {
+      error[d] = double{out_hi[d]} - double{out_lo[d]};
+    } else if (lo[d] == hi[d]) {
       error[d] = 0;
     } else {
-      error[d] = format.quantized() ? double{high} - double{low}
-                                    : 2 * e + dtype_spacing(dtype, std::fabs(x) + e);
+      const double e = error[d];  // rotated_reach's
+      error[d] = 2 * e + dtype_spacing(dtype, std::fabs(x) + e);
     }
     any = any || error[d] > 0;
   }
@@ -179,11 +214,10 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
                (numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32));
   out.key_error.resize(out.round_rotated ? out.keys.size() : 0);
   out.key_ambiguous.resize(out.round_rotated ? out.key_norm.size() : 0);
-  // q8_1 meets a q4_1 or q5_1 key's block minimum (query_blocks.h): read from its blocks.
+  // q8_1 meets a q4_1 or q5_1 key's block minimum (query_blocks.h).
   const bool minima = numerics.query_blocks && takes_q8_1(layout.k_format.quant);
   const size_t blocks = hd / kGgmlBlock;
   out.key_min.resize(minima ? out.key_norm.size() * blocks : 0);
-  std::vector<uint8_t> stored(minima ? row_bytes(layout.k_format, layout.head_dim) : 0);
   for (int j = 0; j < n; ++j) {
     const int id = stream.tokens[static_cast<size_t>(j)];
     // Unrotated keys as the cache reads them back; rotated ones are stored below.
@@ -206,11 +240,20 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
                           layout.k_format, g, numerics, out.key_error.data() + at);
       }
       if (minima) {
-        encode_row(layout.k_format, layout.dtype, g,
-                   table.k(id).data() + static_cast<size_t>(g) * hd, layout.head_dim,
-                   stored.data());
-        block_minima(layout.k_format.quant, stored.data(), layout.head_dim,
-                     out.key_min.data() + jg * blocks);
+        block_minima(head, layout.head_dim, out.key_min.data() + jg * blocks);
+        // A rotated key's minimum may be the engine's own, anywhere its block's reach allows
+        // (at most the widest element's error apart, store_rotated); it moves the score by
+        // (that) * |sum_error|, and |sum_error| <= 2^-9 sum_b |q| (q8_1's f16 d and s, each
+        // rounded once; query_blocks.h): so every element of the block carries 2^-9 of it.
+        if (out.round_rotated && out.key_ambiguous[jg]) {
+          double* error = out.key_error.data() + static_cast<size_t>(j) * out.k_stride +
+                          static_cast<size_t>(g) * hd;
+          for (size_t b = 0; b < blocks; ++b) {
+            double* block = error + b * kGgmlBlock;
+            const double widest = *std::max_element(block, block + kGgmlBlock);
+            for (int d = 0; d < kGgmlBlock; ++d) block[d] += 0x1p-9 * widest;
+          }
+        }
       }
       out.key_norm[jg] = norm(head, layout.head_dim);
       double largest = 0;
@@ -237,6 +280,17 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   // boundary elements' error reaches every logit through ||k|| (Cauchy-Schwarz).
   const bool round_rotated_q =
       rope && numerics.rotated_queries_in_storage.value_or(false) && layout.dtype != DType::f32;
+  // A query quantized to K's ggml blocks under RoPE: the engine quantizes its own rotation
+  // of q, within rotated_reach of the exact one (after its rounding to the dtype, where it
+  // declares that), so what its blocks hold is ambiguous too (query_blocks_reach, below).
+  const bool blocks = numerics.query_blocks && is_ggml_block(layout.k_format.quant);
+  thread_local std::vector<float> reach;
+  if (blocks && rope && p > 0) {
+    reach.resize(2 * hd);
+    rotated_reach(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p,
+                  round_rotated_q ? layout.dtype : DType::f32, numerics, reach.data(),
+                  reach.data() + hd);
+  }
   double q_error_norm = 0;
   if (round_rotated_q && store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p,
                                        layout.dtype, KvFormat{}, 0, numerics, q_error)) {
@@ -244,20 +298,25 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   }
   // A query quantized to K's ggml blocks (tolerance.cpp, step 14): modelled, its ambiguity
   // added as the rotated queries' is.
-  if (numerics.query_blocks && is_ggml_block(layout.k_format.quant)) {
-    QueryBlocks blocks = quantize_query_blocks(q, hd, layout.k_format.quant);
-    q_error_norm += blocks.ambiguity;
-    if (sum_error) *sum_error = std::move(blocks.sum_error);
+  if (blocks) {
+    QueryBlocks quantized = quantize_query_blocks(q, hd, layout.k_format.quant);
+    q_error_norm += quantized.ambiguity;
+    if (rope && p > 0) {
+      q_error_norm +=
+          query_blocks_reach(reach.data(), reach.data() + hd, q, hd, layout.k_format.quant);
+    }
+    if (sum_error) *sum_error = std::move(quantized.sum_error);
   }
   return {norm(q, layout.head_dim), q_error_norm};
 }
 
 KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p, int g,
-                     const double* q) {
+                     const double* q, std::vector<double>* own) {
   const auto kv_heads = static_cast<size_t>(layout.kv_heads);
   const auto hd = static_cast<size_t>(layout.head_dim);
   const double scale = std::fabs(layout.softmax_scale());
   KeyMaxima out;
+  if (own) own->assign(static_cast<size_t>(p - lo + 1), 0.0);
   for (int j = lo; j <= p; ++j) {
     const size_t jg = static_cast<size_t>(j) * kv_heads + static_cast<size_t>(g);
     out.key_norm = std::max(out.key_norm, keys.key_norm[jg]);
@@ -267,6 +326,7 @@ KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p
       double error = 0;
       for (size_t d = 0; d < hd; ++d) error += std::fabs(q[d]) * keys.key_error[key_at + d];
       out.ambiguity = std::max(out.ambiguity, scale * error);
+      if (own) (*own)[static_cast<size_t>(j - lo)] = scale * error;
     }
   }
   return out;
@@ -288,7 +348,7 @@ ReferenceRow empty_row(const Layout& layout, const LogicalStream& stream, int p)
 void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNumerics& numerics,
                  const HeadAttention& attention, const KeyMaxima& maxima, double q_norm,
                  double q_error_norm, std::vector<std::pair<float, double>>& cells,
-                 const std::function<double(const ToleranceInputs&)>& capped_softmax) {
+                 const std::function<double(const ToleranceInputs&)>& keywise_softmax) {
   const double scale = std::fabs(layout.softmax_scale());
   const PWeights pw = numerics.p ? p_weights(attention.p, attention.visible, attention.total,
                                              *numerics.p, numerics.p_normalised, cells)
@@ -317,7 +377,12 @@ void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNum
                          : layout.alibi[at] * static_cast<double>(row.key.pos - row.key_lo),
       .sink = layout.sinks.empty() ? std::nullopt : std::optional<double>(layout.stored_sink(h)),
   };
-  if (layout.softcap && capped_softmax) inputs.capped_softmax = capped_softmax(inputs);
+  // Rotated keys rounded to a dtype keep the row-wide term (the blocked form's, which
+  // takes the quantized ones to the plain form: reference_blocked.cpp).
+  const bool own_ambiguity = maxima.ambiguity > 0 && layout.k_format.quantized();
+  if ((layout.softcap || own_ambiguity) && keywise_softmax) {
+    inputs.keywise_softmax = keywise_softmax(inputs);
+  }
   const BoundParts parts = tolerance_parts(inputs);
   row.bound_parts[at] = parts;
   row.bound[at] = parts.total();
@@ -343,6 +408,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
   rows.reserve(static_cast<size_t>(n));
   std::vector<double> q(hd), q_error(hd), logits, raw, deviation(vd), magnitude(vd), spread(vd);
   std::vector<double> sum_error;  // a q8_1 query's block sums (query_blocks.h)
+  std::vector<double> own;        // each visible key's own score ambiguity (key_maxima)
   const size_t blocks = hd / kGgmlBlock;
   std::vector<std::pair<float, double>> cells;
   for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
@@ -425,21 +491,21 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
           .magnitude = *std::max_element(magnitude.begin(), magnitude.end()),
           .min_abs_score = min_abs_score,
       };
-      // Step 13 key by key (tolerance.cpp): each key's logit error through its own slope of
-      // the cap, weighted by its weight; the sink a key of value 0 and no score error.
-      const auto capped_softmax = [&](const ToleranceInputs& inputs) {
-        const CapKeyErrors errors = cap_key_errors(inputs);
-        const double cap = *layout.softcap;
-        const auto key_error = [&](double x) {
-          const double t = std::max(0.0, x - errors.reach) / cap;
-          const double sech = t > 350 ? 0 : 1 / std::cosh(t);
-          return sech * sech * errors.reach + errors.rest;
+      // Steps 5 and 13 key by key (tolerance.cpp): each key's logit error (through its own
+      // slope of the cap; with its own rotated-key ambiguity), weighted by its weight; the
+      // sink a key of value 0 and no score error.
+      const KeyMaxima maxima = key_maxima(layout, keys, lo, p, g, qp, &own);
+      const auto keywise_softmax = [&](const ToleranceInputs& inputs) {
+        const KeyErrors errors = key_errors(inputs, maxima.ambiguity);
+        const auto key_error = [&](int j) {  // j counts from lo
+          const auto at = static_cast<size_t>(j);
+          return errors.of(layout.softcap ? raw[at] : 0, own[at]);
         };
         const double sink_weight = sink ? std::exp(sink_logit - max_logit) / total : 0;
         double down = sink_weight * std::exp(-errors.rest);
         double up = sink_weight * std::exp(errors.rest);
         for (int j = 0; j < visible; ++j) {
-          const double w = lp[j] / total, delta = key_error(raw[static_cast<size_t>(j)]);
+          const double w = lp[j] / total, delta = key_error(j);
           down += w * std::exp(-delta);
           up += w * std::exp(delta);
         }
@@ -450,7 +516,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
         std::fill(spread.begin(), spread.end(), 0.0);
         for (int j = lo; j <= p; ++j) {
           const double w = lp[j - lo] / total;
-          const double factor = w * moved(key_error(raw[static_cast<size_t>(j - lo)]));
+          const double factor = w * moved(key_error(j - lo));
           const double* v = value_of(j);
           for (size_t d = 0; d < vd; ++d) spread[d] += factor * std::fabs(v[d] - out[d]);
         }
@@ -465,8 +531,8 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
         }
         return worst;
       };
-      finish_head(row, h, layout, numerics, attention, key_maxima(layout, keys, lo, p, g, qp),
-                  q_norm, q_error_norm, cells, capped_softmax);
+      finish_head(row, h, layout, numerics, attention, maxima, q_norm, q_error_norm, cells,
+                  keywise_softmax);
     }
     rows.push_back(std::move(row));
   }

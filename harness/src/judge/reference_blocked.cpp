@@ -79,9 +79,12 @@ std::vector<ReferenceRow> reference_rows(const Layout& layout, const TokenTable&
   // The logit features (soft cap, sinks, ALiBi) take the plain form too: the blocked
   // kernel computes plain scores (chunked_local only moves the first visible key).
   const bool logit_features = layout.softcap || !layout.sinks.empty() || !layout.alibi.empty();
-  // A q8_1 query's block sums add a term per key block that only the plain form computes.
+  // A q8_1 query's block sums add a term per key block that only the plain form computes;
+  // so does the key-by-key softmax term of rotated keys in a quantized format, whose rare
+  // ambiguous blocks would otherwise widen every row that sees them (tolerance.cpp, 13).
   const bool block_sums = numerics.query_blocks && takes_q8_1(layout.k_format.quant);
-  if (logit_features || block_sums || layout.scale.value_or(0.0) >= 2.0 ||
+  const bool quantized_rotated = layout.rope_theta && layout.k_format.quantized();
+  if (logit_features || block_sums || quantized_rotated || layout.scale.value_or(0.0) >= 2.0 ||
       largest_score(layout, table) >= kSpreadScores) {
     return reference_rows_plain(layout, table, stream, numerics);
   }

@@ -57,8 +57,10 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
 struct KeyMaxima {
   double key_norm = 0, value = 0, ambiguity = 0;
 };
+// With `own` (resized to p - lo + 1), each key's own score ambiguity, of which
+// KeyMaxima::ambiguity is the largest (0 for a key that has none).
 KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p, int g,
-                     const double* q);
+                     const double* q, std::vector<double>* own = nullptr);
 
 // An empty row at position p: key, visible range, sizes.
 ReferenceRow empty_row(const Layout& layout, const LogicalStream& stream, int p);
@@ -86,11 +88,12 @@ struct HeadAttention {
 
 // Fills q head h of `row` (its values are already there) with its value scale, bound parts and
 // bound (tolerance.cpp). `cells` is scratch.
-// `capped_softmax`, with a soft cap: step 13's softmax term key by key for these inputs
-// (the plain form computes it from its weights; tolerance.cpp).
+// `keywise_softmax`: the softmax term key by key for these inputs (steps 5 and 13 of
+// tolerance.cpp; the plain form computes it from its weights), asked for under a soft cap
+// or where some key of a quantized format has an ambiguity of its own (maxima.ambiguity > 0).
 void finish_head(ReferenceRow& row, int h, const Layout& layout, const EngineNumerics& numerics,
                  const HeadAttention& attention, const KeyMaxima& maxima, double q_norm,
                  double q_error_norm, std::vector<std::pair<float, double>>& cells,
-                 const std::function<double(const ToleranceInputs&)>& capped_softmax = {});
+                 const std::function<double(const ToleranceInputs&)>& keywise_softmax = {});
 
 }  // namespace kvfuzz::reference_parts

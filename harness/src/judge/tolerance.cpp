@@ -206,6 +206,14 @@
 //    value 0), and step 4's term becomes sum_j w_j that bound |v_j - out|, per value dim.
 //    A key that saturates the cap has a tiny delta_j; a key far below the others' scores
 //    has a tiny weight: a row of huge scores under a cap stays judged.
+//    The same key-by-key term serves step 5's rotated keys in a quantized format (fp8 or
+//    a ggml block format under RoPE): a block whose f16 scale the engine's rotation may
+//    round either way moves every element of it by up to an f16 step, so one such key may
+//    carry a logit error far above the others'. Its own a_j = scale sum_d |q_d| err_jd joins
+//    r for that key alone (without a cap, delta_j = r + a_j + rest), where the row-wide
+//    term gives every key the largest; a_j on the row's dominant key moves the row little,
+//    and a rare ambiguous block no longer leaves the row unjudged (issue 27: 452 of 24,885
+//    rows unjudged with the row-wide term on 300 cases of block keys under RoPE).
 //
 // 14. A query quantized to K's ggml blocks (numerics.query_blocks, with K in q8_0, q4_0,
 //    q4_1, q5_0 or q5_1: ggml's CPU kernels convert q to the K type's vec_dot_type, q8_0 or
@@ -357,8 +365,8 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
       in.value_deviation >= 0 ? std::min(in.value_deviation + n * 0x1p-1021 * m, 2 * m) : m;
   const double growth = std::expm1(2 * delta);
   double softmax_term = n == 1 ? 0 : (growth < HUGE_VAL ? std::min(growth * spread, 2 * m) : 2 * m);
-  if (in.softcap > 0 && in.capped_softmax >= 0 && n > 1) {  // step 13, key by key
-    softmax_term = std::min(softmax_term, in.capped_softmax + n * 0x1p-1021 * m);
+  if (in.keywise_softmax >= 0 && n > 1) {  // steps 5 and 13, key by key
+    softmax_term = std::min(softmax_term, in.keywise_softmax + n * 0x1p-1021 * m);
   }
   if (in.numerics.value_accumulation == DType::f16) {
     const double a = magnitude(in, m);
@@ -376,12 +384,21 @@ BoundParts tolerance_parts(const ToleranceInputs& in) {
   return parts;
 }
 
-CapKeyErrors cap_key_errors(const ToleranceInputs& in) {
+KeyErrors key_errors(const ToleranceInputs& in, double keys_own) {
   const double s = std::fabs(in.max_score_terms);
-  const double e = raw_score_error(in, s);
+  const double e = std::max(0.0, raw_score_error(in, s) - keys_own);
   return {
       .reach = e + kU * (s + e),
-      .rest = 7 * kU * in.softcap + exp_error(in.numerics) + 2 * kU + feature_logit_error(in, s)};
+      .rest = 7 * kU * in.softcap + exp_error(in.numerics) + 2 * kU + feature_logit_error(in, s),
+      .softcap = in.softcap};
+}
+
+double KeyErrors::of(double abs_score, double own_ambiguity) const {
+  const double r = reach + own_ambiguity * (1 + kU);
+  if (!(softcap > 0)) return r + rest;
+  const double t = std::max(0.0, abs_score - r) / softcap;
+  const double sech = t > 350 ? 0 : 1 / std::cosh(t);
+  return sech * sech * r + rest;
 }
 
 double tolerance(const ToleranceInputs& in) {

@@ -44,18 +44,25 @@ struct ToleranceInputs {
   double min_abs_score = 0;  // with a soft cap: the smallest |scale q.k| over the keys
   double alibi_reach = 0;
   std::optional<double> sink = std::nullopt;
-  // With a soft cap: step 13's softmax term key by key, which the reference computes from
-  // cap_key_errors() and its weights. Negative: the row-wide term of step 4.
-  double capped_softmax = -1;
+  // The softmax term key by key (steps 5 and 13), which the reference computes from
+  // key_errors() and its weights where keys' logit errors differ: under a soft cap, and
+  // where rotated keys are ambiguous one by one. Negative: the row-wide term of step 4.
+  double keywise_softmax = -1;
 };
 
-// Step 13, the soft cap key by key: a key whose score is s_j has a logit error of at most
-// sech^2(max(0, |s_j| - reach) / cap) reach + rest.
-struct CapKeyErrors {
-  double reach = 0;  // the score's error before the cap, with the division's rounding
-  double rest = 0;   // every logit's error beside it (tanh, exp, ALiBi, the sink's)
+// Each key's logit error, key by key (steps 5 and 13): a key whose score is s_j and whose
+// own rotated-key ambiguity is a_j (beyond what every key shares) has a logit error of at
+// most of(|s_j|, a_j): with a soft cap sech^2(max(0, |s_j| - r) / cap) r + rest, without
+// r + rest, r = reach + a_j (1 + u).
+struct KeyErrors {
+  double reach = 0;    // the shared score error before the cap, with the division's rounding
+  double rest = 0;     // every logit's error beside it (tanh, exp, ALiBi, the sink's)
+  double softcap = 0;  // 0: none
+  double of(double abs_score, double own_ambiguity) const;
 };
-CapKeyErrors cap_key_errors(const ToleranceInputs& in);
+// `keys_own`: the part of in.rotated_key_ambiguity that is the keys' own (the largest
+// a_j), which the shared reach leaves out.
+KeyErrors key_errors(const ToleranceInputs& in, double keys_own = 0);
 
 // Largest |engine - reference| an honest engine with the declared numerics may show on one
 // value of the row before its output is rounded. Never negative; zero when every visible

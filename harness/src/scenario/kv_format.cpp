@@ -5,6 +5,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <utility>
 
 #include "kvfuzz/dtype.h"
 
@@ -87,17 +90,42 @@ float get_f16(const uint8_t* in) {
   return f16_to_f32(static_cast<uint16_t>(in[0] | (in[1] << 8)));
 }
 
+// The block formats' arithmetic, one step at a time: the encoders below and round_trip_reach()
+// both use these, so that the reach is of exactly the encoder's f32 operations.
+float inverse(float d) {
+  return d != 0.0f ? 1.0f / d : 0.0f;
+}
+float f16_round(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
+// q8_0's quant of x for 1 / d = id: roundf (ties away from zero), in [-127, 127] (|x| <=
+// amax; the clamp only matters to round_trip_reach's corners, which may pair an x with an
+// amax it is not below).
+float quant_q8_0(float x, float id) {
+  return std::clamp(std::round(x * id), -127.0f, 127.0f);
+}
+// q4_0 / q5_0: min(top, trunc(x / d + top / 2 + 0.5)), at least 0 (as above).
+float quant_zero_offset(float x, float id, bool fifth_bit) {
+  const float offset = fifth_bit ? 16.5f : 8.5f;
+  const float top = fifth_bit ? 31.0f : 15.0f;
+  return std::clamp(std::trunc(x * id + offset), 0.0f, top);
+}
+// q4_1 / q5_1: trunc((x - m) / d + 0.5) (q5_1 unclamped by ggml; x >= m keeps it in range).
+float quant_with_min(float x, float min, float id, bool fifth_bit) {
+  const float top = fifth_bit ? 31.0f : 15.0f;
+  return std::clamp(std::trunc((x - min) * id + 0.5f), 0.0f, top);
+}
+
 // ggml's quantize_row_q8_0_ref for one block: d = amax / 127, q = roundf(x / d) (ties away
 // from zero), with x / d computed as x * (1 / d) in f32.
 void encode_q8_0(const float* x, uint8_t* out) {
   float amax = 0.0f;
   for (int j = 0; j < kGgmlBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = inverse(d);
   put_f16(out, d);
   for (int j = 0; j < kGgmlBlock; ++j) {
-    const float scaled = x[j] * id;
-    out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::round(scaled)));
+    out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(quant_q8_0(x[j], id)));
   }
 }
 
@@ -120,12 +148,10 @@ void encode_low_bits(KvQuant quant, const float* x, uint8_t* out) {
       }
     }
     d = max / (shape.fifth_bit ? -16.0f : -8.0f);
-    id = d != 0.0f ? 1.0f / d : 0.0f;
-    const float offset = shape.fifth_bit ? 16.5f : 8.5f;
+    id = inverse(d);
     for (int j = 0; j < kGgmlBlock; ++j) {
-      const float scaled = x[j] * id;
-      const auto truncated = static_cast<int8_t>(scaled + offset);
-      q[static_cast<size_t>(j)] = static_cast<uint8_t>(std::min<int>(top, truncated));
+      q[static_cast<size_t>(j)] =
+          static_cast<uint8_t>(quant_zero_offset(x[j], id, shape.fifth_bit));
     }
   } else {
     min = x[0];
@@ -135,12 +161,10 @@ void encode_low_bits(KvQuant quant, const float* x, uint8_t* out) {
       max = std::max(max, x[j]);
     }
     d = (max - min) / static_cast<float>(top);
-    id = d != 0.0f ? 1.0f / d : 0.0f;
+    id = inverse(d);
     for (int j = 0; j < kGgmlBlock; ++j) {
-      const float scaled = (x[j] - min) * id;
-      const auto truncated = static_cast<uint8_t>(scaled + 0.5f);
       q[static_cast<size_t>(j)] =
-          shape.fifth_bit ? truncated : static_cast<uint8_t>(std::min<int>(top, truncated));
+          static_cast<uint8_t>(quant_with_min(x[j], min, id, shape.fifth_bit));
     }
   }
   uint8_t* at = out;
@@ -264,6 +288,116 @@ void decode_affine(const KvFormat& format, const uint8_t* in, float* out) {
     const auto q = static_cast<float>((words[bit / 8] >> (bit % 8)) & mask);
     const float product = scale * q;
     out[j] = product + bias;
+  }
+}
+
+// The least and the greatest of f(a, b) over a in [a_lo, a_hi], b in [b_lo, b_hi], for f
+// monotone in each argument (products, and the block formats' quant steps): at the corners.
+template <class F>
+std::pair<float, float> corners(F f, float a_lo, float a_hi, float b_lo, float b_hi) {
+  const float c[] = {f(a_lo, b_lo), f(a_lo, b_hi), f(a_hi, b_lo), f(a_hi, b_hi)};
+  return {*std::min_element(std::begin(c), std::end(c)),
+          *std::max_element(std::begin(c), std::end(c))};
+}
+
+// The inverse of a scale anywhere in [d_lo, d_hi] (one sign, 0 only at an end): between the
+// inverses of the ends, where a zero end (d = 0 gives ggml's id = 0, and d just off 0 an id
+// as large as floats go) stands for the largest float of its sign.
+std::pair<float, float> inverse_span(float d_lo, float d_hi) {
+  const auto inv = [](float d, float sign) {
+    return d != 0.0f ? 1.0f / d : sign * std::numeric_limits<float>::max();
+  };
+  const float a = inv(d_lo, d_hi > 0 ? 1.0f : -1.0f), b = inv(d_hi, d_lo < 0 ? -1.0f : 1.0f);
+  return {std::min(a, b), std::max(a, b)};
+}
+
+// One block of 32 whose inputs may be anything in [lo[j], hi[j]]: what each element may read
+// back, as [out_lo[j], out_hi[j]]. Each step of the encoder is monotone in each of its
+// inputs (max, min, a division by a constant, f16 rounding, x * id, the quant's rounding, the
+// decoder's product and sum), so a step's range is its inputs' ranges' corners; the block's
+// statistics (amax, the signed extreme, min and max) get ranges from the elements' (the
+// element that attains one is not tracked: the ranges are wider than need be, never narrower).
+void reach_block(KvQuant quant, const float* lo, const float* hi, float* out_lo, float* out_hi) {
+  const BlockShape shape = block_shape(quant);
+  // |x|'s least over [lo, hi] (0 where it holds 0) and greatest.
+  float amax_lo = 0, amax_hi = 0, min_lo = lo[0], min_hi = hi[0], max_lo = lo[0], max_hi = hi[0];
+  float most_positive = -INFINITY, most_negative = INFINITY;
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    const float least =
+        lo[j] <= 0 && hi[j] >= 0 ? 0.0f : std::min(std::fabs(lo[j]), std::fabs(hi[j]));
+    amax_lo = std::max(amax_lo, least);
+    amax_hi = std::max({amax_hi, std::fabs(lo[j]), std::fabs(hi[j])});
+    min_lo = std::min(min_lo, lo[j]);
+    min_hi = std::min(min_hi, hi[j]);
+    max_lo = std::max(max_lo, lo[j]);
+    max_hi = std::max(max_hi, hi[j]);
+    most_positive = std::max(most_positive, hi[j]);
+    most_negative = std::min(most_negative, lo[j]);
+  }
+  const auto widen = [&](int j, float a, float b) {
+    out_lo[j] = std::min(out_lo[j], a);
+    out_hi[j] = std::max(out_hi[j], b);
+  };
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    out_lo[j] = INFINITY;
+    out_hi[j] = -INFINITY;
+  }
+  const auto product = [](float a, float b) { return a * b; };
+  if (quant == KvQuant::q8_0) {
+    const float d_lo = amax_lo / 127, d_hi = amax_hi / 127;
+    const auto [id_lo, id_hi] = inverse_span(d_lo, d_hi);
+    const float s_lo = f16_round(d_lo), s_hi = f16_round(d_hi);
+    for (int j = 0; j < kGgmlBlock; ++j) {
+      const auto [q_lo, q_hi] = corners(quant_q8_0, lo[j], hi[j], id_lo, id_hi);
+      const auto [v_lo, v_hi] = corners(product, q_lo, q_hi, s_lo, s_hi);
+      widen(j, v_lo, v_hi);
+    }
+    return;
+  }
+  if (!shape.has_min) {
+    // d = M / -8 (-16), M the signed element of largest magnitude: positive or negative as
+    // the elements may reach amax_lo on either side; each sign a range of its own, and M = 0
+    // (every element 0) gives id = 0.
+    const float divisor = shape.fifth_bit ? -16.0f : -8.0f;
+    const float zero = shape.fifth_bit ? 16.0f : 8.0f;
+    const auto side = [&](float m_lo, float m_hi) {
+      const float d_lo = m_hi / divisor, d_hi = m_lo / divisor;  // divisor < 0
+      const auto [id_lo, id_hi] = inverse_span(d_lo, d_hi);
+      const float s_lo = f16_round(d_lo), s_hi = f16_round(d_hi);
+      const auto quant_of = [&](float x, float id) {
+        return quant_zero_offset(x, id, shape.fifth_bit) - zero;
+      };
+      for (int j = 0; j < kGgmlBlock; ++j) {
+        const auto [q_lo, q_hi] = corners(quant_of, lo[j], hi[j], id_lo, id_hi);
+        const auto [v_lo, v_hi] = corners(product, q_lo, q_hi, s_lo, s_hi);
+        widen(j, v_lo, v_hi);
+      }
+    };
+    if (most_positive >= amax_lo && most_positive > 0) side(std::max(amax_lo, 0.0f), most_positive);
+    if (most_negative <= -amax_lo && most_negative < 0)
+      side(most_negative, std::min(-amax_lo, -0.0f));
+    if (amax_lo == 0) {
+      for (int j = 0; j < kGgmlBlock; ++j) widen(j, 0.0f, 0.0f);
+    }
+    return;
+  }
+  // q4_1, q5_1: d = (max - min) / top (at least 0), m = min, x = q d + m.
+  const float top = shape.fifth_bit ? 31.0f : 15.0f;
+  const float d_lo = std::max(0.0f, (max_lo - min_hi) / top), d_hi = (max_hi - min_lo) / top;
+  const auto [id_lo, id_hi] = inverse_span(d_lo, d_hi);
+  const float s_lo = f16_round(d_lo), s_hi = f16_round(d_hi);
+  const float m_lo = f16_round(min_lo), m_hi = f16_round(min_hi);
+  for (int j = 0; j < kGgmlBlock; ++j) {
+    // (x - min) * id over x in [lo, hi], min in [min_lo, min_hi] (x >= min), id >= 0.
+    const float above_lo = std::max(0.0f, lo[j] - min_hi),
+                above_hi = std::max(0.0f, hi[j] - min_lo);
+    const auto quant_of = [&](float above, float id) {
+      return quant_with_min(above, 0.0f, id, shape.fifth_bit);
+    };
+    auto [q_lo, q_hi] = corners(quant_of, above_lo, above_hi, id_lo, id_hi);
+    if (d_lo == 0) q_lo = 0;                            // d = 0: id = 0, every q 0
+    const float low = q_lo * s_lo, high = q_hi * s_hi;  // two roundings, as the decoder
+    widen(j, low + m_lo, high + m_hi);
   }
 }
 
@@ -397,6 +531,31 @@ void round_trip_row(const KvFormat& format, DType dtype, int kv_head, const floa
   std::vector<uint8_t> bytes(row_bytes(format, n));
   encode_row(format, dtype, kv_head, x, n, bytes.data());
   decode_row(format, kv_head, bytes.data(), n, out);
+}
+
+}  // namespace kvfuzz
+
+namespace kvfuzz {
+
+void round_trip_reach(const KvFormat& format, DType dtype, int kv_head, const float* lo,
+                      const float* hi, int n, float* out_lo, float* out_hi) {
+  if (is_affine(format.quant)) {
+    throw std::logic_error("round_trip_reach: affine formats are not monotone in their inputs");
+  }
+  if (!format.quantized() || is_fp8(format.quant)) {  // element by element, monotone
+    round_trip_row(format, dtype, kv_head, lo, n, out_lo);
+    round_trip_row(format, dtype, kv_head, hi, n, out_hi);
+    return;
+  }
+  for (int b = 0; b < n / kGgmlBlock; ++b) {
+    const size_t at = static_cast<size_t>(b) * kGgmlBlock;
+    if (std::equal(lo + at, lo + at + kGgmlBlock, hi + at)) {  // one input: its one output
+      round_trip_row(format, dtype, kv_head, lo + at, kGgmlBlock, out_lo + at);
+      std::copy_n(out_lo + at, kGgmlBlock, out_hi + at);
+    } else {
+      reach_block(format.quant, lo + at, hi + at, out_lo + at, out_hi + at);
+    }
+  }
 }
 
 }  // namespace kvfuzz
