@@ -152,5 +152,59 @@ TEST(GgmlQueryBlocks, Q8_1ScoresAreGgmlsDotProductWithTheBlockSums) {
   EXPECT_GT(worst_without, 1e-5);  // the term is not vacuous
 }
 
+// query_blocks_reach (a query quantized under RoPE): whatever ggml-cpu's q8_0 / q8_1
+// quantizer makes of a row anywhere within [lo, hi], each value lies within its width of
+// the reference's, and (q8_1) each block's sum error within sum_reach of the reference's;
+// and the reach is not everything (at a few f32 ulps most rows cannot move at all).
+TEST(GgmlQueryBlocks, TheReachOfARotatedQueryHoldsWhatGgmlMakesOfIt) {
+  const int n = 64;
+  for (const auto& [type, key] :
+       {std::pair{GGML_TYPE_Q8_0, KvQuant::q8_0}, std::pair{GGML_TYPE_Q8_1, KvQuant::q4_1}}) {
+    long outside = 0, moving_rows = 0, rows = 0;
+    for (uint64_t seed = 1; seed <= 300; ++seed) {
+      const std::vector<float> x = row(seed, n, 4.0f);
+      const float relative = std::ldexp(1.0f, seed % 3 == 0 ? -22 : -12);
+      std::vector<float> lo(x), hi(x);
+      for (int i = 0; i < n; ++i) {
+        const float e = std::fabs(x[static_cast<size_t>(i)]) * relative;
+        lo[static_cast<size_t>(i)] -= e;
+        hi[static_cast<size_t>(i)] += e;
+      }
+      std::vector<double> centre(x.begin(), x.end());
+      const QueryBlocks model = quantize_query_blocks(centre.data(), n, key);
+      const QueryReach reach = query_blocks_reach(lo.data(), hi.data(), centre.data(), n, key);
+      rows += relative < 1e-6f;
+      moving_rows += relative < 1e-6f && !reach.width.empty();
+      uint64_t state = seed;
+      for (int sample = 0; sample < 30; ++sample) {
+        std::vector<float> moved(x);
+        for (size_t i = 0; i < moved.size(); ++i) {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          const int pick = sample < 2 ? sample : static_cast<int>(state >> 62);
+          const float t = static_cast<float>(state >> 40) / 16777216.0f;
+          moved[i] = pick == 0 ? lo[i] : pick == 1 ? hi[i] : lo[i] + t * (hi[i] - lo[i]);
+        }
+        const Quantized got = ggml_quantize(type, moved);
+        for (size_t i = 0; i < moved.size(); ++i) {
+          const double width = reach.width.empty() ? 0 : reach.width[i];
+          outside += std::fabs(got.values[i] - centre[i]) > width;
+        }
+        if (type != GGML_TYPE_Q8_1) continue;
+        for (size_t b = 0; b < got.sums.size(); ++b) {
+          double sum = 0;
+          for (size_t i = 32 * b; i < 32 * (b + 1); ++i) sum += got.values[i];
+          const double error = got.sums[b] - sum;  // s - f16(d) sum of the quants
+          const double allowed = reach.sum_reach.empty() ? 0 : reach.sum_reach[b];
+          outside += std::fabs(error - model.sum_error[b]) > allowed + 1e-12 * std::fabs(sum);
+        }
+      }
+    }
+    std::cout << ggml_type_name(type) << ": " << moving_rows << " of " << rows
+              << " rows at 2^-22 may move\n";
+    EXPECT_EQ(outside, 0) << ggml_type_name(type);
+    EXPECT_LT(moving_rows, rows / 4) << ggml_type_name(type);
+  }
+}
+
 }  // namespace
 }  // namespace kvfuzz

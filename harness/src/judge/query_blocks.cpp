@@ -57,10 +57,13 @@ QueryBlocks quantize_query_blocks(double* q, size_t head_dim, KvQuant key_format
   return out;
 }
 
-double query_blocks_reach(const float* lo, const float* hi, const double* quantized,
-                          size_t head_dim, KvQuant key_format) {
+QueryReach query_blocks_reach(const float* lo, const float* hi, const double* quantized,
+                              size_t head_dim, KvQuant key_format) {
   const bool q8_1 = takes_q8_1(key_format);
-  double widths = 0, sums = 0;  // the squared norm of the widths; the q8_1 sum terms
+  QueryReach out;
+  out.width.assign(head_dim, 0.0);
+  out.sum_reach.assign(q8_1 ? head_dim / kGgmlBlock : 0, 0.0);
+  bool any = false, any_sum = false;
   for (size_t b = 0; b + kGgmlBlock <= head_dim; b += kGgmlBlock) {
     float amax_lo = 0, amax_hi = 0;
     for (size_t i = b; i < b + kGgmlBlock; ++i) {
@@ -93,14 +96,31 @@ double query_blocks_reach(const float* lo, const float* hi, const double* quanti
           v_hi = std::max(v_hi, double{quant} * scale);
         }
       }
-      const double width = v_hi - v_lo;
-      widths += width * width;
-      block_width += width;
+      out.width[i] = v_hi - v_lo;
+      block_width += out.width[i];
       block_sum += quantized[i];
     }
-    if (q8_1 && block_width > 0) sums += 0x1p-9 * (std::fabs(block_sum) + block_width);
+    any = any || block_width > 0;
+    // The stored sum s = f16(d * sum) takes the unrounded d, which moves with amax even
+    // where f16(d) and every quant stay: any input that may move moves the sum term.
+    if (q8_1 && !std::equal(lo + b, lo + b + kGgmlBlock, hi + b)) {
+      double moved = 0;
+      if (block_width > 0) {
+        moved = 0x1p-9 * (std::fabs(block_sum) + block_width);
+      } else if (s_lo != 0) {
+        // Every quant and f16(d) stay: only s moves, between the roundings of d * sum at
+        // amax's two ends (exactly: the sums of integers are exact in f32).
+        const auto sum = static_cast<float>(std::nearbyint(block_sum / s_lo));
+        moved = std::fabs(double{f16_to_f32(f32_to_f16(d_hi * sum))} -
+                          double{f16_to_f32(f32_to_f16(d_lo * sum))});
+      }
+      out.sum_reach[b / kGgmlBlock] = moved;
+      any_sum = any_sum || moved > 0;
+    }
   }
-  return std::sqrt(widths) + sums;
+  if (!any) out.width.clear();
+  if (!any_sum) out.sum_reach.clear();
+  return out;
 }
 
 void block_minima(const double* row, int n, double* out) {

@@ -35,16 +35,21 @@ QueryBlocks quantize_query_blocks(double* q, size_t head_dim, KvQuant key_format
 
 // What the quantization leaves ambiguous when the engine's query may be anything in
 // [lo[i], hi[i]] element by element (its own rotation under RoPE) where the reference's is
-// `quantized` (what quantize_query_blocks made of it): per unit of ||k||, a bound on the
-// logit error. Each element's quant may be anything the quantizer (x86's reciprocal or
-// ARM's) makes of its range and its block's amax range (the steps are monotone: corners),
-// off from the reference's by at most the width w_d of what it may read back, so the dot
-// moves by at most ||w|| ||k||; with q8_1 a block that may move also moves its sum term's
-// error m_b (s - f16(d) sum) by at most |m_b| 2^-9 (|sum q| + sum w): each side's is at
-// most 2^-10 (1 + 2^-10) |d sum| (s's f16 rounding and f16(d)'s), the engine's sum within
-// sum w of the reference's; |m_b| <= ||k||.
-double query_blocks_reach(const float* lo, const float* hi, const double* quantized,
-                          size_t head_dim, KvQuant key_format);
+// `quantized` (what quantize_query_blocks made of it). Each element's quant may be anything
+// the quantizer (x86's reciprocal or ARM's) makes of its range and its block's amax range
+// (the steps are monotone: corners), so its value is off from the reference's by at most the
+// width w_d of what it may read back, and a key k's score by sum_d w_d |k_d|. With q8_1 a
+// block that may move also moves its sum term's error m_b (s - f16(d) sum) by at most
+// |m_b| 2^-9 (|sum q| + sum w) (each side's is at most 2^-10 (1 + 2^-10) |d sum|, s's f16
+// rounding and f16(d)'s; the engine's sum is within sum w of the reference's): sum_reach[b]
+// holds the factor of |m_b| (for every block any of whose inputs may move: s rounds d * sum
+// with d unrounded, which moves with amax). Each empty when nothing of it may move.
+struct QueryReach {
+  std::vector<double> width;      // per element
+  std::vector<double> sum_reach;  // q8_1: per block, times |m_b|
+};
+QueryReach query_blocks_reach(const float* lo, const float* hi, const double* quantized,
+                              size_t head_dim, KvQuant key_format);
 
 // The block minima m of a row stored in q4_1 or q5_1, from what it reads back (`row`, n
 // elements): one per 32 elements, each the least element of its block. The block's stored

@@ -269,7 +269,7 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
 std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
                                         const LogicalStream& stream, const EngineNumerics& numerics,
                                         int p, int h, double* q, double* q_error,
-                                        std::vector<double>* sum_error) {
+                                        std::vector<double>* sum_error, QueryReach* reach) {
   const auto hd = static_cast<size_t>(layout.head_dim);
   const bool rope = layout.rope_theta.has_value();
   const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
@@ -284,16 +284,20 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   // of q, within rotated_reach of the exact one (after its rounding to the dtype, where it
   // declares that), so what its blocks hold is ambiguous too (query_blocks_reach, below).
   const bool blocks = numerics.query_blocks && is_ggml_block(layout.k_format.quant);
-  thread_local std::vector<float> reach;
+  thread_local std::vector<float> bounds;
   if (blocks && rope && p > 0) {
-    reach.resize(2 * hd);
+    bounds.resize(2 * hd);
     rotated_reach(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p,
-                  round_rotated_q ? layout.dtype : DType::f32, numerics, reach.data(),
-                  reach.data() + hd);
+                  round_rotated_q ? layout.dtype : DType::f32, numerics, bounds.data(),
+                  bounds.data() + hd);
   }
+  if (reach) *reach = {};
   double q_error_norm = 0;
-  if (round_rotated_q && store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p,
-                                       layout.dtype, KvFormat{}, 0, numerics, q_error)) {
+  // (Quantized to blocks, the query's reach below already spans its dtype's boundaries.)
+  if (round_rotated_q &&
+      store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p, layout.dtype, KvFormat{},
+                    0, numerics, q_error) &&
+      !(blocks && rope)) {
     q_error_norm = norm(q_error, layout.head_dim);
   }
   // A query quantized to K's ggml blocks (tolerance.cpp, step 14): modelled, its ambiguity
@@ -302,8 +306,14 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
     QueryBlocks quantized = quantize_query_blocks(q, hd, layout.k_format.quant);
     q_error_norm += quantized.ambiguity;
     if (rope && p > 0) {
-      q_error_norm +=
-          query_blocks_reach(reach.data(), reach.data() + hd, q, hd, layout.k_format.quant);
+      QueryReach moved =
+          query_blocks_reach(bounds.data(), bounds.data() + hd, q, hd, layout.k_format.quant);
+      if (reach) {
+        *reach = std::move(moved);
+      } else {
+        if (!moved.width.empty()) q_error_norm += norm(moved.width.data(), layout.head_dim);
+        for (const double x : moved.sum_reach) q_error_norm += x;
+      }
     }
     if (sum_error) *sum_error = std::move(quantized.sum_error);
   }
@@ -409,6 +419,9 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
   std::vector<double> q(hd), q_error(hd), logits, raw, deviation(vd), magnitude(vd), spread(vd);
   std::vector<double> sum_error;  // a q8_1 query's block sums (query_blocks.h)
   std::vector<double> own;        // each visible key's own score ambiguity (key_maxima)
+  QueryReach q_reach;             // a query quantized under RoPE: what may move
+  std::vector<double> q_own;      // per visible key, the score ambiguity that makes
+  const auto kv_heads_count = static_cast<size_t>(layout.kv_heads);
   const size_t blocks = hd / kGgmlBlock;
   std::vector<std::pair<float, double>> cells;
   for (int p = static_cast<int>(std::max<int64_t>(0, stream.first_row)); p < n; ++p) {
@@ -418,8 +431,11 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
     for (int h = 0; h < layout.q_heads; ++h) {
       const int g = h / group;
       const size_t head_at = static_cast<size_t>(g) * hd;
-      const auto [q_norm, q_error_norm] = rotated_query(layout, table, stream, numerics, p, h,
-                                                        q.data(), q_error.data(), &sum_error);
+      const auto [q_norm, q_error_norm] = rotated_query(
+          layout, table, stream, numerics, p, h, q.data(), q_error.data(), &sum_error, &q_reach);
+      // A query quantized under RoPE: what may move, key by key (query_blocks.h).
+      const bool q_moves = !q_reach.width.empty() || !q_reach.sum_reach.empty();
+      if (q_moves) q_own.assign(static_cast<size_t>(visible), 0.0);
 
       // Scores and their max over the visible keys (and the sink's logit).
       logits.resize(static_cast<size_t>(visible));
@@ -443,6 +459,23 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
               keys.key_min.data() +
               (static_cast<size_t>(j) * static_cast<size_t>(layout.kv_heads) + g) * blocks;
           for (size_t b = 0; b < blocks; ++b) dot += m[b] * sum_error[b];
+          if (!q_reach.sum_reach.empty()) {
+            double moved = 0;
+            for (size_t b = 0; b < blocks; ++b) moved += q_reach.sum_reach[b] * std::fabs(m[b]);
+            q_own[static_cast<size_t>(j - lo)] += scale * moved;
+          }
+        }
+        if (!q_reach.width.empty()) {  // the engine's q within width of ours, times this key
+          const double* err =
+              keys.round_rotated && keys.key_ambiguous[static_cast<size_t>(j) * kv_heads_count +
+                                                       static_cast<size_t>(g)]
+                  ? keys.key_error.data() + static_cast<size_t>(j) * keys.k_stride + head_at
+                  : nullptr;
+          double moved = 0;
+          for (size_t d = 0; d < hd; ++d) {
+            moved += q_reach.width[d] * (std::fabs(kp[d]) + (err ? err[d] : 0.0));
+          }
+          q_own[static_cast<size_t>(j - lo)] += scale * moved;
         }
         min_abs_score = std::min(min_abs_score, std::fabs(scale * dot));
         if (layout.softcap) raw[static_cast<size_t>(j - lo)] = std::fabs(scale * dot);
@@ -494,7 +527,13 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
       // Steps 5 and 13 key by key (tolerance.cpp): each key's logit error (through its own
       // slope of the cap; with its own rotated-key ambiguity), weighted by its weight; the
       // sink a key of value 0 and no score error.
-      const KeyMaxima maxima = key_maxima(layout, keys, lo, p, g, qp, &own);
+      KeyMaxima maxima = key_maxima(layout, keys, lo, p, g, qp, &own);
+      if (q_moves) {
+        for (size_t j = 0; j < own.size(); ++j) {
+          own[j] += q_own[j];
+          maxima.ambiguity = std::max(maxima.ambiguity, own[j]);
+        }
+      }
       const auto keywise_softmax = [&](const ToleranceInputs& inputs) {
         const KeyErrors errors = key_errors(inputs, maxima.ambiguity);
         const auto key_error = [&](int j) {  // j counts from lo

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "judge/query_blocks.h"
 #include "judge/tolerance.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/rows.h"
@@ -47,10 +48,14 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
 // `q_error` is scratch of head_dim. Returns (||q||, the norm of its rounding ambiguity). With
 // `sum_error`, a q8_1 query's block sums' errors (QueryBlocks::sum_error) go there: the
 // score of key j then gains sum_b key_min[j][b] sum_error[b] (only the plain form adds it).
+// With `reach`, a query quantized under RoPE leaves what may move there (query_blocks.h:
+// the caller adds sum_d width_d |k_d| and sum_b sum_reach_b |m_b| to each key's own
+// ambiguity); without, it joins the returned norm (Cauchy-Schwarz, |m_b| <= ||k||).
 std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
                                         const LogicalStream& stream, const EngineNumerics& numerics,
                                         int p, int h, double* q, double* q_error,
-                                        std::vector<double>* sum_error = nullptr);
+                                        std::vector<double>* sum_error = nullptr,
+                                        QueryReach* reach = nullptr);
 
 // Over the keys [lo, p] of kv head g: the largest key norm, the largest |v|, and (rotated keys
 // in the storage dtype) the largest score ambiguity for the rotated query q.
