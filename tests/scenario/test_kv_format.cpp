@@ -8,7 +8,6 @@
 #include <iostream>
 #include <limits>
 #include <random>
-#include <stdexcept>
 #include <vector>
 
 #include "kvfuzz/kv_format.h"
@@ -155,17 +154,22 @@ TEST(AffineGroups, TheScaleAndBiasAreStoredInTheLayoutsDtype) {
   EXPECT_FALSE(is_ggml_block(KvQuant::affine4));
 }
 
-// round_trip_reach: whatever an engine's rounding makes of a block within [lo, hi], what it
-// reads back lies within the reach; a block with one input reads back as round_trip_row's;
-// and the reach is not everything (most elements of a slightly perturbed block are exact).
+// round_trip_reach: whatever an engine's rounding makes of a block (or an affine group)
+// within [lo, hi], what it reads back lies within the reach; a block with one input reads
+// back as round_trip_row's; and the reach is not everything (most elements of a slightly
+// perturbed block are exact).
 TEST(GgmlBlocks, TheReachHoldsEveryRoundTripOfItsInputs) {
   std::mt19937 random(7);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  const KvQuant formats[] = {KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1,
-                             KvQuant::q5_0, KvQuant::q5_1, KvQuant::fp8_e4m3fn};
+  const KvQuant formats[] = {KvQuant::q8_0,    KvQuant::q4_0,    KvQuant::q4_1,
+                             KvQuant::q5_0,    KvQuant::q5_1,    KvQuant::fp8_e4m3fn,
+                             KvQuant::affine2, KvQuant::affine4, KvQuant::affine8};
   constexpr int n = 64;
   for (const KvQuant quant : formats) {
-    const KvFormat format{quant, {}, 0};
+    // The affine formats in groups of 32 and their scale and bias stored in bf16 (MLX's
+    // in a bf16 model); the others in f32.
+    const KvFormat format{quant, {}, is_affine(quant) ? 32 : 0};
+    const DType dtype = is_affine(quant) ? DType::bf16 : DType::f32;
     long outside = 0;
     std::array<long, 5> wide{};  // by the reach's exponent, -24 + 4 k
     const long per_reach = 300 / 5 * n;
@@ -181,24 +185,22 @@ TEST(GgmlBlocks, TheReachHoldsEveryRoundTripOfItsInputs) {
         lo[static_cast<size_t>(i)] = v - e;
         hi[static_cast<size_t>(i)] = v + e;
       }
-      round_trip_reach(format, DType::f32, 0, lo.data(), hi.data(), n, out_lo.data(),
-                       out_hi.data());
+      round_trip_reach(format, dtype, 0, lo.data(), hi.data(), n, out_lo.data(), out_hi.data());
       for (int sample = 0; sample < 40; ++sample) {
         for (size_t i = 0; i < n; ++i) {
           const int pick = sample < 3 ? sample : static_cast<int>(random() % 3);
           const float t = (unit(random) + 1) / 2;
           x[i] = pick == 0 ? lo[i] : pick == 1 ? hi[i] : lo[i] + t * (hi[i] - lo[i]);
         }
-        round_trip_row(format, DType::f32, 0, x.data(), n, back.data());
+        round_trip_row(format, dtype, 0, x.data(), n, back.data());
         for (size_t i = 0; i < n; ++i) {
           outside += back[i] < out_lo[i] || back[i] > out_hi[i];
         }
       }
       for (size_t i = 0; i < n; ++i) wide[static_cast<size_t>(trial % 5)] += out_hi[i] > out_lo[i];
       // One input: exactly its round trip.
-      round_trip_reach(format, DType::f32, 0, lo.data(), lo.data(), n, out_lo.data(),
-                       out_hi.data());
-      round_trip_row(format, DType::f32, 0, lo.data(), n, back.data());
+      round_trip_reach(format, dtype, 0, lo.data(), lo.data(), n, out_lo.data(), out_hi.data());
+      round_trip_row(format, dtype, 0, lo.data(), n, back.data());
       EXPECT_EQ(out_lo, back) << kv_quant_name(quant);
       EXPECT_EQ(out_hi, back) << kv_quant_name(quant);
     }
@@ -230,9 +232,20 @@ TEST(GgmlBlocks, TheReachOfAnElementOnABoundaryIsBothSides) {
   EXPECT_EQ(out_hi[0], 127.0f);
   EXPECT_EQ(out_lo[2], 0.0f);
   EXPECT_EQ(out_hi[2], 0.0f);
-  EXPECT_THROW(round_trip_reach(KvFormat{KvQuant::affine4, {}, 32}, DType::f32, 0, lo.data(),
-                                hi.data(), 32, out_lo.data(), out_hi.data()),
-               std::logic_error);
+  // affine4, group 32: 0 and 15 the extremes (the edge 15, scale -1, snapped: q0 = -15,
+  // bias 15, q = rint(15 - x)): 7.5 reads back as 7 (rint(7.5) = 8, ties to even), anything
+  // just above it as 8.
+  std::vector<float> a_lo(32, 1.0f), a_hi(32, 1.0f);
+  a_lo[0] = a_hi[0] = 0.0f;
+  a_lo[1] = a_hi[1] = 15.0f;
+  a_lo[2] = 7.5f;
+  a_hi[2] = std::nextafter(7.5f, 8.0f);
+  round_trip_reach(KvFormat{KvQuant::affine4, {}, 32}, DType::f32, 0, a_lo.data(), a_hi.data(), 32,
+                   out_lo.data(), out_hi.data());
+  EXPECT_EQ(out_lo[2], 7.0f);
+  EXPECT_EQ(out_hi[2], 8.0f);
+  EXPECT_EQ(out_lo[3], 1.0f);
+  EXPECT_EQ(out_hi[3], 1.0f);
 }
 
 }  // namespace

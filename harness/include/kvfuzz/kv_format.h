@@ -123,8 +123,8 @@ void round_trip_row(const KvFormat& format, DType dtype, int kv_head, const floa
 // reference's stored keys, judge/reference.cpp): each element reads back as something in
 // [out_lo[i], out_hi[i]]. Exact for fp8 (element by element); for a block format, a block
 // of one input gives its one output, and otherwise ranges by the encoder's monotone steps
-// (kv_format.cpp, reach_block), wider than the true set but never narrower. Not for the
-// affine formats (their edge snapping is not monotone): std::logic_error.
+// (kv_format.cpp, reach_block), wider than the true set but never narrower; an affine
+// group the same, case by case where its edge snapping is not monotone (reach_affine).
 void round_trip_reach(const KvFormat& format, DType dtype, int kv_head, const float* lo,
                       const float* hi, int n, float* out_lo, float* out_hi);
 

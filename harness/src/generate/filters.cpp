@@ -80,12 +80,6 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                                  : is_affine(quant) ? " (it does not declare kv_affine)"
                                                     : " (it does not declare kv_ggml_blocks)")};
     }
-    if (is_affine(quant) && (f.rope == OnOff::on || o.supports.rope_required)) {
-      return FilterConflict{Filter::kv_formats,
-                            "expected no RoPE with " + std::string(kv_quant_name(quant)) +
-                                " (affine keys after the engine's own rotation are not "
-                                "modelled yet), got RoPE on"};
-    }
     if ((is_ggml_block(quant) || is_affine(quant)) && most_head_dim(o) < kGgmlBlock) {
       return FilterConflict{Filter::kv_formats, "expected head_dim of at least 32 for " +
                                                     std::string(kv_quant_name(quant)) +

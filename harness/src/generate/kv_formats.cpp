@@ -61,15 +61,14 @@ void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
     if (g <= b.head_dim && g % std::max(1, can.head_dim_multiple) == 0) groups.push_back(g);
   }
   if (groups.empty()) return;
-  if (want.empty() && (!by_chance || l.rope_theta || l.quantized_kv() || l.value_from_key)) {
+  if (want.empty() && (!by_chance || l.quantized_kv() || l.value_from_key)) {
     return;
   }
   // The filter's draw: one of its affine formats, or one of its others (left as drawn).
   if (!want.empty() && !is_affine(want[pick % want.size()])) return;
   const KvQuant quant = want.empty() ? kAffine[pick % kAffine.size()] : want[pick % want.size()];
   const Scenario before = s;
-  l.rope_theta.reset();  // a filter's: off (the others never get here with RoPE or MLA)
-  l.value_from_key = false;
+  l.value_from_key = false;  // a filter's: off (the others never get here with MLA)
   const Scenario wanted = s;
   // The drawn group, or a smaller one where the dims it needs would overflow the page pool
   // drawn for the old ones (a wide pool is sized to the limit); with a filter, then the pool

@@ -14,7 +14,7 @@
 // MLX's affine groups (affine2, affine4, affine8; EngineSupports::kv_affine) are drawn apart,
 // after every other choice of the scenario (pick_affine_kv), so that a stream without them
 // is the one it was before they came: about one scenario in four of those that could hold
-// one (no RoPE, no other format, no MLA) stores K and V in one affine format and group, as
+// one (no other format, no MLA; RoPE or not) stores K and V in one affine format and group, as
 // MLX's QuantizedKVCache stores both with one setting; head_dim and value_dim become the
 // group when they are not multiples of it (explicit tokens padded with zeros).
 #pragma once

@@ -69,7 +69,8 @@
 //    sit on a few keys or the values agree, which is exactly where large scores (large
 //    delta) happen: such rows stay judged. Used whenever the reference supplies D.
 //
-// 5. Rotated keys cached in the storage dtype (rotated_keys_in_storage = true). The
+// 5. Rotated keys cached in the storage dtype (rotated_keys_in_storage = true; and every
+//    key in a quantized format under RoPE, below). The
 //    reference rounds its rotated keys to the dtype too, so the u_s S term of step 1 goes.
 //    What remains is the boundary: the engine rotates in f32, off by at most
 //    e = (4 + 20 p) u (|a| + |b|) on an element of the pair (a, b) (step 1's rotation and
@@ -81,7 +82,11 @@
 //    rounded to the storage dtype (rotated_queries_in_storage, as a kernel handed
 //    pre-rotated f16 q and k computes) are modelled the same way; a boundary element's
 //    error reaches every logit through at most ||err_q|| max_j ||k_j|| (Cauchy-Schwarz),
-//    added to rotated_key_ambiguity.
+//    added to rotated_key_ambiguity. A key in a quantized format (fp8, a ggml block, an
+//    affine group) is stored after its rotation and dtype rounding: its element may read
+//    back as anything the format makes of inputs within [round(x - e), round(x + e)]
+//    (kv_format.h's round_trip_reach: fp8 element by element; a block or group whole, its
+//    scale included), err_jd the width of that.
 //
 // 6. Score accumulation in f16 (score_accumulation = f16): the q.k products and sums round
 //    to u16 = 2^-11. The worst case gamma_{d+2}(u16) S is ~d u16 S, as large as a bug for
@@ -226,10 +231,17 @@
 //    (Cauchy-Schwarz), added as step 5's query ambiguity is. For q8_1 (q4_1 and q5_1 keys)
 //    ggml's dot product is sum_b (d_k d_q sum q_k q_q + m_b s_b) with s_b = f16(d * sum),
 //    where the dequantized key times the quantized query has m_b f16(d) sum: the reference
-//    (its plain form) adds sum_b m_b (s_b - f16(d) sum) to each key's score, m_b read from
-//    the key's stored blocks, so that too is modelled, not tolerated. The integer sums are
-//    exact; the scales' products and the f32 sum over blocks are inside step 1's
-//    gamma_{d+2} S.
+//    (its plain form) adds sum_b m_b (s_b - f16(d) sum) to each key's score, m_b the
+//    least element the key's block reads back (its stored minimum exactly), so that too is
+//    modelled, not tolerated. The integer sums are exact; the scales' products and the f32
+//    sum over blocks are inside step 1's gamma_{d+2} S.
+//    Under RoPE the engine quantizes its own rotation of q (step 5's reach e, after its
+//    dtype rounding where it declares rotated queries in storage): each value may read back
+//    within a width w_d of the reference's (query_blocks_reach: the quantizer's steps at
+//    the corners of the elements' and amax's ranges), and each q8_1 block's s moves with
+//    the unrounded d even where no quant does. Key j's score then moves by at most
+//    sum_d w_d (|k_jd| + err_jd) + sum_b reach_b |m_jb|, which joins that key's own
+//    ambiguity (step 13's key by key term), not the row's.
 //
 // How this compares with real bugs: the bound is a few u times n M plus the logit term,
 // i.e. ~1e-5 relative for small f32 rows (the worked example's row 3: n = 4, M = 16,

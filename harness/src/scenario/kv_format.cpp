@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
 #include <utility>
 
 #include "kvfuzz/dtype.h"
@@ -238,6 +237,11 @@ float get_f32(const uint8_t* in) {
   return std::bit_cast<float>(bits);
 }
 
+// MLX's quant of x: clamp(rint((x - bias) / scale), 0, 2^bits - 1).
+float quant_affine(float x, float bias, float scale, float n_bins) {
+  return std::min(std::max(std::rint((x - bias) / scale), 0.0f), n_bins);
+}
+
 // MLX's `quantize` (mlx/backend/cpu/quantized.cpp) for one group, in its f32 arithmetic: the
 // scale (max - min) / (2^bits - 1), at least 1e-7, signed towards the extreme of larger
 // magnitude (the edge); the edge snapped to the grid, q0 = rint(edge / scale), and when q0
@@ -268,8 +272,7 @@ void encode_affine(const KvFormat& format, DType dtype, const float* x, uint8_t*
   uint8_t* words = out + kAffineHeader;
   std::fill_n(words, format.group * bits / 8, uint8_t{0});
   for (int j = 0; j < format.group; ++j) {
-    const float q = std::min(std::max(std::rint((x[j] - bias) / scale), 0.0f), n_bins);
-    const auto code = static_cast<uint32_t>(q);
+    const auto code = static_cast<uint32_t>(quant_affine(x[j], bias, scale, n_bins));
     const int bit = j * bits;  // words are little-endian: bit k of the row is bit k % 8 of
     words[bit / 8] |= static_cast<uint8_t>(code << (bit % 8));  // byte k / 8
   }
@@ -398,6 +401,92 @@ void reach_block(KvQuant quant, const float* lo, const float* hi, float* out_lo,
     if (d_lo == 0) q_lo = 0;                            // d = 0: id = 0, every q 0
     const float low = q_lo * s_lo, high = q_hi * s_hi;  // two roundings, as the decoder
     widen(j, low + m_lo, high + m_hi);
+  }
+}
+
+// One affine group whose inputs may be anything in [lo[j], hi[j]] (reach_block's contract).
+// The encoder's steps are monotone but one: the edge snapped to the grid, q0 = rint(edge /
+// scale), which picks the scale edge / q0. So the reach takes every case apart: each side
+// the extreme of larger magnitude may be on (mask), and each q0 the snapping may give
+// there; within a case every step is monotone (corners). Too many q0 (a group whose
+// extremes may move by more than a few steps): every element anywhere the group's values
+// may reach, |edge| + 2 (max - min) (|edge / q0| <= 2 scale0 for |edge / scale0| >= 1/2).
+void reach_affine(const KvFormat& format, DType dtype, const float* lo, const float* hi,
+                  float* out_lo, float* out_hi) {
+  const int n = format.group;
+  const auto n_bins = static_cast<float>((1 << affine_bits(format.quant)) - 1);
+  constexpr float kEps = 1e-7f;
+  float min_lo = lo[0], min_hi = hi[0], max_lo = lo[0], max_hi = hi[0];
+  for (int j = 0; j < n; ++j) {
+    min_lo = std::min(min_lo, lo[j]);
+    min_hi = std::min(min_hi, hi[j]);
+    max_lo = std::max(max_lo, lo[j]);
+    max_hi = std::max(max_hi, hi[j]);
+  }
+  std::fill_n(out_lo, n, INFINITY);
+  std::fill_n(out_hi, n, -INFINITY);
+  const auto widen = [&](int j, float a, float b) {
+    out_lo[j] = std::min(out_lo[j], a);
+    out_hi[j] = std::max(out_hi[j], b);
+  };
+  const auto abs_span = [](float a, float b) {  // |x| over [a, b]: least, greatest
+    const float least = a <= 0 && b >= 0 ? 0.0f : std::min(std::fabs(a), std::fabs(b));
+    return std::pair{least, std::max(std::fabs(a), std::fabs(b))};
+  };
+  const auto [min_abs_lo, min_abs_hi] = abs_span(min_lo, min_hi);
+  const auto [max_abs_lo, max_abs_hi] = abs_span(max_lo, max_hi);
+  const float scale0_lo = std::max((max_lo - min_hi) / n_bins, kEps);
+  const float scale0_hi = std::max((max_hi - min_lo) / n_bins, kEps);
+  const auto divide = [](float a, float b) { return a / b; };
+  const auto product = [](float a, float b) { return a * b; };
+  // One case: the scale in [s_lo, s_hi] (one sign), the bias in [b_lo, b_hi]. The quant is
+  // monotone in x, the bias and the scale each (corners); a corner at a scale of 0 with
+  // x = bias (0 / 0) stands for every quant.
+  const auto quants = [&](float s_lo, float s_hi, float b_lo, float b_hi) {
+    const float sr_lo = round_to_dtype(s_lo, dtype), sr_hi = round_to_dtype(s_hi, dtype);
+    const float br_lo = round_to_dtype(b_lo, dtype), br_hi = round_to_dtype(b_hi, dtype);
+    for (int j = 0; j < n; ++j) {
+      float q_lo = INFINITY, q_hi = -INFINITY;
+      for (const float x : {lo[j], hi[j]}) {
+        for (const float b : {b_lo, b_hi}) {
+          for (const float s : {s_lo, s_hi}) {
+            const float q = quant_affine(x, b, s, n_bins);
+            q_lo = std::isnan(q) ? 0.0f : std::min(q_lo, q);
+            q_hi = std::isnan(q) ? n_bins : std::max(q_hi, q);
+          }
+        }
+      }
+      const auto [p_lo, p_hi] = corners(product, q_lo, q_hi, sr_lo, sr_hi);
+      const float v_lo = p_lo + br_lo, v_hi = p_hi + br_hi;
+      widen(j, v_lo, v_hi);
+    }
+  };
+  bool too_many = false;
+  for (const bool mask : {true, false}) {
+    // mask: |min| > |max|, the scale positive and the edge the minimum; else the maximum
+    // and a negative scale.
+    if (mask ? !(min_abs_hi > max_abs_lo) : !(min_abs_lo <= max_abs_hi)) continue;
+    const float e_lo = mask ? min_lo : max_lo, e_hi = mask ? min_hi : max_hi;
+    const float s0_lo = mask ? scale0_lo : -scale0_hi, s0_hi = mask ? scale0_hi : -scale0_lo;
+    const auto [r_lo, r_hi] = corners(divide, e_lo, e_hi, s0_lo, s0_hi);
+    const float q0_lo = std::rint(r_lo), q0_hi = std::rint(r_hi);
+    if (!(q0_hi - q0_lo <= 8)) {
+      too_many = true;
+      continue;
+    }
+    for (float q0 = q0_lo; q0 <= q0_hi; q0 += 1) {
+      if (q0 == 0) {
+        quants(s0_lo, s0_hi, 0.0f, 0.0f);
+      } else {
+        const auto [s_lo, s_hi] = corners(divide, e_lo, e_hi, q0, q0);
+        quants(s_lo, s_hi, e_lo, e_hi);
+      }
+    }
+  }
+  if (too_many) {
+    const float reach =
+        1.01f * (std::max(min_abs_hi, max_abs_hi) + 2 * (max_hi - min_lo) + 2 * scale0_hi);
+    for (int j = 0; j < n; ++j) widen(j, -reach, reach);
   }
 }
 
@@ -539,19 +628,19 @@ namespace kvfuzz {
 
 void round_trip_reach(const KvFormat& format, DType dtype, int kv_head, const float* lo,
                       const float* hi, int n, float* out_lo, float* out_hi) {
-  if (is_affine(format.quant)) {
-    throw std::logic_error("round_trip_reach: affine formats are not monotone in their inputs");
-  }
   if (!format.quantized() || is_fp8(format.quant)) {  // element by element, monotone
     round_trip_row(format, dtype, kv_head, lo, n, out_lo);
     round_trip_row(format, dtype, kv_head, hi, n, out_hi);
     return;
   }
-  for (int b = 0; b < n / kGgmlBlock; ++b) {
-    const size_t at = static_cast<size_t>(b) * kGgmlBlock;
-    if (std::equal(lo + at, lo + at + kGgmlBlock, hi + at)) {  // one input: its one output
-      round_trip_row(format, dtype, kv_head, lo + at, kGgmlBlock, out_lo + at);
-      std::copy_n(out_lo + at, kGgmlBlock, out_hi + at);
+  const int size = row_multiple(format);  // a block or a group
+  for (int b = 0; b < n / size; ++b) {
+    const size_t at = static_cast<size_t>(b) * static_cast<size_t>(size);
+    if (std::equal(lo + at, lo + at + size, hi + at)) {  // one input: its one output
+      round_trip_row(format, dtype, kv_head, lo + at, size, out_lo + at);
+      std::copy_n(out_lo + at, size, out_hi + at);
+    } else if (is_affine(format.quant)) {
+      reach_affine(format, dtype, lo + at, hi + at, out_lo + at, out_hi + at);
     } else {
       reach_block(format.quant, lo + at, hi + at, out_lo + at, out_hi + at);
     }

@@ -175,12 +175,6 @@ class Validator {
     check_features();
     check_kv_format("$.layout.k_format", layout_.k_format, layout_.head_dim, "head_dim");
     check_kv_format("$.layout.v_format", layout_.v_format, layout_.value_dim, "value_dim");
-    if (is_affine(layout_.k_format.quant) && layout_.rope_theta) {
-      reject("$.layout.k_format",
-             "no affine format for keys under RoPE (rope_theta): a group's scale after the "
-             "engine's own rotation is not modelled yet; fp8 and ggml block keys may be "
-             "rotated");
-    }
     if (model_ && layout_.quantized_kv()) {
       reject("$.layout",
              "no quantized KV format (k_format, v_format) in a model scenario: the "
