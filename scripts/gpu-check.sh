@@ -264,6 +264,12 @@ if ((built)); then
     --jobs "$JOBS" --quiet --feature softcap,sinks,alibi,chunked_local \
     --out "$LOGS/kvfuzz-out-features" || true
 
+  # fp8 K/V caches on the device (cuda/dtype.cuh's conversions, the scales in load_k and
+  # load_v, append_kv's store): e4m3fn and e5m2, per-tensor and per-kv-head scales.
+  run_stage fp8 60 "$KVFUZZ" check --engine "$HONEST" --cases 100 --seed "$SEED" \
+    --jobs "$JOBS" --quiet --kv-format fp8_e4m3fn,fp8_e5m2 \
+    --out "$LOGS/kvfuzz-out-fp8" || true
+
   # --- 3. The kernel-only mutants: each must be rejected ------------------------------
   # kvfuzz check exits 0 when every mutant was rejected; a mutant stops at its first
   # finding, so the cases are an upper bound, reached only by a mutant that survives. Two

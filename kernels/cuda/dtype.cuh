@@ -9,8 +9,16 @@
 
 namespace kvfuzz::cuda {
 
-// The element encodings; the values are kvfuzz::DType's order (f32, f16, bf16).
-enum StorageType : int { kStorageF32 = 0, kStorageF16 = 1, kStorageBf16 = 2 };
+// The element encodings; the values are kvfuzz::DType's order (f32, f16, bf16), then the
+// OCP fp8 formats of a quantized cache (kvfuzz/kv_format.h: one byte, read back times the
+// kv head's scale, which the caller applies).
+enum StorageType : int {
+  kStorageF32 = 0,
+  kStorageF16 = 1,
+  kStorageBf16 = 2,
+  kStorageFp8E4m3 = 3,
+  kStorageFp8E5m2 = 4
+};
 // "Not rounded": what P's or the output's rounding holds when an engine does not round.
 constexpr int kNoRounding = -1;
 
@@ -80,6 +88,68 @@ KVFUZZ_DEVICE float from_bf16_bits(unsigned short bits) {
   return bits_float(static_cast<unsigned>(bits) << 16);
 }
 
+// OCP fp8 (kv_format.h's f32_to_fp8 / fp8_to_f32, bit for bit: tests/cuda/test_dtype.cpp):
+// e4m3fn has 3 mantissa bits, bias 7, no infinities, 448 its largest (0x7E) and 0x7F NaN;
+// e5m2 2 bits, bias 15, 57344 its largest (0x7B), 0x7C infinity, above NaN.
+KVFUZZ_DEVICE int fp8_mantissa_bits(int type) {
+  return type == kStorageFp8E4m3 ? 3 : 2;
+}
+KVFUZZ_DEVICE int fp8_bias(int type) {
+  return type == kStorageFp8E4m3 ? 7 : 15;
+}
+KVFUZZ_DEVICE unsigned fp8_max_code(int type) {
+  return type == kStorageFp8E4m3 ? 0x7Eu : 0x7Bu;
+}
+
+// 2^e for the exponents fp8 needs (normal in f32).
+KVFUZZ_DEVICE float power_of_two(int e) {
+  return bits_float(static_cast<unsigned>(e + 127) << 23);
+}
+
+KVFUZZ_DEVICE float from_fp8_bits(unsigned char bits, int type) {
+  const int m = fp8_mantissa_bits(type);
+  const unsigned magnitude = bits & 0x7Fu;
+  const float sign = (bits & 0x80u) ? -1.0f : 1.0f;
+  const int field = static_cast<int>(magnitude >> m);
+  const int mantissa = static_cast<int>(magnitude & ((1u << m) - 1));
+  if (magnitude > fp8_max_code(type)) {  // e5m2's infinities, both formats' NaNs
+    return m == 2 && mantissa == 0 ? sign * bits_float(0x7F800000u) : bits_float(0x7FC00000u);
+  }
+  if (field == 0) return sign * static_cast<float>(mantissa) * power_of_two(1 - fp8_bias(type) - m);
+  return sign * static_cast<float>((1 << m) + mantissa) * power_of_two(field - fp8_bias(type) - m);
+}
+
+// Round to nearest even, saturating at the largest finite value; NaN stays NaN.
+KVFUZZ_DEVICE unsigned char to_fp8_bits(float x, int type) {
+  const int m = fp8_mantissa_bits(type);
+  const unsigned bits = float_bits(x);
+  const unsigned sign = (bits >> 24) & 0x80u;
+  const unsigned abs_bits = bits & 0x7FFFFFFFu;
+  if (abs_bits > 0x7F800000u) return static_cast<unsigned char>(sign | (m == 3 ? 0x7Fu : 0x7Eu));
+  const float a = bits_float(abs_bits);
+  if (a >= from_fp8_bits(static_cast<unsigned char>(fp8_max_code(type)), type)) {
+    return static_cast<unsigned char>(sign | fp8_max_code(type));
+  }
+  if (a == 0.0f) return static_cast<unsigned char>(sign);
+  // The quantum of a's binade (the subnormals' below the smallest normal): a / quantum is
+  // exact in f32 (a power-of-two scaling) and rounds to nearest even.
+  const int min_exponent = 1 - fp8_bias(type);
+  int exponent = static_cast<int>(abs_bits >> 23) - 127;
+  if (exponent < min_exponent) exponent = min_exponent;
+#ifdef __CUDACC__
+  unsigned steps = static_cast<unsigned>(rintf(a * power_of_two(m - exponent)));
+#else
+  unsigned steps = static_cast<unsigned>(__builtin_rintf(a * power_of_two(m - exponent)));
+#endif
+  if (steps == 0) return static_cast<unsigned char>(sign);
+  if (steps >> (m + 1)) {  // rounded up into the next binade
+    steps >>= 1;
+    ++exponent;
+  }
+  const unsigned field = steps >> m ? static_cast<unsigned>(exponent + fp8_bias(type)) : 0u;
+  return static_cast<unsigned char>(sign | (field << m) | (steps & ((1u << m) - 1)));
+}
+
 // x rounded to `dtype` (a StorageType, or kNoRounding: x itself).
 KVFUZZ_DEVICE float round_to(float x, int dtype) {
   if (dtype == kStorageF16) return from_f16_bits(to_f16_bits(x));
@@ -90,6 +160,8 @@ KVFUZZ_DEVICE float round_to(float x, int dtype) {
 // Element i of an array of `dtype` elements.
 KVFUZZ_DEVICE float load_element(const void* base, long long i, int dtype) {
   if (dtype == kStorageF32) return static_cast<const float*>(base)[i];
+  if (dtype >= kStorageFp8E4m3)
+    return from_fp8_bits(static_cast<const unsigned char*>(base)[i], dtype);
   const unsigned short bits = static_cast<const unsigned short*>(base)[i];
   return dtype == kStorageF16 ? from_f16_bits(bits) : from_bf16_bits(bits);
 }
@@ -97,6 +169,8 @@ KVFUZZ_DEVICE float load_element(const void* base, long long i, int dtype) {
 KVFUZZ_DEVICE void store_element(void* base, long long i, float x, int dtype) {
   if (dtype == kStorageF32) {
     static_cast<float*>(base)[i] = x;
+  } else if (dtype >= kStorageFp8E4m3) {
+    static_cast<unsigned char*>(base)[i] = to_fp8_bits(x, dtype);
   } else {
     static_cast<unsigned short*>(base)[i] = dtype == kStorageF16 ? to_f16_bits(x) : to_bf16_bits(x);
   }
@@ -104,7 +178,7 @@ KVFUZZ_DEVICE void store_element(void* base, long long i, float x, int dtype) {
 
 // Bytes of one element.
 KVFUZZ_HOST_DEVICE int element_bytes(int dtype) {
-  return dtype == kStorageF32 ? 4 : 2;
+  return dtype == kStorageF32 ? 4 : dtype >= kStorageFp8E4m3 ? 1 : 2;
 }
 
 }  // namespace kvfuzz::cuda

@@ -35,9 +35,12 @@ KVFUZZ_DEVICE float rotated(const float* x, int dim, const float* cos, const flo
 }
 
 struct AppendArgs {
-  void* k_pool = nullptr;  // [page][slot][kv_head][head_dim], `dtype`
-  void* v_pool = nullptr;  // [page][slot][kv_head][value_dim]
-  int dtype = kStorageF32;
+  void* k_pool = nullptr;   // [page][slot][kv_head][head_dim], `k_type`
+  void* v_pool = nullptr;   // [page][slot][kv_head][value_dim], `v_type`
+  int dtype = kStorageF32;  // the layout's: every element is rounded to it first
+  int k_type = kStorageF32, v_type = kStorageF32;  // the dtype, or an fp8 format
+  const float* k_scales = nullptr;                 // fp8: [kv_head] (x / s stored); else nullptr
+  const float* v_scales = nullptr;
   const float* k = nullptr;          // [token][kv_head][head_dim], unrotated
   const float* v = nullptr;          // [token][kv_head][value_dim]
   const long long* slots = nullptr;  // [token]: physical slot (page * page_size + slot)
@@ -45,6 +48,15 @@ struct AppendArgs {
   const float* sin = nullptr;
   int kv_heads = 1, head_dim = 1, value_dim = 1;
 };
+
+// x as a cache of `type` stores it: rounded to the layout's dtype, then (fp8) divided by
+// its kv head's scale and converted (kv_format.h).
+KVFUZZ_DEVICE void store_cached(void* pool, long long i, float x, int dtype, int type,
+                                const float* scales, int kv_head) {
+  x = round_to(x, dtype);
+  if (scales != nullptr) x = x / scales[kv_head];
+  store_element(pool, i, x, type);
+}
 
 // Grid (tokens), kCacheThreads threads: one token per block.
 KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
@@ -57,10 +69,12 @@ KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
   for (int i = static_cast<int>(threadIdx.x); i < keys; i += kCacheThreads) {
     const int head = i / a.head_dim, d = i % a.head_dim;
     const float* k = a.k + (token * a.kv_heads + head) * a.head_dim;
-    store_element(a.k_pool, slot * keys + i, rotated(k, a.head_dim, cos, sin, d), a.dtype);
+    store_cached(a.k_pool, slot * keys + i, rotated(k, a.head_dim, cos, sin, d), a.dtype, a.k_type,
+                 a.k_scales, head);
   }
   for (int i = static_cast<int>(threadIdx.x); i < values; i += kCacheThreads) {
-    store_element(a.v_pool, slot * values + i, a.v[token * values + i], a.dtype);
+    store_cached(a.v_pool, slot * values + i, a.v[token * values + i], a.dtype, a.v_type,
+                 a.v_scales, i / a.value_dim);
   }
 }
 
@@ -87,6 +101,8 @@ KVFUZZ_GLOBAL void fill_elements(void* array, long long first, long long n, unsi
        i += stride) {
     if (dtype == kStorageF32) {
       static_cast<unsigned*>(array)[first + i] = bits;
+    } else if (dtype >= kStorageFp8E4m3) {
+      static_cast<unsigned char*>(array)[first + i] = static_cast<unsigned char>(bits);
     } else {
       static_cast<unsigned short*>(array)[first + i] = static_cast<unsigned short>(bits);
     }
@@ -102,6 +118,9 @@ KVFUZZ_GLOBAL void copy_elements(void* array, long long from, long long to, long
        i += stride) {
     if (dtype == kStorageF32) {
       static_cast<float*>(array)[to + i] = static_cast<const float*>(array)[from + i];
+    } else if (dtype >= kStorageFp8E4m3) {
+      static_cast<unsigned char*>(array)[to + i] =
+          static_cast<const unsigned char*>(array)[from + i];
     } else {
       static_cast<unsigned short*>(array)[to + i] =
           static_cast<const unsigned short*>(array)[from + i];

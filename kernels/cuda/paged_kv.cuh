@@ -45,12 +45,17 @@ enum KernelFault : int {
   // paged decode: every split's sum of exponentials takes the row's sink, instead of the
   // merge taking it once (a sink counted once per split that holds keys).
   kFaultSinkPerSplit = 1 << 8,
+  // the attention kernels' reads: an fp8 V read back without its scale (K keeps its own),
+  // as a kernel whose V path forgets the v_scale argument.
+  kFaultFp8VScaleDropped = 1 << 9,
 };
 
 struct PagedKv {
-  const void* k = nullptr;  // [page][slot][kv_head][head_dim], `dtype` elements
-  const void* v = nullptr;  // [page][slot][kv_head][value_dim]
-  int dtype = kStorageF32;
+  const void* k = nullptr;  // [page][slot][kv_head][head_dim], `k_type` elements
+  const void* v = nullptr;  // [page][slot][kv_head][value_dim], `v_type`
+  int k_type = kStorageF32, v_type = kStorageF32;  // the dtype, or an fp8 format
+  const float* k_scales = nullptr;                 // fp8: [kv_head], the element read back times it
+  const float* v_scales = nullptr;
   const int* block_tables = nullptr;  // [sequence][max_pages]: physical page ids
   int max_pages = 0;
   int page_size = 1, kv_heads = 1, head_dim = 1, value_dim = 1;
@@ -75,12 +80,15 @@ KVFUZZ_DEVICE long long kv_offset(long long slot, int kv_head, int kv_heads, int
 }
 
 KVFUZZ_DEVICE float load_k(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
-  return load_element(kv.k, kv_offset(slot, kv_head, kv.kv_heads, kv.head_dim, faults) + d,
-                      kv.dtype);
+  const float x =
+      load_element(kv.k, kv_offset(slot, kv_head, kv.kv_heads, kv.head_dim, faults) + d, kv.k_type);
+  return kv.k_scales ? x * kv.k_scales[kv_head] : x;
 }
 KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
-  return load_element(kv.v, kv_offset(slot, kv_head, kv.kv_heads, kv.value_dim, faults) + d,
-                      kv.dtype);
+  const float x = load_element(
+      kv.v, kv_offset(slot, kv_head, kv.kv_heads, kv.value_dim, faults) + d, kv.v_type);
+  const bool scaled = kv.v_scales && !(faults & kFaultFp8VScaleDropped);
+  return scaled ? x * kv.v_scales[kv_head] : x;
 }
 
 }  // namespace kvfuzz::cuda

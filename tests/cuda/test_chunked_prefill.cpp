@@ -133,7 +133,8 @@ Result run(const Case& c, uint32_t seed) {
   PrefillArgs a;
   a.kv = {.k = k.data(),
           .v = v.data(),
-          .dtype = c.dtype,
+          .k_type = c.dtype,
+          .v_type = c.dtype,
           .block_tables = tables.data(),
           .max_pages = max_pages,
           .page_size = c.page_size,

@@ -57,6 +57,32 @@ TEST(CudaDtype, ConversionsMatchTheProjectsBitForBit) {
   }
 }
 
+// The kernels' fp8 (kv_format.h's, which ml_dtypes checks): every code decoded, and a
+// stride through the float patterns (with each format's edges) encoded, bit for bit.
+TEST(CudaDtype, Fp8ConversionsMatchTheProjectsBitForBit) {
+  for (const auto& [type, quant] : {std::pair{cuda::kStorageFp8E4m3, KvQuant::fp8_e4m3fn},
+                                    std::pair{cuda::kStorageFp8E5m2, KvQuant::fp8_e5m2}}) {
+    for (uint32_t code = 0; code <= 0xFFu; ++code) {
+      const auto bits = static_cast<uint8_t>(code);
+      const float got = cuda::from_fp8_bits(bits, type), want = fp8_to_f32(bits, quant);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << code;
+      } else {
+        ASSERT_EQ(bits_of(got), bits_of(want)) << code;
+      }
+    }
+    for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 4099) {
+      const float x = std::bit_cast<float>(static_cast<uint32_t>(b));
+      ASSERT_EQ(cuda::to_fp8_bits(x, type), f32_to_fp8(x, quant)) << std::hex << b;
+    }
+    for (float x :
+         {448.0f, 464.0f, 57344.0f, 61440.0f, 0.0078125f, 0.001953125f, 1.52587890625e-05f,
+          7.62939453125e-06f, 2.5f, 3.5f, -0.0f, INFINITY, -INFINITY, NAN}) {
+      EXPECT_EQ(cuda::to_fp8_bits(x, type), f32_to_fp8(x, quant)) << x;
+    }
+  }
+}
+
 // An engine of the registry's kind, made here with other options.
 EngineInfo cuda_engine(std::string name, cuda::CudaEngineOptions options, bool mutant = false) {
   return {std::move(name), "test engine", mutant,
@@ -214,6 +240,54 @@ TEST(CudaEngine, AttentionFeaturesHoldEveryProperty) {
       }
     }
   }
+}
+
+// fp8 K/V caches (e4m3fn, e5m2, per-tensor or per-kv-head scales) on both honest engines,
+// every property, 12 generated cases each; a kernel that reads V without its scale
+// (kFaultFp8VScaleDropped, the "scale applied to K but not V") fails every case
+// with a row whose V scales are all other than 1 (the generator's are powers of two, mostly
+// not 1; a case with a scale of 1 on the one head its rows read can pass).
+TEST(CudaEngine, Fp8CachesHoldEveryPropertyAndAVScaleDroppedFails) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.kv_formats = {KvQuant::fp8_e4m3fn, KvQuant::fp8_e5m2};
+  int faulted_failures = 0, scaled_cases = 0;
+  double smallest_margin = HUGE_VAL;
+  for (int i = 0; i < 12; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_TRUE(is_fp8(scenario.layout.k_format.quant)) << "case " << i;
+    for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
+      const EngineInfo* honest = find_engine(name);
+      ASSERT_NE(honest, nullptr);
+      if (unsupported_layout(scenario, probe_declarations(*honest).supports)) continue;
+      for (const PropertyInfo& row : kProperties) {
+        const PropertyOutcome outcome = judge_property(row.property, scenario, *honest);
+        EXPECT_TRUE(outcome.pass) << name << " case " << i << ": " << outcome.report;
+      }
+    }
+    const std::vector<double>& v_scales = scenario.layout.v_format.scale;
+    const bool scaled =
+        is_fp8(scenario.layout.v_format.quant) &&
+        std::all_of(v_scales.begin(), v_scales.end(), [](double x) { return x != 1.0; });
+    if (!scaled || scenario.layout.dtype != DType::f32) continue;
+    cuda::CudaEngineOptions faulted = cuda::cuda_f32_options();
+    faulted.faults = cuda::kFaultFp8VScaleDropped;
+    const PropertyOutcome outcome = judge_property(
+        Property::prefix, scenario, cuda_engine("cuda-fp8-v-scale-dropped", faulted, true));
+    if (outcome.pass && outcome.rows_compared == 0) continue;  // no row reads a value
+    ++scaled_cases;
+    if (!outcome.pass) {
+      ++faulted_failures;
+      if (outcome.first && outcome.first->bound > 0) {
+        smallest_margin = std::min(smallest_margin, outcome.first->error / outcome.first->bound);
+      }
+    }
+  }
+  std::cout << "V scale dropped: " << faulted_failures << " of " << scaled_cases
+            << " cases whose every V scale is other than 1 fail; smallest error / bound "
+            << smallest_margin << "\n";
+  EXPECT_GT(scaled_cases, 2);
+  EXPECT_EQ(faulted_failures, scaled_cases);
 }
 
 // A sink is one term of a row's softmax, however many splits a decode takes: q = k = 0 and

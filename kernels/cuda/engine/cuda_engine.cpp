@@ -14,6 +14,10 @@ namespace kvfuzz::cuda {
 
 namespace {
 
+int storage_dtype(DType dtype) {
+  return dtype == DType::f32 ? kStorageF32 : dtype == DType::f16 ? kStorageF16 : kStorageBf16;
+}
+
 int rounding(std::optional<DType> dtype) {
   if (!dtype || *dtype == DType::f32) return kNoRounding;
   return *dtype == DType::f16 ? kStorageF16 : kStorageBf16;
@@ -69,7 +73,8 @@ CudaEngineOptions cuda_f32_options() {
                 .softcap = true,
                 .sinks = true,
                 .alibi = true,
-                .chunked_local = true};
+                .chunked_local = true,
+                .kv_fp8 = true};
   return o;
 }
 
@@ -84,7 +89,8 @@ CudaEngineOptions cuda_bf16_options() {
                 .softcap = true,
                 .sinks = true,
                 .alibi = true,
-                .chunked_local = true};
+                .chunked_local = true,
+                .kv_fp8 = true};
   return o;
 }
 
@@ -103,8 +109,11 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
   for (const double slope : layout_.alibi) per_head.push_back(static_cast<float>(slope));
   for (const double sink : layout_.stored_sinks()) per_head.push_back(static_cast<float>(sink));
   if (!per_head.empty()) put(features_, per_head);
-  if (layout_.quantized_kv()) {
-    throw EngineError("the CUDA kernels read no quantized KV cache yet (k_format, v_format)");
+  for (const KvFormat* format : {&layout_.k_format, &layout_.v_format}) {
+    if (format->quantized() && !is_fp8(format->quant)) {
+      throw EngineError("the CUDA kernels read no " + std::string(kv_quant_name(format->quant)) +
+                        " cache yet (fp8 only)");
+    }
   }
   if (layout_.head_dim > kPrefillMaxDim || layout_.value_dim > kPrefillMaxDim) {
     throw EngineError("the CUDA kernels take head_dim and value_dim up to " +
@@ -208,7 +217,11 @@ void CudaEngine::store_tokens(std::span<const ChunkIn> chunks, std::span<const i
   AppendArgs a;
   a.k_pool = const_cast<void*>(kv.k);
   a.v_pool = const_cast<void*>(kv.v);
-  a.dtype = kv.dtype;
+  a.dtype = storage_dtype(l.dtype);
+  a.k_type = kv.k_type;
+  a.v_type = kv.v_type;
+  a.k_scales = kv.k_scales;
+  a.v_scales = kv.v_scales;
   a.k = k_.as<float>();
   a.v = v_.as<float>();
   a.slots = slots_.as<long long>();

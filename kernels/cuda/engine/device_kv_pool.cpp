@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <vector>
 
 #include "cpu/dtype_array.h"
 #include "cuda/kv_cache.cuh"
+#include "kvfuzz/kv_format.h"
 
 namespace kvfuzz::cuda {
 
@@ -22,8 +24,17 @@ int storage_type(DType dtype) {
   return kStorageF32;
 }
 
-// `value` as a `dtype` element's bits, what fill_elements writes.
-unsigned encoded(float value, DType dtype) {
+// What a cache of this format holds its elements as: fp8 in its own bytes, everything else
+// (no format; the other formats, which the engine refuses) in the dtype.
+int storage_type(const KvFormat& format, DType dtype) {
+  if (format.quant == KvQuant::fp8_e4m3fn) return kStorageFp8E4m3;
+  if (format.quant == KvQuant::fp8_e5m2) return kStorageFp8E5m2;
+  return storage_type(dtype);
+}
+
+// `value` as an element's bits, what fill_elements writes.
+unsigned encoded(float value, DType dtype, const KvFormat& format) {
+  if (is_fp8(format.quant)) return f32_to_fp8(value / format.scale_of(0), format.quant);
   switch (dtype) {
     case DType::f32:
       return std::bit_cast<unsigned>(value);
@@ -35,14 +46,28 @@ unsigned encoded(float value, DType dtype) {
   return 0;
 }
 
+// An fp8 format's scales on the device, one per kv head; nothing for the others.
+DeviceBuffer device_scales(const KvFormat& format, int kv_heads) {
+  if (!is_fp8(format.quant)) return {};
+  std::vector<float> scales;
+  for (int g = 0; g < kv_heads; ++g) scales.push_back(format.scale_of(g));
+  DeviceBuffer buffer(scales.size() * sizeof(float));
+  buffer.upload(scales.data(), scales.size() * sizeof(float));
+  return buffer;
+}
+
 }  // namespace
 
 DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const int> page_order,
                            Poison poison, bool wide)
     : PageTable(layout, sequences, page_order),
       layout_(layout),
-      dtype_(storage_type(layout.dtype)),
-      poison_(encoded(cpu::poison_value(poison, layout.dtype), layout.dtype)) {
+      k_type_(storage_type(layout.k_format, layout.dtype)),
+      v_type_(storage_type(layout.v_format, layout.dtype)),
+      k_poison_(encoded(cpu::poison_value(poison, layout.dtype), layout.dtype, layout.k_format)),
+      v_poison_(encoded(cpu::poison_value(poison, layout.dtype), layout.dtype, layout.v_format)),
+      k_scales_(device_scales(layout.k_format, layout.kv_heads)),
+      v_scales_(device_scales(layout.v_format, layout.kv_heads)) {
   const int64_t slot_keys = int64_t{layout.kv_heads} * layout.head_dim;
   const int64_t slot_values = int64_t{layout.kv_heads} * layout.value_dim;
   if (wide) {
@@ -53,27 +78,28 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
     base_page_ = std::min(((int64_t{1} << 32) + page_elements - 1) / page_elements, last_id);
   }
   const int64_t slots = (base_page_ + pool_pages()) * page_size();
-  const auto bytes = [&](int64_t per_slot) {
-    return static_cast<size_t>(slots * per_slot * element_bytes(dtype_));
+  const auto bytes = [&](int64_t per_slot, int type) {
+    return static_cast<size_t>(slots * per_slot * element_bytes(type));
   };
-  k_ = wide ? DeviceBuffer::reserve(bytes(slot_keys)) : DeviceBuffer(bytes(slot_keys));
-  v_ = wide ? DeviceBuffer::reserve(bytes(slot_values)) : DeviceBuffer(bytes(slot_values));
-  fill(base_page_ * page_size(), int64_t{pool_pages()} * page_size(), poison_);
+  const size_t k_bytes = bytes(slot_keys, k_type_), v_bytes = bytes(slot_values, v_type_);
+  k_ = wide ? DeviceBuffer::reserve(k_bytes) : DeviceBuffer(k_bytes);
+  v_ = wide ? DeviceBuffer::reserve(v_bytes) : DeviceBuffer(v_bytes);
+  fill(base_page_ * page_size(), int64_t{pool_pages()} * page_size());
   tables_ = DeviceBuffer(static_cast<size_t>(sequences) * static_cast<size_t>(pool_pages()) *
                          sizeof(int));
 }
 
-void DeviceKvPool::fill(int64_t first_slot, int64_t slots, unsigned bits) {
+void DeviceKvPool::fill(int64_t first_slot, int64_t slots) {
   const int64_t keys = int64_t{layout_.kv_heads} * layout_.head_dim;
   const int64_t values = int64_t{layout_.kv_heads} * layout_.value_dim;
   KVFUZZ_RUN(fill_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(),
-             first_slot * keys, slots * keys, bits, dtype_);
+             first_slot * keys, slots * keys, k_poison_, k_type_);
   KVFUZZ_RUN(fill_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
-             first_slot * values, slots * values, bits, dtype_);
+             first_slot * values, slots * values, v_poison_, v_type_);
 }
 
 void DeviceKvPool::poison_slots(int page, int64_t from) {
-  fill((base_page_ + page) * page_size() + from, page_size() - from, poison_);
+  fill((base_page_ + page) * page_size() + from, page_size() - from);
 }
 
 void DeviceKvPool::copy_slots(int from, int to, int64_t slots) {
@@ -81,9 +107,9 @@ void DeviceKvPool::copy_slots(int from, int to, int64_t slots) {
   const int64_t values = int64_t{layout_.kv_heads} * layout_.value_dim;
   const int64_t a = (base_page_ + from) * page_size(), b = (base_page_ + to) * page_size();
   KVFUZZ_RUN(copy_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(), a * keys,
-             b * keys, slots * keys, dtype_);
+             b * keys, slots * keys, k_type_);
   KVFUZZ_RUN(copy_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
-             a * values, b * values, slots * values, dtype_);
+             a * values, b * values, slots * values, v_type_);
 }
 
 PagedKv DeviceKvPool::view() {
@@ -104,7 +130,10 @@ PagedKv DeviceKvPool::view() {
   }
   return {.k = k_.data(),
           .v = v_.data(),
-          .dtype = dtype_,
+          .k_type = k_type_,
+          .v_type = v_type_,
+          .k_scales = k_scales_.bytes() ? k_scales_.as<float>() : nullptr,
+          .v_scales = v_scales_.bytes() ? v_scales_.as<float>() : nullptr,
           .block_tables = tables_.as<int>(),
           .max_pages = pool_pages(),
           .page_size = static_cast<int>(page_size()),

@@ -1,7 +1,8 @@
 // The CUDA engines' paged cache: paging/page_table.h's bookkeeping (block tables, free
 // list in the scenario's page order, reference counts, copy-on-write) over K and V pools in
-// device memory, in the layout's storage dtype. Freed pages and dropped slots are poisoned
-// by a fill kernel, copies made by a copy kernel, so the pool keeps the poison invariant
+// device memory, in the layout's storage dtype or an fp8 format with its per-kv-head scales
+// (kv_format.h; the CUDA kernels read no other quantized format). Freed pages and dropped slots are
+// poisoned by a fill kernel, copies made by a copy kernel, so the pool keeps the poison invariant
 // on the device as the CPU engines' pool does on the host.
 //
 // A wide pool (base_page > 0) places physical page i at page base_page + i of a larger
@@ -41,14 +42,17 @@ class DeviceKvPool : public paging::PageTable {
   void poison_slots(int page, int64_t from) override;
 
  private:
-  void fill(int64_t first_slot, int64_t slots, unsigned bits);
+  void fill(int64_t first_slot, int64_t slots);
 
   Layout layout_;
-  int dtype_;
-  unsigned poison_;  // the poison's encoding in the storage dtype
+  int k_type_, v_type_;  // StorageType: the dtype's, or the fp8 format's
+  // The poison's encoding in each (fp8: poison / the first kv head's scale, so that a read
+  // of a poisoned slot stays huge or NaN whatever its head's scale).
+  unsigned k_poison_, v_poison_;
   int64_t base_page_ = 0;
   DeviceBuffer k_, v_;
-  DeviceBuffer tables_;  // [sequence][pool_pages] device page ids
+  DeviceBuffer k_scales_, v_scales_;  // fp8: [kv_head]
+  DeviceBuffer tables_;               // [sequence][pool_pages] device page ids
   std::vector<int> host_tables_;
   uint64_t tables_generation_ = ~uint64_t{0};
 };
