@@ -264,11 +264,11 @@ if ((built)); then
     --jobs "$JOBS" --quiet --feature softcap,sinks,alibi,chunked_local \
     --out "$LOGS/kvfuzz-out-features" || true
 
-  # fp8 K/V caches on the device (cuda/dtype.cuh's conversions, the scales in load_k and
-  # load_v, append_kv's store): e4m3fn and e5m2, per-tensor and per-kv-head scales.
-  run_stage fp8 60 "$KVFUZZ" check --engine "$HONEST" --cases 100 --seed "$SEED" \
-    --jobs "$JOBS" --quiet --kv-format fp8_e4m3fn,fp8_e5m2 \
-    --out "$LOGS/kvfuzz-out-fp8" || true
+  # Quantized K/V caches on the device (cuda/dtype.cuh's fp8 with the scales in load_k and
+  # load_v; cuda/blocks.cuh's ggml blocks, written a block per thread by append_kv).
+  run_stage quantized-kv 60 "$KVFUZZ" check --engine "$HONEST" --cases 100 --seed "$SEED" \
+    --jobs "$JOBS" --quiet --kv-format fp8_e4m3fn,fp8_e5m2,q8_0,q4_0,q4_1,q5_0,q5_1 \
+    --out "$LOGS/kvfuzz-out-quantized-kv" || true
 
   # --- 3. The kernel-only mutants: each must be rejected ------------------------------
   # kvfuzz check exits 0 when every mutant was rejected; a mutant stops at its first

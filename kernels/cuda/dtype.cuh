@@ -17,7 +17,14 @@ enum StorageType : int {
   kStorageF16 = 1,
   kStorageBf16 = 2,
   kStorageFp8E4m3 = 3,
-  kStorageFp8E5m2 = 4
+  kStorageFp8E5m2 = 4,
+  // ggml's blocks of 32 (kv_format.h): a row of a K or V head is whole blocks, not
+  // elements; blocks.cuh reads and writes them.
+  kStorageQ8_0 = 5,
+  kStorageQ4_0 = 6,
+  kStorageQ4_1 = 7,
+  kStorageQ5_0 = 8,
+  kStorageQ5_1 = 9
 };
 // "Not rounded": what P's or the output's rounding holds when an engine does not round.
 constexpr int kNoRounding = -1;

@@ -7,6 +7,7 @@
 // angles in double and rounds cos and sin to f32, as a cos/sin cache holds them).
 #pragma once
 
+#include "cuda/blocks.cuh"
 #include "cuda/cuda_compat.h"
 #include "cuda/dtype.cuh"
 
@@ -38,7 +39,7 @@ struct AppendArgs {
   void* k_pool = nullptr;   // [page][slot][kv_head][head_dim], `k_type`
   void* v_pool = nullptr;   // [page][slot][kv_head][value_dim], `v_type`
   int dtype = kStorageF32;  // the layout's: every element is rounded to it first
-  int k_type = kStorageF32, v_type = kStorageF32;  // the dtype, or an fp8 format
+  int k_type = kStorageF32, v_type = kStorageF32;  // the dtype, fp8 or a block format
   const float* k_scales = nullptr;                 // fp8: [kv_head] (x / s stored); else nullptr
   const float* v_scales = nullptr;
   const float* k = nullptr;          // [token][kv_head][head_dim], unrotated
@@ -58,6 +59,26 @@ KVFUZZ_DEVICE void store_cached(void* pool, long long i, float x, int dtype, int
   store_element(pool, i, x, type);
 }
 
+// One token's rows of `width` per kv head (K rotated by cos/sin, or V) stored in a pool of
+// a block format: a thread per block of 32, each element rounded to the dtype first.
+KVFUZZ_DEVICE void store_block_rows(void* pool, int type, long long slot, const float* x,
+                                    int kv_heads, int width, int dtype, const float* cos,
+                                    const float* sin) {
+  const int per_row = width / kBlock;
+  for (int i = static_cast<int>(threadIdx.x); i < kv_heads * per_row; i += kCacheThreads) {
+    const int head = i / per_row, b = i % per_row;
+    const float* row = x + static_cast<long long>(head) * width;
+    float block[kBlock];
+    for (int j = 0; j < kBlock; ++j) {
+      block[j] = round_to(rotated(row, width, cos, sin, b * kBlock + j), dtype);
+    }
+    unsigned char* bytes = static_cast<unsigned char*>(pool) +
+                           (slot * kv_heads + head) * block_row_bytes(type, width) +
+                           static_cast<long long>(b) * block_bytes(type);
+    store_block(block, bytes, type);
+  }
+}
+
 // Grid (tokens), kCacheThreads threads: one token per block.
 KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
   const long long token = blockIdx.x;
@@ -66,13 +87,23 @@ KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
   const float* cos = a.cos ? a.cos + token * half : nullptr;
   const float* sin = a.sin ? a.sin + token * half : nullptr;
   const int keys = a.kv_heads * a.head_dim, values = a.kv_heads * a.value_dim;
-  for (int i = static_cast<int>(threadIdx.x); i < keys; i += kCacheThreads) {
+  if (is_block_type(a.k_type)) {
+    store_block_rows(a.k_pool, a.k_type, slot, a.k + token * keys, a.kv_heads, a.head_dim, a.dtype,
+                     cos, sin);
+  }
+  if (is_block_type(a.v_type)) {
+    store_block_rows(a.v_pool, a.v_type, slot, a.v + token * values, a.kv_heads, a.value_dim,
+                     a.dtype, nullptr, nullptr);
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < keys && !is_block_type(a.k_type);
+       i += kCacheThreads) {
     const int head = i / a.head_dim, d = i % a.head_dim;
     const float* k = a.k + (token * a.kv_heads + head) * a.head_dim;
     store_cached(a.k_pool, slot * keys + i, rotated(k, a.head_dim, cos, sin, d), a.dtype, a.k_type,
                  a.k_scales, head);
   }
-  for (int i = static_cast<int>(threadIdx.x); i < values; i += kCacheThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < values && !is_block_type(a.v_type);
+       i += kCacheThreads) {
     store_cached(a.v_pool, slot * values + i, a.v[token * values + i], a.dtype, a.v_type,
                  a.v_scales, i / a.value_dim);
   }
@@ -101,7 +132,7 @@ KVFUZZ_GLOBAL void fill_elements(void* array, long long first, long long n, unsi
        i += stride) {
     if (dtype == kStorageF32) {
       static_cast<unsigned*>(array)[first + i] = bits;
-    } else if (dtype >= kStorageFp8E4m3) {
+    } else if (dtype >= kStorageFp8E4m3) {  // fp8, and a block pool's bytes
       static_cast<unsigned char*>(array)[first + i] = static_cast<unsigned char>(bits);
     } else {
       static_cast<unsigned short*>(array)[first + i] = static_cast<unsigned short>(bits);

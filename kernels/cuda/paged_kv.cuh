@@ -10,6 +10,7 @@
 // engines pass 0.
 #pragma once
 
+#include "cuda/blocks.cuh"
 #include "cuda/cuda_compat.h"
 #include "cuda/dtype.cuh"
 
@@ -48,12 +49,15 @@ enum KernelFault : int {
   // the attention kernels' reads: an fp8 V read back without its scale (K keeps its own),
   // as a kernel whose V path forgets the v_scale argument.
   kFaultFp8VScaleDropped = 1 << 9,
+  // the attention kernels' reads of a q4_0 key block: element j's quant taken from the
+  // other nibble (high for j < 16), as a kernel that unpacks ggml's nibbles the other way.
+  kFaultQ4NibblesSwapped = 1 << 10,
 };
 
 struct PagedKv {
   const void* k = nullptr;  // [page][slot][kv_head][head_dim], `k_type` elements
   const void* v = nullptr;  // [page][slot][kv_head][value_dim], `v_type`
-  int k_type = kStorageF32, v_type = kStorageF32;  // the dtype, or an fp8 format
+  int k_type = kStorageF32, v_type = kStorageF32;  // the dtype, fp8 or a block format
   const float* k_scales = nullptr;                 // fp8: [kv_head], the element read back times it
   const float* v_scales = nullptr;
   const int* block_tables = nullptr;  // [sequence][max_pages]: physical page ids
@@ -79,14 +83,30 @@ KVFUZZ_DEVICE long long kv_offset(long long slot, int kv_head, int kv_heads, int
   return (slot * kv_heads + kv_head) * width;
 }
 
+// Element d of (slot, kv_head)'s row of `width` in a pool of `type`: an element array, or
+// (a block format) rows of whole blocks.
+KVFUZZ_DEVICE float load_row_element(const void* pool, int type, long long slot, int kv_head,
+                                     int kv_heads, int width, int d, int faults) {
+  if (!is_block_type(type)) {
+    return load_element(pool, kv_offset(slot, kv_head, kv_heads, width, faults) + d, type);
+  }
+  const long long row = kv_offset(slot, kv_head, kv_heads, 1, faults);
+  const unsigned char* bytes =
+      static_cast<const unsigned char*>(pool) + row * block_row_bytes(type, width);
+  if ((faults & kFaultQ4NibblesSwapped) && type == kStorageQ4_0) {
+    d = d % kBlock < kBlock / 2 ? d + kBlock / 2 : d - kBlock / 2;  // the other nibble, same scale
+  }
+  return load_block_element(bytes, d, type);
+}
+
 KVFUZZ_DEVICE float load_k(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
   const float x =
-      load_element(kv.k, kv_offset(slot, kv_head, kv.kv_heads, kv.head_dim, faults) + d, kv.k_type);
+      load_row_element(kv.k, kv.k_type, slot, kv_head, kv.kv_heads, kv.head_dim, d, faults);
   return kv.k_scales ? x * kv.k_scales[kv_head] : x;
 }
 KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
-  const float x = load_element(
-      kv.v, kv_offset(slot, kv_head, kv.kv_heads, kv.value_dim, faults) + d, kv.v_type);
+  const float x = load_row_element(kv.v, kv.v_type, slot, kv_head, kv.kv_heads, kv.value_dim, d,
+                                   faults & ~kFaultQ4NibblesSwapped);
   const bool scaled = kv.v_scales && !(faults & kFaultFp8VScaleDropped);
   return scaled ? x * kv.v_scales[kv_head] : x;
 }

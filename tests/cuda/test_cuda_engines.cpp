@@ -6,6 +6,8 @@
 // thread order alone hides it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/blocks.cuh"
 #include "cuda/dtype.cuh"
 #include "cuda/engine/cuda_engine.h"
 #include "cuda/simt/simt.h"
@@ -21,6 +24,7 @@
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/generator.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/kv_format.h"
 #include "kvfuzz/prng.h"
 #include "kvfuzz/property.h"
 #include "kvfuzz/verdict.h"
@@ -79,6 +83,44 @@ TEST(CudaDtype, Fp8ConversionsMatchTheProjectsBitForBit) {
          {448.0f, 464.0f, 57344.0f, 61440.0f, 0.0078125f, 0.001953125f, 1.52587890625e-05f,
           7.62939453125e-06f, 2.5f, 3.5f, -0.0f, INFINITY, -INFINITY, NAN}) {
       EXPECT_EQ(cuda::to_fp8_bits(x, type), f32_to_fp8(x, quant)) << x;
+    }
+  }
+}
+
+// The kernels' ggml blocks (blocks.cuh) against kv_format.h's: random rows of three
+// magnitudes, with ties and zero blocks, stored bit for bit as encode_row stores them and
+// read back element by element as decode_row reads them.
+TEST(CudaDtype, BlockFormatsMatchTheProjectsBitForBit) {
+  const std::pair<int, KvQuant> formats[] = {{cuda::kStorageQ8_0, KvQuant::q8_0},
+                                             {cuda::kStorageQ4_0, KvQuant::q4_0},
+                                             {cuda::kStorageQ4_1, KvQuant::q4_1},
+                                             {cuda::kStorageQ5_0, KvQuant::q5_0},
+                                             {cuda::kStorageQ5_1, KvQuant::q5_1}};
+  uint64_t state = 12345;
+  for (const auto& [type, quant] : formats) {
+    const KvFormat format{quant, {}, 0};
+    for (int row = 0; row < 300; ++row) {
+      std::vector<float> x(64);
+      const float magnitude = row % 3 == 0 ? 0.01f : row % 3 == 1 ? 3.0f : 1000.0f;
+      for (float& v : x) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = magnitude * (static_cast<float>(state >> 40) / 16777216.0f * 2 - 1);
+        if (row % 7 == 0) v = std::round(v);  // ties of the quants
+      }
+      if (row % 11 == 0) std::fill(x.begin(), x.begin() + 32, 0.0f);  // a zero block
+      std::vector<uint8_t> want(row_bytes(format, 64)), got(want.size());
+      encode_row(format, DType::f32, 0, x.data(), 64, want.data());
+      for (int b = 0; b < 2; ++b) {
+        cuda::store_block(x.data() + 32 * b, got.data() + b * cuda::block_bytes(type), type);
+      }
+      ASSERT_EQ(got, want) << kv_quant_name(quant) << " row " << row;
+      std::vector<float> back(64);
+      decode_row(format, 0, want.data(), 64, back.data());
+      for (int d = 0; d < 64; ++d) {
+        ASSERT_EQ(bits_of(cuda::load_block_element(want.data(), d, type)),
+                  bits_of(back[static_cast<size_t>(d)]))
+            << kv_quant_name(quant) << " row " << row << " element " << d;
+      }
     }
   }
 }
@@ -288,6 +330,55 @@ TEST(CudaEngine, Fp8CachesHoldEveryPropertyAndAVScaleDroppedFails) {
             << smallest_margin << "\n";
   EXPECT_GT(scaled_cases, 2);
   EXPECT_EQ(faulted_failures, scaled_cases);
+}
+
+// ggml's block formats on both honest engines, every property, 12 generated cases with K
+// and V in the five formats; a kernel that reads a q4_0 key block's nibbles the other way
+// (kFaultQ4NibblesSwapped, the "q4_0 block's nibble order swapped") fails where
+// the two halves of a key block differ: 5 of the first 6 f32 cases forced to q4_0 keys (the
+// sixth has q = k = 0, the generator's corner: its keys read the same either way).
+TEST(CudaEngine, BlockCachesHoldEveryPropertyAndSwappedNibblesFail) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.kv_formats = {KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1, KvQuant::q5_0,
+                                KvQuant::q5_1};
+  int faulted_failures = 0, q4_0_cases = 0;
+  double smallest_margin = HUGE_VAL;
+  for (int i = 0; i < 12; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_TRUE(scenario.layout.quantized_kv()) << "case " << i;
+    for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
+      const EngineInfo* honest = find_engine(name);
+      ASSERT_NE(honest, nullptr);
+      if (unsupported_layout(scenario, probe_declarations(*honest).supports)) continue;
+      for (const PropertyInfo& row : kProperties) {
+        const PropertyOutcome outcome = judge_property(row.property, scenario, *honest);
+        EXPECT_TRUE(outcome.pass) << name << " case " << i << ": " << outcome.report;
+      }
+    }
+  }
+  // The fault on cases forced to q4_0 keys (f32 layouts: the f32 engine's).
+  options.filters.kv_formats = {KvQuant::q4_0};
+  for (int i = 0; q4_0_cases < 6 && i < 40; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    if (scenario.layout.dtype != DType::f32) continue;
+    cuda::CudaEngineOptions faulted = cuda::cuda_f32_options();
+    faulted.faults = cuda::kFaultQ4NibblesSwapped;
+    const PropertyOutcome outcome = judge_property(
+        Property::prefix, scenario, cuda_engine("cuda-q4_0-nibbles-swapped", faulted, true));
+    if (outcome.pass && outcome.rows_compared == 0) continue;  // no row reads a key
+    ++q4_0_cases;
+    if (!outcome.pass) {
+      ++faulted_failures;
+      if (outcome.first && outcome.first->bound > 0) {
+        smallest_margin = std::min(smallest_margin, outcome.first->error / outcome.first->bound);
+      }
+    }
+  }
+  std::cout << "q4_0 nibbles swapped: " << faulted_failures << " of " << q4_0_cases
+            << " cases fail; smallest error / bound " << smallest_margin << "\n";
+  EXPECT_EQ(q4_0_cases, 6);
+  EXPECT_GE(faulted_failures, 5);
 }
 
 // A sink is one term of a row's softmax, however many splits a decode takes: q = k = 0 and

@@ -74,7 +74,8 @@ CudaEngineOptions cuda_f32_options() {
                 .sinks = true,
                 .alibi = true,
                 .chunked_local = true,
-                .kv_fp8 = true};
+                .kv_fp8 = true,
+                .kv_ggml_blocks = true};
   return o;
 }
 
@@ -90,7 +91,8 @@ CudaEngineOptions cuda_bf16_options() {
                 .sinks = true,
                 .alibi = true,
                 .chunked_local = true,
-                .kv_fp8 = true};
+                .kv_fp8 = true,
+                .kv_ggml_blocks = true};
   return o;
 }
 
@@ -110,9 +112,9 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
   for (const double sink : layout_.stored_sinks()) per_head.push_back(static_cast<float>(sink));
   if (!per_head.empty()) put(features_, per_head);
   for (const KvFormat* format : {&layout_.k_format, &layout_.v_format}) {
-    if (format->quantized() && !is_fp8(format->quant)) {
+    if (is_affine(format->quant)) {
       throw EngineError("the CUDA kernels read no " + std::string(kv_quant_name(format->quant)) +
-                        " cache yet (fp8 only)");
+                        " cache yet (fp8 and ggml's blocks only)");
     }
   }
   if (layout_.head_dim > kPrefillMaxDim || layout_.value_dim > kPrefillMaxDim) {

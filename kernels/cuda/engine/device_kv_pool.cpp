@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <vector>
 
 #include "cpu/dtype_array.h"
@@ -24,17 +25,40 @@ int storage_type(DType dtype) {
   return kStorageF32;
 }
 
-// What a cache of this format holds its elements as: fp8 in its own bytes, everything else
-// (no format; the other formats, which the engine refuses) in the dtype.
+// What a cache of this format holds its elements as: fp8 and ggml's blocks in their own
+// bytes, everything else (no format; the affine ones, which the engine refuses) in the dtype.
 int storage_type(const KvFormat& format, DType dtype) {
-  if (format.quant == KvQuant::fp8_e4m3fn) return kStorageFp8E4m3;
-  if (format.quant == KvQuant::fp8_e5m2) return kStorageFp8E5m2;
-  return storage_type(dtype);
+  switch (format.quant) {
+    case KvQuant::fp8_e4m3fn:
+      return kStorageFp8E4m3;
+    case KvQuant::fp8_e5m2:
+      return kStorageFp8E5m2;
+    case KvQuant::q8_0:
+      return kStorageQ8_0;
+    case KvQuant::q4_0:
+      return kStorageQ4_0;
+    case KvQuant::q4_1:
+      return kStorageQ4_1;
+    case KvQuant::q5_0:
+      return kStorageQ5_0;
+    case KvQuant::q5_1:
+      return kStorageQ5_1;
+    default:
+      return storage_type(dtype);
+  }
+}
+
+// The units (elements, or a block pool's bytes) one slot takes in a pool of `type`.
+int64_t slot_units(int type, int kv_heads, int width) {
+  return int64_t{kv_heads} * (is_block_type(type) ? block_row_bytes(type, width) : width);
 }
 
 // `value` as an element's bits, what fill_elements writes.
 unsigned encoded(float value, DType dtype, const KvFormat& format) {
   if (is_fp8(format.quant)) return f32_to_fp8(value / format.scale_of(0), format.quant);
+  // A block pool's every byte: scales of f16 NaN (0xFFFF) for NaN poison, else 0x7777
+  // (30576) with quants 7, every element then tens of thousands.
+  if (is_ggml_block(format.quant)) return std::isnan(value) ? 0xFFu : 0x77u;
   switch (dtype) {
     case DType::f32:
       return std::bit_cast<unsigned>(value);
@@ -68,8 +92,8 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
       v_poison_(encoded(cpu::poison_value(poison, layout.dtype), layout.dtype, layout.v_format)),
       k_scales_(device_scales(layout.k_format, layout.kv_heads)),
       v_scales_(device_scales(layout.v_format, layout.kv_heads)) {
-  const int64_t slot_keys = int64_t{layout.kv_heads} * layout.head_dim;
-  const int64_t slot_values = int64_t{layout.kv_heads} * layout.value_dim;
+  const int64_t slot_keys = slot_units(k_type_, layout.kv_heads, layout.head_dim);
+  const int64_t slot_values = slot_units(v_type_, layout.kv_heads, layout.value_dim);
   if (wide) {
     // The first page whose first element, in K and in V, lies at or past 2^32, as far as
     // block tables of int32 page ids reach: pages of fewer than 3 elements stay below.
@@ -90,8 +114,8 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
 }
 
 void DeviceKvPool::fill(int64_t first_slot, int64_t slots) {
-  const int64_t keys = int64_t{layout_.kv_heads} * layout_.head_dim;
-  const int64_t values = int64_t{layout_.kv_heads} * layout_.value_dim;
+  const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim);
+  const int64_t values = slot_units(v_type_, layout_.kv_heads, layout_.value_dim);
   KVFUZZ_RUN(fill_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(),
              first_slot * keys, slots * keys, k_poison_, k_type_);
   KVFUZZ_RUN(fill_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
@@ -103,8 +127,8 @@ void DeviceKvPool::poison_slots(int page, int64_t from) {
 }
 
 void DeviceKvPool::copy_slots(int from, int to, int64_t slots) {
-  const int64_t keys = int64_t{layout_.kv_heads} * layout_.head_dim;
-  const int64_t values = int64_t{layout_.kv_heads} * layout_.value_dim;
+  const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim);
+  const int64_t values = slot_units(v_type_, layout_.kv_heads, layout_.value_dim);
   const int64_t a = (base_page_ + from) * page_size(), b = (base_page_ + to) * page_size();
   KVFUZZ_RUN(copy_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(), a * keys,
              b * keys, slots * keys, k_type_);

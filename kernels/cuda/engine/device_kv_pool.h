@@ -1,7 +1,8 @@
 // The CUDA engines' paged cache: paging/page_table.h's bookkeeping (block tables, free
 // list in the scenario's page order, reference counts, copy-on-write) over K and V pools in
-// device memory, in the layout's storage dtype or an fp8 format with its per-kv-head scales
-// (kv_format.h; the CUDA kernels read no other quantized format). Freed pages and dropped slots are
+// device memory, in the layout's storage dtype, an fp8 format with its per-kv-head scales, or
+// one of ggml's block formats, a row of whole blocks (kv_format.h; the CUDA kernels read no
+// affine format). Freed pages and dropped slots are
 // poisoned by a fill kernel, copies made by a copy kernel, so the pool keeps the poison invariant
 // on the device as the CPU engines' pool does on the host.
 //
