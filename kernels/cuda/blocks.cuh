@@ -67,21 +67,6 @@ KVFUZZ_DEVICE float load_block_element(const unsigned char* row, int d, int type
   return block_has_min(type) ? value + m : value;
 }
 
-KVFUZZ_DEVICE float device_round(float x) {
-#ifdef __CUDACC__
-  return roundf(x);
-#else
-  return __builtin_roundf(x);
-#endif
-}
-KVFUZZ_DEVICE float device_trunc(float x) {
-#ifdef __CUDACC__
-  return truncf(x);
-#else
-  return __builtin_truncf(x);
-#endif
-}
-
 // The larger and smaller of a and b as std::max(a, b) and std::min(a, b) pick them (the
 // first on a tie: +0 and -0 stay as the reference has them, where fmaxf may pick either).
 KVFUZZ_DEVICE float larger(float a, float b) {
@@ -100,7 +85,7 @@ KVFUZZ_DEVICE void store_block(const float* x, unsigned char* out, int type) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     write_f16(out, d);
     for (int j = 0; j < kBlock; ++j) {
-      const float q = fminf(fmaxf(device_round(x[j] * id), -127.0f), 127.0f);
+      const float q = fminf(fmaxf(roundf(x[j] * id), -127.0f), 127.0f);
       out[2 + j] = static_cast<unsigned char>(static_cast<signed char>(q));
     }
     return;
@@ -121,7 +106,7 @@ KVFUZZ_DEVICE void store_block(const float* x, unsigned char* out, int type) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const float offset = fifth ? 16.5f : 8.5f;
     for (int j = 0; j < kBlock; ++j) {
-      q[j] = static_cast<unsigned char>(fminf(fmaxf(device_trunc(x[j] * id + offset), 0.0f), top));
+      q[j] = static_cast<unsigned char>(fminf(fmaxf(truncf(x[j] * id + offset), 0.0f), top));
     }
   } else {
     min = x[0];
@@ -133,8 +118,7 @@ KVFUZZ_DEVICE void store_block(const float* x, unsigned char* out, int type) {
     d = (max - min) / top;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < kBlock; ++j) {
-      q[j] = static_cast<unsigned char>(
-          fminf(fmaxf(device_trunc((x[j] - min) * id + 0.5f), 0.0f), top));
+      q[j] = static_cast<unsigned char>(fminf(fmaxf(truncf((x[j] - min) * id + 0.5f), 0.0f), top));
     }
   }
   unsigned char* at = out;

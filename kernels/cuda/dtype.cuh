@@ -143,11 +143,7 @@ KVFUZZ_DEVICE unsigned char to_fp8_bits(float x, int type) {
   const int min_exponent = 1 - fp8_bias(type);
   int exponent = static_cast<int>(abs_bits >> 23) - 127;
   if (exponent < min_exponent) exponent = min_exponent;
-#ifdef __CUDACC__
   unsigned steps = static_cast<unsigned>(rintf(a * power_of_two(m - exponent)));
-#else
-  unsigned steps = static_cast<unsigned>(__builtin_rintf(a * power_of_two(m - exponent)));
-#endif
   if (steps == 0) return static_cast<unsigned char>(sign);
   if (steps >> (m + 1)) {  // rounded up into the next binade
     steps >>= 1;

@@ -261,6 +261,39 @@ INSTANTIATE_TEST_SUITE_P(Cuda, KernelMutantFails,
                          test_name<KernelMutant>);
 
 // The attention features (cuda/logit_features.cuh): generated cases with the soft cap,
+// Every property of `scenario` on both honest CUDA engines (each where it supports it).
+void expect_every_property(const Scenario& scenario, int index) {
+  for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
+    const EngineInfo* honest = find_engine(name);
+    ASSERT_NE(honest, nullptr);
+    if (unsupported_layout(scenario, probe_declarations(*honest).supports)) continue;
+    for (const PropertyInfo& row : kProperties) {
+      const PropertyOutcome outcome = judge_property(row.property, scenario, *honest);
+      EXPECT_TRUE(outcome.pass) << name << " case " << index << ": " << outcome.report;
+    }
+  }
+}
+
+// A kernel fault on f32 cases, counted: the cases with a row, those the prefix property
+// rejects, and the least error / bound of a first rejected value.
+struct FaultTally {
+  int cases = 0, failures = 0;
+  double smallest_margin = HUGE_VAL;
+  void judge(const Scenario& scenario, int faults, const std::string& name) {
+    cuda::CudaEngineOptions faulted = cuda::cuda_f32_options();
+    faulted.faults = faults;
+    const PropertyOutcome outcome =
+        judge_property(Property::prefix, scenario, cuda_engine(name, faulted, true));
+    if (outcome.pass && outcome.rows_compared == 0) return;  // no row to read it
+    ++cases;
+    if (outcome.pass) return;
+    ++failures;
+    if (outcome.first && outcome.first->bound > 0) {
+      smallest_margin = std::min(smallest_margin, outcome.first->error / outcome.first->bound);
+    }
+  }
+};
+
 // sinks, ALiBi and chunked local attention all forced on, every property on both honest
 // engines.
 TEST(CudaEngine, AttentionFeaturesHoldEveryProperty) {
@@ -272,15 +305,7 @@ TEST(CudaEngine, AttentionFeaturesHoldEveryProperty) {
     ASSERT_TRUE(scenario.layout.softcap && !scenario.layout.sinks.empty() &&
                 !scenario.layout.alibi.empty() && scenario.layout.chunked_local)
         << "case " << i;
-    for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
-      const EngineInfo* honest = find_engine(name);
-      ASSERT_NE(honest, nullptr);
-      if (unsupported_layout(scenario, probe_declarations(*honest).supports)) continue;
-      for (const PropertyInfo& row : kProperties) {
-        const PropertyOutcome outcome = judge_property(row.property, scenario, *honest);
-        EXPECT_TRUE(outcome.pass) << name << " case " << i << ": " << outcome.report;
-      }
-    }
+    expect_every_property(scenario, i);
   }
 }
 
@@ -293,43 +318,24 @@ TEST(CudaEngine, Fp8CachesHoldEveryPropertyAndAVScaleDroppedFails) {
   GeneratorOptions options;
   options.supports = cuda::cuda_f32_options().supports;
   options.filters.kv_formats = {KvQuant::fp8_e4m3fn, KvQuant::fp8_e5m2};
-  int faulted_failures = 0, scaled_cases = 0;
-  double smallest_margin = HUGE_VAL;
+  FaultTally dropped;
   for (int i = 0; i < 12; ++i) {
     const Scenario scenario = case_scenario(i, options);
     ASSERT_TRUE(is_fp8(scenario.layout.k_format.quant)) << "case " << i;
-    for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
-      const EngineInfo* honest = find_engine(name);
-      ASSERT_NE(honest, nullptr);
-      if (unsupported_layout(scenario, probe_declarations(*honest).supports)) continue;
-      for (const PropertyInfo& row : kProperties) {
-        const PropertyOutcome outcome = judge_property(row.property, scenario, *honest);
-        EXPECT_TRUE(outcome.pass) << name << " case " << i << ": " << outcome.report;
-      }
-    }
+    expect_every_property(scenario, i);
     const std::vector<double>& v_scales = scenario.layout.v_format.scale;
     const bool scaled =
         is_fp8(scenario.layout.v_format.quant) &&
         std::all_of(v_scales.begin(), v_scales.end(), [](double x) { return x != 1.0; });
-    if (!scaled || scenario.layout.dtype != DType::f32) continue;
-    cuda::CudaEngineOptions faulted = cuda::cuda_f32_options();
-    faulted.faults = cuda::kFaultFp8VScaleDropped;
-    const PropertyOutcome outcome = judge_property(
-        Property::prefix, scenario, cuda_engine("cuda-fp8-v-scale-dropped", faulted, true));
-    if (outcome.pass && outcome.rows_compared == 0) continue;  // no row reads a value
-    ++scaled_cases;
-    if (!outcome.pass) {
-      ++faulted_failures;
-      if (outcome.first && outcome.first->bound > 0) {
-        smallest_margin = std::min(smallest_margin, outcome.first->error / outcome.first->bound);
-      }
+    if (scaled && scenario.layout.dtype == DType::f32) {
+      dropped.judge(scenario, cuda::kFaultFp8VScaleDropped, "cuda-fp8-v-scale-dropped");
     }
   }
-  std::cout << "V scale dropped: " << faulted_failures << " of " << scaled_cases
+  std::cout << "V scale dropped: " << dropped.failures << " of " << dropped.cases
             << " cases whose every V scale is other than 1 fail; smallest error / bound "
-            << smallest_margin << "\n";
-  EXPECT_GT(scaled_cases, 2);
-  EXPECT_EQ(faulted_failures, scaled_cases);
+            << dropped.smallest_margin << "\n";
+  EXPECT_GT(dropped.cases, 2);
+  EXPECT_EQ(dropped.failures, dropped.cases);
 }
 
 // ggml's block formats on both honest engines, every property, 12 generated cases with K
@@ -342,43 +348,23 @@ TEST(CudaEngine, BlockCachesHoldEveryPropertyAndSwappedNibblesFail) {
   options.supports = cuda::cuda_f32_options().supports;
   options.filters.kv_formats = {KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1, KvQuant::q5_0,
                                 KvQuant::q5_1};
-  int faulted_failures = 0, q4_0_cases = 0;
-  double smallest_margin = HUGE_VAL;
   for (int i = 0; i < 12; ++i) {
     const Scenario scenario = case_scenario(i, options);
     ASSERT_TRUE(scenario.layout.quantized_kv()) << "case " << i;
-    for (const char* name : {"cuda-paged", "cuda-paged-bf16"}) {
-      const EngineInfo* honest = find_engine(name);
-      ASSERT_NE(honest, nullptr);
-      if (unsupported_layout(scenario, probe_declarations(*honest).supports)) continue;
-      for (const PropertyInfo& row : kProperties) {
-        const PropertyOutcome outcome = judge_property(row.property, scenario, *honest);
-        EXPECT_TRUE(outcome.pass) << name << " case " << i << ": " << outcome.report;
-      }
-    }
+    expect_every_property(scenario, i);
   }
   // The fault on cases forced to q4_0 keys (f32 layouts: the f32 engine's).
   options.filters.kv_formats = {KvQuant::q4_0};
-  for (int i = 0; q4_0_cases < 6 && i < 40; ++i) {
+  FaultTally swapped;
+  for (int i = 0; swapped.cases < 6 && i < 40; ++i) {
     const Scenario scenario = case_scenario(i, options);
     if (scenario.layout.dtype != DType::f32) continue;
-    cuda::CudaEngineOptions faulted = cuda::cuda_f32_options();
-    faulted.faults = cuda::kFaultQ4NibblesSwapped;
-    const PropertyOutcome outcome = judge_property(
-        Property::prefix, scenario, cuda_engine("cuda-q4_0-nibbles-swapped", faulted, true));
-    if (outcome.pass && outcome.rows_compared == 0) continue;  // no row reads a key
-    ++q4_0_cases;
-    if (!outcome.pass) {
-      ++faulted_failures;
-      if (outcome.first && outcome.first->bound > 0) {
-        smallest_margin = std::min(smallest_margin, outcome.first->error / outcome.first->bound);
-      }
-    }
+    swapped.judge(scenario, cuda::kFaultQ4NibblesSwapped, "cuda-q4_0-nibbles-swapped");
   }
-  std::cout << "q4_0 nibbles swapped: " << faulted_failures << " of " << q4_0_cases
-            << " cases fail; smallest error / bound " << smallest_margin << "\n";
-  EXPECT_EQ(q4_0_cases, 6);
-  EXPECT_GE(faulted_failures, 5);
+  std::cout << "q4_0 nibbles swapped: " << swapped.failures << " of " << swapped.cases
+            << " cases fail; smallest error / bound " << swapped.smallest_margin << "\n";
+  EXPECT_EQ(swapped.cases, 6);
+  EXPECT_GE(swapped.failures, 5);
 }
 
 // A sink is one term of a row's softmax, however many splits a decode takes: q = k = 0 and
