@@ -250,3 +250,29 @@ TEST(GgmlBlocks, TheReachOfAnElementOnABoundaryIsBothSides) {
 
 }  // namespace
 }  // namespace kvfuzz
+
+namespace kvfuzz {
+namespace {
+
+// A NaN or infinite element (a poisoned or overflowed row) is stored without undefined
+// behaviour (its quant clamped as fmax makes a NaN: the low end; UBSan checks the
+// conversions), and only its own block or group is touched.
+TEST(KvFormats, NaNAndInfiniteElementsAreStoredAndTouchOnlyTheirBlock) {
+  for (const KvQuant quant : kQuantizedFormats) {
+    const KvFormat format{quant, is_fp8(quant) ? std::vector<double>{0.5} : std::vector<double>{},
+                          is_affine(quant) ? 32 : 0};
+    for (const float bad : {NAN, INFINITY, -INFINITY}) {
+      std::vector<float> x(64), out(64), second(32);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+      x[3] = bad;
+      round_trip_row(format, DType::f32, 0, x.data(), 64, out.data());
+      round_trip_row(format, DType::f32, 0, x.data() + 32, 32, second.data());
+      for (size_t i = 0; i < 32; ++i) {
+        EXPECT_EQ(out[32 + i], second[i]) << kv_quant_name(quant) << " element " << 32 + i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvfuzz

@@ -97,22 +97,28 @@ float inverse(float d) {
 float f16_round(float x) {
   return f16_to_f32(f32_to_f16(x));
 }
+// A quant kept in [lo, hi] as fmax then fmin keep it: a NaN (from a NaN or infinite input,
+// which ggml leaves undefined) becomes lo, as the CUDA kernels' fmaxf makes it
+// (cuda/blocks.cuh), never a float-to-integer conversion out of range.
+float clamp_quant(float q, float lo, float hi) {
+  return std::fmin(std::fmax(q, lo), hi);
+}
 // q8_0's quant of x for 1 / d = id: roundf (ties away from zero), in [-127, 127] (|x| <=
 // amax; the clamp only matters to round_trip_reach's corners, which may pair an x with an
 // amax it is not below).
 float quant_q8_0(float x, float id) {
-  return std::clamp(std::round(x * id), -127.0f, 127.0f);
+  return clamp_quant(std::round(x * id), -127.0f, 127.0f);
 }
 // q4_0 / q5_0: min(top, trunc(x / d + top / 2 + 0.5)), at least 0 (as above).
 float quant_zero_offset(float x, float id, bool fifth_bit) {
   const float offset = fifth_bit ? 16.5f : 8.5f;
   const float top = fifth_bit ? 31.0f : 15.0f;
-  return std::clamp(std::trunc(x * id + offset), 0.0f, top);
+  return clamp_quant(std::trunc(x * id + offset), 0.0f, top);
 }
 // q4_1 / q5_1: trunc((x - m) / d + 0.5) (q5_1 unclamped by ggml; x >= m keeps it in range).
 float quant_with_min(float x, float min, float id, bool fifth_bit) {
   const float top = fifth_bit ? 31.0f : 15.0f;
-  return std::clamp(std::trunc((x - min) * id + 0.5f), 0.0f, top);
+  return clamp_quant(std::trunc((x - min) * id + 0.5f), 0.0f, top);
 }
 
 // ggml's quantize_row_q8_0_ref for one block: d = amax / 127, q = roundf(x / d) (ties away
@@ -237,9 +243,9 @@ float get_f32(const uint8_t* in) {
   return std::bit_cast<float>(bits);
 }
 
-// MLX's quant of x: clamp(rint((x - bias) / scale), 0, 2^bits - 1).
+// MLX's quant of x: clamp(rint((x - bias) / scale), 0, 2^bits - 1) (a NaN: 0, clamp_quant).
 float quant_affine(float x, float bias, float scale, float n_bins) {
-  return std::min(std::max(std::rint((x - bias) / scale), 0.0f), n_bins);
+  return clamp_quant(std::rint((x - bias) / scale), 0.0f, n_bins);
 }
 
 // MLX's `quantize` (mlx/backend/cpu/quantized.cpp) for one group, in its f32 arithmetic: the
@@ -450,9 +456,10 @@ void reach_affine(const KvFormat& format, DType dtype, const float* lo, const fl
       for (const float x : {lo[j], hi[j]}) {
         for (const float b : {b_lo, b_hi}) {
           for (const float s : {s_lo, s_hi}) {
+            const bool undefined = std::isnan((x - b) / s);  // 0 / 0: every quant
             const float q = quant_affine(x, b, s, n_bins);
-            q_lo = std::isnan(q) ? 0.0f : std::min(q_lo, q);
-            q_hi = std::isnan(q) ? n_bins : std::max(q_hi, q);
+            q_lo = undefined ? 0.0f : std::min(q_lo, q);
+            q_hi = undefined ? n_bins : std::max(q_hi, q);
           }
         }
       }
