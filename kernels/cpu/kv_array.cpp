@@ -4,6 +4,7 @@
 #include <bit>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 namespace kvfuzz::cpu {
 
@@ -67,15 +68,26 @@ void KvArray::assign(size_t n, float value) {
   if (!quantized()) return plain_.assign(n, value);
   assert(n % row_ == 0);
   bytes_.assign(rows(n) * row_bytes_, 0);
-  for (size_t r = 0; r < rows(n); ++r)
-    poison_row(value, head_of(r), bytes_.data() + r * row_bytes_);
+  poison_rows(value, 0, rows(n));
 }
 
 void KvArray::fill(size_t at, size_t n, float value) {
   if (!quantized()) return plain_.fill(at, n, value);
   assert(at % row_ == 0 && n % row_ == 0 && at + n <= size());
-  for (size_t r = rows(at); r < rows(at + n); ++r) {
-    poison_row(value, head_of(r), bytes_.data() + r * row_bytes_);
+  poison_rows(value, rows(at), rows(n));
+}
+
+void KvArray::poison_rows(float value, size_t first, size_t count) {
+  // One row per kv head (the rows differ only by the head's scale), copied to each row: a
+  // page pool holds thousands of rows, and every engine made fills its whole pool.
+  const size_t heads = std::min(kv_heads_, count);
+  std::vector<uint8_t> head_rows(kv_heads_ * row_bytes_);
+  for (size_t r = first; r < first + heads; ++r) {
+    poison_row(value, head_of(r), head_rows.data() + static_cast<size_t>(head_of(r)) * row_bytes_);
+  }
+  for (size_t r = first; r < first + count; ++r) {
+    std::memcpy(bytes_.data() + r * row_bytes_,
+                head_rows.data() + static_cast<size_t>(head_of(r)) * row_bytes_, row_bytes_);
   }
 }
 

@@ -49,6 +49,7 @@ class KvArray {
   // and bias set to value (its quants nonzero), so that a NaN or an infinity reaches every
   // element and a huge value stays huge.
   void poison_row(float value, int kv_head, uint8_t* out) const;
+  void poison_rows(float value, size_t first, size_t count);  // rows [first, first + count)
   void encode(size_t row, const float* src);
 
   DType dtype_;

@@ -55,6 +55,53 @@ double decode_fp8(uint8_t bits, const Fp8Shape& f) {
   return sign * std::ldexp((1 << f.mantissa) + mantissa, exponent_field - f.bias - f.mantissa);
 }
 
+// Each code's value, made once per format from the definition above: the conversions are a
+// lookup (decoding) and a search of the ordered positive codes (encoding), which the fuzz
+// targets' and engines' inner loops call per element.
+struct Fp8Table {
+  std::array<float, 256> value;      // every code's value, NaN codes as NaN
+  std::array<double, 128> positive;  // codes 0..max_code: ascending, as the codes are
+  uint8_t max_code;
+  uint8_t nan_code;
+};
+
+Fp8Table make_fp8_table(KvQuant quant) {
+  const Fp8Shape f = fp8_shape(quant);
+  Fp8Table t{};
+  t.max_code = f.max_code;
+  t.nan_code = f.nan_code;
+  for (int code = 0; code < 256; ++code) {
+    t.value[static_cast<size_t>(code)] =
+        static_cast<float>(decode_fp8(static_cast<uint8_t>(code), f));
+  }
+  for (int code = 0; code <= f.max_code; ++code) {
+    t.positive[static_cast<size_t>(code)] = decode_fp8(static_cast<uint8_t>(code), f);
+  }
+  return t;
+}
+
+const Fp8Table& fp8_table(KvQuant quant) {
+  static const Fp8Table e4m3 = make_fp8_table(KvQuant::fp8_e4m3fn);
+  static const Fp8Table e5m2 = make_fp8_table(KvQuant::fp8_e5m2);
+  return quant == KvQuant::fp8_e4m3fn ? e4m3 : e5m2;
+}
+
+uint8_t encode_fp8(const Fp8Table& t, float x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return static_cast<uint8_t>(sign | t.nan_code);
+  const double a = std::fabs(static_cast<double>(x));
+  if (a >= t.positive[t.max_code]) return static_cast<uint8_t>(sign | t.max_code);  // saturates
+  // The codes on either side of a (below <= a < above), then the nearer; a tie (the
+  // midpoint is exact in double) goes to the even code, whose mantissa's last bit is 0.
+  const auto first = t.positive.begin();
+  const auto above = std::upper_bound(first, first + t.max_code + 1, a);
+  const auto below = above - 1;
+  const double midpoint = (*below + *above) / 2;
+  auto code = static_cast<int>(below - first);
+  if (a > midpoint || (a == midpoint && code % 2 == 1)) ++code;
+  return static_cast<uint8_t>(sign | code);
+}
+
 // The block formats' layouts (ggml-common.h): f16 d (and m) first, then qh, then qs.
 struct BlockShape {
   size_t bytes;
@@ -541,40 +588,24 @@ size_t row_bytes(const KvFormat& format, int n) {
 }
 
 float fp8_max(KvQuant quant) {
-  return static_cast<float>(decode_fp8(fp8_shape(quant).max_code, fp8_shape(quant)));
+  const Fp8Table& t = fp8_table(quant);
+  return t.value[t.max_code];
 }
 
 uint8_t f32_to_fp8(float x, KvQuant quant) {
-  const Fp8Shape f = fp8_shape(quant);
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  if (std::isnan(x)) return static_cast<uint8_t>(sign | f.nan_code);
-  const double a = std::fabs(static_cast<double>(x));
-  if (a >= decode_fp8(f.max_code, f)) return static_cast<uint8_t>(sign | f.max_code);
-  // The quantum of a's binade (the subnormals' below the smallest normal), a / quantum
-  // rounded to nearest even (exact: both are powers of two apart from a's bits).
-  const int min_exponent = 1 - f.bias;
-  int exponent = std::max(min_exponent, std::ilogb(a == 0 ? 1.0 : a));
-  if (a == 0) return sign;
-  const double quantum = std::ldexp(1.0, exponent - f.mantissa);
-  const double rounded = std::nearbyint(a / quantum) * quantum;
-  if (rounded == 0) return sign;
-  exponent = std::max(min_exponent, std::ilogb(rounded));  // rounding may reach the next binade
-  const bool normal = rounded >= std::ldexp(1.0, min_exponent);
-  const auto steps = static_cast<int>(rounded / std::ldexp(1.0, exponent - f.mantissa));
-  const int exponent_field = normal ? exponent + f.bias : 0;
-  const int mantissa = normal ? steps - (1 << f.mantissa) : steps;
-  return static_cast<uint8_t>(sign | (exponent_field << f.mantissa) | mantissa);
+  return encode_fp8(fp8_table(quant), x);
 }
 
 float fp8_to_f32(uint8_t bits, KvQuant quant) {
-  return static_cast<float>(decode_fp8(bits, fp8_shape(quant)));
+  return fp8_table(quant).value[bits];
 }
 
 void encode_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
                 uint8_t* out) {
   if (is_fp8(format.quant)) {
     const float s = format.scale_of(kv_head);
-    for (int i = 0; i < n; ++i) out[i] = f32_to_fp8(x[i] / s, format.quant);
+    const Fp8Table& t = fp8_table(format.quant);
+    for (int i = 0; i < n; ++i) out[i] = encode_fp8(t, x[i] / s);
     return;
   }
   if (is_affine(format.quant)) {
@@ -600,7 +631,8 @@ void encode_row(const KvFormat& format, DType dtype, int kv_head, const float* x
 void decode_row(const KvFormat& format, int kv_head, const uint8_t* in, int n, float* out) {
   if (is_fp8(format.quant)) {
     const float s = format.scale_of(kv_head);
-    for (int i = 0; i < n; ++i) out[i] = fp8_to_f32(in[i], format.quant) * s;
+    const Fp8Table& t = fp8_table(format.quant);
+    for (int i = 0; i < n; ++i) out[i] = t.value[in[i]] * s;
     return;
   }
   if (is_affine(format.quant)) {
