@@ -1,7 +1,9 @@
 // For three fixed scenario shapes: first the reference alone, plain form against blocked form
 // (CPU time, and GFLOP/s of the attention flops); then checks per second per engine, with the
 // time split between generate (scenario + token table), engine (construction + program),
-// reference and compare. Usage: bench_checks [--seconds S] [--repeats R]
+// reference and compare. Usage: bench_checks [--seconds S] [--repeats R] [--engines A,B]
+// [--scenarios tiny,small,medium] (--engines or --scenarios also leave out the reference-only
+// table; a profiler then sees one engine's checks alone).
 // Prints two Markdown tables (medians over R repeats) for docs/BENCHMARKS.md.
 #include <algorithm>
 #include <chrono>
@@ -9,6 +11,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_support.h"
@@ -159,22 +163,66 @@ double attention_flops(const Shape& shape) {
 
 int main(int argc, char** argv) {
   using namespace kvfuzz;
-  const auto runs = bench::parse_timed_runs(argc, argv);
-  if (!runs) {
-    std::fprintf(stderr, "usage: bench_checks [--seconds S] [--repeats R]\n");
+  // --engines and --scenarios are taken out here; the rest is parse_timed_runs'.
+  std::vector<char*> timed{argv[0]};
+  std::vector<std::string> engines, scenarios;
+  const auto split_list = [](std::string_view list) {
+    std::vector<std::string> names;
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      names.emplace_back(list.substr(0, comma));
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+    return names;
+  };
+  bool bad = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if ((arg == "--engines" || arg == "--scenarios") && i + 1 < argc) {
+      (arg == "--engines" ? engines : scenarios) = split_list(argv[++i]);
+    } else if (arg == "--engines" || arg == "--scenarios") {
+      bad = true;
+    } else {
+      timed.push_back(argv[i]);
+    }
+  }
+  const auto runs = bench::parse_timed_runs(static_cast<int>(timed.size()), timed.data());
+  if (!runs || bad) {
+    std::fprintf(stderr,
+                 "usage: bench_checks [--seconds S] [--repeats R] [--engines A,B] "
+                 "[--scenarios tiny,small,medium]\n");
     return 2;
+  }
+  const auto wanted = [](const std::vector<std::string>& names, std::string_view name) {
+    return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const std::string& name : engines) {
+    if (find_engine(name) == nullptr) {
+      std::fprintf(stderr, "bench_checks: --engines: no built-in engine '%s'\n", name.c_str());
+      return 2;
+    }
   }
   const double seconds = runs->seconds;
   const int repeats = runs->repeats;
-  const Shape shapes[] = {
-      {"tiny (1/1 heads, d 1, 8 tokens)", 1, 1, 1, 1, 8},
-      {"small (4/2 heads, d 16, 64 tokens)", 4, 2, 16, 1, 64},
-      {"medium (8/2 heads, d 64, 4 x 128 tokens)", 8, 2, 64, 4, 128},
+  const std::pair<std::string_view, Shape> all_shapes[] = {
+      {"tiny", {"tiny (1/1 heads, d 1, 8 tokens)", 1, 1, 1, 1, 8}},
+      {"small", {"small (4/2 heads, d 16, 64 tokens)", 4, 2, 16, 1, 64}},
+      {"medium", {"medium (8/2 heads, d 64, 4 x 128 tokens)", 8, 2, 64, 4, 128}},
   };
-  std::printf(
-      "| scenario | plain reference | blocked reference | plain GFLOP/s | blocked GFLOP/s |\n"
-      "|---|---:|---:|---:|---:|\n");
+  std::vector<Shape> shapes;
+  for (const auto& [name, shape] : all_shapes) {
+    if (wanted(scenarios, name)) shapes.push_back(shape);
+  }
+  if (shapes.size() != scenarios.size() && !scenarios.empty()) {
+    std::fprintf(stderr, "bench_checks: --scenarios: expected names from tiny, small, medium\n");
+    return 2;
+  }
+  if (engines.empty() && scenarios.empty())
+    std::printf(
+        "| scenario | plain reference | blocked reference | plain GFLOP/s | blocked GFLOP/s |\n"
+        "|---|---:|---:|---:|---:|\n");
   for (const Shape& shape : shapes) {
+    if (!engines.empty() || !scenarios.empty()) break;
     const ReferenceTimes t = time_reference(shape, seconds, repeats);
     const double flops = attention_flops(shape) * 1e-9;
     std::printf("| %s | %.1f us | %.1f us | %.2f | %.2f |\n", shape.name, t.plain * 1e6,
@@ -189,7 +237,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   for (const Shape& shape : shapes) {
     for (const EngineInfo& engine : engine_registry()) {
-      if (engine.mutant) continue;
+      if (engine.mutant || !wanted(engines, engine.name)) continue;
       std::vector<double> rate, gen, eng, ref, cmp, ratio;
       for (int r = 0; r < repeats; ++r) {
         const Split s = measure(shape, engine, seconds, seed);

@@ -2,10 +2,14 @@
 // (logical streams, expected slots).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "judge/reference.h"
+#include "judge/reference_parts.h"
 #include "judge/tolerance.h"
+#include "kvfuzz/dtype.h"
 #include "kvfuzz/judge.h"
 #include "run/runner.h"
 #include "test_scenarios.h"
@@ -26,6 +30,34 @@ std::vector<ReferenceRow> rows_of(const Scenario& s, size_t stream = 0) {
   const TokenTable table(s.tokens, s.layout);
   const auto streams = logical_streams(s);
   return reference_rows(s.layout, table, streams.at(stream));
+}
+
+// The P cells' inline f16 conversion (reference.cpp) against f32_to_f16: every f16 rounding
+// boundary in [0, 1] (each midpoint between neighbours, and the floats beside it), and a
+// sweep of floats in [0, 1] a few thousand bit patterns apart; a P outside [0, 1] takes
+// f32_to_f16 itself.
+TEST(ReferenceParts, PCellsAreF16Bits) {
+  using reference_parts::cell_bits;
+  int checked = 0;
+  const auto same = [&](float x) {
+    ++checked;
+    ASSERT_EQ(cell_bits(x, DType::f16), f32_to_f16(x)) << "P " << x;
+  };
+  for (uint16_t h = 0; h < 0x3C00; ++h) {
+    const double mid = (static_cast<double>(f16_to_f32(h)) + f16_to_f32(h + 1)) / 2;
+    const auto m = static_cast<float>(mid);
+    same(f16_to_f32(h));
+    same(m);
+    same(std::nextafter(m, 0.0f));
+    same(std::nextafter(m, 2.0f));
+  }
+  for (uint32_t bits = 0; bits <= std::bit_cast<uint32_t>(1.0f); bits += 4099) {
+    same(std::bit_cast<float>(bits));
+  }
+  same(1.0f);
+  EXPECT_EQ(cell_bits(1.5, DType::f16), f32_to_f16(1.5f));
+  EXPECT_EQ(cell_bits(0.3, DType::bf16), f32_to_bf16(0.3f));
+  EXPECT_GT(checked, 300000);
 }
 
 TEST(Reference, WorkedExample) {

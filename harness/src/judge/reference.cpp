@@ -6,6 +6,7 @@
 #include "judge/reference.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -134,27 +135,18 @@ struct PWeights {
   int subnormal = 0;
 };
 
-// The cell a P of f16 or bf16 rounds into, by its 16 bits: a table indexed by them pools the
-// weights in one pass, where sorting (P, weight) pairs per (row, q head) was most of the
-// reference's time for those numerics. f32 P keeps the sort: its cells are 32 bits wide.
-uint16_t cell_bits(double p, DType dtype) {
-  const auto x = static_cast<float>(p);
-  return dtype == DType::f16 ? f32_to_f16(x) : f32_to_bf16(x);
-}
-
 PWeights p_weights(const double* p, int count, double total, DType dtype, bool normalised,
                    std::vector<std::pair<float, double>>& cells) {
   PWeights out;
   const double min_normal = dtype_min_normal(dtype);
-  const double divisor = normalised ? total : 1;
   // Hands `take` each key whose P is not exactly 1 (the maximum's own unnormalised P is
   // exact), with its weight, counting the subnormal ones.
   const auto each_key = [&](auto&& take) {
     for (int j = 0; j < count; ++j) {
-      const double pj = p[j] / divisor;
+      const double pj = normalised ? p[j] / total : p[j];
       if (pj == 1) continue;
       if (pj < min_normal) ++out.subnormal;
-      take(pj, p[j] / total);
+      take(pj, normalised ? pj : p[j] / total);
     }
   };
   double squares = 0;

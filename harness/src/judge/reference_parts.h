@@ -5,6 +5,7 @@
 // compute the scores, the softmax and the weighted sums.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "judge/query_blocks.h"
 #include "judge/tolerance.h"
+#include "kvfuzz/dtype.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/rows.h"
 #include "kvfuzz/scenario.h"
@@ -23,6 +25,24 @@ namespace kvfuzz::reference_parts {
 
 // Euclidean norm of one head vector (see reference.cpp for why the tolerance uses it).
 double norm(const double* x, int head_dim);
+
+// The cell a P of f16 or bf16 rounds into, by its 16 bits: a table indexed by them pools the
+// weights in one pass, where sorting (P, weight) pairs per (row, q head) was most of the
+// reference's time for those numerics. f32 P keeps the sort: its cells are 32 bits wide.
+inline uint16_t cell_bits(double p, DType dtype) {
+  const auto x = static_cast<float>(p);
+  if (dtype != DType::f16) return f32_to_bf16(x);
+  // A P is in [0, 1] (exp of a non-positive logit, or over the sum it is part of): f16's
+  // conversion without its infinities, NaNs and overflow, inline in this per-key loop. A
+  // subnormal f16 is x * 2^24 rounded to an integer (to even, as f32_to_f16 rounds), whose
+  // bits it is; 1024 is the smallest normal's. Same bits as f32_to_f16
+  // (ReferenceTest.PCellsAreF16Bits).
+  if (!(x >= 0 && x <= 1)) return f32_to_f16(x);
+  if (x < 0x1p-14f) return static_cast<uint16_t>(std::nearbyint(x * 0x1p24f));
+  const auto bits = std::bit_cast<uint32_t>(x);
+  const uint32_t rounded = bits + 0xFFFu + ((bits >> 13) & 1u);  // to nearest, ties to even
+  return static_cast<uint16_t>((rounded >> 13) - ((127u - 15u) << 10));
+}
 
 // One stream's keys rotated to their own positions and values, with what the tolerance needs
 // of them. [pos][kv_head][head_dim or value_dim]; [pos][kv_head].
