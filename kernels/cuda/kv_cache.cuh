@@ -37,7 +37,7 @@ KVFUZZ_DEVICE float rotated(const float* x, int dim, const float* cos, const flo
 
 struct AppendArgs {
   void* k_pool = nullptr;   // [page][slot][kv_head][head_dim], `k_type`
-  void* v_pool = nullptr;   // [page][slot][kv_head][value_dim], `v_type`
+  void* v_pool = nullptr;   // [page][slot][kv_head][value_dim], `v_type`; nullptr: MLA
   int dtype = kStorageF32;  // the layout's: every element is rounded to it first
   int k_type = kStorageF32, v_type = kStorageF32;  // the dtype, fp8 or a block format
   const float* k_scales = nullptr;                 // fp8: [kv_head] (x / s stored); else nullptr
@@ -86,12 +86,13 @@ KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
   const int half = a.head_dim / 2;
   const float* cos = a.cos ? a.cos + token * half : nullptr;
   const float* sin = a.sin ? a.sin + token * half : nullptr;
-  const int keys = a.kv_heads * a.head_dim, values = a.kv_heads * a.value_dim;
+  // MLA caches no value: its kernels read the key's latent (paged_kv.cuh, load_v).
+  const int keys = a.kv_heads * a.head_dim, values = a.v_pool ? a.kv_heads * a.value_dim : 0;
   if (is_block_type(a.k_type)) {
     store_block_rows(a.k_pool, a.k_type, slot, a.k + token * keys, a.kv_heads, a.head_dim, a.dtype,
                      cos, sin);
   }
-  if (is_block_type(a.v_type)) {
+  if (is_block_type(a.v_type) && a.v_pool) {
     store_block_rows(a.v_pool, a.v_type, slot, a.v + token * values, a.kv_heads, a.value_dim,
                      a.dtype, nullptr, nullptr);
   }

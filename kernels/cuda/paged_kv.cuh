@@ -52,6 +52,10 @@ enum KernelFault : int {
   // the attention kernels' reads of a q4_0 key block: element j's quant taken from the
   // other nibble (high for j < 16), as a kernel that unpacks ggml's nibbles the other way.
   kFaultQ4NibblesSwapped = 1 << 10,
+  // the attention kernels' reads of an MLA value (value_from_key): the value taken from the
+  // key row's last value_dim elements instead of its first, as a kernel that reads the
+  // latent from the wrong end of a [latent | RoPE part] row.
+  kFaultMlaValueAtKeyEnd = 1 << 11,
 };
 
 struct PagedKv {
@@ -63,6 +67,9 @@ struct PagedKv {
   const int* block_tables = nullptr;  // [sequence][max_pages]: physical page ids
   int max_pages = 0;
   int page_size = 1, kv_heads = 1, head_dim = 1, value_dim = 1;
+  // MLA (Layout::value_from_key): no V pool; a value is its key row's first value_dim
+  // elements, read from `k` in K's type and scales.
+  bool value_from_key = false;
 };
 
 // The physical slot (page * page_size + slot in page) of position `pos` of `seq`.
@@ -105,6 +112,10 @@ KVFUZZ_DEVICE float load_k(const PagedKv& kv, long long slot, int kv_head, int d
   return kv.k_scales ? x * kv.k_scales[kv_head] : x;
 }
 KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
+  if (kv.value_from_key) {
+    const int at = (faults & kFaultMlaValueAtKeyEnd) ? kv.head_dim - kv.value_dim + d : d;
+    return load_k(kv, slot, kv_head, at, faults & ~kFaultQ4NibblesSwapped);
+  }
   const float x = load_row_element(kv.v, kv.v_type, slot, kv_head, kv.kv_heads, kv.value_dim, d,
                                    faults & ~kFaultQ4NibblesSwapped);
   const bool scaled = kv.v_scales && !(faults & kFaultFp8VScaleDropped);

@@ -345,6 +345,31 @@ TEST(CudaEngine, Fp8CachesHoldEveryPropertyAndAVScaleDroppedFails) {
   EXPECT_EQ(dropped.failures, dropped.cases);
 }
 
+// MLA (value_from_key: each value its key row's first value_dim elements, no V pool) on
+// both honest engines, every property, 12 generated cases; a kernel that reads the latent
+// from the key row's end (kFaultMlaValueAtKeyEnd, the issue's "MLA value read from the
+// wrong part of the key") fails every f32 case with a row where value_dim < head_dim.
+TEST(CudaEngine, MlaValuesFromTheirKeysHoldEveryPropertyAndTheKeyEndFails) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.features.value_from_key = true;
+  FaultTally at_end;
+  for (int i = 0; i < 12; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_TRUE(scenario.layout.value_from_key) << "case " << i;
+    expect_every_property(scenario, i);
+    if (scenario.layout.dtype == DType::f32 &&
+        scenario.layout.value_dim < scenario.layout.head_dim) {
+      at_end.judge(scenario, cuda::kFaultMlaValueAtKeyEnd, "cuda-mla-value-at-key-end");
+    }
+  }
+  std::cout << "MLA value at the key's end: " << at_end.failures << " of " << at_end.cases
+            << " cases with value_dim < head_dim fail; smallest error / bound "
+            << at_end.smallest_margin << "\n";
+  EXPECT_GT(at_end.cases, 2);
+  EXPECT_EQ(at_end.failures, at_end.cases);
+}
+
 // ggml's block formats on both honest engines, every property, 12 generated cases with K
 // and V in the five formats; a kernel that reads a q4_0 key block's nibbles the other way
 // (kFaultQ4NibblesSwapped, the issue's "q4_0 block's nibble order swapped") fails where

@@ -75,7 +75,8 @@ CudaEngineOptions cuda_f32_options() {
                 .alibi = true,
                 .chunked_local = true,
                 .kv_fp8 = true,
-                .kv_ggml_blocks = true};
+                .kv_ggml_blocks = true,
+                .value_from_key = true};
   return o;
 }
 
@@ -92,7 +93,8 @@ CudaEngineOptions cuda_bf16_options() {
                 .alibi = true,
                 .chunked_local = true,
                 .kv_fp8 = true,
-                .kv_ggml_blocks = true};
+                .kv_ggml_blocks = true,
+                .value_from_key = true};
   return o;
 }
 
@@ -103,9 +105,6 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
       pool_(config.layout, config.sequences, config.page_order, config.poison, options_.wide_pool),
       seen_(static_cast<size_t>(config.sequences), 0),
       threads_(config.threads) {
-  if (layout_.value_from_key) {
-    throw EngineError("the CUDA kernels read no value from its key (MLA) yet");
-  }
   // The per-head features live on the device for the engine's life.
   std::vector<float> per_head;
   for (const double slope : layout_.alibi) per_head.push_back(static_cast<float>(slope));
@@ -218,7 +217,7 @@ void CudaEngine::store_tokens(std::span<const ChunkIn> chunks, std::span<const i
   const PagedKv kv = pool_.view();
   AppendArgs a;
   a.k_pool = const_cast<void*>(kv.k);
-  a.v_pool = const_cast<void*>(kv.v);
+  a.v_pool = const_cast<void*>(kv.v);  // nullptr for MLA: only keys are cached
   a.dtype = storage_dtype(l.dtype);
   a.k_type = kv.k_type;
   a.v_type = kv.v_type;

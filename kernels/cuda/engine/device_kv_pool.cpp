@@ -93,11 +93,12 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
       k_scales_(device_scales(layout.k_format, layout.kv_heads)),
       v_scales_(device_scales(layout.v_format, layout.kv_heads)) {
   const int64_t slot_keys = slot_units(k_type_, layout.kv_heads, layout.head_dim);
-  const int64_t slot_values = slot_units(v_type_, layout.kv_heads, layout.value_dim);
+  const int64_t slot_values = value_units();
   if (wide) {
     // The first page whose first element, in K and in V, lies at or past 2^32, as far as
     // block tables of int32 page ids reach: pages of fewer than 3 elements stay below.
-    const int64_t page_elements = page_size() * std::min(slot_keys, slot_values);
+    const int64_t page_elements =
+        page_size() * (slot_values > 0 ? std::min(slot_keys, slot_values) : slot_keys);
     const int64_t last_id = (int64_t{1} << 31) - 1 - pool_pages();
     base_page_ = std::min(((int64_t{1} << 32) + page_elements - 1) / page_elements, last_id);
   }
@@ -107,7 +108,7 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
   };
   const size_t k_bytes = bytes(slot_keys, k_type_), v_bytes = bytes(slot_values, v_type_);
   k_ = wide ? DeviceBuffer::reserve(k_bytes) : DeviceBuffer(k_bytes);
-  v_ = wide ? DeviceBuffer::reserve(v_bytes) : DeviceBuffer(v_bytes);
+  if (v_bytes > 0) v_ = wide ? DeviceBuffer::reserve(v_bytes) : DeviceBuffer(v_bytes);
   fill(base_page_ * page_size(), int64_t{pool_pages()} * page_size());
   tables_ = DeviceBuffer(static_cast<size_t>(sequences) * static_cast<size_t>(pool_pages()) *
                          sizeof(int));
@@ -115,9 +116,10 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
 
 void DeviceKvPool::fill(int64_t first_slot, int64_t slots) {
   const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim);
-  const int64_t values = slot_units(v_type_, layout_.kv_heads, layout_.value_dim);
+  const int64_t values = value_units();
   KVFUZZ_RUN(fill_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(),
              first_slot * keys, slots * keys, k_poison_, k_type_);
+  if (values == 0) return;  // MLA: no V pool
   KVFUZZ_RUN(fill_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
              first_slot * values, slots * values, v_poison_, v_type_);
 }
@@ -128,10 +130,11 @@ void DeviceKvPool::poison_slots(int page, int64_t from) {
 
 void DeviceKvPool::copy_slots(int from, int to, int64_t slots) {
   const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim);
-  const int64_t values = slot_units(v_type_, layout_.kv_heads, layout_.value_dim);
+  const int64_t values = value_units();
   const int64_t a = (base_page_ + from) * page_size(), b = (base_page_ + to) * page_size();
   KVFUZZ_RUN(copy_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(), a * keys,
              b * keys, slots * keys, k_type_);
+  if (values == 0) return;  // MLA: no V pool
   KVFUZZ_RUN(copy_elements, element_grid(slots * values), dim3(kCacheThreads), 0, v_.data(),
              a * values, b * values, slots * values, v_type_);
 }
@@ -152,10 +155,11 @@ PagedKv DeviceKvPool::view() {
     tables_.upload(host_tables_.data(), host_tables_.size() * sizeof(int));
     tables_generation_ = generation();
   }
+  const bool latent = layout_.value_from_key;
   return {.k = k_.data(),
-          .v = v_.data(),
+          .v = latent ? nullptr : v_.data(),
           .k_type = k_type_,
-          .v_type = v_type_,
+          .v_type = latent ? k_type_ : v_type_,
           .k_scales = k_scales_.bytes() ? k_scales_.as<float>() : nullptr,
           .v_scales = v_scales_.bytes() ? v_scales_.as<float>() : nullptr,
           .block_tables = tables_.as<int>(),
@@ -163,7 +167,13 @@ PagedKv DeviceKvPool::view() {
           .page_size = static_cast<int>(page_size()),
           .kv_heads = layout_.kv_heads,
           .head_dim = layout_.head_dim,
-          .value_dim = layout_.value_dim};
+          .value_dim = layout_.value_dim,
+          .value_from_key = latent};
+}
+
+int64_t DeviceKvPool::value_units() const {
+  if (layout_.value_from_key) return 0;
+  return slot_units(v_type_, layout_.kv_heads, layout_.value_dim);
 }
 
 }  // namespace kvfuzz::cuda
