@@ -270,6 +270,10 @@ if ((built)); then
     --jobs "$JOBS" --quiet --kv-format fp8_e4m3fn,fp8_e5m2,q8_0,q4_0,q4_1,q5_0,q5_1 \
     --out "$LOGS/kvfuzz-out-quantized-kv" || true
 
+  # MLA on the device: no V pool, each value read from its key row (paged_kv.cuh, load_v).
+  run_stage mla 60 "$KVFUZZ" check --engine "$HONEST" --cases 100 --seed "$SEED" \
+    --jobs "$JOBS" --quiet --feature value_from_key --out "$LOGS/kvfuzz-out-mla" || true
+
   # --- 3. The kernel-only mutants: each must be rejected ------------------------------
   # kvfuzz check exits 0 when every mutant was rejected; a mutant stops at its first
   # finding, so the cases are an upper bound, reached only by a mutant that survives. Two
