@@ -265,9 +265,11 @@ if ((built)); then
     --out "$LOGS/kvfuzz-out-features" || true
 
   # Quantized K/V caches on the device (cuda/dtype.cuh's fp8 with the scales in load_k and
-  # load_v; cuda/blocks.cuh's ggml blocks, written a block per thread by append_kv).
+  # load_v; cuda/blocks.cuh's ggml blocks and MLX's affine groups, written a block per
+  # thread by append_kv).
   run_stage quantized-kv 60 "$KVFUZZ" check --engine "$HONEST" --cases 100 --seed "$SEED" \
-    --jobs "$JOBS" --quiet --kv-format fp8_e4m3fn,fp8_e5m2,q8_0,q4_0,q4_1,q5_0,q5_1 \
+    --jobs "$JOBS" --quiet \
+    --kv-format fp8_e4m3fn,fp8_e5m2,q8_0,q4_0,q4_1,q5_0,q5_1,affine2,affine4,affine8 \
     --out "$LOGS/kvfuzz-out-quantized-kv" || true
 
   # MLA on the device: no V pool, each value read from its key row (paged_kv.cuh, load_v).

@@ -1,8 +1,11 @@
 // ggml's block formats in kernel code (kvfuzz/kv_format.h: q8_0, q4_0, q4_1, q5_0, q5_1):
 // a row of one K or V head stored as blocks of 32 elements, each an f16 scale (and minimum)
 // and its quants, written as ggml's reference quantizers write them and read back as its
-// dequantizers read them. The same steps as scenario/kv_format.cpp's, on the device and
-// the SIMT launcher alike; tests/cuda/test_cuda_engines.cpp holds them to those bit for bit.
+// dequantizers read them; and MLX's affine groups (affine2, affine4, affine8): blocks of
+// `group` elements (32, 64 or 128), each an f32 scale and bias and the packed quants, as
+// MLX's `quantize` writes them and its quantized_matmul reads them. The same steps as
+// scenario/kv_format.cpp's, on the device and the SIMT launcher alike;
+// tests/cuda/test_cuda_engines.cpp holds them to those bit for bit.
 #pragma once
 
 #include "cuda/cuda_compat.h"
@@ -11,9 +14,21 @@
 namespace kvfuzz::cuda {
 
 constexpr int kBlock = 32;
+constexpr int kMaxAffineGroup = 128;
 
+// Rows of whole blocks (ggml's or affine groups), in bytes.
 KVFUZZ_HOST_DEVICE bool is_block_type(int type) {
   return type >= kStorageQ8_0;
+}
+KVFUZZ_HOST_DEVICE bool is_affine_type(int type) {
+  return type >= kStorageAffine2;
+}
+KVFUZZ_HOST_DEVICE int affine_bits(int type) {
+  return type == kStorageAffine2 ? 2 : type == kStorageAffine4 ? 4 : 8;
+}
+// An affine group's bytes: the f32 scale and bias, then group * bits / 8 of quants.
+KVFUZZ_HOST_DEVICE int affine_group_bytes(int type, int group) {
+  return 8 + group * affine_bits(type) / 8;
 }
 KVFUZZ_HOST_DEVICE bool block_has_min(int type) {
   return type == kStorageQ4_1 || type == kStorageQ5_1;
@@ -26,8 +41,11 @@ KVFUZZ_HOST_DEVICE int block_bytes(int type) {
   if (type == kStorageQ8_0) return 2 + kBlock;
   return 2 + (block_has_min(type) ? 2 : 0) + (block_fifth_bit(type) ? 4 : 0) + kBlock / 2;
 }
-// Bytes of a row of `width` elements (a multiple of 32).
-KVFUZZ_HOST_DEVICE long long block_row_bytes(int type, int width) {
+// Bytes of a row of `width` elements (a multiple of 32, or of an affine format's group).
+KVFUZZ_HOST_DEVICE long long block_row_bytes(int type, int width, int group) {
+  if (is_affine_type(type)) {
+    return static_cast<long long>(width / group) * affine_group_bytes(type, group);
+  }
   return static_cast<long long>(width / kBlock) * block_bytes(type);
 }
 
@@ -40,8 +58,37 @@ KVFUZZ_DEVICE void write_f16(unsigned char* p, float x) {
   p[1] = static_cast<unsigned char>(bits >> 8);
 }
 
-// Element d of a row stored in blocks: q d (q8_0), (q - 8) d, (q - 16) d, or q d + m.
-KVFUZZ_DEVICE float load_block_element(const unsigned char* row, int d, int type) {
+KVFUZZ_DEVICE float read_f32(const unsigned char* p) {
+  return bits_float(static_cast<unsigned>(p[0]) | (static_cast<unsigned>(p[1]) << 8) |
+                    (static_cast<unsigned>(p[2]) << 16) | (static_cast<unsigned>(p[3]) << 24));
+}
+KVFUZZ_DEVICE void write_f32(unsigned char* p, float x) {
+  const unsigned bits = float_bits(x);
+  for (int b = 0; b < 4; ++b) p[b] = static_cast<unsigned char>(bits >> (8 * b));
+}
+
+// Element j of an affine group: scale * q + bias in f32, the product rounded first (MLX's
+// quantized_matmul on the CPU); the quants little-endian, element j at bit j * bits.
+// `high_first` (a kernel fault) unpacks each byte from its high bits instead.
+KVFUZZ_DEVICE float load_affine_element(const unsigned char* group_bytes, int j, int type,
+                                        bool high_first = false) {
+  const int bits = affine_bits(type);
+  const int bit = high_first ? j * bits / 8 * 8 + (8 - bits - j * bits % 8) : j * bits;
+  const float scale = read_f32(group_bytes), bias = read_f32(group_bytes + 4);
+  const unsigned q =
+      (static_cast<unsigned>(group_bytes[8 + bit / 8]) >> (bit % 8)) & ((1u << bits) - 1u);
+  return KVFUZZ_MUL_ROUNDED(scale, static_cast<float>(q)) + bias;
+}
+
+// Element d of a row stored in blocks: q d (q8_0), (q - 8) d, (q - 16) d, or q d + m; or in
+// affine groups of `group`.
+KVFUZZ_DEVICE float load_block_element(const unsigned char* row, int d, int type, int group,
+                                       bool high_first = false) {
+  if (is_affine_type(type)) {
+    return load_affine_element(
+        row + static_cast<long long>(d / group) * affine_group_bytes(type, group), d % group, type,
+        high_first);
+  }
   const unsigned char* block = row + static_cast<long long>(d / kBlock) * block_bytes(type);
   const int j = d % kBlock;
   const float scale = read_f16(block);
@@ -63,7 +110,7 @@ KVFUZZ_DEVICE float load_block_element(const unsigned char* row, int d, int type
   int q = j < kBlock / 2 ? (byte & 0x0F) : (byte >> 4);
   if (block_fifth_bit(type)) q |= static_cast<int>((qh >> j) & 1u) << 4;
   const int zero = block_has_min(type) ? 0 : (block_fifth_bit(type) ? 16 : 8);
-  const float value = static_cast<float>(q - zero) * scale;
+  const float value = KVFUZZ_MUL_ROUNDED(static_cast<float>(q - zero), scale);
   return block_has_min(type) ? value + m : value;
 }
 
@@ -74,6 +121,42 @@ KVFUZZ_DEVICE float larger(float a, float b) {
 }
 KVFUZZ_DEVICE float smaller(float a, float b) {
   return b < a ? b : a;
+}
+
+// One group of `group` elements x stored at `out` as MLX's `quantize` stores it, in its f32
+// arithmetic: the scale (max - min) / (2^bits - 1), at least 1e-7, signed towards the
+// extreme of larger magnitude (the edge); the edge snapped to the grid (q0 = rint(edge /
+// scale); when q0 != 0 the scale becomes edge / q0 and the bias the edge, else the bias
+// is 0); each quant clamp(rint((x - bias) / scale), 0, 2^bits - 1) with that unrounded
+// scale (a NaN quant: 0); the scale and bias stored rounded to the layout's dtype.
+KVFUZZ_DEVICE void store_affine_group(const float* x, unsigned char* out, int type, int group,
+                                      int dtype) {
+  const int bits = affine_bits(type);
+  const auto n_bins = static_cast<float>((1 << bits) - 1);
+  float w_min = INFINITY, w_max = -INFINITY;
+  for (int j = 0; j < group; ++j) {
+    w_max = larger(w_max, x[j]);
+    w_min = smaller(w_min, x[j]);
+  }
+  const bool towards_min = fabsf(w_min) > fabsf(w_max);
+  float scale = larger((w_max - w_min) / n_bins, 1e-7f);
+  scale = towards_min ? scale : -scale;
+  const float edge = towards_min ? w_min : w_max;
+  const float q0 = rintf(edge / scale);
+  float bias = 0;
+  if (q0 != 0) {
+    scale = edge / q0;
+    bias = edge;
+  }
+  write_f32(out, round_to(scale, dtype));
+  write_f32(out + 4, round_to(bias, dtype));
+  unsigned char* words = out + 8;
+  for (int b = 0; b < group * bits / 8; ++b) words[b] = 0;
+  for (int j = 0; j < group; ++j) {
+    const float q = fminf(fmaxf(rintf((x[j] - bias) / scale), 0.0f), n_bins);
+    const int bit = j * bits;
+    words[bit / 8] |= static_cast<unsigned char>(static_cast<unsigned>(q) << (bit % 8));
+  }
 }
 
 // One block of 32 elements x stored at `out` as ggml's quantize_row_*_ref stores it.

@@ -15,6 +15,7 @@
 //                                       the launcher checks every access for races (index
 //                                       it, p[i]; never *p)
 //   KVFUZZ_LAUNCH(kernel, grid, block, shared, args...)   kernel<<<grid, block, shared>>>
+//   KVFUZZ_MUL_ROUNDED(a, b)            __fmul_rn(a, b): a product nvcc may not fuse
 #pragma once
 
 #ifdef __CUDACC__
@@ -34,6 +35,9 @@ using SharedPtr = T*;
 #define KVFUZZ_SHARED_PTR(T) ::kvfuzz::cuda_compat::SharedPtr<T>
 #define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \
   kernel<<<(grid), (block), (shared)>>>(__VA_ARGS__)
+// a * b rounded to f32 before the sum it feeds: nvcc fuses `a * b + c` into one multiply-
+// add, which the quantized formats' reference reads (kv_format.h, no FMA) do not.
+#define KVFUZZ_MUL_ROUNDED(a, b) __fmul_rn((a), (b))
 
 #else
 
@@ -49,6 +53,7 @@ using SharedPtr = T*;
 #define KVFUZZ_DYNAMIC_SHARED(T, name) \
   const ::kvfuzz::simt::Shared<T> name(::kvfuzz::simt::dynamic_shared_array<T>(#name))
 #define KVFUZZ_SHARED_PTR(T) ::kvfuzz::simt::Shared<T>
+#define KVFUZZ_MUL_ROUNDED(a, b) ((a) * (b))
 #define KVFUZZ_LAUNCH(kernel, grid, block, shared, ...) \
   ::kvfuzz::simt::launch(#kernel, (grid), (block), (shared), [&] { kernel(__VA_ARGS__); })
 

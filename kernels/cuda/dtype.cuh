@@ -24,7 +24,13 @@ enum StorageType : int {
   kStorageQ4_0 = 6,
   kStorageQ4_1 = 7,
   kStorageQ5_0 = 8,
-  kStorageQ5_1 = 9
+  kStorageQ5_1 = 9,
+  // MLX's affine groups (kv_format.h): a row is whole groups of `group` elements, each an
+  // f32 scale and bias and the packed 2-, 4- or 8-bit quants; blocks.cuh reads and writes
+  // them too.
+  kStorageAffine2 = 10,
+  kStorageAffine4 = 11,
+  kStorageAffine8 = 12
 };
 // "Not rounded": what P's or the output's rounding holds when an engine does not round.
 constexpr int kNoRounding = -1;

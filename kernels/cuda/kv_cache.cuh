@@ -48,6 +48,7 @@ struct AppendArgs {
   const float* cos = nullptr;        // [token][head_dim / 2]; nullptr: no RoPE
   const float* sin = nullptr;
   int kv_heads = 1, head_dim = 1, value_dim = 1;
+  int group = 0;  // an affine format's group size; 0 for the others
 };
 
 // x as a cache of `type` stores it: rounded to the layout's dtype, then (fp8) divided by
@@ -60,22 +61,30 @@ KVFUZZ_DEVICE void store_cached(void* pool, long long i, float x, int dtype, int
 }
 
 // One token's rows of `width` per kv head (K rotated by cos/sin, or V) stored in a pool of
-// a block format: a thread per block of 32, each element rounded to the dtype first.
+// a block format (blocks of 32) or an affine one (groups of `group`): a thread per block,
+// each element rounded to the dtype first.
 KVFUZZ_DEVICE void store_block_rows(void* pool, int type, long long slot, const float* x,
-                                    int kv_heads, int width, int dtype, const float* cos,
+                                    int kv_heads, int width, int group, int dtype, const float* cos,
                                     const float* sin) {
-  const int per_row = width / kBlock;
+  const bool affine = is_affine_type(type);
+  const int size = affine ? group : kBlock;
+  const int bytes_per_block = affine ? affine_group_bytes(type, group) : block_bytes(type);
+  const int per_row = width / size;
   for (int i = static_cast<int>(threadIdx.x); i < kv_heads * per_row; i += kCacheThreads) {
     const int head = i / per_row, b = i % per_row;
     const float* row = x + static_cast<long long>(head) * width;
-    float block[kBlock];
-    for (int j = 0; j < kBlock; ++j) {
-      block[j] = round_to(rotated(row, width, cos, sin, b * kBlock + j), dtype);
+    float block[kMaxAffineGroup];
+    for (int j = 0; j < size; ++j) {
+      block[j] = round_to(rotated(row, width, cos, sin, b * size + j), dtype);
     }
     unsigned char* bytes = static_cast<unsigned char*>(pool) +
-                           (slot * kv_heads + head) * block_row_bytes(type, width) +
-                           static_cast<long long>(b) * block_bytes(type);
-    store_block(block, bytes, type);
+                           (slot * kv_heads + head) * block_row_bytes(type, width, group) +
+                           static_cast<long long>(b) * bytes_per_block;
+    if (affine) {
+      store_affine_group(block, bytes, type, group, dtype);
+    } else {
+      store_block(block, bytes, type);
+    }
   }
 }
 
@@ -89,12 +98,12 @@ KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
   // MLA caches no value: its kernels read the key's latent (paged_kv.cuh, load_v).
   const int keys = a.kv_heads * a.head_dim, values = a.v_pool ? a.kv_heads * a.value_dim : 0;
   if (is_block_type(a.k_type)) {
-    store_block_rows(a.k_pool, a.k_type, slot, a.k + token * keys, a.kv_heads, a.head_dim, a.dtype,
-                     cos, sin);
+    store_block_rows(a.k_pool, a.k_type, slot, a.k + token * keys, a.kv_heads, a.head_dim, a.group,
+                     a.dtype, cos, sin);
   }
   if (is_block_type(a.v_type) && a.v_pool) {
     store_block_rows(a.v_pool, a.v_type, slot, a.v + token * values, a.kv_heads, a.value_dim,
-                     a.dtype, nullptr, nullptr);
+                     a.group, a.dtype, nullptr, nullptr);
   }
   for (int i = static_cast<int>(threadIdx.x); i < keys && !is_block_type(a.k_type);
        i += kCacheThreads) {

@@ -56,6 +56,9 @@ enum KernelFault : int {
   // key row's last value_dim elements instead of its first, as a kernel that reads the
   // latent from the wrong end of a [latent | RoPE part] row.
   kFaultMlaValueAtKeyEnd = 1 << 11,
+  // the attention kernels' reads of an affine group (K and V): each byte's quants unpacked
+  // from its high bits, as a kernel that reads MLX's little-endian words the other way.
+  kFaultAffineHighFirst = 1 << 12,
 };
 
 struct PagedKv {
@@ -67,6 +70,7 @@ struct PagedKv {
   const int* block_tables = nullptr;  // [sequence][max_pages]: physical page ids
   int max_pages = 0;
   int page_size = 1, kv_heads = 1, head_dim = 1, value_dim = 1;
+  int group = 0;  // an affine format's group size (K and V alike); 0 for the others
   // MLA (Layout::value_from_key): no V pool; a value is its key row's first value_dim
   // elements, read from `k` in K's type and scales.
   bool value_from_key = false;
@@ -91,24 +95,24 @@ KVFUZZ_DEVICE long long kv_offset(long long slot, int kv_head, int kv_heads, int
 }
 
 // Element d of (slot, kv_head)'s row of `width` in a pool of `type`: an element array, or
-// (a block format) rows of whole blocks.
+// (a block or affine format, groups of `group`) rows of whole blocks.
 KVFUZZ_DEVICE float load_row_element(const void* pool, int type, long long slot, int kv_head,
-                                     int kv_heads, int width, int d, int faults) {
+                                     int kv_heads, int width, int group, int d, int faults) {
   if (!is_block_type(type)) {
     return load_element(pool, kv_offset(slot, kv_head, kv_heads, width, faults) + d, type);
   }
   const long long row = kv_offset(slot, kv_head, kv_heads, 1, faults);
   const unsigned char* bytes =
-      static_cast<const unsigned char*>(pool) + row * block_row_bytes(type, width);
+      static_cast<const unsigned char*>(pool) + row * block_row_bytes(type, width, group);
   if ((faults & kFaultQ4NibblesSwapped) && type == kStorageQ4_0) {
     d = d % kBlock < kBlock / 2 ? d + kBlock / 2 : d - kBlock / 2;  // the other nibble, same scale
   }
-  return load_block_element(bytes, d, type);
+  return load_block_element(bytes, d, type, group, (faults & kFaultAffineHighFirst) != 0);
 }
 
 KVFUZZ_DEVICE float load_k(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
-  const float x =
-      load_row_element(kv.k, kv.k_type, slot, kv_head, kv.kv_heads, kv.head_dim, d, faults);
+  const float x = load_row_element(kv.k, kv.k_type, slot, kv_head, kv.kv_heads, kv.head_dim,
+                                   kv.group, d, faults);
   return kv.k_scales ? x * kv.k_scales[kv_head] : x;
 }
 KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
@@ -116,8 +120,8 @@ KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d
     const int at = (faults & kFaultMlaValueAtKeyEnd) ? kv.head_dim - kv.value_dim + d : d;
     return load_k(kv, slot, kv_head, at, faults & ~kFaultQ4NibblesSwapped);
   }
-  const float x = load_row_element(kv.v, kv.v_type, slot, kv_head, kv.kv_heads, kv.value_dim, d,
-                                   faults & ~kFaultQ4NibblesSwapped);
+  const float x = load_row_element(kv.v, kv.v_type, slot, kv_head, kv.kv_heads, kv.value_dim,
+                                   kv.group, d, faults & ~kFaultQ4NibblesSwapped);
   const bool scaled = kv.v_scales && !(faults & kFaultFp8VScaleDropped);
   return scaled ? x * kv.v_scales[kv_head] : x;
 }

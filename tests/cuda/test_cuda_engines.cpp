@@ -119,7 +119,7 @@ TEST(CudaDtype, BlockFormatsMatchTheProjectsBitForBit) {
       std::vector<float> back(64);
       decode_row(format, 0, want.data(), 64, back.data());
       for (int d = 0; d < 64; ++d) {
-        const float got_d = cuda::load_block_element(want.data(), d, type);
+        const float got_d = cuda::load_block_element(want.data(), d, type, 0);
         const float want_d = back[static_cast<size_t>(d)];
         if (std::isnan(want_d)) {
           ASSERT_TRUE(std::isnan(got_d)) << kv_quant_name(quant) << " row " << row;
@@ -130,6 +130,62 @@ TEST(CudaDtype, BlockFormatsMatchTheProjectsBitForBit) {
       }
     }
   }
+}
+
+// The kernels' affine groups (blocks.cuh) against kv_format.h's MLX quantizer: every bit
+// width and group size, f32 and bf16 scales, random rows of three magnitudes with ties, one
+// sign, all-equal groups, NaN and infinite elements; stored bit for bit as encode_row
+// stores them and read back as decode_row reads them.
+TEST(CudaDtype, AffineGroupsMatchTheProjectsBitForBit) {
+  const std::pair<int, KvQuant> formats[] = {{cuda::kStorageAffine2, KvQuant::affine2},
+                                             {cuda::kStorageAffine4, KvQuant::affine4},
+                                             {cuda::kStorageAffine8, KvQuant::affine8}};
+  uint64_t state = 777;
+  int rows = 0;
+  for (const auto& [type, quant] : formats) {
+    for (const int group : {32, 64, 128}) {
+      for (const DType dtype : {DType::f32, DType::bf16}) {
+        const KvFormat format{quant, {}, group};
+        const int width = 128;
+        for (int row = 0; row < 60; ++row, ++rows) {
+          std::vector<float> x(width);
+          const float magnitude = row % 3 == 0 ? 0.01f : row % 3 == 1 ? 3.0f : 1000.0f;
+          for (float& v : x) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            v = magnitude * (static_cast<float>(state >> 40) / 16777216.0f * 2 - 1);
+            if (row % 7 == 0) v = std::round(v);
+            if (row % 5 == 0) v = std::fabs(v);  // one sign: the edge is the minimum
+            v = round_to_dtype(v, dtype);        // what the cache is given
+          }
+          if (row % 11 == 0) std::fill(x.begin(), x.begin() + group, 1.5f);  // all equal
+          if (row % 13 == 0) x[5] = NAN;
+          if (row % 17 == 0) x[40] = INFINITY;
+          std::vector<uint8_t> want(row_bytes(format, width)), got(want.size());
+          encode_row(format, dtype, 0, x.data(), width, want.data());
+          const int bytes = cuda::affine_group_bytes(type, group);
+          for (int g = 0; g < width / group; ++g) {
+            cuda::store_affine_group(x.data() + g * group, got.data() + g * bytes, type, group,
+                                     static_cast<int>(dtype));
+          }
+          const std::string what = std::string(kv_quant_name(quant)) + " group " +
+                                   std::to_string(group) + " row " + std::to_string(row);
+          ASSERT_EQ(got, want) << what;
+          std::vector<float> back(width);
+          decode_row(format, 0, want.data(), width, back.data());
+          for (int d = 0; d < width; ++d) {
+            const float got_d = cuda::load_block_element(want.data(), d, type, group);
+            const float want_d = back[static_cast<size_t>(d)];
+            if (std::isnan(want_d)) {
+              ASSERT_TRUE(std::isnan(got_d)) << what;
+              continue;
+            }
+            ASSERT_EQ(bits_of(got_d), bits_of(want_d)) << what << " element " << d;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(rows, 3 * 3 * 2 * 60);
 }
 
 // An engine of the registry's kind, made here with other options.
@@ -343,6 +399,32 @@ TEST(CudaEngine, Fp8CachesHoldEveryPropertyAndAVScaleDroppedFails) {
             << dropped.smallest_margin << "\n";
   EXPECT_GT(dropped.cases, 2);
   EXPECT_EQ(dropped.failures, dropped.cases);
+}
+
+// MLX's affine groups (2, 4 and 8 bits; groups of 32, 64 and 128) on both honest engines,
+// every property, 12 generated cases; a kernel that unpacks each byte's quants from its
+// high bits (kFaultAffineHighFirst) fails the f32 cases with 2- or 4-bit groups.
+TEST(CudaEngine, AffineCachesHoldEveryPropertyAndHighFirstUnpackingFails) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.kv_formats = {KvQuant::affine2, KvQuant::affine4, KvQuant::affine8};
+  FaultTally high_first;
+  for (int i = 0; i < 12; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_TRUE(is_affine(scenario.layout.k_format.quant)) << "case " << i;
+    expect_every_property(scenario, i);
+  }
+  options.filters.kv_formats = {KvQuant::affine2, KvQuant::affine4};
+  for (int i = 0; high_first.cases < 6 && i < 40; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    if (scenario.layout.dtype != DType::f32) continue;
+    high_first.judge(scenario, cuda::kFaultAffineHighFirst, "cuda-affine-high-first");
+  }
+  std::cout << "affine quants unpacked high first: " << high_first.failures << " of "
+            << high_first.cases << " cases fail; smallest error / bound "
+            << high_first.smallest_margin << "\n";
+  EXPECT_GT(high_first.cases, 2);
+  EXPECT_EQ(high_first.failures, high_first.cases);
 }
 
 // MLA (value_from_key: each value its key row's first value_dim elements, no V pool) on

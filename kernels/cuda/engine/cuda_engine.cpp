@@ -76,6 +76,7 @@ CudaEngineOptions cuda_f32_options() {
                 .chunked_local = true,
                 .kv_fp8 = true,
                 .kv_ggml_blocks = true,
+                .kv_affine = true,
                 .value_from_key = true};
   return o;
 }
@@ -94,6 +95,7 @@ CudaEngineOptions cuda_bf16_options() {
                 .chunked_local = true,
                 .kv_fp8 = true,
                 .kv_ggml_blocks = true,
+                .kv_affine = true,
                 .value_from_key = true};
   return o;
 }
@@ -110,12 +112,6 @@ CudaEngine::CudaEngine(const EngineConfig& config, CudaEngineOptions options)
   for (const double slope : layout_.alibi) per_head.push_back(static_cast<float>(slope));
   for (const double sink : layout_.stored_sinks()) per_head.push_back(static_cast<float>(sink));
   if (!per_head.empty()) put(features_, per_head);
-  for (const KvFormat* format : {&layout_.k_format, &layout_.v_format}) {
-    if (is_affine(format->quant)) {
-      throw EngineError("the CUDA kernels read no " + std::string(kv_quant_name(format->quant)) +
-                        " cache yet (fp8 and ggml's blocks only)");
-    }
-  }
   if (layout_.head_dim > kPrefillMaxDim || layout_.value_dim > kPrefillMaxDim) {
     throw EngineError("the CUDA kernels take head_dim and value_dim up to " +
                       std::to_string(kPrefillMaxDim) + ", not " +
@@ -231,6 +227,7 @@ void CudaEngine::store_tokens(std::span<const ChunkIn> chunks, std::span<const i
   a.kv_heads = l.kv_heads;
   a.head_dim = l.head_dim;
   a.value_dim = l.value_dim;
+  a.group = kv.group;
   const dim3 grid(static_cast<unsigned>(tokens));
   KVFUZZ_RUN(append_kv, grid, dim3(kCacheThreads), 0, a);
   q_rot_.ensure(bytes_of(host_q_));

@@ -25,8 +25,8 @@ int storage_type(DType dtype) {
   return kStorageF32;
 }
 
-// What a cache of this format holds its elements as: fp8 and ggml's blocks in their own
-// bytes, everything else (no format; the affine ones, which the engine refuses) in the dtype.
+// What a cache of this format holds its elements as: fp8, ggml's blocks and the affine
+// groups in their own bytes, no format in the dtype.
 int storage_type(const KvFormat& format, DType dtype) {
   switch (format.quant) {
     case KvQuant::fp8_e4m3fn:
@@ -43,22 +43,31 @@ int storage_type(const KvFormat& format, DType dtype) {
       return kStorageQ5_0;
     case KvQuant::q5_1:
       return kStorageQ5_1;
+    case KvQuant::affine2:
+      return kStorageAffine2;
+    case KvQuant::affine4:
+      return kStorageAffine4;
+    case KvQuant::affine8:
+      return kStorageAffine8;
     default:
       return storage_type(dtype);
   }
 }
 
 // The units (elements, or a block pool's bytes) one slot takes in a pool of `type`.
-int64_t slot_units(int type, int kv_heads, int width) {
-  return int64_t{kv_heads} * (is_block_type(type) ? block_row_bytes(type, width) : width);
+int64_t slot_units(int type, int kv_heads, int width, int group) {
+  return int64_t{kv_heads} * (is_block_type(type) ? block_row_bytes(type, width, group) : width);
 }
 
 // `value` as an element's bits, what fill_elements writes.
 unsigned encoded(float value, DType dtype, const KvFormat& format) {
   if (is_fp8(format.quant)) return f32_to_fp8(value / format.scale_of(0), format.quant);
   // A block pool's every byte: scales of f16 NaN (0xFFFF) for NaN poison, else 0x7777
-  // (30576) with quants 7, every element then tens of thousands.
-  if (is_ggml_block(format.quant)) return std::isnan(value) ? 0xFFu : 0x77u;
+  // (30576) with quants 7, every element then tens of thousands; an affine group's f32
+  // scale and bias NaN (0xFFFFFFFF), else 0x77777777 (5e33), every element then huge.
+  if (is_ggml_block(format.quant) || is_affine(format.quant)) {
+    return std::isnan(value) ? 0xFFu : 0x77u;
+  }
   switch (dtype) {
     case DType::f32:
       return std::bit_cast<unsigned>(value);
@@ -92,7 +101,7 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
       v_poison_(encoded(cpu::poison_value(poison, layout.dtype), layout.dtype, layout.v_format)),
       k_scales_(device_scales(layout.k_format, layout.kv_heads)),
       v_scales_(device_scales(layout.v_format, layout.kv_heads)) {
-  const int64_t slot_keys = slot_units(k_type_, layout.kv_heads, layout.head_dim);
+  const int64_t slot_keys = slot_units(k_type_, layout.kv_heads, layout.head_dim, group());
   const int64_t slot_values = value_units();
   if (wide) {
     // The first page whose first element, in K and in V, lies at or past 2^32, as far as
@@ -115,7 +124,7 @@ DeviceKvPool::DeviceKvPool(const Layout& layout, int sequences, std::span<const 
 }
 
 void DeviceKvPool::fill(int64_t first_slot, int64_t slots) {
-  const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim);
+  const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim, group());
   const int64_t values = value_units();
   KVFUZZ_RUN(fill_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(),
              first_slot * keys, slots * keys, k_poison_, k_type_);
@@ -129,7 +138,7 @@ void DeviceKvPool::poison_slots(int page, int64_t from) {
 }
 
 void DeviceKvPool::copy_slots(int from, int to, int64_t slots) {
-  const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim);
+  const int64_t keys = slot_units(k_type_, layout_.kv_heads, layout_.head_dim, group());
   const int64_t values = value_units();
   const int64_t a = (base_page_ + from) * page_size(), b = (base_page_ + to) * page_size();
   KVFUZZ_RUN(copy_elements, element_grid(slots * keys), dim3(kCacheThreads), 0, k_.data(), a * keys,
@@ -168,12 +177,18 @@ PagedKv DeviceKvPool::view() {
           .kv_heads = layout_.kv_heads,
           .head_dim = layout_.head_dim,
           .value_dim = layout_.value_dim,
+          .group = group(),
           .value_from_key = latent};
+}
+
+int DeviceKvPool::group() const {
+  if (is_affine(layout_.k_format.quant)) return layout_.k_format.group;
+  return is_affine(layout_.v_format.quant) ? layout_.v_format.group : 0;
 }
 
 int64_t DeviceKvPool::value_units() const {
   if (layout_.value_from_key) return 0;
-  return slot_units(v_type_, layout_.kv_heads, layout_.value_dim);
+  return slot_units(v_type_, layout_.kv_heads, layout_.value_dim, group());
 }
 
 }  // namespace kvfuzz::cuda

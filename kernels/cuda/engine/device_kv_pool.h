@@ -1,8 +1,8 @@
 // The CUDA engines' paged cache: paging/page_table.h's bookkeeping (block tables, free
 // list in the scenario's page order, reference counts, copy-on-write) over K and V pools in
 // device memory, in the layout's storage dtype, an fp8 format with its per-kv-head scales, or
-// one of ggml's block formats, a row of whole blocks (kv_format.h; the CUDA kernels read no
-// affine format); under MLA (value_from_key) a K pool only. Freed pages and dropped slots are
+// one of ggml's block formats or MLX's affine groups, a row of whole blocks (kv_format.h);
+// under MLA (value_from_key) a K pool only. Freed pages and dropped slots are
 // poisoned by a fill kernel, copies made by a copy kernel, so the pool keeps the poison invariant
 // on the device as the CPU engines' pool does on the host.
 //
@@ -45,6 +45,7 @@ class DeviceKvPool : public paging::PageTable {
  private:
   void fill(int64_t first_slot, int64_t slots);
   int64_t value_units() const;  // a slot's units in the V pool; 0 for MLA, which has none
+  int group() const;            // the affine format's group size (K and V share it), or 0
 
   Layout layout_;
   int k_type_, v_type_;  // StorageType: the dtype's, or the fp8 format's
