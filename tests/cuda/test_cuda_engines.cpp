@@ -355,6 +355,16 @@ struct FaultTally {
       smallest_margin = std::min(smallest_margin, outcome.first->error / outcome.first->bound);
     }
   }
+  // Prints the tally under `what`, the cases they are.
+  void print(const std::string& what, const std::string& cases_are) const {
+    std::cout << what << ": " << failures << " of " << cases << " " << cases_are
+              << " fail; smallest error / bound " << smallest_margin << "\n";
+  }
+  // Every case with a row failed, and there were more than two.
+  void expect_every_case_failed() const {
+    EXPECT_GT(cases, 2);
+    EXPECT_EQ(failures, cases);
+  }
 };
 
 // sinks, ALiBi and chunked local attention all forced on, every property on both honest
@@ -394,11 +404,8 @@ TEST(CudaEngine, Fp8CachesHoldEveryPropertyAndAVScaleDroppedFails) {
       dropped.judge(scenario, cuda::kFaultFp8VScaleDropped, "cuda-fp8-v-scale-dropped");
     }
   }
-  std::cout << "V scale dropped: " << dropped.failures << " of " << dropped.cases
-            << " cases whose every V scale is other than 1 fail; smallest error / bound "
-            << dropped.smallest_margin << "\n";
-  EXPECT_GT(dropped.cases, 2);
-  EXPECT_EQ(dropped.failures, dropped.cases);
+  dropped.print("V scale dropped", "cases whose every V scale is other than 1");
+  dropped.expect_every_case_failed();
 }
 
 // MLX's affine groups (2, 4 and 8 bits; groups of 32, 64 and 128) on both honest engines,
@@ -420,11 +427,8 @@ TEST(CudaEngine, AffineCachesHoldEveryPropertyAndHighFirstUnpackingFails) {
     if (scenario.layout.dtype != DType::f32) continue;
     high_first.judge(scenario, cuda::kFaultAffineHighFirst, "cuda-affine-high-first");
   }
-  std::cout << "affine quants unpacked high first: " << high_first.failures << " of "
-            << high_first.cases << " cases fail; smallest error / bound "
-            << high_first.smallest_margin << "\n";
-  EXPECT_GT(high_first.cases, 2);
-  EXPECT_EQ(high_first.failures, high_first.cases);
+  high_first.print("affine quants unpacked high first", "cases");
+  high_first.expect_every_case_failed();
 }
 
 // MLA (value_from_key: each value its key row's first value_dim elements, no V pool) on
@@ -445,11 +449,8 @@ TEST(CudaEngine, MlaValuesFromTheirKeysHoldEveryPropertyAndTheKeyEndFails) {
       at_end.judge(scenario, cuda::kFaultMlaValueAtKeyEnd, "cuda-mla-value-at-key-end");
     }
   }
-  std::cout << "MLA value at the key's end: " << at_end.failures << " of " << at_end.cases
-            << " cases with value_dim < head_dim fail; smallest error / bound "
-            << at_end.smallest_margin << "\n";
-  EXPECT_GT(at_end.cases, 2);
-  EXPECT_EQ(at_end.failures, at_end.cases);
+  at_end.print("MLA value at the key's end", "cases with value_dim < head_dim");
+  at_end.expect_every_case_failed();
 }
 
 // ggml's block formats on both honest engines, every property, 12 generated cases with K
@@ -475,8 +476,7 @@ TEST(CudaEngine, BlockCachesHoldEveryPropertyAndSwappedNibblesFail) {
     if (scenario.layout.dtype != DType::f32) continue;
     swapped.judge(scenario, cuda::kFaultQ4NibblesSwapped, "cuda-q4_0-nibbles-swapped");
   }
-  std::cout << "q4_0 nibbles swapped: " << swapped.failures << " of " << swapped.cases
-            << " cases fail; smallest error / bound " << swapped.smallest_margin << "\n";
+  swapped.print("q4_0 nibbles swapped", "cases");
   EXPECT_EQ(swapped.cases, 6);
   EXPECT_GE(swapped.failures, 5);
 }
