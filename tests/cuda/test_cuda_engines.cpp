@@ -355,6 +355,15 @@ struct FaultTally {
       smallest_margin = std::min(smallest_margin, outcome.first->error / outcome.first->bound);
     }
   }
+  // The fault on the first `wanted` f32 cases (the f32 engine's) of the first 40 that
+  // `options` generates.
+  void judge_f32_cases(const GeneratorOptions& options, int faults, const std::string& name,
+                       int wanted = 6) {
+    for (int i = 0; cases < wanted && i < 40; ++i) {
+      const Scenario scenario = case_scenario(i, options);
+      if (scenario.layout.dtype == DType::f32) judge(scenario, faults, name);
+    }
+  }
   // Prints the tally under `what`, the cases they are.
   void print(const std::string& what, const std::string& cases_are) const {
     std::cout << what << ": " << failures << " of " << cases << " " << cases_are
@@ -422,11 +431,7 @@ TEST(CudaEngine, AffineCachesHoldEveryPropertyAndHighFirstUnpackingFails) {
     expect_every_property(scenario, i);
   }
   options.filters.kv_formats = {KvQuant::affine2, KvQuant::affine4};
-  for (int i = 0; high_first.cases < 6 && i < 40; ++i) {
-    const Scenario scenario = case_scenario(i, options);
-    if (scenario.layout.dtype != DType::f32) continue;
-    high_first.judge(scenario, cuda::kFaultAffineHighFirst, "cuda-affine-high-first");
-  }
+  high_first.judge_f32_cases(options, cuda::kFaultAffineHighFirst, "cuda-affine-high-first");
   high_first.print("affine quants unpacked high first", "cases");
   high_first.expect_every_case_failed();
 }
@@ -471,11 +476,7 @@ TEST(CudaEngine, BlockCachesHoldEveryPropertyAndSwappedNibblesFail) {
   // The fault on cases forced to q4_0 keys (f32 layouts: the f32 engine's).
   options.filters.kv_formats = {KvQuant::q4_0};
   FaultTally swapped;
-  for (int i = 0; swapped.cases < 6 && i < 40; ++i) {
-    const Scenario scenario = case_scenario(i, options);
-    if (scenario.layout.dtype != DType::f32) continue;
-    swapped.judge(scenario, cuda::kFaultQ4NibblesSwapped, "cuda-q4_0-nibbles-swapped");
-  }
+  swapped.judge_f32_cases(options, cuda::kFaultQ4NibblesSwapped, "cuda-q4_0-nibbles-swapped");
   swapped.print("q4_0 nibbles swapped", "cases");
   EXPECT_EQ(swapped.cases, 6);
   EXPECT_GE(swapped.failures, 5);
