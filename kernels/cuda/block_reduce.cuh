@@ -11,17 +11,13 @@ namespace kvfuzz::cuda {
 // The maximum over a warp (every lane gets it); `width` < warpSize reduces each segment of
 // that many lanes alone (what the half-warp-reduce mutant passes by mistake).
 KVFUZZ_DEVICE float warp_max(float x, int width = warpSize) {
-  for (int offset = width / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, x, offset, width);
-    x = x > other ? x : other;
-  }
-  return x;
+  return cuda_compat::xor_butterfly(
+      0xffffffffu, x, width, [](float own, float other) { return own > other ? own : other; });
 }
 
 KVFUZZ_DEVICE float warp_sum(float x, int width = warpSize) {
-  for (int offset = width / 2; offset > 0; offset /= 2)
-    x += __shfl_xor_sync(0xffffffffu, x, offset, width);
-  return x;
+  return cuda_compat::xor_butterfly(0xffffffffu, x, width,
+                                    [](float own, float other) { return own + other; });
 }
 
 // out[blockIdx.x] = max and out[gridDim.x + blockIdx.x] = sum of in[blockIdx.x * n + t]

@@ -16,6 +16,8 @@
 //                                       it, p[i]; never *p)
 //   KVFUZZ_LAUNCH(kernel, grid, block, shared, args...)   kernel<<<grid, block, shared>>>
 //   KVFUZZ_MUL_ROUNDED(a, b)            __fmul_rn(a, b): a product nvcc may not fuse
+// and one function, kvfuzz::cuda_compat::xor_butterfly(mask, x, width, op): a warp
+// reduction's xor shuffles, a loop on a device and one warp operation on the CPU.
 #pragma once
 
 #ifdef __CUDACC__
@@ -38,6 +40,17 @@ using SharedPtr = T*;
 // a * b rounded to f32 before the sum it feeds: nvcc fuses `a * b + c` into one multiply-
 // add, which the quantized formats' reference reads (kv_format.h, no FMA) do not.
 #define KVFUZZ_MUL_ROUNDED(a, b) __fmul_rn((a), (b))
+
+namespace kvfuzz::cuda_compat {
+// The xor butterfly of a warp reduction: after it every lane of a width segment holds op
+// over the segment's values, in the butterfly's order. `op` is a captureless lambda.
+template <class T, class Op>
+__device__ inline T xor_butterfly(unsigned mask, T x, int width, Op op) {
+  for (int offset = width / 2; offset > 0; offset /= 2)
+    x = op(x, __shfl_xor_sync(mask, x, offset, width));
+  return x;
+}
+}  // namespace kvfuzz::cuda_compat
 
 #else
 
@@ -82,6 +95,15 @@ template <class T>
 T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize) {
   return ::kvfuzz::simt::shfl_down(mask, value, delta, width);
 }
+namespace kvfuzz::cuda_compat {
+// The device's loop (above), run by the launcher as one warp operation that gives each lane
+// the same bits (simt::butterfly): a fiber switch per lane per shuffle was most of the CUDA
+// engines' time on the CPU.
+template <class T, class Op>
+inline T xor_butterfly(unsigned mask, T x, int width, Op op) {
+  return ::kvfuzz::simt::butterfly(mask, x, width, op);
+}
+}  // namespace kvfuzz::cuda_compat
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
   return ::kvfuzz::simt::ballot(mask, predicate != 0);
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cuda/simt/simt.h"
+#include "kvfuzz/prng.h"
 
 namespace kvfuzz::simt {
 namespace {
@@ -119,6 +121,61 @@ TEST(Simt, ShufflesGiveCudasValues) {
   }
   EXPECT_EQ(down_sum[0], 31 * 32 / 2);
   EXPECT_EQ(down_sum[32], 32 * 32 + 31 * 32 / 2);
+}
+
+// A warp reduction's xor butterfly as one warp operation gives every lane the bits the
+// shuffle loop gives it: float sums (whose order shows in the bits) and maxima, for every
+// width (a narrower one reduces each segment alone), over random values of mixed
+// magnitudes, which are such that another order (each warp summed left to right) gives other
+// bits in some lane (asserted). Tried with the launcher's butterfly taking its offsets
+// ascending (1, 2, 4, ...: another tree): 164 of the comparisons fail.
+TEST(Simt, AButterflyGivesEachLaneTheBitsOfTheShuffleLoop) {
+  const auto add = [](float own, float other) { return own + other; };
+  const auto max = [](float own, float other) { return own > other ? own : other; };
+  std::vector<float> in(64);
+  uint64_t state = 7;
+  for (float& x : in) {
+    const double unit = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+    x = static_cast<float>((unit - 0.5) *
+                           std::ldexp(1.0, static_cast<int>(splitmix64(state) % 20)));
+  }
+  for (int width = 1; width <= 32; width *= 2) {
+    std::vector<float> loop_sum(64), loop_max(64), one_sum(64), one_max(64);
+    launch("butterfly", dim3(1), dim3(64), 0, [&] {
+      const int t = static_cast<int>(coordinates().thread_idx.x);
+      float s = in[t], m = in[t];
+      for (int offset = width / 2; offset > 0; offset /= 2) {
+        s = add(s, shfl_xor(0xffffffffu, s, offset, width));
+        m = max(m, shfl_xor(0xffffffffu, m, offset, width));
+      }
+      loop_sum[t] = s;
+      loop_max[t] = m;
+      one_sum[t] = butterfly(0xffffffffu, in[t], width, add);
+      one_max[t] = butterfly(0xffffffffu, in[t], width, max);
+    });
+    for (int t = 0; t < 64; ++t) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(one_sum[t]), std::bit_cast<uint32_t>(loop_sum[t]))
+          << "width " << width << " lane " << t;
+      EXPECT_EQ(one_max[t], loop_max[t]) << "width " << width << " lane " << t;
+    }
+    if (width == 32) {  // the order matters: left to right over the warp differs somewhere
+      int differ = 0;
+      for (int t = 0; t < 64; ++t) {
+        float left_to_right = 0.0f;
+        for (int i = t / 32 * 32; i < t / 32 * 32 + 32; ++i) left_to_right += in[i];
+        differ += left_to_right != one_sum[t];
+      }
+      EXPECT_GT(differ, 0);
+    }
+  }
+  // A butterfly reads lane XOR offset: a mask without it is the shuffle's error.
+  EXPECT_TRUE(contains(launch_error([&] {
+                         launch("butterfly-mask", dim3(1), dim3(32), 0, [&] {
+                           if (coordinates().thread_idx.x < 16)
+                             butterfly(0x0000ffffu, 1.0f, 32, add);
+                         });
+                       }),
+                       "lane 0 reads lane 16, which its mask leaves out"));
 }
 
 TEST(Simt, BallotCountsThePredicateOverTheMask) {

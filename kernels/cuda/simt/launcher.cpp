@@ -547,8 +547,27 @@ void* dynamic_shared(const char* name) {
 
 namespace detail {
 
+namespace {
+
+// A butterfly's steps over the values the lanes of `mask` offered, in place: each lane's value
+// becomes what the shuffles would have given it.
+void run_butterfly(uint64_t (&values)[kWarpSize], unsigned mask, int width, Combine combine) {
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    uint64_t next[kWarpSize];
+    for (unsigned left = mask; left != 0; left &= left - 1) {
+      const int l = std::countr_zero(left);
+      next[l] = combine(values[l], values[l ^ offset]);
+    }
+    for (unsigned left = mask; left != 0; left &= left - 1) {
+      values[std::countr_zero(left)] = next[std::countr_zero(left)];
+    }
+  }
+}
+
+}  // namespace
+
 WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width, Source source,
-                         int arg) {
+                         int arg, Combine combine) {
   Block& b = block();
   Fiber& f = *b.running;
   const int l = f.linear % kWarpSize;
@@ -572,9 +591,15 @@ WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int wi
     throw LaunchError(who(b, f) + ": " + what + " with mask 0x" + hex(mask) +
                       ", which leaves out its own lane " + std::to_string(l));
   }
-  if ((mask >> from & 1u) == 0) {
-    throw LaunchError(std::string(what) + ": lane " + std::to_string(l) + " reads lane " +
-                      std::to_string(from) + ", which its mask leaves out");
+  const auto reads_outside = [&](int read) {
+    return LaunchError(std::string(what) + ": lane " + std::to_string(l) + " reads lane " +
+                       std::to_string(read) + ", which its mask leaves out");
+  };
+  if ((mask >> from & 1u) == 0) throw reads_outside(from);
+  if (source == Source::butterfly) {  // lane XOR offset, for each offset (width is the segment)
+    for (int offset = width / 2; offset > 0; offset /= 2) {
+      if ((mask >> (l ^ offset) & 1u) == 0) throw reads_outside(l ^ offset);
+    }
   }
   // Lanes past the block's last thread do not exist: a mask naming them never completes.
   const size_t warp = static_cast<size_t>(f.linear / kWarpSize);
@@ -600,6 +625,7 @@ WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int wi
   if (w.arrived == mask) {
     Fiber* lanes = b.fibers.data() + warp * kWarpSize;
     const uint64_t completed = ++w.completed;
+    if (source == Source::butterfly) run_butterfly(w.values, mask, width, combine);
     for (unsigned left = mask; left != 0; left &= left - 1) {
       Fiber& arrived = lanes[std::countr_zero(left)];
       arrived.result = WarpResult{w.values[arrived.from], w.ballot};

@@ -30,7 +30,8 @@
 //
 // What kernels see (kernels/cuda/cuda_compat.h maps CUDA's names onto these): threadIdx,
 // blockIdx, blockDim, gridDim; __syncthreads; __syncwarp, __shfl_sync, __shfl_xor_sync,
-// __shfl_down_sync, __ballot_sync, __any_sync, __all_sync; static shared arrays by
+// __shfl_down_sync, __ballot_sync, __any_sync, __all_sync, and a warp reduction's xor
+// butterfly as one operation (butterfly(); cuda_compat.h's xor_butterfly); static shared arrays by
 // shared_array<T>(n), the same address for the same call in every thread of a block, and
 // the launch's dynamic shared memory by dynamic_shared_array<T>(); Shared<T>, the pointer
 // into shared memory through which every access is checked for races.
@@ -160,15 +161,19 @@ namespace detail {
 // own lane XOR `arg` (__shfl_xor_sync), its own lane + `arg` (__shfl_down_sync); a source
 // outside the segment reads the caller's own value, as CUDA's shuffles do. A vote reads
 // its own lane.
-enum class Source { lane, lane_xor, lane_down, own };
+// A butterfly reads lane XOR offset for each offset from width / 2 down to 1 (butterfly()).
+enum class Source { lane, lane_xor, lane_down, own, butterfly };
+// What a butterfly does at each step: op(its own value, the value of lane XOR offset).
+using Combine = uint64_t (*)(uint64_t own, uint64_t other);
 struct WarpResult {
   uint64_t value;   // the source lane's value
   unsigned ballot;  // the lanes of the mask whose value was not 0
 };
 // One warp operation: every lane in `mask` (the caller among them) offers `value`; once
-// all have, each gets its source lane's value and the ballot.
+// all have, each gets its source lane's value and the ballot (a butterfly: what `combine`
+// made of its value over the steps).
 WarpResult warp_exchange(const char* what, unsigned mask, uint64_t value, int width, Source source,
-                         int arg);
+                         int arg, Combine combine = nullptr);
 
 template <class T>
 uint64_t to_bits(T value) {
@@ -187,6 +192,10 @@ template <class T>
 T take(const char* what, unsigned mask, T value, int width, Source source, int arg) {
   return from_bits<T>(warp_exchange(what, mask, to_bits(value), width, source, arg).value);
 }
+template <class T, class Op>
+uint64_t combine_bits(uint64_t own, uint64_t other) {
+  return to_bits(Op{}(from_bits<T>(own), from_bits<T>(other)));
+}
 }  // namespace detail
 
 template <class T>
@@ -203,6 +212,22 @@ T shfl_down(unsigned mask, T value, unsigned delta, int width = kWarpSize) {
                       static_cast<int>(delta));
 }
 unsigned ballot(unsigned mask, bool predicate);
+
+// The xor butterfly that warp reductions are written as,
+//   for (int offset = width / 2; offset > 0; offset /= 2)
+//     x = op(x, __shfl_xor_sync(mask, x, offset, width));
+// as one warp operation: every lane gets, bit for bit, what those log2(width) shuffles give
+// it (the same op on the same operands in the same order), with one wait instead of
+// log2(width): a fiber switch per lane per shuffle was most of the launcher's time. `Op` is
+// a stateless function object (a captureless lambda's type).
+template <class T, class Op>
+T butterfly(unsigned mask, T x, int width, Op) {
+  static_assert(std::is_empty_v<Op> && std::is_default_constructible_v<Op>);
+  return detail::from_bits<T>(detail::warp_exchange("__shfl_xor_sync", mask, detail::to_bits(x),
+                                                    width, detail::Source::butterfly, 0,
+                                                    &detail::combine_bits<T, Op>)
+                                  .value);
+}
 
 }  // namespace kvfuzz::simt
 
