@@ -156,18 +156,21 @@ PWeights p_weights(const double* p, int count, double total, DType dtype, bool n
   };
   if (dtype != DType::f32) {
     // Per thread: each cell's weight (0 when unused) and the cells this row used, in the
-    // order of their first key.
+    // order of their first key. Whether a key's cell is new is counted, not branched on: a
+    // branch on it mispredicted about every other key and was a third of this function.
     thread_local std::vector<double> weight(size_t{1} << 16, 0.0);
     thread_local std::vector<uint16_t> used;
-    used.clear();
+    if (used.size() < static_cast<size_t>(count)) used.resize(static_cast<size_t>(count));
+    size_t n_used = 0;
     each_key([&](double pj, double w) {
       const uint16_t cell = cell_bits(pj, dtype);
-      if (weight[cell] == 0) used.push_back(cell);
+      used[n_used] = cell;
+      n_used += weight[cell] == 0 ? 1 : 0;
       weight[cell] += w;
     });
-    for (const uint16_t cell : used) {
-      add_cell(weight[cell]);
-      weight[cell] = 0;
+    for (size_t i = 0; i < n_used; ++i) {
+      add_cell(weight[used[i]]);
+      weight[used[i]] = 0;
     }
   } else {
     cells.clear();
