@@ -176,6 +176,17 @@ TEST(Simt, AButterflyGivesEachLaneTheBitsOfTheShuffleLoop) {
                          });
                        }),
                        "lane 0 reads lane 16, which its mask leaves out"));
+  // Lanes at a butterfly and at a lone shuffle of the same mask do not meet.
+  EXPECT_TRUE(contains(launch_error([&] {
+                         launch("butterfly-mixed", dim3(1), dim3(32), 0, [&] {
+                           if (coordinates().thread_idx.x == 0) {
+                             shfl_xor(0xffffffffu, 1.0f, 1);
+                           } else {
+                             butterfly(0xffffffffu, 1.0f, 32, add);
+                           }
+                         });
+                       }),
+                       "while lane 0 waits at __shfl_xor_sync with mask"));
 }
 
 TEST(Simt, BallotCountsThePredicateOverTheMask) {

@@ -223,10 +223,11 @@ unsigned ballot(unsigned mask, bool predicate);
 template <class T, class Op>
 T butterfly(unsigned mask, T x, int width, Op) {
   static_assert(std::is_empty_v<Op> && std::is_default_constructible_v<Op>);
-  return detail::from_bits<T>(detail::warp_exchange("__shfl_xor_sync", mask, detail::to_bits(x),
-                                                    width, detail::Source::butterfly, 0,
-                                                    &detail::combine_bits<T, Op>)
-                                  .value);
+  // Its own name: lanes of one warp at a butterfly and at a lone shuffle are a misuse.
+  return detail::from_bits<T>(
+      detail::warp_exchange("__shfl_xor_sync (butterfly)", mask, detail::to_bits(x), width,
+                            detail::Source::butterfly, 0, &detail::combine_bits<T, Op>)
+          .value);
 }
 
 }  // namespace kvfuzz::simt
