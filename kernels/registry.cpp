@@ -249,6 +249,11 @@ std::vector<EngineInfo> build_registry() {
        "elements of its key's row instead of the first: right only where value_dim equals "
        "head_dim.",
        true, mutants::make_mla_value_at_key_end},
+      {"rope-interleaved-as-half-split",
+       "Paged engine that declares RoPE's interleaved pairs and turns the half-split ones "
+       "(x_i, x_{i+d/2}) whatever the layout says: right only without RoPE or in half-split "
+       "layouts.",
+       true, mutants::make_rope_interleaved_as_half_split},
   };
 }
 

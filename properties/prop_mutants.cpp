@@ -107,9 +107,12 @@ const std::vector<MutantRow>& rejection_table() {
       // declared there too).
       {"fp8-v-scale-dropped",     {{Property::prefix,   60,   19}}, true},
       {"q4_0-nibbles-swapped",    {{Property::prefix,   80,   28}}, true},
-      {"affine-pack-high-first",  {{Property::prefix,   40,    7}}, true},
+      // Case 0 since the grid draws RoPE's pairs too (7 before).
+      {"affine-pack-high-first",  {{Property::prefix,   40,    0}}, true},
       // MLA's value read from its key, on the same grid.
       {"mla-value-at-key-end",    {{Property::prefix,   60,   25}}, true},
+      // RoPE's interleaved pairs, on the same grid.
+      {"rope-interleaved-as-half-split", {{Property::prefix, 80, 37}}, true},
   };
   return table;
 }

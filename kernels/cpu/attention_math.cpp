@@ -12,24 +12,27 @@ void rope_angles(int dim, int64_t pos, double theta, float* cos_out, float* sin_
   }
 }
 
-void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in) {
-  const int half = dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const float a = x[i];
-    const float b = x[i + half];
-    x[i] = a * cos_in[i] - b * sin_in[i];
-    x[i + half] = a * sin_in[i] + b * cos_in[i];
+void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style) {
+  const auto d = static_cast<size_t>(dim);
+  for (size_t i = 0; i < d / 2; ++i) {
+    const RopePair pair = rope_pair(i, d, style);
+    const float a = x[pair.first];
+    const float b = x[pair.second];
+    x[pair.first] = a * cos_in[i] - b * sin_in[i];
+    x[pair.second] = a * sin_in[i] + b * cos_in[i];
   }
 }
 
-void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, DType dtype) {
+void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style,
+                   DType dtype) {
   const auto r = [dtype](float value) { return round_to_dtype(value, dtype); };
-  const int half = dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const float a = x[i];
-    const float b = x[i + half];
-    x[i] = r(r(a * cos_in[i]) - r(b * sin_in[i]));
-    x[i + half] = r(r(a * sin_in[i]) + r(b * cos_in[i]));
+  const auto d = static_cast<size_t>(dim);
+  for (size_t i = 0; i < d / 2; ++i) {
+    const RopePair pair = rope_pair(i, d, style);
+    const float a = x[pair.first];
+    const float b = x[pair.second];
+    x[pair.first] = r(r(a * cos_in[i]) - r(b * sin_in[i]));
+    x[pair.second] = r(r(a * sin_in[i]) + r(b * cos_in[i]));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/kv_array.h"
+#include "kvfuzz/scenario.h"
 
 namespace kvfuzz::cpu {
 
@@ -20,15 +21,17 @@ struct KeyRange {
   int64_t count() const { return hi >= lo ? hi - lo + 1 : 0; }
 };
 
-// RoPE (NeoX half-split) at one position. For i in [0, dim/2): inv_freq = theta^(-2i/dim),
+// RoPE's angles at one position. For pair i in [0, dim/2): inv_freq = theta^(-2i/dim),
 // angle = pos * inv_freq in double, cos and sin cast to float. cos/sin hold dim/2 floats.
 void rope_angles(int dim, int64_t pos, double theta, float* cos_out, float* sin_out);
-// (x_i, x_{i+dim/2}) -> (x_i cos - x_{i+dim/2} sin, x_i sin + x_{i+dim/2} cos), in place.
-// validate() requires an even dim with RoPE.
-void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in);
+// Pair i of `style` (rope_pair: (x_i, x_{i+dim/2}) half-split, (x_2i, x_2i+1) interleaved),
+// (a, b) -> (a cos_i - b sin_i, a sin_i + b cos_i), in place. validate() requires an even dim
+// with RoPE.
+void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style);
 // The same as a model computing in `dtype` does it (HF transformers' apply_rotary_pos_emb on
 // bf16 tensors): cos and sin already rounded to it, and each product and the sum too.
-void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, DType dtype);
+void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style,
+                   DType dtype);
 
 // sum_i a[i] * b[i] in float, in index order (the order KvArray::dot uses).
 float dot(const float* a, const float* b, size_t n);

@@ -100,8 +100,10 @@ void CpuEngine::run_chunk(const ChunkIn& chunk, ChunkOut& out) {
       rope_angles(l.head_dim, pos, *l.rope_theta, cos_.data(), sin_.data());
       const DType tables = numerics_.rope_tables;
       const auto rotate = [&](float* head) {
-        if (tables == DType::f32) return rope_apply(head, l.head_dim, cos_.data(), sin_.data());
-        rope_apply_in(head, l.head_dim, cos_.data(), sin_.data(), tables);
+        if (tables == DType::f32) {
+          return rope_apply(head, l.head_dim, cos_.data(), sin_.data(), l.rope_style);
+        }
+        rope_apply_in(head, l.head_dim, cos_.data(), sin_.data(), l.rope_style, tables);
       };
       if (tables != DType::f32) {
         for (float& c : cos_) c = round_to_dtype(c, tables);

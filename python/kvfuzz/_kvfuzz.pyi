@@ -19,6 +19,7 @@ class EngineConfig:
     dtype: str
     scale: float
     rope_theta: Optional[float]
+    rope_style: str
     window: Optional[int]
     softcap: Optional[float]
     sinks: Optional[List[float]]

@@ -102,7 +102,7 @@ class Config:
     page_size: int
     dtype: str  # "f32", "f16" or "bf16": q, k, v are already rounded to it
     scale: float  # the softmax scale (1/sqrt(head_dim) unless the scenario sets one)
-    rope_theta: float | None  # RoPE (NeoX half-split) when set
+    rope_theta: float | None  # RoPE (half-split pairs unless rope_style says otherwise) when set
     window: int | None  # the query at position p sees keys p - window + 1 .. p
     sequences: int  # sequence ids are 0 .. sequences - 1
     page_order: list  # the order a paged engine hands out its physical pages
@@ -121,6 +121,9 @@ class Config:
     # MLA, sent only to an engine that declares it (value_from_key): each value is its key's
     # first value_dim elements (the steps' v holds them), so the cache may keep keys alone.
     value_from_key: bool = False
+    # RoPE's pairs: "half_split" ((x_i, x_{i+d/2}), NeoX's), or "interleaved" ((x_2i, x_2i+1),
+    # GPT-J's), sent only to an engine that declares it (rope_interleaved).
+    rope_style: str = "half_split"
 
     @property
     def group(self):
@@ -224,6 +227,7 @@ def config_from_hello(request):
         k_format=layout.get("k_format"),
         v_format=layout.get("v_format"),
         value_from_key=bool(layout.get("value_from_key", False)),
+        rope_style=layout.get("rope_style", "half_split"),
     )
 
 

@@ -102,7 +102,12 @@ void bind_engine_types(nb::module_& m) {
       .def_prop_ro("scale", [](const EngineConfig& c) { return c.layout.softmax_scale(); })
       .def_prop_ro(
           "rope_theta", [](const EngineConfig& c) { return c.layout.rope_theta; },
-          "RoPE base (NeoX half-split), or None")
+          "RoPE base, or None")
+      .def_prop_ro(
+          "rope_style",
+          [](const EngineConfig& c) { return std::string(rope_style_name(c.layout.rope_style)); },
+          "RoPE's pairs: 'half_split' ((x_i, x_{i+d/2}), NeoX's) or 'interleaved' ((x_2i, "
+          "x_2i+1), GPT-J's; only to an engine whose supports say rope_interleaved)")
       .def_prop_ro(
           "window", [](const EngineConfig& c) { return c.layout.window; },
           "sliding window (the query at p sees keys p - window + 1 .. p), or None")

@@ -538,7 +538,7 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
             "f.json: $.expect[1].pos: expected an integer, got 4.0 (integers are written without "
             "a fraction or exponent)");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 1.0)")),
-            "f.json: $.kvfuzz_fixture: expected format version 1 to 5, got 1.0");
+            "f.json: $.kvfuzz_fixture: expected format version 1 to 6, got 1.0");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -547,8 +547,8 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
 TEST(FixtureErrors, ExactMessages) {
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("q_heads": 1)", R"("qheads": 1)")),
             "f.json: $.layout.qheads: unknown field; expected one of q_heads, kv_heads, head_dim, "
-            "value_dim, page_size, dtype, rope_theta, window, scale, softcap, sinks, alibi, "
-            "chunked_local, k_format, v_format, value_from_key");
+            "value_dim, page_size, dtype, rope_theta, rope_style, window, scale, softcap, sinks, "
+            "alibi, chunked_local, k_format, v_format, value_from_key");
   EXPECT_EQ(error_of(replace(kWorkedExample, "    \"q_heads\": 1,\n", "")),
             "f.json: $.layout.q_heads: missing; expected an integer in [1, 128]");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("seq": 0, "tokens": [3, 4])",
@@ -597,10 +597,10 @@ TEST(FixtureRoundTrip, QkMagnitude) {
 }
 
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
-  const std::string v6 =
-      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 6)"),
+  const std::string v7 =
+      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 7)"),
               R"("sequences": 1,)", R"("sequences": 1, "fork_points": [],)");
-  EXPECT_EQ(error_of(v6), "f.json: $.kvfuzz_fixture: expected format version 1 to 5, got 6");
+  EXPECT_EQ(error_of(v7), "f.json: $.kvfuzz_fixture: expected format version 1 to 6, got 7");
 }
 
 // Format version 2: the attention features. A version 1 fixture reads as before (and a
@@ -793,6 +793,36 @@ TEST(FixtureValueFromKey, Version4HoldsItTokensWithoutValuesAndEveryRuleIsOneLin
             "f.json: $.tokens.explicit[0].v: expected 1 head (kv_heads), got 0");
   EXPECT_EQ(error_with(R"("value_from_key": true)", R"("value_from_key": 1)"),
             "f.json: $.layout.value_from_key: expected true or false, got 1");
+}
+
+// Format version 6: RoPE's interleaved pairs. The seed's rows are computed by hand (its
+// note), so the reference's pairs are checked against arithmetic that is not its own.
+TEST(FixtureRopeStyle, Version6HoldsInterleavedPairsAndEveryRuleIsOneLine) {
+  const Scenario seed =
+      load_fixture(fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds/rope-interleaved-pairs.json");
+  EXPECT_EQ(seed.layout.rope_style, RopeStyle::interleaved);
+  EXPECT_EQ(fixture_format_version(seed), 6);
+  const std::string written = write_fixture(seed);
+  EXPECT_NE(written.find(R"("rope_style": "interleaved")"), std::string::npos) << written;
+  EXPECT_EQ(parse_fixture(written, "f.json"), seed);
+  // Half-split pairs are the default, written as nothing, in the lowest version as before.
+  Scenario half = seed;
+  half.layout.rope_style = RopeStyle::half_split;
+  EXPECT_EQ(write_fixture(half).find(R"("rope_style":)"), std::string::npos);
+  EXPECT_LT(fixture_format_version(half), 6);
+
+  const auto error_with = [&](const std::string& from, const std::string& to) {
+    return error_of(replace(written, from, to));
+  };
+  EXPECT_EQ(error_with(R"("kvfuzz_fixture": 6)", R"("kvfuzz_fixture": 5)"),
+            "f.json: $.layout.rope_style: expected no \"rope_style\" in a version 5 fixture "
+            "(RoPE's pairs need \"kvfuzz_fixture\": 6), got \"interleaved\"");
+  EXPECT_EQ(error_with(R"("rope_style": "interleaved")", R"("rope_style": "gptj")"),
+            "f.json: $.layout.rope_style: expected one of \"half_split\", \"interleaved\", got "
+            "\"gptj\"");
+  EXPECT_EQ(error_with(R"("rope_theta": 10000,)", ""),
+            "f.json: $.layout.rope_style: expected no rope_style without rope_theta (it says "
+            "which pairs RoPE turns), got \"interleaved\"");
 }
 
 TEST(FixtureErrors, GotValuesAreShortAndMessagesOneLine) {

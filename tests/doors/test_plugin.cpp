@@ -249,6 +249,8 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       {"affine-pack-high-first", "affine-pack-order", FailureKind::mismatch},
       // MLA's value read from its key crosses ABI 8's config field.
       {"mla-value-at-key-end", "mla-latent-value", FailureKind::mismatch},
+      // RoPE's interleaved pairs cross ABI 10's config field.
+      {"rope-interleaved-as-half-split", "rope-interleaved-pairs", FailureKind::mismatch},
   };
   std::set<std::string> rejected;
   for (const Targeted& c : cases) {
@@ -320,7 +322,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .kv_affine = true,
                                           .kv_one_format = true,
                                           .kv_tensor_scales = true,
-                                          .value_from_key = true}));
+                                          .value_from_key = true,
+                                          .rope_interleaved = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
   // otherwise (its functions, the model door) is not.
   EXPECT_EQ(
@@ -417,6 +420,9 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
 // added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
 EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   const EngineNumerics defaults;
+  if (version < 10) {  // ABI 10's interleaved RoPE pairs
+    declared.supports.rope_interleaved = false;
+  }
   if (version < 9) {  // ABI 9's affine KV groups
     declared.supports.kv_affine = false;
   }
@@ -499,8 +505,8 @@ struct Refusal {
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
       {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
-       {"plugin built for engine ABI 10, this kvfuzz speaks 9 and reads 1, 2, 3, 4, 5, 6, 7 and "
-        "8"}},
+       {"plugin built for engine ABI 11, this kvfuzz speaks 10 and reads 1, 2, 3, 4, 5, 6, 7, "
+        "8 and 9"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -517,7 +523,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 9, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 10, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
@@ -560,7 +566,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0x1002; expected KVFUZZ_SUPPORTS_* flags (bits of 0xfff)"}},
+       {"engine 'second' has supports 0x2002; expected KVFUZZ_SUPPORTS_* flags (bits of 0x1fff)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

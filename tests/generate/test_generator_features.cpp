@@ -119,6 +119,7 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   // the drawn ones differs (the affine formats, drawn after it, are left out of both).
   GeneratorOptions with = o;
   with.supports.kv_affine = false;
+  with.supports.rope_interleaved = false;  // drawn after it too
   GeneratorOptions without = with;
   without.supports.value_from_key = false;
   for (uint64_t seed = 1; seed <= 200; ++seed) {
@@ -136,6 +137,52 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   EXPECT_EQ(filter_conflict(forced)->message,
             "expected no RoPE with value_from_key (MLA's decoupled RoPE part is not modelled "
             "yet), got RoPE on");
+}
+
+// RoPE's interleaved pairs: drawn last, in about one RoPE scenario in three, only for an
+// engine that declares them; the others' scenarios stay choice for choice; the filter forces
+// RoPE on in interleaved pairs and refuses --rope off beside it.
+TEST(GeneratorFeatures, RopeInterleavedIsDrawnLastAtItsRateAndTheFilterForcesIt) {
+  const GeneratorOptions o = with_features();
+  const int eligible =
+      count_with(o, [](const Scenario& s) { return s.layout.rope_theta.has_value(); });
+  const int drawn = count_with(
+      o, [](const Scenario& s) { return s.layout.rope_style == RopeStyle::interleaved; });
+  std::printf("rope_interleaved %d of %d scenarios with RoPE\n", drawn, eligible);
+  // Binomial(eligible, 1/3): sd about 10 at 400; 40 is four of them.
+  EXPECT_GT(drawn, eligible / kRopeInterleavedCaseOdds - 40);
+  EXPECT_LT(drawn, eligible / kRopeInterleavedCaseOdds + 40);
+  GeneratorOptions without = o;
+  without.supports.rope_interleaved = false;
+  EXPECT_EQ(
+      count_with(without,
+                 [](const Scenario& s) { return s.layout.rope_style != RopeStyle::half_split; }),
+      0);
+  // Without it declared, the scenarios are the others' choice for choice, but for the drawn
+  // ones' pairs and (generated tokens) their score spread, sized again for them.
+  int same = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    PrngChoiceSource a(seed), b(seed);
+    const Scenario before = generate_scenario(a, without);
+    const Scenario after = generate_scenario(b, o);
+    if (after.layout.rope_style == RopeStyle::interleaved) continue;
+    EXPECT_EQ(before, after) << seed;
+    ++same;
+  }
+  EXPECT_GT(same, 150);
+  GeneratorOptions forced = o;
+  forced.filters.features.rope_interleaved = true;
+  EXPECT_EQ(count_with(forced,
+                       [](const Scenario& s) {
+                         return s.layout.rope_theta &&
+                                s.layout.rope_style == RopeStyle::interleaved;
+                       }),
+            kSeeds);
+  forced.filters.rope = OnOff::off;
+  ASSERT_TRUE(filter_conflict(forced));
+  EXPECT_EQ(filter_conflict(forced)->message,
+            "expected RoPE with rope_interleaved (it says which pairs RoPE turns), got --rope "
+            "off");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "judge/tolerance.h"
 #include "kvfuzz/dtype.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/prng.h"
 #include "run/runner.h"
 #include "test_scenarios.h"
 
@@ -222,6 +223,49 @@ TEST(Reference, RopeFourDims) {
     den += w;
   }
   EXPECT_NEAR(rows[3].values[0], num / den, 1e-12);
+}
+
+// Interleaved pairs are half-split pairs on permuted elements: element 2i of a head in one
+// is element i in the other, 2i + 1 is i + d/2, and the pair's frequency is the same. So the
+// rows of a scenario in interleaved pairs equal those of its half-split twin whose q and k
+// have each element moved so (scores are dot products, which the move leaves as they are),
+// and not those of the unmoved scenario in half-split pairs.
+TEST(Reference, RopeInterleavedIsHalfSplitOnPermutedElements) {
+  constexpr int kDim = 8;
+  Scenario interleaved;
+  interleaved.layout.head_dim = kDim;
+  interleaved.layout.rope_theta = 100.0;
+  interleaved.layout.rope_style = RopeStyle::interleaved;
+  std::vector<ExplicitToken> tokens, moved;
+  uint64_t state = 11;
+  const auto draw = [&] { return static_cast<double>(splitmix64(state) % 17) / 4 - 2; };
+  for (int t = 0; t < 6; ++t) {
+    Vec q(kDim), k(kDim), q_moved(kDim), k_moved(kDim);
+    for (int d = 0; d < kDim; ++d) {
+      q[d] = draw();
+      k[d] = draw();
+      const int to = d % 2 == 0 ? d / 2 : d / 2 + kDim / 2;
+      q_moved[to] = q[d];
+      k_moved[to] = k[d];
+    }
+    const Vec v = {draw()};
+    tokens.push_back(token({q}, {k}, {v}));
+    moved.push_back(token({q_moved}, {k_moved}, {v}));
+  }
+  interleaved.tokens = tokens;
+  interleaved.program = {Op::append(0, {0, 1, 2, 3}), Op::append(0, {4, 5})};
+  Scenario twin = interleaved;
+  twin.layout.rope_style = RopeStyle::half_split;
+  twin.tokens = moved;
+  Scenario unmoved = twin;
+  unmoved.tokens = tokens;
+  const auto a = rows_of(interleaved), b = rows_of(twin), c = rows_of(unmoved);
+  double differ = 0;
+  for (size_t p = 0; p < a.size(); ++p) {
+    EXPECT_NEAR(a[p].values[0], b[p].values[0], 1e-12) << "pos " << p;
+    differ = std::max(differ, std::fabs(a[p].values[0] - c[p].values[0]));
+  }
+  EXPECT_GT(differ, 0.01);  // the pairs matter: the unmoved twin's rows are others
 }
 
 // RoPE scores depend on relative positions only. With a window of 3, the row at p of

@@ -54,7 +54,8 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "fp8-v-scale-dropped",
                                        "q4_0-nibbles-swapped",
                                        "affine-pack-high-first",
-                                       "mla-value-at-key-end"};
+                                       "mla-value-at-key-end",
+                                       "rope-interleaved-as-half-split"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -420,9 +420,9 @@ TEST(ModelHonest, PassGeneratedScenariosInEveryDtype) {
 // attention-level checks reject them.
 bool needs_attention_feature(const EngineInfo& mutant) {
   static const std::set<std::string> kNames = {
-      "softcap-twice-split",        "sink-prefill-only",   "alibi-kv-head-slope",
-      "chunked-local-from-request", "fp8-v-scale-dropped", "q4_0-nibbles-swapped",
-      "affine-pack-high-first",     "mla-value-at-key-end"};
+      "softcap-twice-split",        "sink-prefill-only",    "alibi-kv-head-slope",
+      "chunked-local-from-request", "fp8-v-scale-dropped",  "q4_0-nibbles-swapped",
+      "affine-pack-high-first",     "mla-value-at-key-end", "rope-interleaved-as-half-split"};
   return kNames.count(mutant.name) != 0;
 }
 

@@ -4,7 +4,9 @@ read from the config kvfuzz hands in; and one with a real-world feature bug. Wit
 quantized KV caches too ("Quantized KV caches"): one that stores K and V through
 kvfuzz.quantize_row and reads them back, and one that drops V's fp8 scale. With MLA's value
 read from its key (value_from_key): one that caches keys alone and reads each value from its
-key's row, and one that reads it from the row's end."""
+key's row, and one that reads it from the row's end. With RoPE's interleaved pairs
+(rope_interleaved): one that turns the pairs config.rope_style names, and one that turns the
+half-split ones whatever it says."""
 
 import ml_dtypes
 import numpy as np
@@ -131,3 +133,32 @@ class LatentAtKeyEndEngine(LatentEngine):
 
     def _latent(self, keys, value_dim):
         return keys[:, :, keys.shape[2] - value_dim:]  # the bug
+
+
+class RopePairsEngine(FeaturesEngine):
+    """Turns RoPE's pairs as config.rope_style says: (x[2i], x[2i+1]) when "interleaved"."""
+
+    supports = {**FEATURES, "rope_interleaved": True}
+
+    def _rotate(self, x, positions):
+        if self.config.rope_theta is None or not self._interleaved():
+            return super()._rotate(x, positions)
+        x = x.astype(np.float64)
+        theta, dim = self.config.rope_theta, self.config.head_dim
+        angles = positions[:, None] * theta ** (-2.0 * np.arange(dim // 2) / dim)  # [t, pair]
+        cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2] = a * cos - b * sin
+        out[..., 1::2] = a * sin + b * cos
+        return out
+
+    def _interleaved(self):
+        return self.config.rope_style == "interleaved"
+
+
+class RopeHalfSplitOnlyEngine(RopePairsEngine):
+    """Declares interleaved pairs and turns the half-split ones whatever config says."""
+
+    def _interleaved(self):
+        return False  # the bug

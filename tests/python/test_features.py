@@ -12,6 +12,8 @@ from features_engine import (
     LatentAtKeyEndEngine,
     LatentEngine,
     QuantizedEngine,
+    RopeHalfSplitOnlyEngine,
+    RopePairsEngine,
     SinkPrefillOnlyEngine,
 )
 from numpy_engine import NumpyEngine
@@ -102,3 +104,31 @@ def test_an_mla_cache_reads_values_from_keys_and_the_key_end_is_rejected(tmp_pat
     result = kvfuzz.check(LatentAtKeyEndEngine, cases=60, seed=1, out=str(tmp_path / "bad"),
                           shrink_seconds=5)
     assert not result.passed
+
+
+def test_interleaved_rope_pairs_reach_the_config_and_half_split_ones_are_rejected(tmp_path):
+    seed = os.path.join(SEEDS, "rope-interleaved-pairs.json")
+    assert kvfuzz.engine(RopePairsEngine).declarations()["supports"]["rope_interleaved"]
+    result = kvfuzz.replay(seed, RopePairsEngine)
+    assert result.passed and result.count("pass") == 1, result
+    skipped = kvfuzz.replay(seed, FeaturesEngine)
+    assert skipped.count("skip") == 1 and "interleaved pairs" in skipped.summary()
+    assert not kvfuzz.replay(seed, RopeHalfSplitOnlyEngine).passed
+    # About one case in nine has them (a third of those with RoPE: generate/features.h).
+    result = kvfuzz.check(RopePairsEngine, cases=90, seed=1, out=str(tmp_path / "out"))
+    assert result.passed, result
+    result = kvfuzz.check(RopeHalfSplitOnlyEngine, cases=90, seed=1, out=str(tmp_path / "bad"),
+                          shrink_seconds=5)
+    assert not result.passed
+
+
+
+def test_the_exec_door_hands_rope_style_on_and_half_split_by_default():
+    from kvfuzz.exec_server import config_from_hello
+
+    layout = {"q_heads": 1, "kv_heads": 1, "head_dim": 4, "value_dim": 1, "page_size": 16,
+              "dtype": "f32", "scale": 1.0, "rope_theta": 100.0, "window": None}
+    hello = {"layout": layout, "sequences": 1, "page_order": [0], "poison": "nan"}
+    assert config_from_hello(hello).rope_style == "half_split"
+    hello["layout"] = {**layout, "rope_style": "interleaved"}
+    assert config_from_hello(hello).rope_style == "interleaved"

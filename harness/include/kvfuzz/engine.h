@@ -186,15 +186,20 @@ struct EngineSupports {
   // Multi-head latent attention's shared row (Layout::value_from_key): the engine reads each
   // value from its key's stored row. Off unless declared.
   bool value_from_key = false;
+  // RoPE's interleaved pairs (Layout::rope_style, GPT-J's and ggml's normal mode). Off unless
+  // declared: an engine that says nothing is given RoPE in half-split pairs only.
+  bool rope_interleaved = false;
   bool operator==(const EngineSupports&) const = default;
 };
 
 // The supports that widen the layouts (the attention features, off by default), as
 // opposed to the others, whose non-default values narrow them.
-inline constexpr std::array<bool EngineSupports::*, 8> kFeatureSupports{
-    &EngineSupports::softcap,       &EngineSupports::sinks,         &EngineSupports::alibi,
-    &EngineSupports::chunked_local, &EngineSupports::kv_fp8,        &EngineSupports::kv_ggml_blocks,
-    &EngineSupports::kv_affine,     &EngineSupports::value_from_key};
+inline constexpr std::array<bool EngineSupports::*, 9> kFeatureSupports{
+    &EngineSupports::softcap,         &EngineSupports::sinks,
+    &EngineSupports::alibi,           &EngineSupports::chunked_local,
+    &EngineSupports::kv_fp8,          &EngineSupports::kv_ggml_blocks,
+    &EngineSupports::kv_affine,       &EngineSupports::value_from_key,
+    &EngineSupports::rope_interleaved};
 
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).

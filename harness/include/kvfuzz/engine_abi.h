@@ -70,6 +70,10 @@
  *     formats, kvfuzz_engine_config's k_group and v_group, and the KVFUZZ_SUPPORTS_KV_AFFINE
  *     flag that asks for them; an ABI 8 entry does not declare it, and its engines never get
  *     such a layout.
+ *   - ABI 10 (the same kvfuzz_engine_api) adds RoPE's interleaved pairs:
+ *     kvfuzz_engine_config's rope_style and the KVFUZZ_SUPPORTS_ROPE_INTERLEAVED flag that
+ *     asks for them; an ABI 9 entry does not declare it, and its engines get RoPE in
+ *     half-split pairs only.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -96,7 +100,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 9
+#define KVFUZZ_ENGINE_ABI_VERSION 10
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -153,6 +157,13 @@ extern "C" {
  * gets every combination its KV flags allow. */
 #define KVFUZZ_SUPPORTS_KV_ONE_FORMAT 1024u
 #define KVFUZZ_SUPPORTS_KV_TENSOR_SCALES 2048u
+/* ABI 10: RoPE's interleaved pairs (config.rope_style KVFUZZ_ROPE_INTERLEAVED). */
+#define KVFUZZ_SUPPORTS_ROPE_INTERLEAVED 4096u
+
+/* kvfuzz_engine_config.rope_style (ABI 10): which elements RoPE turns together. Pair
+ * i < head_dim / 2 turns by pos * rope_theta^(-2i / head_dim) in both. */
+#define KVFUZZ_ROPE_HALF_SPLIT 0  /* (x_i, x_{i + head_dim/2}): NeoX's rotate_half */
+#define KVFUZZ_ROPE_INTERLEAVED 1 /* (x_{2i}, x_{2i+1}): GPT-J's, ggml's normal mode */
 
 /* kvfuzz_engine_config.k_format and v_format (ABI 7): how the cache stores K and V
  * (kvfuzz/kv_format.h; docs/fixture-format.md, "Quantized KV caches"). */
@@ -229,6 +240,10 @@ typedef struct kvfuzz_engine_config {
    * formats. An engine gets one only when it declares KVFUZZ_SUPPORTS_KV_AFFINE. */
   int32_t k_group;
   int32_t v_group;
+
+  /* ABI 10: KVFUZZ_ROPE_* (with rope_theta). An engine gets KVFUZZ_ROPE_INTERLEAVED only when
+   * it declares KVFUZZ_SUPPORTS_ROPE_INTERLEAVED. */
+  int32_t rope_style;
 } kvfuzz_engine_config;
 
 /* sizeof(kvfuzz_engine_config) up to ABI 5, whose fields are this struct's up to
@@ -240,6 +255,8 @@ typedef struct kvfuzz_engine_config {
 #define KVFUZZ_ENGINE_CONFIG_V7_SIZE offsetof(kvfuzz_engine_config, value_from_key)
 /* ... and up to ABI 8: up to value_from_key. */
 #define KVFUZZ_ENGINE_CONFIG_V8_SIZE offsetof(kvfuzz_engine_config, k_group)
+/* ... and up to ABI 9: up to v_group. */
+#define KVFUZZ_ENGINE_CONFIG_V9_SIZE offsetof(kvfuzz_engine_config, rope_style)
 
 /* One sequence's new tokens in a batched forward. */
 typedef struct kvfuzz_chunk_in {

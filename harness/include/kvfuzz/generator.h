@@ -89,7 +89,10 @@ struct FeatureSet {
   bool alibi = false;
   bool chunked_local = false;
   bool value_from_key = false;
-  bool any() const { return softcap || sinks || alibi || chunked_local || value_from_key; }
+  bool rope_interleaved = false;  // RoPE on, in interleaved pairs (Layout::rope_style)
+  bool any() const {
+    return softcap || sinks || alibi || chunked_local || value_from_key || rope_interleaved;
+  }
   bool operator==(const FeatureSet&) const = default;
 };
 
@@ -101,12 +104,13 @@ struct FeatureName {
   bool FeatureSet::*wanted;
   bool EngineSupports::*supported;
 };
-inline constexpr std::array<FeatureName, 5> kFeatureNames{{
+inline constexpr std::array<FeatureName, 6> kFeatureNames{{
     {"softcap", &FeatureSet::softcap, &EngineSupports::softcap},
     {"sinks", &FeatureSet::sinks, &EngineSupports::sinks},
     {"alibi", &FeatureSet::alibi, &EngineSupports::alibi},
     {"chunked_local", &FeatureSet::chunked_local, &EngineSupports::chunked_local},
     {"value_from_key", &FeatureSet::value_from_key, &EngineSupports::value_from_key},
+    {"rope_interleaved", &FeatureSet::rope_interleaved, &EngineSupports::rope_interleaved},
 }};
 
 // Focusing a run (kvfuzz check's filters, docs/filters.md): every scenario satisfies them.

@@ -17,6 +17,29 @@
 
 namespace kvfuzz {
 
+// Which elements RoPE turns together (Layout::rope_style). Pair i < head_dim / 2 turns by
+// pos * theta^(-2i / head_dim) in both; they differ in where its two elements sit:
+//   half_split   (x_i, x_{i + d/2}): GPT-NeoX's rotate_half, Llama in transformers, vLLM's
+//                is_neox_style, ggml's GGML_ROPE_TYPE_NEOX;
+//   interleaved  (x_{2i}, x_{2i+1}): GPT-J's, ggml's normal mode (GGUF Llama models), vLLM's
+//                is_neox_style=False, DeepSeek's MLA RoPE part.
+enum class RopeStyle { half_split, interleaved };
+// "half_split" or "interleaved", as fixtures spell them.
+const char* rope_style_name(RopeStyle style);
+
+// The two elements of RoPE's pair i (i < head_dim / 2) in `style`.
+struct RopePair {
+  size_t first, second;
+};
+constexpr RopePair rope_pair(size_t i, size_t head_dim, RopeStyle style) {
+  return style == RopeStyle::interleaved ? RopePair{2 * i, 2 * i + 1}
+                                         : RopePair{i, i + head_dim / 2};
+}
+// The pair that element d (d < head_dim) belongs to.
+constexpr size_t rope_pair_of(size_t d, size_t head_dim, RopeStyle style) {
+  return style == RopeStyle::interleaved ? d / 2 : d % (head_dim / 2);
+}
+
 struct Layout {
   int q_heads = 1;
   int kv_heads = 1;
@@ -24,9 +47,10 @@ struct Layout {
   int value_dim = 1;
   int page_size = 16;
   DType dtype = DType::f32;
-  std::optional<double> rope_theta;  // RoPE (half-split, NeoX style) when set
-  std::optional<int> window;         // query at p sees keys [p - window + 1, p]
-  std::optional<double> scale;       // softmax scale; 1/sqrt(head_dim) when absent
+  std::optional<double> rope_theta;              // RoPE with this base when set
+  RopeStyle rope_style = RopeStyle::half_split;  // its pairs (only with rope_theta)
+  std::optional<int> window;                     // query at p sees keys [p - window + 1, p]
+  std::optional<double> scale;                   // softmax scale; 1/sqrt(head_dim) when absent
   // The attention features of today's engines (docs/fixture-format.md, "Attention
   // features"). Absent or empty: off. A logit is scale * q.k, then soft-capped, then biased
   // by ALiBi; a sink joins the softmax with its own logit and no value.
@@ -46,10 +70,16 @@ struct Layout {
   // and kv head, stored once), not a row of its own. The token table's v is then k's prefix.
   bool value_from_key = false;
 
+  // RoPE off (rope_theta and its pairs).
+  void clear_rope() {
+    rope_theta.reset();
+    rope_style = RopeStyle::half_split;
+  }
   int group() const { return q_heads / kv_heads; }
   int kv_head_of(int q_head) const { return q_head / group(); }
   double softmax_scale() const;
-  // Whether any attention feature above is on (engines declare each in EngineSupports).
+  // Whether any attention feature above is on, MLA's value_from_key and RoPE's interleaved
+  // pairs included (engines declare each in EngineSupports).
   bool has_features() const;
   // Whether K or V is stored quantized.
   bool quantized_kv() const { return k_format.quantized() || v_format.quantized(); }

@@ -141,8 +141,8 @@ Layout read_layout(const Object& top, int version) {
   const Object o =
       top.need("layout", "an object")
           .to_object({"q_heads", "kv_heads", "head_dim", "value_dim", "page_size", "dtype",
-                      "rope_theta", "window", "scale", "softcap", "sinks", "alibi", "chunked_local",
-                      "k_format", "v_format", "value_from_key"});
+                      "rope_theta", "rope_style", "window", "scale", "softcap", "sinks", "alibi",
+                      "chunked_local", "k_format", "v_format", "value_from_key"});
   Layout layout;
   layout.q_heads = o.need_int("q_heads", 1, limits::kMaxQHeads);
   layout.kv_heads = o.need_int("kv_heads", 1, limits::kMaxKvHeads);
@@ -151,6 +151,16 @@ Layout read_layout(const Object& top, int version) {
   layout.page_size = o.need_int("page_size", 1, limits::kMaxPageSize);
   layout.dtype = *parse_dtype(o.need_choice("dtype", {"f32", "f16", "bf16"}));
   if (auto node = o.get("rope_theta")) layout.rope_theta = node->to_number();
+  // RoPE's pairs came with format version 6 (validate() asks for rope_theta beside them).
+  if (auto node = o.get("rope_style")) {
+    if (version < 6) {
+      node->expected("no \"rope_style\" in a version " + std::to_string(version) +
+                     " fixture (RoPE's pairs need \"kvfuzz_fixture\": 6)");
+    }
+    layout.rope_style = node->to_choice({"half_split", "interleaved"}) == "interleaved"
+                            ? RopeStyle::interleaved
+                            : RopeStyle::half_split;
+  }
   layout.window = o.get_int("window", 1, limits::kMaxEpochTokens);
   if (auto node = o.get("scale")) layout.scale = node->to_number();
   // The attention features came with format version 2.
@@ -473,6 +483,9 @@ std::string write_layout(const Layout& layout) {
                    {"page_size", std::to_string(layout.page_size)},
                    {"dtype", json_string(dtype_name(layout.dtype))}};
   if (layout.rope_theta) fields.push_back(Field{"rope_theta", number(*layout.rope_theta)});
+  if (layout.rope_style != RopeStyle::half_split) {
+    fields.push_back(Field{"rope_style", json_string(rope_style_name(layout.rope_style))});
+  }
   if (layout.window) fields.push_back(Field{"window", std::to_string(*layout.window)});
   if (layout.scale) fields.push_back(Field{"scale", number(*layout.scale)});
   if (layout.softcap) fields.push_back(Field{"softcap", number(*layout.softcap)});
@@ -593,6 +606,7 @@ std::string write_provenance(const Provenance& p) {
 
 int fixture_format_version(const Scenario& scenario) {
   const Layout& l = scenario.layout;
+  if (l.rope_style != RopeStyle::half_split) return 6;
   if (is_affine(l.k_format.quant) || is_affine(l.v_format.quant)) return 5;
   if (scenario.layout.value_from_key) return 4;
   if (scenario.layout.quantized_kv()) return 3;

@@ -187,6 +187,9 @@ inline constexpr std::tuple kAbiFields{
     AbiRow{&Sup::kv_one_format, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_ONE_FORMAT}, 9},
     AbiRow{&Sup::kv_tensor_scales,
            Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_TENSOR_SCALES}, 9},
+    // ABI 10
+    AbiRow{&Sup::rope_interleaved,
+           Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ROPE_INTERLEAVED}, 10},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,

@@ -246,6 +246,8 @@ std::string case_request(Ordered request, const EngineConfig& config,
                     {"scale", l.softmax_scale()}, {"rope_theta", nullptr},
                     {"window", nullptr}};
   if (l.rope_theta) layout["rope_theta"] = *l.rope_theta;
+  // RoPE's interleaved pairs only when on: an engine that does not declare them never sees it.
+  if (l.rope_style == RopeStyle::interleaved) layout["rope_style"] = "interleaved";
   if (l.window) layout["window"] = *l.window;
   // The attention features only when on: an engine that declares none never sees their keys.
   if (l.softcap) layout["softcap"] = *l.softcap;

@@ -81,6 +81,8 @@ kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<in
   c.k_scales = k_scales.empty() ? nullptr : k_scales.data();
   c.v_scales = v_scales.empty() ? nullptr : v_scales.data();
   c.value_from_key = layout.value_from_key ? 1 : 0;
+  c.rope_style = layout.rope_style == RopeStyle::interleaved ? KVFUZZ_ROPE_INTERLEAVED
+                                                             : KVFUZZ_ROPE_HALF_SPLIT;
   c.k_group = layout.k_format.group;
   c.v_group = layout.v_format.group;
   return c;

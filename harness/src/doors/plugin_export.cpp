@@ -159,6 +159,11 @@ kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
   layout.k_format = kv_format_of(c->k_format, c->k_scales, c->k_group, c->kv_heads, "k_format");
   layout.v_format = kv_format_of(c->v_format, c->v_scales, c->v_group, c->kv_heads, "v_format");
   layout.value_from_key = c->value_from_key != 0;
+  if (c->rope_style != KVFUZZ_ROPE_HALF_SPLIT && c->rope_style != KVFUZZ_ROPE_INTERLEAVED) {
+    throw EngineError("config.rope_style: unknown KVFUZZ_ROPE_* code " +
+                      std::to_string(c->rope_style));
+  }
+  if (c->rope_style == KVFUZZ_ROPE_INTERLEAVED) layout.rope_style = kvfuzz::RopeStyle::interleaved;
   // A block or group format stores whole rows only (what validate() asks of a fixture).
   for (const auto& [format, row, name] : {std::tuple{&layout.k_format, c->head_dim, "k_format"},
                                           std::tuple{&layout.v_format, c->value_dim, "v_format"}}) {

@@ -79,7 +79,7 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
   const int value_steps = c.pick_int(1, std::max(1, steps - 1));
   if (!on) return;
   if (wanted) {
-    l.rope_theta.reset();
+    l.clear_rope();
     l.k_format = KvFormat{};
     l.v_format = KvFormat{};
   }
@@ -90,6 +90,14 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
   if (auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens)) {
     for (ExplicitToken& token : *list) token.v.clear();
   }
+}
+
+bool pick_rope_style(ChoiceSource& c, const Bounds& b, Scenario& s) {
+  if (!b.supports.rope_interleaved) return false;
+  const bool on = rarely(c, kRopeInterleavedCaseOdds) || b.filters.features.rope_interleaved;
+  if (!on || !s.layout.rope_theta) return false;
+  s.layout.rope_style = RopeStyle::interleaved;
+  return true;
 }
 
 }  // namespace kvfuzz

@@ -32,4 +32,11 @@ void pick_features(ChoiceSource& c, const Bounds& b, Layout& l);
 inline constexpr int kValueFromKeyCaseOdds = 4;
 void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s);
 
+// RoPE's interleaved pairs (Layout::rope_style), drawn after every other choice, and only for
+// an engine that declares them: about one scenario with RoPE in kRopeInterleavedCaseOdds.
+// Returns whether it switched them on. GeneratorFilters::features forces them on (RoPE is
+// then on from the layout's first choice: generate/layout.cpp).
+inline constexpr int kRopeInterleavedCaseOdds = 3;
+bool pick_rope_style(ChoiceSource& c, const Bounds& b, Scenario& s);
+
 }  // namespace kvfuzz

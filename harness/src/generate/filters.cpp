@@ -62,6 +62,13 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                           "expected no RoPE with value_from_key (MLA's decoupled RoPE part is "
                           "not modelled yet), got RoPE on"};
   }
+  if (f.features.rope_interleaved && (f.rope == OnOff::off || f.features.value_from_key)) {
+    return FilterConflict{
+        Filter::features,
+        "expected RoPE with rope_interleaved (it says which pairs RoPE "
+        "turns), got " +
+            std::string(f.rope == OnOff::off ? "--rope off" : "value_from_key (no RoPE)")};
+  }
   if (f.features.value_from_key && !f.kv_formats.empty()) {
     return FilterConflict{Filter::features,
                           "expected no KV format with value_from_key (a quantized latent cache "

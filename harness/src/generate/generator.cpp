@@ -118,8 +118,11 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // spread's bound (f16's range for the largest).
   const int drawn_head_dim = s.layout.head_dim;
   pick_affine_kv(c, bounds, s);
+  // RoPE's interleaved pairs, after that: the same. Other pairs give other scores, so the
+  // score spread is sized again for them, as for a widened head.
+  const bool interleaved = pick_rope_style(c, bounds, s);
   if (auto* generated = std::get_if<GeneratedTokens>(&s.tokens);
-      generated && s.layout.head_dim != drawn_head_dim && !options.long_context) {
+      generated && (s.layout.head_dim != drawn_head_dim || interleaved) && !options.long_context) {
     ScoreSpreadChoices spread = score_spread_from_seed(generated->seed);
     spread.bound_log2 = std::min(spread.bound_log2, options.max_score_spread_log2);
     generated->qk_log2 = 0;

@@ -125,7 +125,10 @@ std::optional<double> pick_scale(ChoiceSource& c) {
 Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   Layout l;
   pick_heads(c, b, l);
-  l.rope_theta = pick_rope(c, b.head_dim, b.filters.rope);
+  // RoPE's interleaved pairs wanted (drawn last, pick_rope_style) need RoPE on from here:
+  // an even head_dim is drawn with it.
+  l.rope_theta =
+      pick_rope(c, b.head_dim, b.filters.features.rope_interleaved ? OnOff::on : b.filters.rope);
   const int multiple = b.supports.head_dim_multiple;
   l.head_dim = fit_dim(pick_head_dim(c, b.head_dim, l.rope_theta.has_value()), b.head_dim, multiple,
                        l.rope_theta.has_value());

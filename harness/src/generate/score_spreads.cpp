@@ -97,7 +97,9 @@ SplitSpreadCounts count_split_spreads(const Scenario& s, const EngineEdges& edge
   std::vector<double> q(hd), k(hd);
   const auto rotated = [&](std::span<const float> x, std::vector<double>& out, int64_t pos) {
     std::copy(x.begin(), x.end(), out.begin());
-    if (l.rope_theta) rope_rotate(out.data(), hd, *l.rope_theta, static_cast<double>(pos));
+    if (l.rope_theta) {
+      rope_rotate(out.data(), hd, *l.rope_theta, static_cast<double>(pos), l.rope_style);
+    }
   };
   const auto on_chunk = [&](const PlacedChunk& chunk) {
     std::vector<int>& stream = streams[static_cast<size_t>(chunk.seq)];

@@ -184,7 +184,9 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
                 supports.kv_ggml_blocks),
         feature("an affine-group KV cache",
                 is_affine(l.k_format.quant) || is_affine(l.v_format.quant), supports.kv_affine),
-        feature("a value read from its key (MLA)", l.value_from_key, supports.value_from_key)}) {
+        feature("a value read from its key (MLA)", l.value_from_key, supports.value_from_key),
+        feature("RoPE in interleaved pairs", l.rope_style == RopeStyle::interleaved,
+                supports.rope_interleaved)}) {
     if (refusal) return refusal;
   }
   // One format: the same quantization and group; K's and V's scales are their own.

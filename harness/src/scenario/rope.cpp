@@ -13,20 +13,20 @@ double rope_angle(size_t i, size_t head_dim, double theta, double pos) {
   return pos * inv_freq;
 }
 
-// Pair i of x turned by the angle whose cos and sin are c and s.
-void turn_pair(double* x, size_t i, size_t half, double c, double s) {
-  const double a = x[i], b = x[i + half];
-  x[i] = a * c - b * s;
-  x[i + half] = a * s + b * c;
+// A pair of x turned by the angle whose cos and sin are c and s.
+void turn_pair(double* x, RopePair pair, double c, double s) {
+  const double a = x[pair.first], b = x[pair.second];
+  x[pair.first] = a * c - b * s;
+  x[pair.second] = a * s + b * c;
 }
 
 }  // namespace
 
-void rope_rotate(double* x, size_t head_dim, double theta, double pos) {
+void rope_rotate(double* x, size_t head_dim, double theta, double pos, RopeStyle style) {
   const size_t half = head_dim / 2;
   for (size_t i = 0; i < half; ++i) {
     const double angle = rope_angle(i, head_dim, theta, pos);
-    turn_pair(x, i, half, std::cos(angle), std::sin(angle));
+    turn_pair(x, rope_pair(i, head_dim, style), std::cos(angle), std::sin(angle));
   }
 }
 
@@ -41,7 +41,9 @@ void RopeTable::rotate(double* x, size_t pos) {
     }
   }
   const double* cs = cos_sin_.data() + pos * half * 2;
-  for (size_t i = 0; i < half; ++i) turn_pair(x, i, half, cs[2 * i], cs[2 * i + 1]);
+  for (size_t i = 0; i < half; ++i) {
+    turn_pair(x, rope_pair(i, head_dim_, RopeStyle::half_split), cs[2 * i], cs[2 * i + 1]);
+  }
 }
 
 }  // namespace kvfuzz

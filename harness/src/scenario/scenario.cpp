@@ -6,12 +6,17 @@
 
 namespace kvfuzz {
 
+const char* rope_style_name(RopeStyle style) {
+  return style == RopeStyle::interleaved ? "interleaved" : "half_split";
+}
+
 double Layout::softmax_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
 bool Layout::has_features() const {
-  return softcap || !sinks.empty() || !alibi.empty() || chunked_local || value_from_key;
+  return softcap || !sinks.empty() || !alibi.empty() || chunked_local || value_from_key ||
+         rope_style != RopeStyle::half_split;
 }
 
 double Layout::stored_sink(int q_head) const {

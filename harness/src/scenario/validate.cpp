@@ -158,9 +158,23 @@ class Validator {
       }
       if (layout_.head_dim % 2 != 0) {
         reject("$.layout.head_dim",
-               "an even head_dim when rope_theta is set (RoPE rotates the pairs (i, i + "
-               "head_dim/2)), got " +
+               "an even head_dim when rope_theta is set (RoPE rotates pairs of elements), got " +
                    str(layout_.head_dim));
+      }
+    }
+    if (layout_.rope_style != RopeStyle::half_split) {
+      if (layout_.rope_style != RopeStyle::interleaved) {
+        reject("$.layout.rope_style", "\"half_split\" or \"interleaved\", got style #" +
+                                          str(static_cast<int>(layout_.rope_style)));
+      }
+      if (!layout_.rope_theta) {
+        reject("$.layout.rope_style",
+               "no rope_style without rope_theta (it says which pairs RoPE turns), got \"" +
+                   std::string(rope_style_name(layout_.rope_style)) + "\"");
+      }
+      if (model_) {
+        reject("$.layout.rope_style",
+               "no interleaved RoPE in a model scenario: the model level does not model it yet");
       }
     }
     if (layout_.window) {

@@ -42,6 +42,7 @@ struct Measure {
   int head_dim = 0;
   int value_dim = 0;
   bool rope = false;
+  bool rope_interleaved = false;
   bool window = false;
   bool scale = false;
   bool dtype_not_f32 = false;

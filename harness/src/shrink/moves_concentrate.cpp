@@ -79,7 +79,7 @@ Made concentrate_scores(const Scenario& s, int index, Scenario& out) {
 
   out = start_candidate(s);
   out.layout.head_dim = dims;
-  out.layout.rope_theta.reset();
+  out.layout.clear_rope();
   // One head size for q, k and v stays one: above 1 dim (where value_dim 1 would be the
   // plain value_dim cut's business) the first values go along.
   const bool one_head_size = l.value_dim == l.head_dim && dims > 1;

@@ -132,8 +132,8 @@ Made reduce_head_dim(const Scenario& s, int index, Scenario& out) {
   const std::vector<int>& keep = choices[static_cast<size_t>(index)];
   out = start_candidate(s);
   out.layout.head_dim = static_cast<int>(keep.size());
-  if (keep.size() % 2 != 0) out.layout.rope_theta.reset();  // RoPE needs an even head_dim
-  if (s.model) return Made::candidate;                      // no token data
+  if (keep.size() % 2 != 0) out.layout.clear_rope();  // RoPE needs an even head_dim
+  if (s.model) return Made::candidate;                // no token data
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
     for (auto& head : t.q) keep_only(head, keep);
@@ -171,8 +171,8 @@ Made reduce_head_size(const Scenario& s, int index, Scenario& out) {
   out = start_candidate(s);
   out.layout.head_dim = static_cast<int>(keep.size());
   out.layout.value_dim = out.layout.head_dim;
-  if (keep.size() % 2 != 0) out.layout.rope_theta.reset();  // RoPE needs an even head_dim
-  if (s.model) return Made::candidate;                      // no token data
+  if (keep.size() % 2 != 0) out.layout.clear_rope();  // RoPE needs an even head_dim
+  if (s.model) return Made::candidate;                // no token data
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
     for (auto* heads : {&t.q, &t.k, &t.v}) {
@@ -183,17 +183,17 @@ Made reduce_head_size(const Scenario& s, int index, Scenario& out) {
   return Made::candidate;
 }
 
-// RoPE off, window off, default scale, f32 storage.
+// RoPE off, window off, default scale, f32 storage, RoPE's pairs half-split.
 Made simplify_layout(const Scenario& s, int index, Scenario& out) {
-  if (index > 3) return Made::end;
+  if (index > 4) return Made::end;
   const Layout& l = s.layout;
   const bool applies[] = {l.rope_theta.has_value(), l.window.has_value(), l.scale.has_value(),
-                          l.dtype != DType::f32};
+                          l.dtype != DType::f32, l.rope_style != RopeStyle::half_split};
   if (!applies[index]) return Made::skip;
   out = start_candidate(s);
   switch (index) {
     case 0:
-      out.layout.rope_theta.reset();
+      out.layout.clear_rope();
       break;
     case 1:
       out.layout.window.reset();
@@ -201,8 +201,11 @@ Made simplify_layout(const Scenario& s, int index, Scenario& out) {
     case 2:
       out.layout.scale.reset();
       break;
-    default:
+    case 3:
       out.layout.dtype = DType::f32;
+      break;
+    default:
+      out.layout.rope_style = RopeStyle::half_split;
       break;
   }
   return Made::candidate;
