@@ -166,9 +166,9 @@ TEST(NumericsBases, EveryMutantOnEachProfileIsRejectedByAMarginOfTenOrMore) {
       // The attention features' mutants need theirs drawn (the others keep the stream they
       // were measured on, without features).
       static const std::set<std::string> kFeatureMutants = {
-          "softcap-twice-split",        "sink-prefill-only",   "alibi-kv-head-slope",
-          "chunked-local-from-request", "fp8-v-scale-dropped", "q4_0-nibbles-swapped",
-          "affine-pack-high-first",     "mla-value-at-key-end"};
+          "softcap-twice-split",        "sink-prefill-only",    "alibi-kv-head-slope",
+          "chunked-local-from-request", "fp8-v-scale-dropped",  "q4_0-nibbles-swapped",
+          "affine-pack-high-first",     "mla-value-at-key-end", "rope-interleaved-as-half-split"};
       if (kFeatureMutants.count(mutant.name) != 0) {
         for (bool EngineSupports::*feature : kFeatureSupports) options.supports.*feature = true;
       }

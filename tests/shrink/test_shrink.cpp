@@ -502,6 +502,9 @@ const std::map<std::string, Bound>& bounds() {
       {"affine-pack-high-first", {1, 1, 1, 1, 1, 32}},
       // one token whose key row is [latent; another element]: the value read from the end
       {"mla-value-at-key-end", {1, 1, 1, 1, 2, 1}},
+      // two tokens (position 0 turns nothing) whose key rows are turned in other pairs:
+      // head_dim 4, the least where the two styles' pairs differ
+      {"rope-interleaved-as-half-split", {2, 1, 1, 1, 4, 1}},
   };
   return table;
 }
