@@ -86,9 +86,9 @@ expect 0 "the honest engine failed kvfuzz's corpus" \
 step "my-engine: every corpus fixture passes all six properties"
 count=0
 while IFS= read -r fixture; do
-  # The example declares no attention feature, no quantized KV cache and no MLA: shrink
-  # refuses a fixture that has one (2).
-  grep -qE '^    "(softcap|sinks|alibi|chunked_local|k_format|v_format|value_from_key)"' "$fixture" &&
+  # The example declares no attention feature, no quantized KV cache, no MLA and no
+  # interleaved RoPE pairs: shrink refuses a fixture that has one (2).
+  grep -qE '^    "(softcap|sinks|alibi|chunked_local|k_format|v_format|value_from_key|rope_style)"' "$fixture" &&
     continue
   for property in prefix schedule layout poison reset batch; do
     expect 0 "the honest engine fails $property on $fixture" \
