@@ -217,6 +217,32 @@ TEST(GgmlBlocks, TheReachHoldsEveryRoundTripOfItsInputs) {
   }
 }
 
+// q4_0's d = M / -8 takes the sign of M, the *first* element of largest magnitude. Two
+// elements tied exactly in magnitude with opposite signs (rotated small integers rounded to
+// f16: 4.06375 and -4.06381 both become 4.0625) leave M one sign, so another element's
+// ambiguity (here element 0's f16 rounding) does not make every quant of the block
+// ambiguous; an element that may exceed both makes either sign possible.
+TEST(GgmlBlocks, TheFirstOfTwoTiedExtremesGivesTheBlockItsSign) {
+  std::vector<float> lo(32, 1.0f), hi(32, 1.0f), out_lo(32), out_hi(32), back(32);
+  lo[5] = hi[5] = 4.0625f;
+  lo[17] = hi[17] = -4.0625f;
+  lo[0] = -3.947265625f;
+  hi[0] = -3.9453125f;
+  const KvFormat q4_0{KvQuant::q4_0, {}, 0};
+  round_trip_reach(q4_0, DType::f32, 0, lo.data(), hi.data(), 32, out_lo.data(), out_hi.data());
+  round_trip_row(q4_0, DType::f32, 0, lo.data(), 32, back.data());
+  EXPECT_EQ(out_lo, back);  // M = +4.0625 whichever element 0 is: d = -0.5078125
+  EXPECT_EQ(out_hi, back);
+  EXPECT_EQ(back[0], -3.5546875f);  // clamped to quant 15: 7 d
+  // Element 0 may reach -4.07 (beyond both): M may be negative, and element 0 reads back as
+  // -4.0625 or -3.5546875 (and more) as the sign goes.
+  lo[0] = -4.0703125f;
+  round_trip_reach(q4_0, DType::f32, 0, lo.data(), hi.data(), 32, out_lo.data(), out_hi.data());
+  EXPECT_LE(out_lo[0], -4.0625f);
+  EXPECT_GE(out_hi[0], -3.5546875f);
+  EXPECT_LT(out_lo[1], out_hi[1]);
+}
+
 // An element on a quant's rounding boundary is seen: q8_0 with amax 127 (d = 1) holds 0.5
 // as 1 (roundf) and anything just below it as 0.
 TEST(GgmlBlocks, TheReachOfAnElementOnABoundaryIsBothSides) {

@@ -378,10 +378,10 @@ void reach_block(KvQuant quant, const float* lo, const float* hi, float* out_lo,
   // |x|'s least over [lo, hi] (0 where it holds 0) and greatest.
   float amax_lo = 0, amax_hi = 0, min_lo = lo[0], min_hi = hi[0], max_lo = lo[0], max_hi = hi[0];
   float most_positive = -INFINITY, most_negative = INFINITY;
+  std::array<float, kGgmlBlock> least{};
   for (int j = 0; j < kGgmlBlock; ++j) {
-    const float least =
-        lo[j] <= 0 && hi[j] >= 0 ? 0.0f : std::min(std::fabs(lo[j]), std::fabs(hi[j]));
-    amax_lo = std::max(amax_lo, least);
+    least[j] = lo[j] <= 0 && hi[j] >= 0 ? 0.0f : std::min(std::fabs(lo[j]), std::fabs(hi[j]));
+    amax_lo = std::max(amax_lo, least[j]);
     amax_hi = std::max({amax_hi, std::fabs(lo[j]), std::fabs(hi[j])});
     min_lo = std::min(min_lo, lo[j]);
     min_hi = std::min(min_hi, hi[j]);
@@ -429,9 +429,29 @@ void reach_block(KvQuant quant, const float* lo, const float* hi, float* out_lo,
         widen(j, v_lo, v_hi);
       }
     };
-    if (most_positive >= amax_lo && most_positive > 0) side(std::max(amax_lo, 0.0f), most_positive);
-    if (most_negative <= -amax_lo && most_negative < 0)
+    // M is the *first* element of largest magnitude (ggml's `amax < fabsf(v)`): a sign is
+    // possible only where some element j may take it at a magnitude m that every element
+    // before j may stay below and none after j need exceed (m at j's largest on that side,
+    // the others at their least). Elements tied exactly in magnitude with opposite signs
+    // (small-integer data rotated, then rounded to f16) then give M one sign, not both.
+    const auto may_lead = [&](bool positive) {
+      for (int j = 0; j < kGgmlBlock; ++j) {
+        const float m = positive ? hi[j] : -lo[j];
+        if (!(m > 0)) continue;
+        bool leads = true;
+        for (int i = 0; i < kGgmlBlock && leads; ++i) {
+          if (i != j) leads = i < j ? least[i] < m : least[i] <= m;
+        }
+        if (leads) return true;
+      }
+      return false;
+    };
+    if (most_positive >= amax_lo && most_positive > 0 && may_lead(true)) {
+      side(std::max(amax_lo, 0.0f), most_positive);
+    }
+    if (most_negative <= -amax_lo && most_negative < 0 && may_lead(false)) {
       side(most_negative, std::min(-amax_lo, -0.0f));
+    }
     if (amax_lo == 0) {
       for (int j = 0; j < kGgmlBlock; ++j) widen(j, 0.0f, 0.0f);
     }
