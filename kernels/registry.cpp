@@ -254,6 +254,11 @@ std::vector<EngineInfo> build_registry() {
        "(x_i, x_{i+d/2}) whatever the layout says: right only without RoPE or in half-split "
        "layouts.",
        true, mutants::make_rope_interleaved_as_half_split},
+      {"rope-part-at-front",
+       "Paged engine that declares RoPE on part of the head (rope_dims) and turns the head's "
+       "first rope_dims elements instead of its last (NeoX's partial rotary on an MLA row "
+       "laid out [latent; RoPE part]): right only where RoPE turns the whole head.",
+       true, mutants::make_rope_part_at_front},
   };
 }
 

@@ -113,6 +113,8 @@ const std::vector<MutantRow>& rejection_table() {
       {"mla-value-at-key-end",    {{Property::prefix,   60,   25}}, true},
       // RoPE's interleaved pairs, on the same grid.
       {"rope-interleaved-as-half-split", {{Property::prefix, 80, 37}}, true},
+      // RoPE's part (MLA's decoupled RoPE part among them), on the same grid.
+      {"rope-part-at-front",      {{Property::prefix,   80,   99}}, true},
   };
   return table;
 }

@@ -22,6 +22,7 @@ struct LayoutFields {
   DType dtype = Layout{}.dtype;
   std::optional<double> rope_theta = Layout{}.rope_theta;
   RopeStyle rope_style = Layout{}.rope_style;
+  std::optional<int> rope_dims = Layout{}.rope_dims;
   std::optional<int> window = Layout{}.window;
   std::optional<double> scale = Layout{}.scale;
   std::optional<double> softcap = Layout{}.softcap;
@@ -34,9 +35,9 @@ struct LayoutFields {
 
 // Every field given: g++ -Wextra flags a field added to Layout and missing here.
 inline Layout make_layout(const LayoutFields& f) {
-  return Layout{f.q_heads,    f.kv_heads,      f.head_dim, f.value_dim, f.page_size, f.dtype,
-                f.rope_theta, f.rope_style,    f.window,   f.scale,     f.softcap,   f.sinks,
-                f.alibi,      f.chunked_local, f.k_format, f.v_format};
+  return Layout{f.q_heads,    f.kv_heads,   f.head_dim,      f.value_dim, f.page_size, f.dtype,
+                f.rope_theta, f.rope_style, f.rope_dims,     f.window,    f.scale,     f.softcap,
+                f.sinks,      f.alibi,      f.chunked_local, f.k_format,  f.v_format};
 }
 
 // One head, head_dim 1, q = k = 0: every visible key gets equal weight, so a row is the

@@ -189,8 +189,8 @@ void add_filter_options(CLI::App& cmd, CaseFilters& filters) {
       ->group(group);
   cmd.add_option("--feature", filters.features,
                  "Every scenario has these attention features (comma-separated: softcap, sinks, "
-                 "alibi, chunked_local, value_from_key, rope_interleaved), which every engine "
-                 "must declare")
+                 "alibi, chunked_local, value_from_key, rope_interleaved, rope_dims), which every "
+                 "engine must declare")
       ->type_name("LIST")
       ->group(group);
   cmd.add_option("--kv-format", filters.kv_formats,

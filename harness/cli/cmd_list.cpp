@@ -101,7 +101,7 @@ constexpr std::array<std::string_view, 13> kNumericsSpelled = {"rope_tables",
                                                                "p_normalised",
                                                                "exp_ulps",
                                                                "query_blocks"};
-constexpr std::array<std::string_view, 19> kSupportsSpelled = {"dtypes",
+constexpr std::array<std::string_view, 20> kSupportsSpelled = {"dtypes",
                                                                "head_dim_multiple",
                                                                "max_head_dim",
                                                                "max_q_heads",
@@ -119,7 +119,8 @@ constexpr std::array<std::string_view, 19> kSupportsSpelled = {"dtypes",
                                                                "kv_one_format",
                                                                "kv_tensor_scales",
                                                                "value_from_key",
-                                                               "rope_interleaved"};
+                                                               "rope_interleaved",
+                                                               "rope_dims"};
 static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
 static_assert(all_fields<EngineSupports>(kSupportsSpelled));
 

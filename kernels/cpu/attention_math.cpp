@@ -12,10 +12,9 @@ void rope_angles(int dim, int64_t pos, double theta, float* cos_out, float* sin_
   }
 }
 
-void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style) {
-  const auto d = static_cast<size_t>(dim);
-  for (size_t i = 0; i < d / 2; ++i) {
-    const RopePair pair = rope_pair(i, d, style);
+void rope_apply(float* x, const RopeShape& shape, const float* cos_in, const float* sin_in) {
+  for (size_t i = 0; i < shape.pairs(); ++i) {
+    const RopePair pair = shape.pair(i);
     const float a = x[pair.first];
     const float b = x[pair.second];
     x[pair.first] = a * cos_in[i] - b * sin_in[i];
@@ -23,12 +22,11 @@ void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in, Rop
   }
 }
 
-void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style,
+void rope_apply_in(float* x, const RopeShape& shape, const float* cos_in, const float* sin_in,
                    DType dtype) {
   const auto r = [dtype](float value) { return round_to_dtype(value, dtype); };
-  const auto d = static_cast<size_t>(dim);
-  for (size_t i = 0; i < d / 2; ++i) {
-    const RopePair pair = rope_pair(i, d, style);
+  for (size_t i = 0; i < shape.pairs(); ++i) {
+    const RopePair pair = shape.pair(i);
     const float a = x[pair.first];
     const float b = x[pair.second];
     x[pair.first] = r(r(a * cos_in[i]) - r(b * sin_in[i]));

@@ -24,13 +24,13 @@ struct KeyRange {
 // RoPE's angles at one position. For pair i in [0, dim/2): inv_freq = theta^(-2i/dim),
 // angle = pos * inv_freq in double, cos and sin cast to float. cos/sin hold dim/2 floats.
 void rope_angles(int dim, int64_t pos, double theta, float* cos_out, float* sin_out);
-// Pair i of `style` (rope_pair: (x_i, x_{i+dim/2}) half-split, (x_2i, x_2i+1) interleaved),
-// (a, b) -> (a cos_i - b sin_i, a sin_i + b cos_i), in place. validate() requires an even dim
-// with RoPE.
-void rope_apply(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style);
+// Pair i of the shape's part (RopeShape::pair: (x_i, x_{i+dims/2}) half-split, (x_2i, x_2i+1)
+// interleaved, after the part's offset), (a, b) -> (a cos_i - b sin_i, a sin_i + b cos_i), in
+// place; the elements before the part stay. cos/sin from rope_angles(shape.dims, ...).
+void rope_apply(float* x, const RopeShape& shape, const float* cos_in, const float* sin_in);
 // The same as a model computing in `dtype` does it (HF transformers' apply_rotary_pos_emb on
 // bf16 tensors): cos and sin already rounded to it, and each product and the sum too.
-void rope_apply_in(float* x, int dim, const float* cos_in, const float* sin_in, RopeStyle style,
+void rope_apply_in(float* x, const RopeShape& shape, const float* cos_in, const float* sin_in,
                    DType dtype);
 
 // sum_i a[i] * b[i] in float, in index order (the order KvArray::dot uses).

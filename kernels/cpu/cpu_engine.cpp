@@ -97,13 +97,12 @@ void CpuEngine::run_chunk(const ChunkIn& chunk, ChunkOut& out) {
     std::copy_n(chunk.q.data() + t * q_stride, q_stride, q_rot_.data());
     std::copy_n(chunk.k.data() + t * k_stride, k_stride, k_rot_.data());
     if (l.rope_theta) {
-      rope_angles(l.head_dim, pos, *l.rope_theta, cos_.data(), sin_.data());
+      const RopeShape shape = rope_shape();
+      rope_angles(static_cast<int>(shape.dims), pos, *l.rope_theta, cos_.data(), sin_.data());
       const DType tables = numerics_.rope_tables;
       const auto rotate = [&](float* head) {
-        if (tables == DType::f32) {
-          return rope_apply(head, l.head_dim, cos_.data(), sin_.data(), l.rope_style);
-        }
-        rope_apply_in(head, l.head_dim, cos_.data(), sin_.data(), l.rope_style, tables);
+        if (tables == DType::f32) return rope_apply(head, shape, cos_.data(), sin_.data());
+        rope_apply_in(head, shape, cos_.data(), sin_.data(), tables);
       };
       if (tables != DType::f32) {
         for (float& c : cos_) c = round_to_dtype(c, tables);

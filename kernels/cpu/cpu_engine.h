@@ -75,6 +75,8 @@ class CpuEngine : public Engine {
   virtual int kv_head_for(int q_head) const;
   // The layout's soft cap, ALiBi slope and sink for this query's q head, in f32.
   virtual LogitFeatures logit_features(const Query& query) const;
+  // The elements RoPE turns in a q or k head: the layout's (Layout::rope_shape).
+  virtual RopeShape rope_shape() const { return layout_.rope_shape(); }
 
   // Throws EngineError unless 0 <= seq < sequences().
   void check_seq(int seq, const char* what) const;

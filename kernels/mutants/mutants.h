@@ -47,6 +47,7 @@ std::unique_ptr<Engine> make_affine_pack_high_first(const EngineConfig& config);
 // MLA's value read from its key (Layout::value_from_key).
 std::unique_ptr<Engine> make_mla_value_at_key_end(const EngineConfig& config);
 std::unique_ptr<Engine> make_rope_interleaved_as_half_split(const EngineConfig& config);
+std::unique_ptr<Engine> make_rope_part_at_front(const EngineConfig& config);
 // The CUDA engine with one kernel fault (cuda_kernel_faults.cpp).
 std::unique_ptr<Engine> make_cuda_missing_tile_sync(const EngineConfig& config);
 std::unique_ptr<Engine> make_cuda_empty_split_unwritten(const EngineConfig& config);

@@ -20,6 +20,7 @@ class EngineConfig:
     scale: float
     rope_theta: Optional[float]
     rope_style: str
+    rope_dims: Optional[int]
     window: Optional[int]
     softcap: Optional[float]
     sinks: Optional[List[float]]

@@ -124,6 +124,10 @@ class Config:
     # RoPE's pairs: "half_split" ((x_i, x_{i+d/2}), NeoX's), or "interleaved" ((x_2i, x_2i+1),
     # GPT-J's), sent only to an engine that declares it (rope_interleaved).
     rope_style: str = "half_split"
+    # RoPE on the head's last rope_dims elements only (MLA's decoupled RoPE part; pair i turns
+    # by pos * theta^(-2i / rope_dims)), sent only to an engine that declares rope_dims. None:
+    # the whole head.
+    rope_dims: int | None = None
 
     @property
     def group(self):
@@ -228,6 +232,7 @@ def config_from_hello(request):
         v_format=layout.get("v_format"),
         value_from_key=bool(layout.get("value_from_key", False)),
         rope_style=layout.get("rope_style", "half_split"),
+        rope_dims=layout.get("rope_dims"),
     )
 
 

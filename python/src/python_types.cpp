@@ -109,6 +109,10 @@ void bind_engine_types(nb::module_& m) {
           "RoPE's pairs: 'half_split' ((x_i, x_{i+d/2}), NeoX's) or 'interleaved' ((x_2i, "
           "x_2i+1), GPT-J's; only to an engine whose supports say rope_interleaved)")
       .def_prop_ro(
+          "rope_dims", [](const EngineConfig& c) { return c.layout.rope_dims; },
+          "RoPE turns only the head's last rope_dims elements (MLA's decoupled RoPE part; "
+          "only to an engine whose supports say rope_dims), or None: the whole head")
+      .def_prop_ro(
           "window", [](const EngineConfig& c) { return c.layout.window; },
           "sliding window (the query at p sees keys p - window + 1 .. p), or None")
       .def_prop_ro(

@@ -107,7 +107,7 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "supports      storage f16, bf16; head_dim a multiple of 8, at most 256 (value_dim = "
         "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows; "
         "attention features softcap, sinks, alibi, chunked_local, value_from_key, "
-        "rope_interleaved; quantized KV "
+        "rope_interleaved, rope_dims; quantized KV "
         "fp8, ggml blocks, affine groups; K and V in one format; one fp8 scale per tensor\n",
         "bitwise       batch, schedule, layout, poison\n"}) {
     EXPECT_TRUE(has(all.out, line)) << line << "\nin:\n" << all.out;

@@ -538,7 +538,7 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
             "f.json: $.expect[1].pos: expected an integer, got 4.0 (integers are written without "
             "a fraction or exponent)");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 1.0)")),
-            "f.json: $.kvfuzz_fixture: expected format version 1 to 6, got 1.0");
+            "f.json: $.kvfuzz_fixture: expected format version 1 to 7, got 1.0");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -547,8 +547,8 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
 TEST(FixtureErrors, ExactMessages) {
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("q_heads": 1)", R"("qheads": 1)")),
             "f.json: $.layout.qheads: unknown field; expected one of q_heads, kv_heads, head_dim, "
-            "value_dim, page_size, dtype, rope_theta, rope_style, window, scale, softcap, sinks, "
-            "alibi, chunked_local, k_format, v_format, value_from_key");
+            "value_dim, page_size, dtype, rope_theta, rope_style, rope_dims, window, scale, "
+            "softcap, sinks, alibi, chunked_local, k_format, v_format, value_from_key");
   EXPECT_EQ(error_of(replace(kWorkedExample, "    \"q_heads\": 1,\n", "")),
             "f.json: $.layout.q_heads: missing; expected an integer in [1, 128]");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("seq": 0, "tokens": [3, 4])",
@@ -597,10 +597,10 @@ TEST(FixtureRoundTrip, QkMagnitude) {
 }
 
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
-  const std::string v7 =
-      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 7)"),
+  const std::string v8 =
+      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 8)"),
               R"("sequences": 1,)", R"("sequences": 1, "fork_points": [],)");
-  EXPECT_EQ(error_of(v7), "f.json: $.kvfuzz_fixture: expected format version 1 to 6, got 7");
+  EXPECT_EQ(error_of(v8), "f.json: $.kvfuzz_fixture: expected format version 1 to 7, got 8");
 }
 
 // Format version 2: the attention features. A version 1 fixture reads as before (and a
@@ -823,6 +823,51 @@ TEST(FixtureRopeStyle, Version6HoldsInterleavedPairsAndEveryRuleIsOneLine) {
   EXPECT_EQ(error_with(R"("rope_theta": 10000,)", ""),
             "f.json: $.layout.rope_style: expected no rope_style without rope_theta (it says "
             "which pairs RoPE turns), got \"interleaved\"");
+}
+
+// Format version 7: RoPE on part of the head (MLA's decoupled RoPE part). The seed's rows
+// are computed by hand (its note).
+TEST(FixtureRopeDims, Version7HoldsRopesPartAndEveryRuleIsOneLine) {
+  const Scenario seed =
+      load_fixture(fs::path(KVFUZZ_SOURCE_DIR) / "corpus/seeds/mla-rope-part.json");
+  EXPECT_EQ(seed.layout.rope_dims, 2);
+  EXPECT_TRUE(seed.layout.value_from_key);
+  EXPECT_EQ(fixture_format_version(seed), 7);
+  const RopeShape shape = seed.layout.rope_shape();
+  EXPECT_EQ(shape.offset(), 2u);
+  EXPECT_EQ(shape.pair(0).first, 2u);
+  EXPECT_EQ(shape.pair(0).second, 3u);
+  const std::string written = write_fixture(seed);
+  EXPECT_NE(written.find(R"("rope_dims": 2)"), std::string::npos) << written;
+  EXPECT_EQ(parse_fixture(written, "f.json"), seed);
+
+  const auto error_with = [&](const std::string& from, const std::string& to) {
+    return error_of(replace(written, from, to));
+  };
+  EXPECT_EQ(error_with(R"("kvfuzz_fixture": 7)", R"("kvfuzz_fixture": 6)"),
+            "f.json: $.layout.rope_dims: expected no \"rope_dims\" in a version 6 fixture "
+            "(RoPE's part needs \"kvfuzz_fixture\": 7), got 2");
+  EXPECT_EQ(error_with(R"("rope_dims": 2)", R"("rope_dims": 3)"),
+            "f.json: $.layout.rope_dims: expected an even number from 2 to head_dim - 1 (3; "
+            "RoPE over the whole head leaves rope_dims out), got 3");
+  EXPECT_EQ(error_with(R"("rope_dims": 2)", R"("rope_dims": 4)"),
+            "f.json: $.layout.rope_dims: expected an even number from 2 to head_dim - 1 (3; "
+            "RoPE over the whole head leaves rope_dims out), got 4");
+  EXPECT_EQ(error_with(R"("rope_dims": 2)", R"("rope_dims": 0)"),
+            "f.json: $.layout.rope_dims: expected an integer in [2, 512], got 0");
+  EXPECT_EQ(error_with(R"("rope_theta": 10000,)", ""),
+            "f.json: $.layout.rope_dims: expected no rope_dims without rope_theta (it says which "
+            "elements RoPE turns), got 2");
+  // MLA's value is the unrotated latent: no wider than what RoPE leaves, and RoPE over the
+  // whole head is refused with it.
+  EXPECT_EQ(error_with(R"("value_dim": 2)", R"("value_dim": 3)"),
+            "f.json: $.layout.value_dim: expected at most head_dim - rope_dims (2) with "
+            "value_from_key and rope_theta (the value is the key's unrotated first elements; "
+            "RoPE turns its last rope_dims), got 3");
+  EXPECT_EQ(error_with("    \"rope_dims\": 2,\n", ""),
+            "f.json: $.layout.value_dim: expected at most head_dim - rope_dims (0) with "
+            "value_from_key and rope_theta (the value is the key's unrotated first elements; "
+            "RoPE turns its last rope_dims), got 2");
 }
 
 TEST(FixtureErrors, GotValuesAreShortAndMessagesOneLine) {

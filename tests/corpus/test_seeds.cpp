@@ -393,6 +393,11 @@ const std::vector<Prediction>& predictions() {
        {{{0, 0, 0}, {16, 16}}, {{0, 0, 2}, {112.0 / 3, 112.0 / 3}}}},
       // RoPE's half-split pairs turn element 1 with pair 1, a hundred times slower: scores
       // 4 cos((p - j) / 100), the keys weighed about alike.
+      // RoPE's part turned at the front: equal scores, values the latents turned by j.
+      {"mla-rope-part",
+       "rope-part-at-front",
+       {{{0, 0, 1}, {1.0403023058681398, 0.8414709848078965}},
+        {{0, 0, 2}, {0.13867242184923664, 1.7733772256395064}}}},
       {"rope-interleaved-pairs",
        "rope-interleaved-as-half-split",
        {{{0, 0, 1}, {1.5000499995831682}}, {{0, 0, 2}, {2.333711080546742}}}},

@@ -251,6 +251,8 @@ TEST(BuiltinPlugin, EveryMutantIsRejectedExactlyAsWhenLinkedIn) {
       {"mla-value-at-key-end", "mla-latent-value", FailureKind::mismatch},
       // RoPE's interleaved pairs cross ABI 10's config field.
       {"rope-interleaved-as-half-split", "rope-interleaved-pairs", FailureKind::mismatch},
+      // RoPE's part crosses ABI 11's config field.
+      {"rope-part-at-front", "mla-rope-part", FailureKind::mismatch},
   };
   std::set<std::string> rejected;
   for (const Targeted& c : cases) {
@@ -323,7 +325,8 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .kv_one_format = true,
                                           .kv_tensor_scales = true,
                                           .value_from_key = true,
-                                          .rope_interleaved = true}));
+                                          .rope_interleaved = true,
+                                          .rope_dims = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
   // otherwise (its functions, the model door) is not.
   EXPECT_EQ(
@@ -420,6 +423,9 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
 // added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
 EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   const EngineNumerics defaults;
+  if (version < 11) {  // ABI 11's RoPE part
+    declared.supports.rope_dims = false;
+  }
   if (version < 10) {  // ABI 10's interleaved RoPE pairs
     declared.supports.rope_interleaved = false;
   }
@@ -505,8 +511,8 @@ struct Refusal {
 TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
   const std::vector<Refusal> cases = {
       {KVFUZZ_PLUGIN_ABI_VERSION_NEXT,
-       {"plugin built for engine ABI 11, this kvfuzz speaks 10 and reads 1, 2, 3, 4, 5, 6, 7, "
-        "8 and 9"}},
+       {"plugin built for engine ABI 12, this kvfuzz speaks 11 and reads 1, 2, 3, 4, 5, 6, 7, "
+        "8, 9 and 10"}},
       {KVFUZZ_PLUGIN_NULL_TABLE, {"kvfuzz_engine_plugin() returned no table (NULL)"}},
       {KVFUZZ_PLUGIN_STRUCT_SIZE_TOO_SMALL,
        {"engine 1 has struct_size 16; expected " + std::to_string(sizeof(kvfuzz_engine_api))}},
@@ -523,7 +529,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
        {"the plugin's table claims 1025 engines; expected at most 1024"}},
       {KVFUZZ_PLUGIN_NULL_ENGINES,
        {"the plugin's table claims 2 engines but its engines array is NULL"}},
-      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 10, the table's"}},
+      {KVFUZZ_PLUGIN_ENTRY_ABI_VERSION_1, {"engine 1 has abi_version 1; expected 11, the table's"}},
       {KVFUZZ_PLUGIN_ABI_1_TABLE_OF_ABI_3_ENTRIES,
        {"engine 0 has struct_size " + std::to_string(sizeof(kvfuzz_engine_api)) + "; expected " +
         std::to_string(KVFUZZ_ENGINE_API_V1_SIZE) + ", KVFUZZ_ENGINE_API_V1_SIZE in ABI 1"}},
@@ -566,7 +572,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0x2002; expected KVFUZZ_SUPPORTS_* flags (bits of 0x1fff)"}},
+       {"engine 'second' has supports 0x4002; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3fff)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

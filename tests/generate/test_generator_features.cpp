@@ -185,5 +185,73 @@ TEST(GeneratorFeatures, RopeInterleavedIsDrawnLastAtItsRateAndTheFilterForcesIt)
             "off");
 }
 
+// RoPE on part of the head: one scenario with RoPE (and a head of 4 or more) in
+// kRopeDimsCaseOdds outside MLA, and every MLA scenario with RoPE (MLA's decoupled RoPE part,
+// its value before the part); none for an engine that does not declare it.
+TEST(GeneratorFeatures, RopeDimsIsDrawnLastAtItsRateMlaCarriesItAndTheFilterForcesIt) {
+  const GeneratorOptions o = with_features();
+  const auto plain_eligible = [](const Scenario& s) {
+    return s.layout.rope_theta && s.layout.head_dim >= 4 && !s.layout.value_from_key;
+  };
+  const int eligible = count_with(o, plain_eligible);
+  const int drawn = count_with(
+      o, [&](const Scenario& s) { return plain_eligible(s) && s.layout.rope_dims.has_value(); });
+  std::printf("rope_dims %d of %d scenarios with RoPE (head_dim >= 4, not MLA)\n", drawn, eligible);
+  // Binomial(eligible, 1/4): sd about 9 at 400; 40 is four and more of them.
+  EXPECT_GT(drawn, eligible / kRopeDimsCaseOdds - 40);
+  EXPECT_LT(drawn, eligible / kRopeDimsCaseOdds + 40);
+  // MLA with RoPE: always a part, the value within what it leaves; some MLA scenarios have it.
+  int mla_rope = 0;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    PrngChoiceSource c(seed);
+    const Scenario s = generate_scenario(c, o);
+    if (s.layout.rope_dims) {
+      EXPECT_EQ(*s.layout.rope_dims % 2, 0) << seed;
+      EXPECT_LT(*s.layout.rope_dims, s.layout.head_dim) << seed;
+    }
+    if (!s.layout.value_from_key || !s.layout.rope_theta) continue;
+    ++mla_rope;
+    ASSERT_TRUE(s.layout.rope_dims) << seed;
+    EXPECT_LE(s.layout.value_dim, s.layout.head_dim - *s.layout.rope_dims) << seed;
+  }
+  std::printf("MLA scenarios with RoPE (and its part): %d\n", mla_rope);
+  EXPECT_GT(mla_rope, 20);
+  GeneratorOptions without = o;
+  without.supports.rope_dims = false;
+  EXPECT_EQ(count_with(without, [](const Scenario& s) { return s.layout.rope_dims.has_value(); }),
+            0);
+  EXPECT_EQ(count_with(without,
+                       [](const Scenario& s) {
+                         return s.layout.value_from_key && s.layout.rope_theta.has_value();
+                       }),
+            0);
+  GeneratorOptions forced = o;
+  forced.filters.features.rope_dims = true;
+  EXPECT_EQ(count_with(forced,
+                       [](const Scenario& s) {
+                         return s.layout.rope_theta && s.layout.rope_dims.has_value();
+                       }),
+            kSeeds);
+  // MLA forced with RoPE forced: every scenario has the part.
+  GeneratorOptions mla = o;
+  mla.filters.features.value_from_key = true;
+  mla.filters.rope = OnOff::on;
+  ASSERT_FALSE(filter_conflict(mla));
+  EXPECT_EQ(count_with(mla,
+                       [](const Scenario& s) {
+                         return s.layout.value_from_key && s.layout.rope_dims.has_value();
+                       }),
+            kSeeds);
+  forced.filters.rope = OnOff::off;
+  ASSERT_TRUE(filter_conflict(forced));
+  EXPECT_EQ(filter_conflict(forced)->message,
+            "expected RoPE with rope_dims (it says which elements RoPE turns), got --rope off");
+  mla.supports.rope_dims = false;
+  ASSERT_TRUE(filter_conflict(mla));
+  EXPECT_EQ(filter_conflict(mla)->message,
+            "expected no RoPE with value_from_key (MLA's RoPE turns a part of the key, "
+            "rope_dims, which the engine does not declare), got RoPE on");
+}
+
 }  // namespace
 }  // namespace kvfuzz

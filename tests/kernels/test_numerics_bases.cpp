@@ -168,7 +168,8 @@ TEST(NumericsBases, EveryMutantOnEachProfileIsRejectedByAMarginOfTenOrMore) {
       static const std::set<std::string> kFeatureMutants = {
           "softcap-twice-split",        "sink-prefill-only",    "alibi-kv-head-slope",
           "chunked-local-from-request", "fp8-v-scale-dropped",  "q4_0-nibbles-swapped",
-          "affine-pack-high-first",     "mla-value-at-key-end", "rope-interleaved-as-half-split"};
+          "affine-pack-high-first",     "mla-value-at-key-end", "rope-interleaved-as-half-split",
+          "rope-part-at-front"};
       if (kFeatureMutants.count(mutant.name) != 0) {
         for (bool EngineSupports::*feature : kFeatureSupports) options.supports.*feature = true;
       }

@@ -55,7 +55,8 @@ TEST(Registry, HonestEnginesFirstThenMutants) {
                                        "q4_0-nibbles-swapped",
                                        "affine-pack-high-first",
                                        "mla-value-at-key-end",
-                                       "rope-interleaved-as-half-split"};
+                                       "rope-interleaved-as-half-split",
+                                       "rope-part-at-front"};
   const auto& registry = engine_registry();
   ASSERT_EQ(registry.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {

@@ -422,7 +422,8 @@ bool needs_attention_feature(const EngineInfo& mutant) {
   static const std::set<std::string> kNames = {
       "softcap-twice-split",        "sink-prefill-only",    "alibi-kv-head-slope",
       "chunked-local-from-request", "fp8-v-scale-dropped",  "q4_0-nibbles-swapped",
-      "affine-pack-high-first",     "mla-value-at-key-end", "rope-interleaved-as-half-split"};
+      "affine-pack-high-first",     "mla-value-at-key-end", "rope-interleaved-as-half-split",
+      "rope-part-at-front"};
   return kNames.count(mutant.name) != 0;
 }
 

@@ -6,7 +6,8 @@ kvfuzz.quantize_row and reads them back, and one that drops V's fp8 scale. With 
 read from its key (value_from_key): one that caches keys alone and reads each value from its
 key's row, and one that reads it from the row's end. With RoPE's interleaved pairs
 (rope_interleaved): one that turns the pairs config.rope_style names, and one that turns the
-half-split ones whatever it says."""
+half-split ones whatever it says. With MLA's decoupled RoPE part (rope_dims): one that turns
+only the key's last config.rope_dims elements, and one that turns its first ones."""
 
 import ml_dtypes
 import numpy as np
@@ -162,3 +163,35 @@ class RopeHalfSplitOnlyEngine(RopePairsEngine):
 
     def _interleaved(self):
         return False  # the bug
+
+
+class MlaRopePartEngine(LatentEngine):
+    """MLA with RoPE on the key's last config.rope_dims elements (DeepSeek's [latent; RoPE
+    part] row): NeoX half-split pairs within the part, angles theta^(-2i/rope_dims)."""
+
+    supports = {**FEATURES, "value_from_key": True, "rope_dims": True}
+
+    def _rotate(self, x, positions):
+        dims = self.config.rope_dims
+        if self.config.rope_theta is None or dims is None:
+            return super()._rotate(x, positions)
+        x = x.astype(np.float64)
+        start, end = self._part(x.shape[-1], dims)
+        half = dims // 2
+        angles = positions[:, None] * self.config.rope_theta ** (-2.0 * np.arange(half) / dims)
+        cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
+        a, b = x[..., start : start + half], x[..., start + half : end]
+        out = x.copy()
+        out[..., start : start + half] = a * cos - b * sin
+        out[..., start + half : end] = a * sin + b * cos
+        return out
+
+    def _part(self, head_dim, dims):
+        return head_dim - dims, head_dim
+
+
+class MlaRopeAtFrontEngine(MlaRopePartEngine):
+    """Turns the key's first rope_dims elements (NeoX's partial rotary) on an MLA row."""
+
+    def _part(self, head_dim, dims):
+        return 0, dims  # the bug

@@ -11,6 +11,8 @@ from features_engine import (
     Fp8VScaleDroppedEngine,
     LatentAtKeyEndEngine,
     LatentEngine,
+    MlaRopeAtFrontEngine,
+    MlaRopePartEngine,
     QuantizedEngine,
     RopeHalfSplitOnlyEngine,
     RopePairsEngine,
@@ -123,6 +125,23 @@ def test_interleaved_rope_pairs_reach_the_config_and_half_split_ones_are_rejecte
 
 
 
+def test_mlas_rope_part_reaches_the_config_and_a_front_part_is_rejected(tmp_path):
+    seed = os.path.join(SEEDS, "mla-rope-part.json")
+    assert kvfuzz.engine(MlaRopePartEngine).declarations()["supports"]["rope_dims"]
+    result = kvfuzz.replay(seed, MlaRopePartEngine)
+    assert result.passed and result.count("pass") == 1, result
+    skipped = kvfuzz.replay(seed, LatentEngine)
+    assert skipped.count("skip") == 1 and "rope_dims" in skipped.summary(), skipped.summary()
+    assert not kvfuzz.replay(seed, MlaRopeAtFrontEngine).passed
+    # About one case with RoPE in four has a part (generate/features.h), and MLA's cases
+    # with RoPE all do.
+    result = kvfuzz.check(MlaRopePartEngine, cases=90, seed=1, out=str(tmp_path / "out"))
+    assert result.passed, result
+    result = kvfuzz.check(MlaRopeAtFrontEngine, cases=90, seed=1, out=str(tmp_path / "bad"),
+                          shrink_seconds=5)
+    assert not result.passed
+
+
 def test_the_exec_door_hands_rope_style_on_and_half_split_by_default():
     from kvfuzz.exec_server import config_from_hello
 
@@ -132,3 +151,6 @@ def test_the_exec_door_hands_rope_style_on_and_half_split_by_default():
     assert config_from_hello(hello).rope_style == "half_split"
     hello["layout"] = {**layout, "rope_style": "interleaved"}
     assert config_from_hello(hello).rope_style == "interleaved"
+    assert config_from_hello(hello).rope_dims is None
+    hello["layout"] = {**layout, "rope_dims": 2}
+    assert config_from_hello(hello).rope_dims == 2

@@ -505,6 +505,9 @@ const std::map<std::string, Bound>& bounds() {
       // two tokens (position 0 turns nothing) whose key rows are turned in other pairs:
       // head_dim 4, the least where the two styles' pairs differ
       {"rope-interleaved-as-half-split", {2, 1, 1, 1, 4, 1}},
+      // two tokens whose key rows turn the other part: head_dim 4 (a part of 2, the least,
+      // and 2 elements it leaves)
+      {"rope-part-at-front", {2, 1, 1, 1, 4, 1}},
   };
   return table;
 }

@@ -217,7 +217,7 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
         row.assign(c.k.begin() + (static_cast<ptrdiff_t>(t) * hk + g) * dk,
                    c.k.begin() + (static_cast<ptrdiff_t>(t) * hk + g + 1) * dk);
         if (l.rope_theta) {
-          cpu::rope_apply(row.data(), dk, cos_b.data(), sin_b.data(), l.rope_style);
+          cpu::rope_apply(row.data(), l.rope_shape(), cos_b.data(), sin_b.data());
           // A rotated key in the layout's dtype before a block quantizer sees it, as
           // kvfuzz's reference stores a quantized rotated key (kv_format.h): with an f16
           // or bf16 K type the conversion does the same.
@@ -265,7 +265,7 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
         float* dst = qd + (static_cast<size_t>(h) * n_q + t) * dk;
         std::copy_n(c.q.data() + (static_cast<size_t>(t) * hq + h) * dk, dk, dst);
         if (l.rope_theta) {
-          cpu::rope_apply(dst, dk, cos_b.data(), sin_b.data(), l.rope_style);
+          cpu::rope_apply(dst, l.rope_shape(), cos_b.data(), sin_b.data());
           for (int d = 0; d < dk; ++d) dst[d] = round_to_dtype(dst[d], l.dtype);
         }
       }

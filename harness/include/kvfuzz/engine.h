@@ -189,17 +189,26 @@ struct EngineSupports {
   // RoPE's interleaved pairs (Layout::rope_style, GPT-J's and ggml's normal mode). Off unless
   // declared: an engine that says nothing is given RoPE in half-split pairs only.
   bool rope_interleaved = false;
+  // RoPE on the head's last Layout::rope_dims elements only (MLA's decoupled RoPE part, and
+  // with value_from_key the RoPE that MLA layouts then carry). Off unless declared: an
+  // engine that says nothing is given RoPE over the whole head only.
+  bool rope_dims = false;
   bool operator==(const EngineSupports&) const = default;
 };
 
 // The supports that widen the layouts (the attention features, off by default), as
 // opposed to the others, whose non-default values narrow them.
-inline constexpr std::array<bool EngineSupports::*, 9> kFeatureSupports{
-    &EngineSupports::softcap,         &EngineSupports::sinks,
-    &EngineSupports::alibi,           &EngineSupports::chunked_local,
-    &EngineSupports::kv_fp8,          &EngineSupports::kv_ggml_blocks,
-    &EngineSupports::kv_affine,       &EngineSupports::value_from_key,
-    &EngineSupports::rope_interleaved};
+inline constexpr std::array<bool EngineSupports::*, 10> kFeatureSupports{
+    &EngineSupports::softcap,
+    &EngineSupports::sinks,
+    &EngineSupports::alibi,
+    &EngineSupports::chunked_local,
+    &EngineSupports::kv_fp8,
+    &EngineSupports::kv_ggml_blocks,
+    &EngineSupports::kv_affine,
+    &EngineSupports::value_from_key,
+    &EngineSupports::rope_interleaved,
+    &EngineSupports::rope_dims};
 
 // Optional operations. An engine announces what it can do so that generators leave out
 // what it cannot (the runner reports an op the engine does not support as an error).

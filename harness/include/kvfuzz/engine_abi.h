@@ -74,6 +74,10 @@
  *     kvfuzz_engine_config's rope_style and the KVFUZZ_SUPPORTS_ROPE_INTERLEAVED flag that
  *     asks for them; an ABI 9 entry does not declare it, and its engines get RoPE in
  *     half-split pairs only.
+ *   - ABI 11 (the same kvfuzz_engine_api) adds RoPE on part of the head (MLA's decoupled
+ *     RoPE part): kvfuzz_engine_config's rope_dims and the KVFUZZ_SUPPORTS_ROPE_DIMS flag that
+ *     asks for it; an ABI 10 entry does not declare it, and its engines get RoPE over the
+ *     whole head only.
  * kvfuzz refuses a declaration out of range at load, naming the entry and the field.
  * kvfuzz_engine_api_defaults() gives an entry of this version whose declarations are
  * ABI 1's.
@@ -100,7 +104,7 @@
 extern "C" {
 #endif
 
-#define KVFUZZ_ENGINE_ABI_VERSION 10
+#define KVFUZZ_ENGINE_ABI_VERSION 11
 
 /* kvfuzz_engine_config.dtype, and the dtypes of kvfuzz_engine_api's numerics */
 #define KVFUZZ_DTYPE_F32 0
@@ -159,6 +163,8 @@ extern "C" {
 #define KVFUZZ_SUPPORTS_KV_TENSOR_SCALES 2048u
 /* ABI 10: RoPE's interleaved pairs (config.rope_style KVFUZZ_ROPE_INTERLEAVED). */
 #define KVFUZZ_SUPPORTS_ROPE_INTERLEAVED 4096u
+/* ABI 11: RoPE on the head's last config.rope_dims elements only. */
+#define KVFUZZ_SUPPORTS_ROPE_DIMS 8192u
 
 /* kvfuzz_engine_config.rope_style (ABI 10): which elements RoPE turns together. Pair
  * i < head_dim / 2 turns by pos * rope_theta^(-2i / head_dim) in both. */
@@ -244,6 +250,13 @@ typedef struct kvfuzz_engine_config {
   /* ABI 10: KVFUZZ_ROPE_* (with rope_theta). An engine gets KVFUZZ_ROPE_INTERLEAVED only when
    * it declares KVFUZZ_SUPPORTS_ROPE_INTERLEAVED. */
   int32_t rope_style;
+
+  /* ABI 11: with rope_theta, RoPE turns only the head's last rope_dims elements of each q
+   * and k head (pair i < rope_dims / 2 by pos * rope_theta^(-2i / rope_dims), its elements
+   * counted from head_dim - rope_dims); the elements before them stay (MLA's latent part).
+   * 0: the whole head. An engine gets another value only when it declares
+   * KVFUZZ_SUPPORTS_ROPE_DIMS. */
+  int32_t rope_dims;
 } kvfuzz_engine_config;
 
 /* sizeof(kvfuzz_engine_config) up to ABI 5, whose fields are this struct's up to
@@ -257,6 +270,8 @@ typedef struct kvfuzz_engine_config {
 #define KVFUZZ_ENGINE_CONFIG_V8_SIZE offsetof(kvfuzz_engine_config, k_group)
 /* ... and up to ABI 9: up to v_group. */
 #define KVFUZZ_ENGINE_CONFIG_V9_SIZE offsetof(kvfuzz_engine_config, rope_style)
+/* ... and up to ABI 10: up to rope_style. */
+#define KVFUZZ_ENGINE_CONFIG_V10_SIZE offsetof(kvfuzz_engine_config, rope_dims)
 
 /* One sequence's new tokens in a batched forward. */
 typedef struct kvfuzz_chunk_in {

@@ -126,7 +126,8 @@ struct Declaration<EngineSupports> {
       DeclarationField{"kv_one_format", &S::kv_one_format},
       DeclarationField{"kv_tensor_scales", &S::kv_tensor_scales},
       DeclarationField{"value_from_key", &S::value_from_key},
-      DeclarationField{"rope_interleaved", &S::rope_interleaved}};
+      DeclarationField{"rope_interleaved", &S::rope_interleaved},
+      DeclarationField{"rope_dims", &S::rope_dims}};
 };
 
 // The whole: the four objects (in hello's order) and whole_model, which only the probe and

@@ -90,8 +90,10 @@ struct FeatureSet {
   bool chunked_local = false;
   bool value_from_key = false;
   bool rope_interleaved = false;  // RoPE on, in interleaved pairs (Layout::rope_style)
+  bool rope_dims = false;         // RoPE on, on part of the head only (Layout::rope_dims)
   bool any() const {
-    return softcap || sinks || alibi || chunked_local || value_from_key || rope_interleaved;
+    return softcap || sinks || alibi || chunked_local || value_from_key || rope_interleaved ||
+           rope_dims;
   }
   bool operator==(const FeatureSet&) const = default;
 };
@@ -104,13 +106,14 @@ struct FeatureName {
   bool FeatureSet::*wanted;
   bool EngineSupports::*supported;
 };
-inline constexpr std::array<FeatureName, 6> kFeatureNames{{
+inline constexpr std::array<FeatureName, 7> kFeatureNames{{
     {"softcap", &FeatureSet::softcap, &EngineSupports::softcap},
     {"sinks", &FeatureSet::sinks, &EngineSupports::sinks},
     {"alibi", &FeatureSet::alibi, &EngineSupports::alibi},
     {"chunked_local", &FeatureSet::chunked_local, &EngineSupports::chunked_local},
     {"value_from_key", &FeatureSet::value_from_key, &EngineSupports::value_from_key},
     {"rope_interleaved", &FeatureSet::rope_interleaved, &EngineSupports::rope_interleaved},
+    {"rope_dims", &FeatureSet::rope_dims, &EngineSupports::rope_dims},
 }};
 
 // Focusing a run (kvfuzz check's filters, docs/filters.md): every scenario satisfies them.

@@ -17,9 +17,10 @@
 
 namespace kvfuzz {
 
-// Which elements RoPE turns together (Layout::rope_style). Pair i < head_dim / 2 turns by
-// pos * theta^(-2i / head_dim) in both; they differ in where its two elements sit:
-//   half_split   (x_i, x_{i + d/2}): GPT-NeoX's rotate_half, Llama in transformers, vLLM's
+// Which elements RoPE turns together (Layout::rope_style). Pair i < dims / 2 of the turned
+// part (RopeShape) turns by pos * theta^(-2i / dims) in both; they differ in where its two
+// elements sit within the part:
+//   half_split   (x_i, x_{i + dims/2}): GPT-NeoX's rotate_half, Llama in transformers, vLLM's
 //                is_neox_style, ggml's GGML_ROPE_TYPE_NEOX;
 //   interleaved  (x_{2i}, x_{2i+1}): GPT-J's, ggml's normal mode (GGUF Llama models), vLLM's
 //                is_neox_style=False, DeepSeek's MLA RoPE part.
@@ -27,18 +28,37 @@ enum class RopeStyle { half_split, interleaved };
 // "half_split" or "interleaved", as fixtures spell them.
 const char* rope_style_name(RopeStyle style);
 
-// The two elements of RoPE's pair i (i < head_dim / 2) in `style`.
+// The two elements of one RoPE pair, as indices into the whole head.
 struct RopePair {
   size_t first, second;
 };
-constexpr RopePair rope_pair(size_t i, size_t head_dim, RopeStyle style) {
-  return style == RopeStyle::interleaved ? RopePair{2 * i, 2 * i + 1}
-                                         : RopePair{i, i + head_dim / 2};
-}
-// The pair that element d (d < head_dim) belongs to.
-constexpr size_t rope_pair_of(size_t d, size_t head_dim, RopeStyle style) {
-  return style == RopeStyle::interleaved ? d / 2 : d % (head_dim / 2);
-}
+
+// The elements RoPE turns in a head of head_dim: the last `dims` (all of them unless the
+// layout's rope_dims says fewer: MLA's decoupled RoPE part, DeepSeek's qk_rope_head_dim
+// after its unrotated qk_nope part), in pairs of `style`. The one place that names a pair's
+// elements: every rotation in the project (the references, the generator's score spreads,
+// the CPU engines) goes through it.
+struct RopeShape {
+  size_t head_dim = 0;
+  size_t dims = 0;  // even, at most head_dim
+  RopeStyle style = RopeStyle::half_split;
+
+  constexpr size_t pairs() const { return dims / 2; }
+  // The first element RoPE turns; the ones before it are left as they are.
+  constexpr size_t offset() const { return head_dim - dims; }
+  constexpr bool turns(size_t d) const { return d >= offset(); }
+  // Pair i < pairs(): its two elements in the head.
+  constexpr RopePair pair(size_t i) const {
+    const size_t at = head_dim - dims;
+    return style == RopeStyle::interleaved ? RopePair{at + 2 * i, at + 2 * i + 1}
+                                           : RopePair{at + i, at + i + dims / 2};
+  }
+  // The pair of element d (turns(d)).
+  constexpr size_t pair_of(size_t d) const {
+    const size_t in = d - (head_dim - dims);
+    return style == RopeStyle::interleaved ? in / 2 : in % (dims / 2);
+  }
+};
 
 struct Layout {
   int q_heads = 1;
@@ -49,8 +69,12 @@ struct Layout {
   DType dtype = DType::f32;
   std::optional<double> rope_theta;              // RoPE with this base when set
   RopeStyle rope_style = RopeStyle::half_split;  // its pairs (only with rope_theta)
-  std::optional<int> window;                     // query at p sees keys [p - window + 1, p]
-  std::optional<double> scale;                   // softmax scale; 1/sqrt(head_dim) when absent
+  // RoPE turns only the head's last rope_dims elements (only with rope_theta; absent: all):
+  // MLA's decoupled RoPE part, whose first elements (the latent, and the value with
+  // value_from_key) stay unrotated.
+  std::optional<int> rope_dims;
+  std::optional<int> window;    // query at p sees keys [p - window + 1, p]
+  std::optional<double> scale;  // softmax scale; 1/sqrt(head_dim) when absent
   // The attention features of today's engines (docs/fixture-format.md, "Attention
   // features"). Absent or empty: off. A logit is scale * q.k, then soft-capped, then biased
   // by ALiBi; a sink joins the softmax with its own logit and no value.
@@ -70,16 +94,22 @@ struct Layout {
   // and kv head, stored once), not a row of its own. The token table's v is then k's prefix.
   bool value_from_key = false;
 
-  // RoPE off (rope_theta and its pairs).
+  // RoPE off (rope_theta, its pairs and its part).
   void clear_rope() {
     rope_theta.reset();
     rope_style = RopeStyle::half_split;
+    rope_dims.reset();
+  }
+  // What RoPE turns in a q or k head (meaningful with rope_theta).
+  RopeShape rope_shape() const {
+    const auto hd = static_cast<size_t>(head_dim);
+    return {hd, rope_dims ? static_cast<size_t>(*rope_dims) : hd, rope_style};
   }
   int group() const { return q_heads / kv_heads; }
   int kv_head_of(int q_head) const { return q_head / group(); }
   double softmax_scale() const;
-  // Whether any attention feature above is on, MLA's value_from_key and RoPE's interleaved
-  // pairs included (engines declare each in EngineSupports).
+  // Whether any attention feature above is on, MLA's value_from_key, RoPE's interleaved
+  // pairs and its part included (engines declare each in EngineSupports).
   bool has_features() const;
   // Whether K or V is stored quantized.
   bool quantized_kv() const { return k_format.quantized() || v_format.quantized(); }

@@ -141,8 +141,8 @@ Layout read_layout(const Object& top, int version) {
   const Object o =
       top.need("layout", "an object")
           .to_object({"q_heads", "kv_heads", "head_dim", "value_dim", "page_size", "dtype",
-                      "rope_theta", "rope_style", "window", "scale", "softcap", "sinks", "alibi",
-                      "chunked_local", "k_format", "v_format", "value_from_key"});
+                      "rope_theta", "rope_style", "rope_dims", "window", "scale", "softcap",
+                      "sinks", "alibi", "chunked_local", "k_format", "v_format", "value_from_key"});
   Layout layout;
   layout.q_heads = o.need_int("q_heads", 1, limits::kMaxQHeads);
   layout.kv_heads = o.need_int("kv_heads", 1, limits::kMaxKvHeads);
@@ -160,6 +160,14 @@ Layout read_layout(const Object& top, int version) {
     layout.rope_style = node->to_choice({"half_split", "interleaved"}) == "interleaved"
                             ? RopeStyle::interleaved
                             : RopeStyle::half_split;
+  }
+  // RoPE's part came with format version 7 (validate() asks for rope_theta beside it).
+  if (auto node = o.get("rope_dims")) {
+    if (version < 7) {
+      node->expected("no \"rope_dims\" in a version " + std::to_string(version) +
+                     " fixture (RoPE's part needs \"kvfuzz_fixture\": 7)");
+    }
+    layout.rope_dims = o.get_int("rope_dims", 2, limits::kMaxHeadDim);
   }
   layout.window = o.get_int("window", 1, limits::kMaxEpochTokens);
   if (auto node = o.get("scale")) layout.scale = node->to_number();
@@ -486,6 +494,7 @@ std::string write_layout(const Layout& layout) {
   if (layout.rope_style != RopeStyle::half_split) {
     fields.push_back(Field{"rope_style", json_string(rope_style_name(layout.rope_style))});
   }
+  if (layout.rope_dims) fields.push_back(Field{"rope_dims", std::to_string(*layout.rope_dims)});
   if (layout.window) fields.push_back(Field{"window", std::to_string(*layout.window)});
   if (layout.scale) fields.push_back(Field{"scale", number(*layout.scale)});
   if (layout.softcap) fields.push_back(Field{"softcap", number(*layout.softcap)});
@@ -606,6 +615,7 @@ std::string write_provenance(const Provenance& p) {
 
 int fixture_format_version(const Scenario& scenario) {
   const Layout& l = scenario.layout;
+  if (l.rope_dims) return 7;
   if (l.rope_style != RopeStyle::half_split) return 6;
   if (is_affine(l.k_format.quant) || is_affine(l.v_format.quant)) return 5;
   if (scenario.layout.value_from_key) return 4;

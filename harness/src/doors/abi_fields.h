@@ -190,6 +190,8 @@ inline constexpr std::tuple kAbiFields{
     // ABI 10
     AbiRow{&Sup::rope_interleaved,
            Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ROPE_INTERLEAVED}, 10},
+    // ABI 11
+    AbiRow{&Sup::rope_dims, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ROPE_DIMS}, 11},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,

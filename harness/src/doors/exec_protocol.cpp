@@ -248,6 +248,8 @@ std::string case_request(Ordered request, const EngineConfig& config,
   if (l.rope_theta) layout["rope_theta"] = *l.rope_theta;
   // RoPE's interleaved pairs only when on: an engine that does not declare them never sees it.
   if (l.rope_style == RopeStyle::interleaved) layout["rope_style"] = "interleaved";
+  // RoPE's part the same: only when set.
+  if (l.rope_dims) layout["rope_dims"] = *l.rope_dims;
   if (l.window) layout["window"] = *l.window;
   // The attention features only when on: an engine that declares none never sees their keys.
   if (l.softcap) layout["softcap"] = *l.softcap;

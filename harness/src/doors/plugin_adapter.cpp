@@ -83,6 +83,7 @@ kvfuzz_engine_config abi_config(const EngineConfig& config, const std::vector<in
   c.value_from_key = layout.value_from_key ? 1 : 0;
   c.rope_style = layout.rope_style == RopeStyle::interleaved ? KVFUZZ_ROPE_INTERLEAVED
                                                              : KVFUZZ_ROPE_HALF_SPLIT;
+  c.rope_dims = layout.rope_dims.value_or(0);
   c.k_group = layout.k_format.group;
   c.v_group = layout.v_format.group;
   return c;

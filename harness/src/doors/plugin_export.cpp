@@ -164,6 +164,11 @@ kvfuzz::EngineConfig engine_config(const kvfuzz_engine_config* c) {
                       std::to_string(c->rope_style));
   }
   if (c->rope_style == KVFUZZ_ROPE_INTERLEAVED) layout.rope_style = kvfuzz::RopeStyle::interleaved;
+  if (c->rope_dims < 0 || c->rope_dims > c->head_dim) {
+    throw EngineError("config.rope_dims: 0 (the whole head) to head_dim (" +
+                      std::to_string(c->head_dim) + "), got " + std::to_string(c->rope_dims));
+  }
+  if (c->rope_dims != 0 && c->rope_dims != c->head_dim) layout.rope_dims = c->rope_dims;
   // A block or group format stores whole rows only (what validate() asks of a fixture).
   for (const auto& [format, row, name] : {std::tuple{&layout.k_format, c->head_dim, "k_format"},
                                           std::tuple{&layout.v_format, c->value_dim, "v_format"}}) {

@@ -77,16 +77,35 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
   const int multiple = std::max(1, b.supports.head_dim_multiple);
   const int steps = l.head_dim / multiple;  // head_dim is a multiple of it
   const int value_steps = c.pick_int(1, std::max(1, steps - 1));
+  // MLA's RoPE part, in pairs: drawn only for an engine that declares rope_dims (every other
+  // engine's stream as before).
+  const bool rope_part = b.supports.rope_dims;
+  const int rope_pairs = rope_part ? c.pick_int(1, std::max(1, l.head_dim / 2 - 1)) : 0;
   if (!on) return;
   if (wanted) {
-    l.clear_rope();
+    if (!rope_part) l.clear_rope();
     l.k_format = KvFormat{};
     l.v_format = KvFormat{};
   }
-  if (l.rope_theta || l.quantized_kv()) return;
-  l.value_from_key = true;
+  if (l.quantized_kv()) return;
   const bool one_size = b.supports.value_dim_is_head_dim || steps < 2;
+  // RoPE needs a part of the key the value does not read: a head of 4 or more, two sizes.
+  if (l.rope_theta && (!rope_part || one_size || l.head_dim < 4)) {
+    if (!wanted) return;
+    l.clear_rope();
+  }
+  l.value_from_key = true;
   l.value_dim = one_size ? l.head_dim : value_steps * multiple;
+  if (l.rope_theta) {
+    const int dims = std::min(2 * rope_pairs, l.head_dim - 2);
+    const int room = (l.head_dim - dims) / multiple * multiple;  // the value's, on the multiple
+    if (room < 1) {
+      l.clear_rope();
+    } else {
+      l.rope_dims = dims;
+      l.value_dim = std::min(l.value_dim, room);
+    }
+  }
   if (auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens)) {
     for (ExplicitToken& token : *list) token.v.clear();
   }
@@ -97,6 +116,16 @@ bool pick_rope_style(ChoiceSource& c, const Bounds& b, Scenario& s) {
   const bool on = rarely(c, kRopeInterleavedCaseOdds) || b.filters.features.rope_interleaved;
   if (!on || !s.layout.rope_theta) return false;
   s.layout.rope_style = RopeStyle::interleaved;
+  return true;
+}
+
+bool pick_rope_dims(ChoiceSource& c, const Bounds& b, Scenario& s) {
+  if (!b.supports.rope_dims) return false;
+  Layout& l = s.layout;
+  const bool on = rarely(c, kRopeDimsCaseOdds) || b.filters.features.rope_dims;
+  const int pairs = c.pick_int(1, std::max(1, l.head_dim / 2 - 1));
+  if (!on || !l.rope_theta || l.rope_dims || l.head_dim < 4) return false;
+  l.rope_dims = std::min(2 * pairs, l.head_dim - 2);
   return true;
 }
 

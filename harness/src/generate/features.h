@@ -25,10 +25,13 @@ void pick_features(ChoiceSource& c, const Bounds& b, Layout& l);
 
 // MLA's value read from its key (Layout::value_from_key), drawn last, and only for an engine
 // that declares it: about one scenario in kValueFromKeyCaseOdds, where the layout has no
-// RoPE and no quantized KV format (not modelled with it yet), with a value_dim below
-// head_dim (the latent beside a part of the key the value does not read), unless the
-// engine takes one head size; explicit tokens then lose their v (read from k).
-// GeneratorFilters::features forces it on, RoPE and formats off.
+// quantized KV format (not modelled with it yet), with a value_dim below head_dim (the
+// latent beside a part of the key the value does not read), unless the engine takes one
+// head size; explicit tokens then lose their v (read from k). With RoPE, only for an
+// engine that also declares rope_dims: MLA's decoupled RoPE part, the key's last rope_dims
+// elements (2 to head_dim - 2, drawn), the value at most the elements before them.
+// GeneratorFilters::features forces it on, formats off, and RoPE off unless rope_dims is
+// declared.
 inline constexpr int kValueFromKeyCaseOdds = 4;
 void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s);
 
@@ -38,5 +41,13 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s);
 // then on from the layout's first choice: generate/layout.cpp).
 inline constexpr int kRopeInterleavedCaseOdds = 3;
 bool pick_rope_style(ChoiceSource& c, const Bounds& b, Scenario& s);
+
+// RoPE on the head's last Layout::rope_dims elements only, drawn after that, and only for an
+// engine that declares it: about one scenario with RoPE (and a head of 4 or more) in
+// kRopeDimsCaseOdds, 2 to head_dim - 2 elements (MLA's layouts get theirs from
+// pick_value_from_key). Returns whether it set them. GeneratorFilters::features forces it on
+// (RoPE on and a head of at least 4 from the layout's first choices: generate/layout.cpp).
+inline constexpr int kRopeDimsCaseOdds = 4;
+bool pick_rope_dims(ChoiceSource& c, const Bounds& b, Scenario& s);
 
 }  // namespace kvfuzz

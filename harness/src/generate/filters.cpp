@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "generate/bounds.h"
@@ -57,17 +58,29 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                                          : " (not in its supports)")};
     }
   }
-  if (f.features.value_from_key && (f.rope == OnOff::on || o.supports.rope_required)) {
+  // MLA's layouts carry RoPE only in a part of the key (rope_dims) the engine declares.
+  const bool mla_rope = o.supports.rope_dims;
+  if (f.features.value_from_key && (f.rope == OnOff::on || o.supports.rope_required) && !mla_rope) {
     return FilterConflict{Filter::features,
-                          "expected no RoPE with value_from_key (MLA's decoupled RoPE part is "
-                          "not modelled yet), got RoPE on"};
+                          "expected no RoPE with value_from_key (MLA's RoPE turns a part of the "
+                          "key, rope_dims, which the engine does not declare), got RoPE on"};
   }
-  if (f.features.rope_interleaved && (f.rope == OnOff::off || f.features.value_from_key)) {
-    return FilterConflict{
-        Filter::features,
-        "expected RoPE with rope_interleaved (it says which pairs RoPE "
-        "turns), got " +
-            std::string(f.rope == OnOff::off ? "--rope off" : "value_from_key (no RoPE)")};
+  for (const auto& [wanted, name, says] :
+       {std::tuple{f.features.rope_interleaved, "rope_interleaved", "which pairs"},
+        std::tuple{f.features.rope_dims, "rope_dims", "which elements"}}) {
+    if (wanted && (f.rope == OnOff::off || (f.features.value_from_key && !mla_rope))) {
+      return FilterConflict{
+          Filter::features,
+          "expected RoPE with " + std::string(name) + " (it says " + says + " RoPE turns), got " +
+              std::string(f.rope == OnOff::off ? "--rope off" : "value_from_key (no RoPE)")};
+    }
+  }
+  if ((f.features.rope_dims || (f.features.value_from_key && mla_rope && f.rope == OnOff::on)) &&
+      most_head_dim(o) < 4) {
+    return FilterConflict{Filter::features,
+                          "expected a head_dim bound of 4 or more with rope_dims (RoPE's part "
+                          "leaves at least one pair out), got " +
+                              std::to_string(most_head_dim(o))};
   }
   if (f.features.value_from_key && !f.kv_formats.empty()) {
     return FilterConflict{Filter::features,

@@ -121,8 +121,12 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // RoPE's interleaved pairs, after that: the same. Other pairs give other scores, so the
   // score spread is sized again for them, as for a widened head.
   const bool interleaved = pick_rope_style(c, bounds, s);
+  // RoPE on part of the head, after that (MLA's part comes with its value, above): the same.
+  pick_rope_dims(c, bounds, s);
+  const bool other_rotation = interleaved || s.layout.rope_dims.has_value();
   if (auto* generated = std::get_if<GeneratedTokens>(&s.tokens);
-      generated && (s.layout.head_dim != drawn_head_dim || interleaved) && !options.long_context) {
+      generated && (s.layout.head_dim != drawn_head_dim || other_rotation) &&
+      !options.long_context) {
     ScoreSpreadChoices spread = score_spread_from_seed(generated->seed);
     spread.bound_log2 = std::min(spread.bound_log2, options.max_score_spread_log2);
     generated->qk_log2 = 0;

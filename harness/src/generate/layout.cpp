@@ -125,13 +125,20 @@ std::optional<double> pick_scale(ChoiceSource& c) {
 Layout pick_layout(ChoiceSource& c, const Bounds& b) {
   Layout l;
   pick_heads(c, b, l);
-  // RoPE's interleaved pairs wanted (drawn last, pick_rope_style) need RoPE on from here:
-  // an even head_dim is drawn with it.
-  l.rope_theta =
-      pick_rope(c, b.head_dim, b.filters.features.rope_interleaved ? OnOff::on : b.filters.rope);
+  // RoPE's interleaved pairs or part wanted (drawn last, pick_rope_style and pick_rope_dims)
+  // need RoPE on from here: an even head_dim is drawn with it.
+  const FeatureSet& want = b.filters.features;
+  l.rope_theta = pick_rope(c, b.head_dim,
+                           want.rope_interleaved || want.rope_dims ? OnOff::on : b.filters.rope);
   const int multiple = b.supports.head_dim_multiple;
   l.head_dim = fit_dim(pick_head_dim(c, b.head_dim, l.rope_theta.has_value()), b.head_dim, multiple,
                        l.rope_theta.has_value());
+  // A part of the head RoPE leaves out needs a head of 4 or more where it is wanted (MLA's
+  // RoPE part with it).
+  const bool part_wanted = want.rope_dims || (want.value_from_key && b.supports.rope_dims);
+  if (l.rope_theta && part_wanted && l.head_dim < 4 && b.head_dim >= 4) {
+    l.head_dim = fit_dim(4, b.head_dim, multiple, true);
+  }
   const bool same_value_dim = c.pick(0, 3) < 3 || b.supports.value_dim_is_head_dim;
   const int value_dim = fit_dim(pick_head_dim(c, b.head_dim, false), b.head_dim, multiple, false);
   l.value_dim = same_value_dim ? l.head_dim : value_dim;

@@ -98,7 +98,7 @@ SplitSpreadCounts count_split_spreads(const Scenario& s, const EngineEdges& edge
   const auto rotated = [&](std::span<const float> x, std::vector<double>& out, int64_t pos) {
     std::copy(x.begin(), x.end(), out.begin());
     if (l.rope_theta) {
-      rope_rotate(out.data(), hd, *l.rope_theta, static_cast<double>(pos), l.rope_style);
+      rope_rotate(out.data(), l.rope_shape(), *l.rope_theta, static_cast<double>(pos));
     }
   };
   const auto on_chunk = [&](const PlacedChunk& chunk) {

@@ -53,12 +53,12 @@ std::optional<std::string> wrong_angle_hypothesis(const Scenario& scenario, cons
   const auto q_all = table.q(token(ref.key.pos));
   std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(q_head) * hd), hd,
               q.begin());
-  rope_rotate(q.data(), hd, theta, static_cast<double>(ref.key.pos), l.rope_style);
+  rope_rotate(q.data(), l.rope_shape(), theta, static_cast<double>(ref.key.pos));
   // The score of key j rotated at `at`.
   const auto score = [&](int64_t j, int64_t at) {
     const auto k_all = table.k(token(j));
     std::copy_n(k_all.begin() + static_cast<std::ptrdiff_t>(g * hd), hd, k.begin());
-    rope_rotate(k.data(), hd, theta, static_cast<double>(at), l.rope_style);
+    rope_rotate(k.data(), l.rope_shape(), theta, static_cast<double>(at));
     double dot = 0;
     for (size_t d = 0; d < hd; ++d) dot += q[d] * k[d];
     return scale * dot;

@@ -62,9 +62,9 @@ namespace {
 // x - e and x + e; rounding is monotone). The rotation is off by at most e, which grows with
 // its angles' error (unless it declares rope_angles_exact) and with tables rounded to a
 // dtype (rope_tables); e goes to `e` where asked.
-void rotated_reach(const double* head, const float* raw, size_t head_dim, int64_t pos,
-                   RopeStyle style, DType dtype, const EngineNumerics& numerics, float* lo,
-                   float* hi, double* e = nullptr) {
+void rotated_reach(const double* head, const float* raw, const RopeShape& shape, int64_t pos,
+                   DType dtype, const EngineNumerics& numerics, float* lo, float* hi,
+                   double* e = nullptr) {
   const double angle =
       numerics.rope_angles_exact.value_or(false) ? 0 : 20 * static_cast<double>(pos);
   const double tables =
@@ -74,10 +74,13 @@ void rotated_reach(const double* head, const float* raw, size_t head_dim, int64_
   // element of the data on a rounding boundary (a small integer on an fp8 tie) is then not
   // ambiguous, where it would otherwise widen the bound of every row that sees key 0.
   const double reach = pos == 0 ? 0 : (4 + angle) * 0x1p-24 + tables;
-  for (size_t d = 0; d < head_dim; ++d) {
-    const RopePair pair = rope_pair(rope_pair_of(d, head_dim, style), head_dim, style);
+  for (size_t d = 0; d < shape.head_dim; ++d) {
+    // An element outside RoPE's part is the raw one, exactly (only rounded to `dtype`).
+    const RopePair pair = shape.turns(d) ? shape.pair(shape.pair_of(d)) : RopePair{d, d};
     const double error =
-        reach * (std::fabs(double{raw[pair.first]}) + std::fabs(double{raw[pair.second]}));
+        shape.turns(d)
+            ? reach * (std::fabs(double{raw[pair.first]}) + std::fabs(double{raw[pair.second]}))
+            : 0.0;
     lo[d] = round_to_dtype(static_cast<float>(head[d] - error), dtype);
     hi[d] = round_to_dtype(static_cast<float>(head[d] + error), dtype);
     if (e) e[d] = error;
@@ -91,9 +94,10 @@ void rotated_reach(const double* head, const float* raw, size_t head_dim, int64_
 // block format: blocks of 32), and the engine's may be anything the format makes of a head
 // whose elements each lie anywhere in their reach (round_trip_reach): an element's error is
 // the width of what it may read back. Returns whether any element has an error.
-bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos, RopeStyle style,
-                   DType dtype, const KvFormat& format, int kv_head, const EngineNumerics& numerics,
+bool store_rotated(double* head, const float* raw, const RopeShape& shape, int64_t pos, DType dtype,
+                   const KvFormat& format, int kv_head, const EngineNumerics& numerics,
                    double* error) {
+  const size_t head_dim = shape.head_dim;
   thread_local std::vector<float> scratch;
   scratch.resize(5 * head_dim);
   float* centre = scratch.data();
@@ -101,7 +105,7 @@ bool store_rotated(double* head, const float* raw, size_t head_dim, int64_t pos,
   float* hi = lo + head_dim;
   float* out_lo = hi + head_dim;
   float* out_hi = out_lo + head_dim;
-  rotated_reach(head, raw, head_dim, pos, style, dtype, numerics, lo, hi, error);
+  rotated_reach(head, raw, shape, pos, dtype, numerics, lo, hi, error);
   for (size_t d = 0; d < head_dim; ++d) {
     centre[d] = round_to_dtype(static_cast<float>(head[d]), dtype);
   }
@@ -226,13 +230,13 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
         out.values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * out.v_stride));
     for (int g = 0; g < kv_heads; ++g) {
       double* head = dst + static_cast<size_t>(g) * hd;
-      if (rope) rope_rotate(head, hd, *layout.rope_theta, j, layout.rope_style);
+      if (rope) rope_rotate(head, layout.rope_shape(), *layout.rope_theta, j);
       const size_t jg =
           static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
       if (out.round_rotated) {
         const size_t at = static_cast<size_t>(j) * out.k_stride + static_cast<size_t>(g) * hd;
         out.key_ambiguous[jg] =
-            store_rotated(head, k.data() + static_cast<size_t>(g) * hd, hd, j, layout.rope_style,
+            store_rotated(head, k.data() + static_cast<size_t>(g) * hd, layout.rope_shape(), j,
                           layout.dtype, layout.k_format, g, numerics, out.key_error.data() + at);
       }
       if (minima) {
@@ -271,7 +275,7 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   const auto q_all = table.q(stream.tokens[static_cast<size_t>(p)]);
   std::copy_n(q_all.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(h) * hd),
               layout.head_dim, q);
-  if (rope) rope_rotate(q, hd, *layout.rope_theta, p, layout.rope_style);
+  if (rope) rope_rotate(q, layout.rope_shape(), *layout.rope_theta, p);
   // Rotated queries rounded to the storage dtype: as the keys (store_rotated), their
   // boundary elements' error reaches every logit through ||k|| (Cauchy-Schwarz).
   const bool round_rotated_q =
@@ -283,7 +287,7 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   thread_local std::vector<float> bounds;
   if (blocks && rope && p > 0) {
     bounds.resize(2 * hd);
-    rotated_reach(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p, layout.rope_style,
+    rotated_reach(q, q_all.data() + static_cast<size_t>(h) * hd, layout.rope_shape(), p,
                   round_rotated_q ? layout.dtype : DType::f32, numerics, bounds.data(),
                   bounds.data() + hd);
   }
@@ -291,7 +295,7 @@ std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& 
   double q_error_norm = 0;
   // (Quantized to blocks, the query's reach below already spans its dtype's boundaries.)
   if (round_rotated_q &&
-      store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, hd, p, layout.rope_style,
+      store_rotated(q, q_all.data() + static_cast<size_t>(h) * hd, layout.rope_shape(), p,
                     layout.dtype, KvFormat{}, 0, numerics, q_error) &&
       !(blocks && rope)) {
     q_error_norm = norm(q_error, layout.head_dim);

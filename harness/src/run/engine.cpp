@@ -186,7 +186,9 @@ std::optional<std::string> unsupported_layout(const Scenario& scenario,
                 is_affine(l.k_format.quant) || is_affine(l.v_format.quant), supports.kv_affine),
         feature("a value read from its key (MLA)", l.value_from_key, supports.value_from_key),
         feature("RoPE in interleaved pairs", l.rope_style == RopeStyle::interleaved,
-                supports.rope_interleaved)}) {
+                supports.rope_interleaved),
+        feature("RoPE on part of the head (rope_dims)", l.rope_dims.has_value(),
+                supports.rope_dims)}) {
     if (refusal) return refusal;
   }
   // One format: the same quantization and group; K's and V's scales are their own.

@@ -6,10 +6,10 @@ namespace kvfuzz {
 
 namespace {
 
-// Pair i's angle at pos: pos * theta^(-2i/d).
-double rope_angle(size_t i, size_t head_dim, double theta, double pos) {
+// Pair i's angle at pos: pos * theta^(-2i/d), d the number of turned elements.
+double rope_angle(size_t i, size_t dims, double theta, double pos) {
   const double inv_freq =
-      std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dims));
   return pos * inv_freq;
 }
 
@@ -22,11 +22,10 @@ void turn_pair(double* x, RopePair pair, double c, double s) {
 
 }  // namespace
 
-void rope_rotate(double* x, size_t head_dim, double theta, double pos, RopeStyle style) {
-  const size_t half = head_dim / 2;
-  for (size_t i = 0; i < half; ++i) {
-    const double angle = rope_angle(i, head_dim, theta, pos);
-    turn_pair(x, rope_pair(i, head_dim, style), std::cos(angle), std::sin(angle));
+void rope_rotate(double* x, const RopeShape& shape, double theta, double pos) {
+  for (size_t i = 0; i < shape.pairs(); ++i) {
+    const double angle = rope_angle(i, shape.dims, theta, pos);
+    turn_pair(x, shape.pair(i), std::cos(angle), std::sin(angle));
   }
 }
 
@@ -41,8 +40,9 @@ void RopeTable::rotate(double* x, size_t pos) {
     }
   }
   const double* cs = cos_sin_.data() + pos * half * 2;
+  const RopeShape whole{head_dim_, head_dim_, RopeStyle::half_split};
   for (size_t i = 0; i < half; ++i) {
-    turn_pair(x, rope_pair(i, head_dim_, RopeStyle::half_split), cs[2 * i], cs[2 * i + 1]);
+    turn_pair(x, whole.pair(i), cs[2 * i], cs[2 * i + 1]);
   }
 }
 

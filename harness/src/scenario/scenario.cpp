@@ -16,7 +16,7 @@ double Layout::softmax_scale() const {
 
 bool Layout::has_features() const {
   return softcap || !sinks.empty() || !alibi.empty() || chunked_local || value_from_key ||
-         rope_style != RopeStyle::half_split;
+         rope_style != RopeStyle::half_split || rope_dims.has_value();
 }
 
 double Layout::stored_sink(int q_head) const {

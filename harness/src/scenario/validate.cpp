@@ -177,6 +177,7 @@ class Validator {
                "no interleaved RoPE in a model scenario: the model level does not model it yet");
       }
     }
+    check_rope_dims();
     if (layout_.window) {
       check_range("$.layout.window", *layout_.window, 1, limits::kMaxEpochTokens);
     }
@@ -197,8 +198,30 @@ class Validator {
     check_value_from_key();
   }
 
-  // MLA's shared latent row: the value is the key's first value_dim elements, unrotated and
-  // unquantized (the decoupled RoPE part and the quantized latent caches are not modelled).
+  // RoPE on the head's last rope_dims elements: an even number of them, fewer than head_dim
+  // (all of them is the field left out: one spelling per scenario).
+  void check_rope_dims() {
+    if (!layout_.rope_dims) return;
+    const int dims = *layout_.rope_dims;
+    if (!layout_.rope_theta) {
+      reject(
+          "$.layout.rope_dims",
+          "no rope_dims without rope_theta (it says which elements RoPE turns), got " + str(dims));
+    }
+    if (dims < 2 || dims % 2 != 0 || dims >= layout_.head_dim) {
+      reject("$.layout.rope_dims",
+             "an even number from 2 to head_dim - 1 (" + str(layout_.head_dim - 1) +
+                 "; RoPE over the whole head leaves rope_dims out), got " + str(dims));
+    }
+    if (model_) {
+      reject("$.layout.rope_dims",
+             "no rope_dims in a model scenario: the model level does not model it yet");
+    }
+  }
+
+  // MLA's shared latent row: the value is the key's first value_dim elements, unquantized
+  // (the quantized latent caches are not modelled), and unrotated: with RoPE only the key's
+  // last rope_dims elements turn (the decoupled RoPE part), and the value lies before them.
   void check_value_from_key() {
     if (!layout_.value_from_key) return;
     if (layout_.value_dim > layout_.head_dim) {
@@ -208,9 +231,14 @@ class Validator {
                                        str(layout_.value_dim));
     }
     if (layout_.rope_theta) {
-      reject("$.layout.value_from_key",
-             "no rope_theta with value_from_key: MLA's decoupled RoPE part (only the key's last "
-             "elements rotated) is not modelled yet");
+      const int turned = layout_.rope_dims.value_or(layout_.head_dim);
+      if (layout_.value_dim > layout_.head_dim - turned) {
+        reject("$.layout.value_dim",
+               "at most head_dim - rope_dims (" + str(layout_.head_dim - turned) +
+                   ") with value_from_key and rope_theta (the value is the key's unrotated "
+                   "first elements; RoPE turns its last rope_dims), got " +
+                   str(layout_.value_dim));
+      }
     }
     if (layout_.quantized_kv()) {
       reject("$.layout.value_from_key",

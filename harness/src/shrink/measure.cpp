@@ -47,6 +47,7 @@ Measure measure(const Scenario& s) {
   m.value_dim = l.value_dim;
   m.rope = l.rope_theta.has_value();
   m.rope_interleaved = l.rope_style != RopeStyle::half_split;
+  m.rope_dims = l.rope_dims.has_value();
   m.window = l.window.has_value();
   m.scale = l.scale.has_value();
   m.dtype_not_f32 = l.dtype != DType::f32;

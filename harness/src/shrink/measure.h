@@ -43,6 +43,7 @@ struct Measure {
   int value_dim = 0;
   bool rope = false;
   bool rope_interleaved = false;
+  bool rope_dims = false;  // RoPE on part of the head only
   bool window = false;
   bool scale = false;
   bool dtype_not_f32 = false;

@@ -125,6 +125,25 @@ Made reduce_heads(const Scenario& s, int index, Scenario& out) {
   return Made::candidate;
 }
 
+// RoPE's part (Layout::rope_dims) follows the dims kept of q and k: as many of them as were
+// in it; the whole head again when every kept dim was, RoPE off when an odd number were (as
+// for an odd head_dim).
+namespace {
+void keep_rope_part(const Layout& before, const std::vector<int>& keep, Layout& after) {
+  if (!before.rope_dims || !after.rope_theta) return;
+  const int first = before.head_dim - *before.rope_dims;
+  const auto turned =
+      static_cast<int>(std::count_if(keep.begin(), keep.end(), [&](int d) { return d >= first; }));
+  if (turned % 2 != 0) {
+    after.clear_rope();
+  } else if (turned == 0 || turned == after.head_dim) {
+    after.rope_dims.reset();  // none left (RoPE over the whole head is the nearest) or all
+  } else {
+    after.rope_dims = turned;
+  }
+}
+}  // namespace
+
 // A smaller head_dim: each dim_choices() set, in q and k alike.
 Made reduce_head_dim(const Scenario& s, int index, Scenario& out) {
   const std::vector<std::vector<int>> choices = dim_choices(s.layout.head_dim, s.model.has_value());
@@ -133,7 +152,8 @@ Made reduce_head_dim(const Scenario& s, int index, Scenario& out) {
   out = start_candidate(s);
   out.layout.head_dim = static_cast<int>(keep.size());
   if (keep.size() % 2 != 0) out.layout.clear_rope();  // RoPE needs an even head_dim
-  if (s.model) return Made::candidate;                // no token data
+  keep_rope_part(s.layout, keep, out.layout);
+  if (s.model) return Made::candidate;  // no token data
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
     for (auto& head : t.q) keep_only(head, keep);
@@ -172,7 +192,8 @@ Made reduce_head_size(const Scenario& s, int index, Scenario& out) {
   out.layout.head_dim = static_cast<int>(keep.size());
   out.layout.value_dim = out.layout.head_dim;
   if (keep.size() % 2 != 0) out.layout.clear_rope();  // RoPE needs an even head_dim
-  if (s.model) return Made::candidate;                // no token data
+  keep_rope_part(s.layout, keep, out.layout);
+  if (s.model) return Made::candidate;  // no token data
   std::vector<ExplicitToken> tokens = materialise(s);
   for (ExplicitToken& t : tokens) {
     for (auto* heads : {&t.q, &t.k, &t.v}) {
@@ -183,12 +204,18 @@ Made reduce_head_size(const Scenario& s, int index, Scenario& out) {
   return Made::candidate;
 }
 
-// RoPE off, window off, default scale, f32 storage, RoPE's pairs half-split.
+// RoPE off, window off, default scale, f32 storage, RoPE's pairs half-split, RoPE over the
+// whole head (with MLA's value in the key that is not a valid scenario: RoPE off is the move
+// that removes both).
 Made simplify_layout(const Scenario& s, int index, Scenario& out) {
-  if (index > 4) return Made::end;
+  if (index > 5) return Made::end;
   const Layout& l = s.layout;
-  const bool applies[] = {l.rope_theta.has_value(), l.window.has_value(), l.scale.has_value(),
-                          l.dtype != DType::f32, l.rope_style != RopeStyle::half_split};
+  const bool applies[] = {l.rope_theta.has_value(),
+                          l.window.has_value(),
+                          l.scale.has_value(),
+                          l.dtype != DType::f32,
+                          l.rope_style != RopeStyle::half_split,
+                          l.rope_dims.has_value()};
   if (!applies[index]) return Made::skip;
   out = start_candidate(s);
   switch (index) {
@@ -204,8 +231,11 @@ Made simplify_layout(const Scenario& s, int index, Scenario& out) {
     case 3:
       out.layout.dtype = DType::f32;
       break;
-    default:
+    case 4:
       out.layout.rope_style = RopeStyle::half_split;
+      break;
+    default:
+      out.layout.rope_dims.reset();
       break;
   }
   return Made::candidate;
