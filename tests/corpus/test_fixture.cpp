@@ -780,8 +780,9 @@ TEST(FixtureValueFromKey, Version4HoldsItTokensWithoutValuesAndEveryRuleIsOneLin
             "f.json: $.layout.value_dim: expected at most head_dim (2) with value_from_key (the "
             "value is the key's first value_dim elements), got 3");
   EXPECT_EQ(error_with(R"("dtype": "f32")", R"("dtype": "f32", "rope_theta": 10000)"),
-            "f.json: $.layout.value_from_key: expected no rope_theta with value_from_key: MLA's "
-            "decoupled RoPE part (only the key's last elements rotated) is not modelled yet");
+            "f.json: $.layout.rope_dims: expected rope_dims with value_from_key and rope_theta "
+            "(MLA's RoPE turns only the key's last rope_dims elements; the value is the "
+            "unrotated latent before them), got none");
   EXPECT_EQ(error_with(R"("dtype": "f32")", R"("dtype": "f32", "k_format": "fp8_e4m3fn")"),
             "f.json: $.layout.value_from_key: expected no k_format or v_format with "
             "value_from_key: a quantized latent cache is not modelled yet");
@@ -865,9 +866,9 @@ TEST(FixtureRopeDims, Version7HoldsRopesPartAndEveryRuleIsOneLine) {
             "value_from_key and rope_theta (the value is the key's unrotated first elements; "
             "RoPE turns its last rope_dims), got 3");
   EXPECT_EQ(error_with("    \"rope_dims\": 2,\n", ""),
-            "f.json: $.layout.value_dim: expected at most head_dim - rope_dims (0) with "
-            "value_from_key and rope_theta (the value is the key's unrotated first elements; "
-            "RoPE turns its last rope_dims), got 2");
+            "f.json: $.layout.rope_dims: expected rope_dims with value_from_key and rope_theta "
+            "(MLA's RoPE turns only the key's last rope_dims elements; the value is the "
+            "unrotated latent before them), got none");
 }
 
 TEST(FixtureErrors, GotValuesAreShortAndMessagesOneLine) {

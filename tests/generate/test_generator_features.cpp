@@ -99,15 +99,17 @@ TEST(GeneratorFeatures, TheFilterForcesAFeatureAndIsNamedWhenTheEngineLacksIt) {
 }
 
 // MLA's value read from its key (generate/features.h, pick_value_from_key): drawn last, in
-// about one in four of the scenarios without RoPE or a KV format, with value_dim below
-// head_dim where head_dim allows it; every other choice as without it; the filter forces it
-// (RoPE and formats off) and conflicts with --rope on and --kv-format.
+// about one in four of the scenarios without a KV format (and, with RoPE, a head of 4 or
+// more: its part, rope_dims, declared here too), with value_dim below head_dim where
+// head_dim allows it; every other choice as without it; the filter forces it (formats off)
+// and conflicts with --kv-format, and with --rope on where rope_dims is not declared.
 TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   const GeneratorOptions o = with_features();
-  const int eligible = count_with(
-      o, [](const Scenario& s) { return !s.layout.rope_theta && !s.layout.quantized_kv(); });
+  const int eligible = count_with(o, [](const Scenario& s) {
+    return (!s.layout.rope_theta || s.layout.head_dim >= 4) && !s.layout.quantized_kv();
+  });
   const int drawn = count_with(o, [](const Scenario& s) { return s.layout.value_from_key; });
-  std::printf("value_from_key %d of %d scenarios without RoPE or a KV format\n", drawn, eligible);
+  std::printf("value_from_key %d of %d scenarios without a KV format\n", drawn, eligible);
   EXPECT_GT(drawn, eligible / 4 - 60);
   EXPECT_LT(drawn, eligible / 4 + 60);
   EXPECT_GT(count_with(o,
@@ -120,6 +122,7 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   GeneratorOptions with = o;
   with.supports.kv_affine = false;
   with.supports.rope_interleaved = false;  // drawn after it too
+  with.supports.rope_dims = false;         // drawn in it (MLA's part) and after it
   GeneratorOptions without = with;
   without.supports.value_from_key = false;
   for (uint64_t seed = 1; seed <= 200; ++seed) {
@@ -133,17 +136,20 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   forced.filters.features.value_from_key = true;
   EXPECT_EQ(count_with(forced, [](const Scenario& s) { return s.layout.value_from_key; }), kSeeds);
   forced.filters.rope = OnOff::on;
+  EXPECT_FALSE(filter_conflict(forced));  // MLA's RoPE part, rope_dims, is declared
+  forced.supports.rope_dims = false;
   ASSERT_TRUE(filter_conflict(forced));
   EXPECT_EQ(filter_conflict(forced)->message,
-            "expected no RoPE with value_from_key (MLA's decoupled RoPE part is not modelled "
-            "yet), got RoPE on");
+            "expected no RoPE with value_from_key (MLA's RoPE turns a part of the key, "
+            "rope_dims, which the engine does not declare), got RoPE on");
 }
 
 // RoPE's interleaved pairs: drawn last, in about one RoPE scenario in three, only for an
 // engine that declares them; the others' scenarios stay choice for choice; the filter forces
 // RoPE on in interleaved pairs and refuses --rope off beside it.
 TEST(GeneratorFeatures, RopeInterleavedIsDrawnLastAtItsRateAndTheFilterForcesIt) {
-  const GeneratorOptions o = with_features();
+  GeneratorOptions o = with_features();
+  o.supports.rope_dims = false;  // drawn after it: its draws would follow other choices
   const int eligible =
       count_with(o, [](const Scenario& s) { return s.layout.rope_theta.has_value(); });
   const int drawn = count_with(

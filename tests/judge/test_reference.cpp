@@ -268,6 +268,64 @@ TEST(Reference, RopeInterleavedIsHalfSplitOnPermutedElements) {
   EXPECT_GT(differ, 0.01);  // the pairs matter: the unmoved twin's rows are others
 }
 
+// RoPE on the last rope_dims elements turns them with angles of the part's own width and
+// leaves the others: with q's first elements 0 (so k's first elements add nothing to a
+// score) the rows equal those of the part alone as a whole head of rope_dims, and not those
+// of the same tokens with RoPE over the whole head (other pairs and frequencies).
+TEST(Reference, RopeDimsTurnsTheLastElementsWithThePartsFrequencies) {
+  constexpr int kDim = 8, kPart = 4;
+  Scenario part;
+  part.layout.head_dim = kDim;
+  part.layout.rope_theta = 100.0;
+  part.layout.rope_dims = kPart;
+  part.layout.scale = 0.5;
+  std::vector<ExplicitToken> tokens, alone;
+  uint64_t state = 5;
+  const auto draw = [&] { return static_cast<double>(splitmix64(state) % 17) / 4 - 2; };
+  for (int t = 0; t < 6; ++t) {
+    Vec q(kDim, 0.0), k(kDim), q_part(kPart), k_part(kPart);
+    for (int d = 0; d < kDim; ++d) {
+      k[d] = draw();
+      if (d >= kDim - kPart) {
+        q[d] = draw();
+        q_part[d - (kDim - kPart)] = q[d];
+        k_part[d - (kDim - kPart)] = k[d];
+      }
+    }
+    const Vec v = {draw()};
+    tokens.push_back(token({q}, {k}, {v}));
+    alone.push_back(token({q_part}, {k_part}, {v}));
+  }
+  part.tokens = tokens;
+  part.program = {Op::append(0, {0, 1, 2, 3}), Op::append(0, {4, 5})};
+  part.name = "rope-dims";
+  ASSERT_FALSE(validate(part)) << validate(part)->path << ": " << validate(part)->message;
+  Scenario whole_part = part;
+  whole_part.layout.head_dim = kPart;
+  whole_part.layout.rope_dims.reset();
+  whole_part.tokens = alone;
+  Scenario whole_head = part;
+  whole_head.layout.rope_dims.reset();
+  const auto a = rows_of(part), b = rows_of(whole_part), c = rows_of(whole_head);
+  double differ = 0;
+  for (size_t p = 0; p < a.size(); ++p) {
+    EXPECT_NEAR(a[p].values[0], b[p].values[0], 1e-12) << "pos " << p;
+    differ = std::max(differ, std::fabs(a[p].values[0] - c[p].values[0]));
+  }
+  EXPECT_GT(differ, 0.01);  // the part matters: RoPE over the whole head gives other rows
+  // The shape names the part's pairs after its offset, in both styles.
+  const RopeShape half{kDim, kPart, RopeStyle::half_split};
+  const RopeShape inter{kDim, kPart, RopeStyle::interleaved};
+  EXPECT_EQ(half.pair(1).first, 5u);
+  EXPECT_EQ(half.pair(1).second, 7u);
+  EXPECT_EQ(inter.pair(1).first, 6u);
+  EXPECT_EQ(inter.pair(1).second, 7u);
+  EXPECT_EQ(half.pair_of(7), 1u);
+  EXPECT_EQ(inter.pair_of(5), 0u);
+  EXPECT_FALSE(half.turns(3));
+  EXPECT_TRUE(half.turns(4));
+}
+
 // RoPE scores depend on relative positions only. With a window of 3, the row at p of
 // stream A = [t1..t6] and the row at p + 7 of stream B = [7 other tokens, t1..t6] see the
 // same three tokens at the same distances, so they must be equal.

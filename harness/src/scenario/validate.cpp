@@ -230,8 +230,13 @@ class Validator {
                                        "value_dim elements), got " +
                                        str(layout_.value_dim));
     }
-    if (layout_.rope_theta) {
-      const int turned = layout_.rope_dims.value_or(layout_.head_dim);
+    if (layout_.rope_theta && !layout_.rope_dims) {
+      reject("$.layout.rope_dims",
+             "rope_dims with value_from_key and rope_theta (MLA's RoPE turns only the key's "
+             "last rope_dims elements; the value is the unrotated latent before them), got none");
+    }
+    if (layout_.rope_theta && layout_.rope_dims) {
+      const int turned = *layout_.rope_dims;
       if (layout_.value_dim > layout_.head_dim - turned) {
         reject("$.layout.value_dim",
                "at most head_dim - rope_dims (" + str(layout_.head_dim - turned) +
