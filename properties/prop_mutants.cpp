@@ -107,14 +107,14 @@ const std::vector<MutantRow>& rejection_table() {
       // declared there too).
       {"fp8-v-scale-dropped",     {{Property::prefix,   60,   19}}, true},
       {"q4_0-nibbles-swapped",    {{Property::prefix,   80,   28}}, true},
-      // Case 0 since the grid draws RoPE's pairs too (7 before).
-      {"affine-pack-high-first",  {{Property::prefix,   40,    0}}, true},
-      // MLA's value read from its key, on the same grid.
-      {"mla-value-at-key-end",    {{Property::prefix,   60,   25}}, true},
-      // RoPE's interleaved pairs, on the same grid.
-      {"rope-interleaved-as-half-split", {{Property::prefix, 80, 37}}, true},
+      // Case 7 again since the grid draws RoPE's part too (0 with RoPE's pairs alone).
+      {"affine-pack-high-first",  {{Property::prefix,   40,    7}}, true},
+      // MLA's value read from its key, on the same grid (25 before MLA layouts had RoPE).
+      {"mla-value-at-key-end",    {{Property::prefix,   60,   22}}, true},
+      // RoPE's interleaved pairs, on the same grid (37 before RoPE's part was drawn).
+      {"rope-interleaved-as-half-split", {{Property::prefix, 80, 14}}, true},
       // RoPE's part (MLA's decoupled RoPE part among them), on the same grid.
-      {"rope-part-at-front",      {{Property::prefix,   80,   99}}, true},
+      {"rope-part-at-front",      {{Property::prefix,   80,   14}}, true},
   };
   return table;
 }
