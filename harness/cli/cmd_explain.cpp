@@ -14,6 +14,7 @@
 #include "isolation_flags.h"
 #include "kvfuzz/fixture_io.h"
 #include "kvfuzz/judge.h"
+#include "kvfuzz/kv_format.h"
 #include "kvfuzz/orchestrate.h"
 #include "kvfuzz/property.h"
 #include "support/isolated_call.h"
@@ -34,8 +35,22 @@ std::string describe_layout(const Layout& l) {
                      " kv heads, head_dim " + std::to_string(l.head_dim) + ", value_dim " +
                      std::to_string(l.value_dim) + ", page " + std::to_string(l.page_size) + ", " +
                      std::string(dtype_name(l.dtype));
-  if (l.rope_theta) text += ", RoPE theta " + std::to_string(*l.rope_theta);
+  if (l.rope_theta) {
+    text += ", RoPE theta " + std::to_string(*l.rope_theta);
+    if (l.rope_style != RopeStyle::half_split) {
+      text += " in " + std::string(rope_style_name(l.rope_style)) + " pairs";
+    }
+    if (l.rope_dims) text += " on the last " + std::to_string(*l.rope_dims) + " elements";
+  }
   if (l.window) text += ", window " + std::to_string(*l.window);
+  // The features and formats that change what a row is (docs/fixture-format.md).
+  if (l.softcap) text += ", soft cap " + std::to_string(*l.softcap);
+  if (!l.sinks.empty()) text += ", sinks";
+  if (!l.alibi.empty()) text += ", ALiBi";
+  if (l.chunked_local) text += ", chunked local " + std::to_string(*l.chunked_local);
+  if (l.k_format.quantized()) text += ", K " + std::string(kv_quant_name(l.k_format.quant));
+  if (l.v_format.quantized()) text += ", V " + std::string(kv_quant_name(l.v_format.quant));
+  if (l.value_from_key) text += ", value read from its key (MLA)";
   return text;
 }
 

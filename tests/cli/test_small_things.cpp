@@ -34,6 +34,22 @@ int count(const std::string& text, const std::string& part) {
 }
 
 const std::string kWorked = (kSource / "corpus/seeds/worked-example.json").string();
+
+// explain's layout line names what changes a row beyond the shapes: RoPE's pairs and part,
+// the features, the KV formats and MLA's value.
+TEST(SmallThings, ExplainNamesRopesPairsAndPartAndTheLayoutsFeatures) {
+  const Result mla = kvfuzz("explain " + (kSource / "corpus/seeds/mla-rope-part.json").string() +
+                            " --engine contiguous");
+  EXPECT_EQ(mla.status, 0) << mla.out << mla.err;
+  EXPECT_TRUE(has(mla.out,
+                  "RoPE theta 10000.000000 on the last 2 elements, value read from "
+                  "its key (MLA)\n"))
+      << mla.out;
+  const Result pairs =
+      kvfuzz("explain " + (kSource / "corpus/seeds/rope-interleaved-pairs.json").string() +
+             " --engine contiguous");
+  EXPECT_TRUE(has(pairs.out, "RoPE theta 10000.000000 in interleaved pairs\n")) << pairs.out;
+}
 const std::string kHonestExec =
     "python3 " + (kSource / "examples/python-engine/honest_engine.py").string();
 
