@@ -76,11 +76,11 @@ void rotated_reach(const double* head, const float* raw, const RopeShape& shape,
   const double reach = pos == 0 ? 0 : (4 + angle) * 0x1p-24 + tables;
   for (size_t d = 0; d < shape.head_dim; ++d) {
     // An element outside RoPE's part is the raw one, exactly (only rounded to `dtype`).
-    const RopePair pair = shape.turns(d) ? shape.pair(shape.pair_of(d)) : RopePair{d, d};
-    const double error =
-        shape.turns(d)
-            ? reach * (std::fabs(double{raw[pair.first]}) + std::fabs(double{raw[pair.second]}))
-            : 0.0;
+    double error = 0;
+    if (shape.turns(d)) {
+      const RopePair pair = shape.pair(shape.pair_of(d));
+      error = reach * (std::fabs(double{raw[pair.first]}) + std::fabs(double{raw[pair.second]}));
+    }
     lo[d] = round_to_dtype(static_cast<float>(head[d] - error), dtype);
     hi[d] = round_to_dtype(static_cast<float>(head[d] + error), dtype);
     if (e) e[d] = error;
@@ -202,6 +202,7 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
   const auto hd = static_cast<size_t>(layout.head_dim);
   const auto vd = static_cast<size_t>(layout.value_dim);
   const bool rope = layout.rope_theta.has_value();
+  const RopeShape shape = layout.rope_shape();
   out.k_stride = static_cast<size_t>(kv_heads) * hd;
   out.v_stride = static_cast<size_t>(kv_heads) * vd;
   out.keys.resize(static_cast<size_t>(n) * out.k_stride);
@@ -230,14 +231,14 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
         out.values.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(j) * out.v_stride));
     for (int g = 0; g < kv_heads; ++g) {
       double* head = dst + static_cast<size_t>(g) * hd;
-      if (rope) rope_rotate(head, layout.rope_shape(), *layout.rope_theta, j);
+      if (rope) rope_rotate(head, shape, *layout.rope_theta, j);
       const size_t jg =
           static_cast<size_t>(j) * static_cast<size_t>(kv_heads) + static_cast<size_t>(g);
       if (out.round_rotated) {
         const size_t at = static_cast<size_t>(j) * out.k_stride + static_cast<size_t>(g) * hd;
         out.key_ambiguous[jg] =
-            store_rotated(head, k.data() + static_cast<size_t>(g) * hd, layout.rope_shape(), j,
-                          layout.dtype, layout.k_format, g, numerics, out.key_error.data() + at);
+            store_rotated(head, k.data() + static_cast<size_t>(g) * hd, shape, j, layout.dtype,
+                          layout.k_format, g, numerics, out.key_error.data() + at);
       }
       if (minima) {
         block_minima(head, layout.head_dim, out.key_min.data() + jg * blocks);
