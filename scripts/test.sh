@@ -3,8 +3,9 @@
 # once in the normal build (g++) and once under ASan + UBSan (clang), and builds kvfuzz
 # the way a new user or a packager does, with plain CMake and no preset.
 #
-#   scripts/test.sh          what CI runs (.ci/run); about 30 minutes on a fresh 2-core
-#                            machine, the target (docs/BENCHMARKS.md, "The test command")
+#   scripts/test.sh          what CI runs (.ci/run); the target is 30 minutes on a fresh
+#                            2-core machine, the last measured times are in
+#                            docs/BENCHMARKS.md, "The test command"
 #   scripts/test.sh --long   also the long generated runs under ASan + UBSan (ctest label
 #                            `long`: they always run in the default build), every case of
 #                            the honest engines' generated runs there (a fifth otherwise:
@@ -26,7 +27,7 @@ case "${1:-}" in
     export KVFUZZ_TEST_LONG=1
     ;;
   -h | --help)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)

@@ -17,7 +17,7 @@ function(kvfuzz_mlx_test name exit cases script)
                 ${ARGN} LONG_CASES 300 START_UP_SECONDS 60)
 endfunction()
 
-kvfuzz_mlx_test(mlx_sdpa 0 100 mlx_sdpa_engine.py)
+kvfuzz_mlx_test(mlx_sdpa 0 100 mlx_sdpa_engine.py FORK)
 # f16, declared loosely (score_accumulation f16 holds MLX's q * scale and scores rounded to
 # f16; about a third of the rows are then only checked finite: adapters/mlx/README.md), and
 # its window control.
@@ -49,7 +49,7 @@ kvfuzz_mlx_test(mlx_sdpa_quantized_bug_bits 1 60 mlx_sdpa_engine.py --cache quan
 # judged as a whole model (ids in, logits out) against the double full-prefix logits; f32,
 # no windows (mlx-lm's llama cannot make every layer slide). The controls: rope_theta
 # doubled, llama's own head_dim^-0.5 scale kept; each caught at case 2.
-kvfuzz_mlx_test(mlx_model 0 30 mlx_model_engine.py)
+kvfuzz_mlx_test(mlx_model 0 30 mlx_model_engine.py FORK)
 kvfuzz_mlx_test(mlx_model_bug_rope 1 30 mlx_model_engine.py --bug rope)
 kvfuzz_mlx_test(mlx_model_bug_scale 1 30 mlx_model_engine.py --bug scale)
 

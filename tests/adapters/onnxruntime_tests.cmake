@@ -29,7 +29,7 @@ endfunction()
 
 set(gqa ort_gqa_engine.py)
 set(attention ort_attention_engine.py)
-kvfuzz_ort_test(ort_gqa_f32_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path legacy)
+kvfuzz_ort_test(ort_gqa_f32_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path legacy FORK)
 if(KVFUZZ_SANITIZE)
   return()
 endif()
@@ -85,7 +85,7 @@ kvfuzz_ort_test(ort_gqa_f32_shared 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --pa
 kvfuzz_ort_test(ort_gqa_f16_legacy 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path legacy)
 kvfuzz_ort_test(ort_gqa_f16_batched 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path batched)
 kvfuzz_ort_test(ort_gqa_f16_shared 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f16 --path shared)
-kvfuzz_ort_test(ort_attention_f32 0 ${KVFUZZ_ORT_CASES} ${attention} --dtype f32)
+kvfuzz_ort_test(ort_attention_f32 0 ${KVFUZZ_ORT_CASES} ${attention} --dtype f32 FORK)
 kvfuzz_ort_test(ort_attention_f16 0 ${KVFUZZ_ORT_CASES} ${attention} --dtype f16)
 # ORT's own sliding-window cache (sliding_window_cache = 1): windowed cases only.
 kvfuzz_ort_test(ort_gqa_f32_window_cache 0 ${KVFUZZ_ORT_CASES} ${gqa} --dtype f32 --path window

@@ -34,7 +34,7 @@ kvfuzz_torch_test(torch_sdpa_f16 0 ${KVFUZZ_TORCH_CASES} --dtype f16)
 # layout dtype and declares that case's numerics (numerics keyed by dtype), so f32 cases
 # are judged by f32 numerics and bf16 ones by bf16's (issue 26, item 1). Also the f32 kernel's
 # test.
-kvfuzz_torch_test(torch_sdpa_layout 0 ${KVFUZZ_TORCH_CASES})
+kvfuzz_torch_test(torch_sdpa_layout 0 ${KVFUZZ_TORCH_CASES} FORK)
 # Long contexts: a first prefill of up to 2048 tokens, long decode runs (40 cases of each
 # passed at seed 3, the largest share of the bound 0.368 and 0.215: docs/BENCHMARKS.md).
 kvfuzz_torch_test(torch_sdpa_bf16_2048 0 8 --dtype bf16 CHECK --max-tokens 2048)
