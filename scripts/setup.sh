@@ -2,7 +2,8 @@
 # Installs the Debian packages kvfuzz needs, only those that are missing, then the
 # project's Python environments at the repository root (Debian's python3-venv; the system
 # Python's packages are never changed): .venv holding the pinned PyPI packages of
-# scripts/python-requirements.txt, and .venv-vllm those of scripts/vllm-requirements.txt. Idempotent and quiet when everything is present. Run
+# scripts/python-requirements.txt, and .venv-vllm those of scripts/vllm-requirements.txt,
+# installed by uv. Idempotent and quiet when everything is present. Run
 # as root (or through sudo) on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,10 +54,26 @@ require_free_disk() {
   fi
 }
 
+# uv installs the venvs' pinned packages (its version pinned in python-requirements.txt,
+# itself installed into .venv by the venv's own pip): measured on a 2-core machine, .venv's
+# packages took pip 143 s with its cache warm and uv 34 s with its cache empty
+# (docs/BENCHMARKS.md, "The test command"). uv links what it unpacked into its cache
+# (~/.cache/uv, or UV_CACHE_DIR) into each venv, so the packages both venvs share at one
+# version are on the disk once.
+uv=.venv/bin/uv
+uv_pin=$(grep -m1 '^uv==' scripts/python-requirements.txt)
+install_uv() {
+  [[ -x $uv && "$("$uv" --version 2>/dev/null)" == "uv ${uv_pin#uv==}"* ]] && return 0
+  if ! .venv/bin/python -m pip install --disable-pip-version-check -q "$uv_pin" >&2; then
+    echo "kvfuzz setup: pip install $uv_pin into .venv failed (see above)" >&2
+    exit 1
+  fi
+}
+
 # A virtual environment at $1, made with Debian's interpreter (not a pyenv shim's), and the
 # pinned packages of the requirements file $2 when one is missing or at another version,
-# needing $3 GiB of free disk to install; further arguments go to pip install (--no-deps for
-# a file that lists a whole closure).
+# needing $3 GiB of free disk to install; further arguments go to uv pip install (--no-deps
+# for a file that lists a whole closure).
 install_venv() {
   local venv=$1 requirements=$2 gib=$3 log
   shift 3
@@ -67,11 +84,12 @@ install_venv() {
   fi
   "$venv"/bin/python scripts/venv-satisfied.py "$requirements" && return 0
   require_free_disk "$venv" "$gib"
+  install_uv
   echo "kvfuzz setup: installing into $venv: $(grep -v '^#' "$requirements" | paste -sd ' ')" >&2
   log=$(mktemp)
-  if ! "$venv"/bin/python -m pip install --disable-pip-version-check -q "$@" -r "$requirements" >"$log" 2>&1; then
+  if ! "$uv" pip install --python "$venv"/bin/python -q "$@" -r "$requirements" >"$log" 2>&1; then
     cat "$log" >&2
-    echo "kvfuzz setup: pip install into $venv failed (see above)" >&2
+    echo "kvfuzz setup: uv pip install into $venv failed (see above)" >&2
     rm -f "$log"
     exit 1
   fi
