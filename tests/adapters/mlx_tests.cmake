@@ -17,7 +17,7 @@ function(kvfuzz_mlx_test name exit cases script)
                 ${ARGN} LONG_CASES 300 START_UP_SECONDS 60)
 endfunction()
 
-kvfuzz_mlx_test(mlx_sdpa 0 100 mlx_sdpa_engine.py FORK)
+kvfuzz_mlx_test(mlx_sdpa 0 ${KVFUZZ_HONEST_CASES} mlx_sdpa_engine.py FORK)
 # f16, declared loosely (score_accumulation f16 holds MLX's q * scale and scores rounded to
 # f16; about a third of the rows are then only checked finite: adapters/mlx/README.md), and
 # its window control.

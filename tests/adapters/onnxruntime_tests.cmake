@@ -13,11 +13,11 @@ adapter_venv(ort_venv numpy onnxruntime)
 # wrong mapping is caught on a row), which the default build does; a failing exec engine
 # under ASan is test_exec's (tests/doors).
 # The honest checks run 150 cases with scripts/test.sh --long (expect_exit.sh
-# --long-cases), 100 in CI: about 5 s less each, 11 of them.
+# --long-cases), KVFUZZ_HONEST_CASES in CI.
 if(KVFUZZ_SANITIZE)
   set(KVFUZZ_ORT_CASES 40)
 else()
-  set(KVFUZZ_ORT_CASES 100)
+  set(KVFUZZ_ORT_CASES ${KVFUZZ_HONEST_CASES})
 endif()
 
 # kvfuzz_ort_test(NAME EXIT CASES SCRIPT ENGINE_FLAGS... [CHECK check flags...]):

@@ -14,7 +14,7 @@ adapter_venv(torch_venv numpy torch)
 if(KVFUZZ_SANITIZE)
   set(KVFUZZ_TORCH_CASES 30)
 else()
-  set(KVFUZZ_TORCH_CASES 100)
+  set(KVFUZZ_TORCH_CASES ${KVFUZZ_HONEST_CASES})
 endif()
 
 # kvfuzz_torch_test(NAME EXIT CASES ENGINE_FLAGS... [CHECK check flags...]): adapter_check

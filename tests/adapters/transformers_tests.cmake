@@ -27,8 +27,8 @@ function(kvfuzz_hf_flex_test name exit cases)
 endfunction()
 
 # sdpa in each case's dtype (f32, f16, bf16: numerics keyed by dtype), and eager in f32.
-kvfuzz_hf_test(transformers_sdpa 0 100 FORK)
-kvfuzz_hf_test(transformers_eager_f32 0 100 --attention eager)
+kvfuzz_hf_test(transformers_sdpa 0 ${KVFUZZ_HONEST_CASES} FORK)
+kvfuzz_hf_test(transformers_eager_f32 0 ${KVFUZZ_HONEST_CASES} --attention eager)
 # The negative controls: the config's sliding_window one wider (sdpa and eager), rope_theta
 # doubled, no numerics declared (the half-precision cases' rounding fails).
 kvfuzz_hf_test(transformers_sdpa_bug_window 1 60 --bug window)

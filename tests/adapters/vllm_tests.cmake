@@ -27,7 +27,7 @@ endfunction()
 # --finite-poison: unused slots hold 256, not NaN or infinities (finding V1); --no-bf16: the
 # AVX2 build truncates bf16 rows (V2).
 set(vllm_honest --finite-poison --no-bf16 --library avx2)
-kvfuzz_vllm_test(vllm_cpu 0 100 ${vllm_honest} FORK)
+kvfuzz_vllm_test(vllm_cpu 0 ${KVFUZZ_HONEST_CASES} ${vllm_honest} FORK)
 kvfuzz_vllm_test(vllm_cpu_f16 0 60 ${vllm_honest} CHECK --dtype f16)
 kvfuzz_vllm_test(vllm_cpu_features 0 40 ${vllm_honest} CHECK --feature softcap,sinks,alibi --window on)
 kvfuzz_vllm_test(vllm_cpu_vec16_no_split 0 60 ${vllm_honest} --isa vec16 --no-split-kv)
