@@ -55,8 +55,8 @@ require_free_disk() {
 }
 
 # uv installs the venvs' pinned packages (its version pinned in python-requirements.txt,
-# itself installed into .venv by the venv's own pip): measured on a 2-core machine, .venv's
-# packages took pip 143 s with its cache warm and uv 34 s with its cache empty
+# itself installed into .venv by the venv's own pip): a fresh clone's setup on a 2-core
+# machine, every download cache empty, took 224 s with pip and 84 s with uv
 # (docs/BENCHMARKS.md, "The test command"). uv links what it unpacked into its cache
 # (~/.cache/uv, or UV_CACHE_DIR) into each venv, so the packages both venvs share at one
 # version are on the disk once.
@@ -88,9 +88,9 @@ install_venv() {
   echo "kvfuzz setup: installing into $venv: $(grep -v '^#' "$requirements" | paste -sd ' ')" >&2
   log=$(mktemp)
   # --compile-bytecode: the .pyc files pip writes at install and uv does not by default.
-  # Without them, where PYTHONDONTWRITEBYTECODE is set (CI's machines), every engine
-  # process compiled torch and transformers from source at each start: a fresh clone's
-  # default ctest took 1,132 s against about 910.
+  # Without them, where PYTHONDONTWRITEBYTECODE is set (as on the development machine),
+  # every engine process compiled torch and transformers from source at each start: a
+  # fresh clone's default ctest took 1,132 s against 889 with them.
   if ! "$uv" pip install --python "$venv"/bin/python --compile-bytecode -q "$@" -r "$requirements" >"$log" 2>&1; then
     cat "$log" >&2
     echo "kvfuzz setup: uv pip install into $venv failed (see above)" >&2
