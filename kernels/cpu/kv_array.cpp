@@ -128,11 +128,27 @@ void KvArray::truncate(size_t n) {
 
 void KvArray::read(size_t at, float* dst, size_t n) const {
   if (!quantized()) return plain_.read(at, dst, n);
-  assert(at % row_ == 0 && n % row_ == 0 && at + n <= size());
-  for (size_t r = 0; r < rows(n); ++r) {
-    const size_t row = rows(at) + r;
+  assert(at + n <= size());
+  if (at % row_ == 0 && n % row_ == 0) {
+    for (size_t r = 0; r < rows(n); ++r) {
+      const size_t row = rows(at) + r;
+      decoder_(format_, head_of(row), bytes_.data() + row * row_bytes_, static_cast<int>(row_),
+               dst + r * row_);
+    }
+    return;
+  }
+  // Part of a row (MLA's value: the first value_dim elements of its key's row): each row
+  // touched is decoded whole, as a row is the unit a format's scales cover, and the part
+  // copied out.
+  std::vector<float> whole(row_);
+  while (n > 0) {
+    const size_t row = rows(at), in = at % row_, take = std::min(n, row_ - in);
     decoder_(format_, head_of(row), bytes_.data() + row * row_bytes_, static_cast<int>(row_),
-             dst + r * row_);
+             whole.data());
+    std::copy_n(whole.begin() + static_cast<std::ptrdiff_t>(in), take, dst);
+    dst += take;
+    at += take;
+    n -= take;
   }
 }
 

@@ -3,8 +3,10 @@
 // storage dtype at the slot the engine mapped it to (vLLM's rotary embedding and
 // reshape_and_cache in one), rope_queries rotates the queries the same way, and
 // fill_elements / copy_elements poison freed slots and copy pages for copy-on-write.
-// RoPE is NeoX's half split with cos and sin given per token (the engine computes the
-// angles in double and rounds cos and sin to f32, as a cos/sin cache holds them).
+// RoPE turns the pairs of the layout's RoPE part (scenario.h's RopeShape: the head's last
+// `dims` elements, in NeoX's half split or GPT-J's interleaved pairs) with cos and sin given
+// per token (the engine computes the angles in double and rounds cos and sin to f32, as a
+// cos/sin cache holds them).
 #pragma once
 
 #include "cuda/blocks.cuh"
@@ -25,14 +27,35 @@ inline dim3 element_grid(long long n) {
                                                               : kElementBlocks));
 }
 
-// (x_i, x_{i+d/2}) -> (x_i c_i - x_{i+d/2} s_i, x_i s_i + x_{i+d/2} c_i) for i < d/2: the
-// element `d` of the rotated vector x (d < dim).
-KVFUZZ_DEVICE float rotated(const float* x, int dim, const float* cos, const float* sin, int d) {
-  if (cos == nullptr) return x[d];
-  const int half = dim / 2;
-  const int i = d < half ? d : d - half;
-  const float a = x[i], b = x[i + half];
-  return d < half ? a * cos[i] - b * sin[i] : a * sin[i] + b * cos[i];
+// RoPE's part of a head as the kernels turn it (scenario.h's RopeShape on the device).
+struct RopeArgs {
+  const float* cos = nullptr;  // [token][dims / 2]; nullptr: no RoPE
+  const float* sin = nullptr;
+  int dims = 0;              // the part's width (even)
+  int offset = 0;            // its first element (head_dim - dims); the elements outside it stay
+  bool interleaved = false;  // pairs (2i, 2i + 1) of the part; else (i, i + dims / 2)
+
+  // The same part with cos and sin of one token.
+  KVFUZZ_DEVICE RopeArgs at(long long token) const {
+    RopeArgs r = *this;
+    if (cos != nullptr) {
+      r.cos = cos + token * (dims / 2);
+      r.sin = sin + token * (dims / 2);
+    }
+    return r;
+  }
+};
+
+// Element d of x turned by RoPE (r holds one token's cos and sin): for pair i of the part,
+// (a, b) -> (a c_i - b s_i, a s_i + b c_i), in f32 as cpu::rope_apply does it.
+KVFUZZ_DEVICE float rotated(const float* x, const RopeArgs& r, int d) {
+  if (r.cos == nullptr || d < r.offset || d >= r.offset + r.dims) return x[d];
+  const int in = d - r.offset, half = r.dims / 2;
+  const int i = r.interleaved ? in / 2 : in < half ? in : in - half;
+  const int first = r.offset + (r.interleaved ? 2 * i : i);
+  const int second = first + (r.interleaved ? 1 : half);
+  const float a = x[first], b = x[second];
+  return d == first ? a * r.cos[i] - b * r.sin[i] : a * r.sin[i] + b * r.cos[i];
 }
 
 struct AppendArgs {
@@ -45,8 +68,7 @@ struct AppendArgs {
   const float* k = nullptr;          // [token][kv_head][head_dim], unrotated
   const float* v = nullptr;          // [token][kv_head][value_dim]
   const long long* slots = nullptr;  // [token]: physical slot (page * page_size + slot)
-  const float* cos = nullptr;        // [token][head_dim / 2]; nullptr: no RoPE
-  const float* sin = nullptr;
+  RopeArgs rope;                     // the keys' RoPE (cos nullptr: none)
   int kv_heads = 1, head_dim = 1, value_dim = 1;
   int group = 0;  // an affine format's group size; 0 for the others
 };
@@ -64,8 +86,8 @@ KVFUZZ_DEVICE void store_cached(void* pool, long long i, float x, int dtype, int
 // a block format (blocks of 32) or an affine one (groups of `group`): a thread per block,
 // each element rounded to the dtype first.
 KVFUZZ_DEVICE void store_block_rows(void* pool, int type, long long slot, const float* x,
-                                    int kv_heads, int width, int group, int dtype, const float* cos,
-                                    const float* sin) {
+                                    int kv_heads, int width, int group, int dtype,
+                                    const RopeArgs& rope) {
   const bool affine = is_affine_type(type);
   const int size = affine ? group : kBlock;
   const int bytes_per_block = affine ? affine_group_bytes(type, group) : block_bytes(type);
@@ -75,7 +97,7 @@ KVFUZZ_DEVICE void store_block_rows(void* pool, int type, long long slot, const 
     const float* row = x + static_cast<long long>(head) * width;
     float block[kMaxAffineGroup];
     for (int j = 0; j < size; ++j) {
-      block[j] = round_to(rotated(row, width, cos, sin, b * size + j), dtype);
+      block[j] = round_to(rotated(row, rope, b * size + j), dtype);
     }
     unsigned char* bytes = static_cast<unsigned char*>(pool) +
                            (slot * kv_heads + head) * block_row_bytes(type, width, group) +
@@ -92,25 +114,23 @@ KVFUZZ_DEVICE void store_block_rows(void* pool, int type, long long slot, const 
 KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
   const long long token = blockIdx.x;
   const long long slot = a.slots[token];
-  const int half = a.head_dim / 2;
-  const float* cos = a.cos ? a.cos + token * half : nullptr;
-  const float* sin = a.sin ? a.sin + token * half : nullptr;
+  const RopeArgs rope = a.rope.at(token);
   // MLA caches no value: its kernels read the key's latent (paged_kv.cuh, load_v).
   const int keys = a.kv_heads * a.head_dim, values = a.v_pool ? a.kv_heads * a.value_dim : 0;
   if (is_block_type(a.k_type)) {
     store_block_rows(a.k_pool, a.k_type, slot, a.k + token * keys, a.kv_heads, a.head_dim, a.group,
-                     a.dtype, cos, sin);
+                     a.dtype, rope);
   }
   if (is_block_type(a.v_type) && a.v_pool) {
     store_block_rows(a.v_pool, a.v_type, slot, a.v + token * values, a.kv_heads, a.value_dim,
-                     a.group, a.dtype, nullptr, nullptr);
+                     a.group, a.dtype, RopeArgs{});
   }
   for (int i = static_cast<int>(threadIdx.x); i < keys && !is_block_type(a.k_type);
        i += kCacheThreads) {
     const int head = i / a.head_dim, d = i % a.head_dim;
     const float* k = a.k + (token * a.kv_heads + head) * a.head_dim;
-    store_cached(a.k_pool, slot * keys + i, rotated(k, a.head_dim, cos, sin, d), a.dtype, a.k_type,
-                 a.k_scales, head);
+    store_cached(a.k_pool, slot * keys + i, rotated(k, rope, d), a.dtype, a.k_type, a.k_scales,
+                 head);
   }
   for (int i = static_cast<int>(threadIdx.x); i < values && !is_block_type(a.v_type);
        i += kCacheThreads) {
@@ -120,16 +140,14 @@ KVFUZZ_GLOBAL void append_kv(AppendArgs a) {
 }
 
 // Grid (tokens), kCacheThreads threads: q_out = q_in rotated at each token's position, f32.
-KVFUZZ_GLOBAL void rope_queries(const float* q_in, float* q_out, const float* cos, const float* sin,
-                                int q_heads, int head_dim) {
+KVFUZZ_GLOBAL void rope_queries(const float* q_in, float* q_out, RopeArgs rope, int q_heads,
+                                int head_dim) {
   const long long token = blockIdx.x;
-  const int half = head_dim / 2;
-  const float* c = cos ? cos + token * half : nullptr;
-  const float* s = sin ? sin + token * half : nullptr;
+  const RopeArgs r = rope.at(token);
   const int n = q_heads * head_dim;
   for (int i = static_cast<int>(threadIdx.x); i < n; i += kCacheThreads) {
     const float* q = q_in + token * n + i / head_dim * head_dim;
-    q_out[token * n + i] = rotated(q, head_dim, c, s, i % head_dim);
+    q_out[token * n + i] = rotated(q, r, i % head_dim);
   }
 }
 

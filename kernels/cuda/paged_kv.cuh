@@ -47,7 +47,8 @@ enum KernelFault : int {
   // merge taking it once (a sink counted once per split that holds keys).
   kFaultSinkPerSplit = 1 << 8,
   // the attention kernels' reads: an fp8 V read back without its scale (K keeps its own),
-  // as a kernel whose V path forgets the v_scale argument.
+  // as a kernel whose V path forgets the v_scale argument; under MLA, the latent read as
+  // the value without K's scale (the scale applied in the score pass only).
   kFaultFp8VScaleDropped = 1 << 9,
   // the attention kernels' reads of a q4_0 key block: element j's quant taken from the
   // other nibble (high for j < 16), as a kernel that unpacks ggml's nibbles the other way.
@@ -59,6 +60,10 @@ enum KernelFault : int {
   // the attention kernels' reads of an affine group (K and V): each byte's quants unpacked
   // from its high bits, as a kernel that reads MLX's little-endian words the other way.
   kFaultAffineHighFirst = 1 << 12,
+  // the RoPE kernels' part of a head (Layout::rope_dims): the head's first rope_dims
+  // elements turned instead of its last, GPT-NeoX's partial rotary where the layout has
+  // DeepSeek's [latent | RoPE part] (an engine that hands the kernels the wrong offset).
+  kFaultRopePartAtFront = 1 << 13,
 };
 
 struct PagedKv {
@@ -116,9 +121,12 @@ KVFUZZ_DEVICE float load_k(const PagedKv& kv, long long slot, int kv_head, int d
   return kv.k_scales ? x * kv.k_scales[kv_head] : x;
 }
 KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
-  if (kv.value_from_key) {
+  if (kv.value_from_key) {  // the latent: the key row's first elements, in K's format
     const int at = (faults & kFaultMlaValueAtKeyEnd) ? kv.head_dim - kv.value_dim + d : d;
-    return load_k(kv, slot, kv_head, at, faults & ~kFaultQ4NibblesSwapped);
+    const float x = load_row_element(kv.k, kv.k_type, slot, kv_head, kv.kv_heads, kv.head_dim,
+                                     kv.group, at, faults & ~kFaultQ4NibblesSwapped);
+    const bool scaled = kv.k_scales && !(faults & kFaultFp8VScaleDropped);
+    return scaled ? x * kv.k_scales[kv_head] : x;
   }
   const float x = load_row_element(kv.v, kv.v_type, slot, kv_head, kv.kv_heads, kv.value_dim,
                                    kv.group, d, faults & ~kFaultQ4NibblesSwapped);

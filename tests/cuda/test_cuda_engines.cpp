@@ -465,6 +465,62 @@ TEST(CudaEngine, MlaValuesFromTheirKeysHoldEveryPropertyAndTheKeyEndFails) {
   at_end.expect_every_case_failed();
 }
 
+// RoPE's interleaved pairs and its part of the head (rope_dims: the head's last elements,
+// MLA's decoupled RoPE part) on both honest engines, every property, 12 generated cases
+// each; a kernel handed the part's offset as 0 (kFaultRopePartAtFront: GPT-NeoX's partial
+// rotary where the layout has DeepSeek's [latent | RoPE part]) fails 5 of the first 6 f32
+// cases, by 11.7 bounds at least (the sixth has q.k = 0 for every key, the generator's
+// corner, so its rows do not depend on what RoPE turns).
+TEST(CudaEngine, RopePairsAndPartsHoldEveryPropertyAndThePartAtTheFrontFails) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.features.rope_interleaved = true;
+  for (int i = 0; i < honest_cases(12); ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_EQ(scenario.layout.rope_style, RopeStyle::interleaved) << "case " << i;
+    expect_every_property(scenario, i);
+  }
+  options.filters.features = {.rope_dims = true};
+  for (int i = 0; i < honest_cases(12); ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_TRUE(scenario.layout.rope_dims.has_value()) << "case " << i;
+    expect_every_property(scenario, i);
+  }
+  FaultTally at_front;
+  at_front.judge_f32_cases(options, cuda::kFaultRopePartAtFront, "cuda-rope-part-at-front");
+  at_front.print("RoPE part at the head's front", "cases");
+  EXPECT_EQ(at_front.cases, 6);
+  EXPECT_GE(at_front.failures, 5);
+  EXPECT_GE(at_front.smallest_margin, 10);
+}
+
+// MLA over an fp8 key cache (vLLM's and FlashMLA's kv_cache_dtype=fp8: the value is the
+// stored latent read back through K's format and scale) on both honest engines, every
+// property, 12 generated cases; a kernel whose value pass reads the latent without K's scale
+// (kFaultFp8VScaleDropped under MLA) fails every f32 case with a row whose K scales are all
+// other than 1.
+TEST(CudaEngine, MlaLatentCachesInFp8HoldEveryPropertyAndAValueWithoutItsScaleFails) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.features.value_from_key = true;
+  options.filters.kv_formats = {KvQuant::fp8_e4m3fn, KvQuant::fp8_e5m2};
+  FaultTally dropped;
+  for (int i = 0; i < 12; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    ASSERT_TRUE(scenario.layout.value_from_key && is_fp8(scenario.layout.k_format.quant) &&
+                !scenario.layout.v_format.quantized())
+        << "case " << i;
+    if (i < honest_cases(12)) expect_every_property(scenario, i);
+    const std::vector<double>& k_scales = scenario.layout.k_format.scale;
+    if (scenario.layout.dtype == DType::f32 &&
+        std::all_of(k_scales.begin(), k_scales.end(), [](double x) { return x != 1.0; })) {
+      dropped.judge(scenario, cuda::kFaultFp8VScaleDropped, "cuda-mla-fp8-scale-dropped");
+    }
+  }
+  dropped.print("MLA latent read without K's scale", "cases whose every K scale is other than 1");
+  dropped.expect_every_case_failed();
+}
+
 // ggml's block formats on both honest engines, every property, 12 generated cases with K
 // and V in the five formats; a kernel that reads a q4_0 key block's nibbles the other way
 // (kFaultQ4NibblesSwapped, the "q4_0 block's nibble order swapped") fails where

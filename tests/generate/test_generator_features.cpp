@@ -99,17 +99,33 @@ TEST(GeneratorFeatures, TheFilterForcesAFeatureAndIsNamedWhenTheEngineLacksIt) {
 }
 
 // MLA's value read from its key (generate/features.h, pick_value_from_key): drawn last, in
-// about one in four of the scenarios without a KV format (and, with RoPE, a head of 4 or
-// more: its part, rope_dims, declared here too), with value_dim below head_dim where
-// head_dim allows it; every other choice as without it; the filter forces it (formats off)
-// and conflicts with --kv-format, and with --rope on where rope_dims is not declared.
+// about one in four of the scenarios whose key format is none or fp8 (and, with RoPE, a head
+// of 4 or more: its part, rope_dims, declared here too), never with a V format (the value is
+// read from the key's cache), with value_dim below head_dim where head_dim allows it; every
+// other choice as without it; the filter forces it (formats off but --kv-format's fp8 ones)
+// and conflicts with a --kv-format of another kind, and with --rope on where rope_dims is
+// not declared.
 TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   const GeneratorOptions o = with_features();
-  const int eligible = count_with(o, [](const Scenario& s) {
-    return (!s.layout.rope_theta || s.layout.head_dim >= 4) && !s.layout.quantized_kv();
+  const auto latent_format = [](const Layout& l) {
+    return !l.k_format.quantized() || is_fp8(l.k_format.quant);
+  };
+  const int eligible = count_with(o, [&](const Scenario& s) {
+    return (!s.layout.rope_theta || s.layout.head_dim >= 4) && latent_format(s.layout);
   });
   const int drawn = count_with(o, [](const Scenario& s) { return s.layout.value_from_key; });
-  std::printf("value_from_key %d of %d scenarios without a KV format\n", drawn, eligible);
+  std::printf("value_from_key %d of %d scenarios whose K format is none or fp8\n", drawn, eligible);
+  int over_fp8 = 0;  // MLA over an fp8 key cache
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
+    PrngChoiceSource choices(seed);
+    const Layout l = generate_scenario(choices, o).layout;
+    if (!l.value_from_key) continue;
+    EXPECT_TRUE(latent_format(l)) << seed;
+    EXPECT_FALSE(l.v_format.quantized()) << seed;
+    over_fp8 += is_fp8(l.k_format.quant);
+  }
+  std::printf("value_from_key over an fp8 key cache: %d\n", over_fp8);
+  EXPECT_GT(over_fp8, drawn / 20);
   EXPECT_GT(drawn, eligible / 4 - 60);
   EXPECT_LT(drawn, eligible / 4 + 60);
   EXPECT_GT(count_with(o,
@@ -135,6 +151,21 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   GeneratorOptions forced = o;
   forced.filters.features.value_from_key = true;
   EXPECT_EQ(count_with(forced, [](const Scenario& s) { return s.layout.value_from_key; }), kSeeds);
+  GeneratorOptions over_fp8_forced = forced;
+  over_fp8_forced.filters.kv_formats = {KvQuant::fp8_e5m2};
+  EXPECT_EQ(count_with(over_fp8_forced,
+                       [](const Scenario& s) {
+                         return s.layout.value_from_key &&
+                                s.layout.k_format.quant == KvQuant::fp8_e5m2 &&
+                                !s.layout.v_format.quantized();
+                       }),
+            kSeeds);
+  over_fp8_forced.filters.kv_formats = {KvQuant::fp8_e5m2, KvQuant::q8_0};
+  ASSERT_TRUE(filter_conflict(over_fp8_forced));
+  EXPECT_EQ(filter_conflict(over_fp8_forced)->message,
+            "expected no KV format but fp8_e4m3fn and fp8_e5m2 with value_from_key (a latent "
+            "cache in ggml's blocks or affine groups is not modelled yet), got --kv-format "
+            "with another");
   forced.filters.rope = OnOff::on;
   EXPECT_FALSE(filter_conflict(forced));  // MLA's RoPE part, rope_dims, is declared
   forced.supports.rope_dims = false;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "cpu/kv_array.h"
 #include "cpu/page_pool.h"
 #include "engine_tests.h"
 #include "kvfuzz/limits.h"
@@ -20,6 +21,30 @@ int page_of(const cpu::PagedKvStore& store, const Layout& layout, int seq, int64
   const size_t slot = store.k_offset(seq, pos, 0) / static_cast<size_t>(layout.kv_heads) /
                       static_cast<size_t>(layout.head_dim);
   return static_cast<int>(slot / static_cast<size_t>(layout.page_size));
+}
+
+// A part of a quantized row (MLA's value: the first value_dim elements of its key's row)
+// reads back what the whole row reads there, in fp8, a ggml block and an affine group, and
+// across rows too (without this the CPU engines read nothing of a part: an MLA value over an
+// fp8 key cache came back as garbage).
+TEST(KvArray, PartOfAQuantizedRowReadsWhatTheWholeRowDoes) {
+  for (const KvFormat& format :
+       {KvFormat{KvQuant::fp8_e4m3fn, {0.5, 2.0}, 0}, KvFormat{KvQuant::q4_0, {}, 0},
+        KvFormat{KvQuant::affine4, {}, 32}}) {
+    SCOPED_TRACE(std::string(kv_quant_name(format.quant)));
+    cpu::KvArray array(DType::f32, format, 32, 2);
+    std::vector<float> rows(3 * 2 * 32);
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i) * 0.37f - 20.0f;
+    array.append(rows.data(), rows.size());
+    std::vector<float> whole(rows.size());
+    array.read(0, whole.data(), whole.size());
+    for (const auto& [at, n] :
+         std::vector<std::pair<size_t, size_t>>{{0, 7}, {32, 5}, {70, 40}, {5, 1}, {64, 32}}) {
+      std::vector<float> part(n);
+      array.read(at, part.data(), n);
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(part[i], whole[at + i]) << at << " + " << i;
+    }
+  }
 }
 
 TEST(PagedKvStore, FreshPoolIsPoisonAndReleasePoisonsAndIsReusedFirst) {

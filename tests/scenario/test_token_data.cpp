@@ -130,5 +130,22 @@ TEST(TokenTable, ValuesAreRoundedToTheStorageDtype) {
   EXPECT_EQ(table.v(0)[0], round_to_dtype(3.14159f, DType::bf16));
 }
 
+// MLA over an fp8 key cache: the value is the stored latent, through K's format and scale.
+// Key [1.1, 3] with e4m3fn at scale 0.5: 1.1 / 0.5 = 2.2 is stored as 2.25 (e4m3's step in
+// [2, 4) is 0.25), read back as 1.125: the value; without the format the value is 1.1.
+TEST(TokenTable, AnMlaValueOverAnFp8KeyCacheIsTheStoredLatent) {
+  Layout layout = test::make_layout(
+      {.head_dim = 2, .value_dim = 1, .k_format = KvFormat{KvQuant::fp8_e4m3fn, {0.5}, 0}});
+  layout.value_from_key = true;
+  const std::vector<ExplicitToken> tokens{{{{0.0, 0.0}}, {{1.1, 3.0}}, {}}};
+  const TokenTable table(tokens, layout);
+  EXPECT_EQ(table.k(0)[0], 1.1f);
+  EXPECT_EQ(table.k_stored(0)[0], 1.125f);
+  EXPECT_EQ(table.v(0)[0], 1.125f);
+  EXPECT_EQ(table.v_stored(0)[0], 1.125f);
+  layout.k_format = KvFormat{};
+  EXPECT_EQ(TokenTable(tokens, layout).v(0)[0], 1.1f);
+}
+
 }  // namespace
 }  // namespace kvfuzz

@@ -84,10 +84,10 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
   if (!on) return;
   if (wanted) {
     if (!rope_part) l.clear_rope();
-    l.k_format = KvFormat{};
-    l.v_format = KvFormat{};
+    if (!is_fp8(l.k_format.quant)) l.k_format = KvFormat{};  // a --kv-format fp8 one stays
   }
-  if (l.quantized_kv()) return;
+  // A latent cache: unquantized, or fp8 (the value then read through K's format and scale).
+  if (l.k_format.quantized() && !is_fp8(l.k_format.quant)) return;
   const bool one_size = b.supports.value_dim_is_head_dim || steps < 2;
   // RoPE needs a part of the key the value does not read: a head of 4 or more, two sizes.
   if (l.rope_theta && (!rope_part || one_size || l.head_dim < 4)) {
@@ -95,6 +95,7 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
     l.clear_rope();
   }
   l.value_from_key = true;
+  l.v_format = KvFormat{};  // the value has no cache of its own
   l.value_dim = one_size ? l.head_dim : value_steps * multiple;
   if (l.rope_theta) {
     const int dims = std::min(2 * rope_pairs, l.head_dim - 2);

@@ -82,10 +82,12 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                           "leaves at least one pair out), got " +
                               std::to_string(most_head_dim(o))};
   }
-  if (f.features.value_from_key && !f.kv_formats.empty()) {
+  if (f.features.value_from_key &&
+      !std::ranges::all_of(f.kv_formats, [](KvQuant quant) { return is_fp8(quant); })) {
     return FilterConflict{Filter::features,
-                          "expected no KV format with value_from_key (a quantized latent cache "
-                          "is not modelled yet), got --kv-format too"};
+                          "expected no KV format but fp8_e4m3fn and fp8_e5m2 with value_from_key "
+                          "(a latent cache in ggml's blocks or affine groups is not modelled "
+                          "yet), got --kv-format with another"};
   }
   for (const KvQuant quant : f.kv_formats) {
     const bool declared = is_fp8(quant)      ? o.supports.kv_fp8

@@ -77,18 +77,22 @@ TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
   for (auto* data : {&q_, &k_, &v_}) {
     for (float& x : *data) x = round_to_dtype(x, layout.dtype);
   }
-  // MLA: each value is its key's first value_dim elements (explicit tokens carry no v; the
-  // generated ones still draw theirs, so the draw order stays one for every layout).
+  store_quantized(layout.k_format, layout.dtype, layout.head_dim, layout.kv_heads, k_, k_stored_);
+  // MLA: each value is its key's first value_dim elements as the key's cache reads them back
+  // (explicit tokens carry no v; the generated ones still draw theirs, so the draw order
+  // stays one for every layout). Over an fp8 key cache that is the stored latent, through
+  // K's format and scale: elementwise, so the RoPE part does not touch it (validate.cpp
+  // allows no other format there). The chunks an engine is given carry these values too.
   if (layout.value_from_key) {
+    const std::vector<float>& keys = k_stored_.empty() ? k_ : k_stored_;
     v_.resize(v_stride_ * static_cast<size_t>(count_));
     const auto hd = static_cast<size_t>(layout.head_dim);
     const auto vd = static_cast<size_t>(layout.value_dim);
     for (size_t row = 0; row * vd < v_.size(); ++row) {
-      std::copy_n(k_.begin() + static_cast<std::ptrdiff_t>(row * hd), vd,
+      std::copy_n(keys.begin() + static_cast<std::ptrdiff_t>(row * hd), vd,
                   v_.begin() + static_cast<std::ptrdiff_t>(row * vd));
     }
   }
-  store_quantized(layout.k_format, layout.dtype, layout.head_dim, layout.kv_heads, k_, k_stored_);
   store_quantized(layout.v_format, layout.dtype, layout.value_dim, layout.kv_heads, v_, v_stored_);
 }
 

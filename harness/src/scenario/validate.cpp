@@ -219,8 +219,8 @@ class Validator {
     }
   }
 
-  // MLA's shared latent row: the value is the key's first value_dim elements, unquantized
-  // (the quantized latent caches are not modelled), and unrotated: with RoPE only the key's
+  // MLA's shared latent row: the value is the key's first value_dim elements, in K's format
+  // (none or fp8; no V format of its own), and unrotated: with RoPE only the key's
   // last rope_dims elements turn (the decoupled RoPE part), and the value lies before them.
   void check_value_from_key() {
     if (!layout_.value_from_key) return;
@@ -245,10 +245,21 @@ class Validator {
                    str(layout_.value_dim));
       }
     }
-    if (layout_.quantized_kv()) {
-      reject("$.layout.value_from_key",
-             "no k_format or v_format with value_from_key: a quantized latent cache is not "
-             "modelled yet");
+    // A latent cache in fp8 (vLLM's and FlashMLA's kv_cache_dtype=fp8): the value is the
+    // key's stored latent, read back through K's format and scale. Elementwise, so the
+    // value's elements are known exactly even where RoPE turns the key's other elements;
+    // a block or group may hold rotated elements too, which is not modelled.
+    if (layout_.v_format.quantized()) {
+      reject("$.layout.v_format",
+             "none with value_from_key (the value is read from the key's cache, stored as "
+             "k_format says), got " +
+                 std::string(kv_quant_name(layout_.v_format.quant)));
+    }
+    if (layout_.k_format.quantized() && !is_fp8(layout_.k_format.quant)) {
+      reject("$.layout.k_format",
+             "none, fp8_e4m3fn or fp8_e5m2 with value_from_key (a latent cache in ggml's "
+             "blocks or affine groups is not modelled yet), got " +
+                 std::string(kv_quant_name(layout_.k_format.quant)));
     }
   }
 

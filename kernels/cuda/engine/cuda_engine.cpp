@@ -77,7 +77,9 @@ CudaEngineOptions cuda_f32_options() {
                 .kv_fp8 = true,
                 .kv_ggml_blocks = true,
                 .kv_affine = true,
-                .value_from_key = true};
+                .value_from_key = true,
+                .rope_interleaved = true,
+                .rope_dims = true};
   return o;
 }
 
@@ -96,7 +98,9 @@ CudaEngineOptions cuda_bf16_options() {
                 .kv_fp8 = true,
                 .kv_ggml_blocks = true,
                 .kv_affine = true,
-                .value_from_key = true};
+                .value_from_key = true,
+                .rope_interleaved = true,
+                .rope_dims = true};
   return o;
 }
 
@@ -187,8 +191,8 @@ void CudaEngine::store_tokens(std::span<const ChunkIn> chunks, std::span<const i
   host_slots_.clear();
   host_cos_.clear();
   host_sin_.clear();
-  const size_t half = static_cast<size_t>(l.head_dim / 2);
-  std::vector<float> cos(half), sin(half);
+  const RopeShape shape = l.rope_shape();
+  std::vector<float> cos(shape.pairs()), sin(shape.pairs());
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkIn& c = chunks[i];
     host_q_.insert(host_q_.end(), c.q.begin(), c.q.end());
@@ -199,7 +203,7 @@ void CudaEngine::store_tokens(std::span<const ChunkIn> chunks, std::span<const i
       host_slots_.push_back(pool_.device_slot(c.seq, pos));
       if (!l.rope_theta) continue;
       // The angles in double, cos and sin rounded to f32: a cos/sin cache's entries.
-      cpu::rope_angles(l.head_dim, pos, *l.rope_theta, cos.data(), sin.data());
+      cpu::rope_angles(static_cast<int>(shape.dims), pos, *l.rope_theta, cos.data(), sin.data());
       host_cos_.insert(host_cos_.end(), cos.begin(), cos.end());
       host_sin_.insert(host_sin_.end(), sin.begin(), sin.end());
     }
@@ -222,8 +226,14 @@ void CudaEngine::store_tokens(std::span<const ChunkIn> chunks, std::span<const i
   a.k = k_.as<float>();
   a.v = v_.as<float>();
   a.slots = slots_.as<long long>();
-  a.cos = l.rope_theta ? cos_.as<float>() : nullptr;
-  a.sin = l.rope_theta ? sin_.as<float>() : nullptr;
+  if (l.rope_theta) {
+    a.rope = {
+        .cos = cos_.as<float>(),
+        .sin = sin_.as<float>(),
+        .dims = static_cast<int>(shape.dims),
+        .offset = options_.faults & kFaultRopePartAtFront ? 0 : static_cast<int>(shape.offset()),
+        .interleaved = shape.style == RopeStyle::interleaved};
+  }
   a.kv_heads = l.kv_heads;
   a.head_dim = l.head_dim;
   a.value_dim = l.value_dim;
@@ -231,8 +241,8 @@ void CudaEngine::store_tokens(std::span<const ChunkIn> chunks, std::span<const i
   const dim3 grid(static_cast<unsigned>(tokens));
   KVFUZZ_RUN(append_kv, grid, dim3(kCacheThreads), 0, a);
   q_rot_.ensure(bytes_of(host_q_));
-  KVFUZZ_RUN(rope_queries, grid, dim3(kCacheThreads), 0, q_.as<float>(), q_rot_.as<float>(), a.cos,
-             a.sin, l.q_heads, l.head_dim);
+  KVFUZZ_RUN(rope_queries, grid, dim3(kCacheThreads), 0, q_.as<float>(), q_rot_.as<float>(), a.rope,
+             l.q_heads, l.head_dim);
 }
 
 void CudaEngine::decode(std::span<const ChunkIn> chunks) {
