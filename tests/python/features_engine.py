@@ -4,7 +4,8 @@ read from the config kvfuzz hands in; and one with a real-world feature bug. Wit
 quantized KV caches too ("Quantized KV caches"): one that stores K and V through
 kvfuzz.quantize_row and reads them back, and one that drops V's fp8 scale. With MLA's value
 read from its key (value_from_key): one that caches keys alone and reads each value from its
-key's row, and one that reads it from the row's end. With RoPE's interleaved pairs
+key's row, and one that reads it from the row's end; over an fp8 key cache, one that reads
+the latent back through K's scale and one that forgets it. With RoPE's interleaved pairs
 (rope_interleaved): one that turns the pairs config.rope_style names, and one that turns the
 half-split ones whatever it says. With MLA's decoupled RoPE part (rope_dims): one that turns
 only the key's last config.rope_dims elements, and one that turns its first ones."""
@@ -134,6 +135,31 @@ class LatentAtKeyEndEngine(LatentEngine):
 
     def _latent(self, keys, value_dim):
         return keys[:, :, keys.shape[2] - value_dim:]  # the bug
+
+
+class LatentFp8Engine(QuantizedEngine):
+    """MLA over an fp8 key cache, as an MLA kernel reads it (vLLM's kv_cache_dtype=fp8): each
+    value is the first value_dim elements of its key's row read back from the cache, through
+    K's format and scale."""
+
+    supports = {**FEATURES, "kv_fp8": True, "value_from_key": True}
+
+    def _values(self, chunk):
+        if not self.config.value_from_key:
+            return super()._values(chunk)
+        keys = self._store(chunk.k.astype(np.float64), "k")  # no RoPE: rope_dims undeclared
+        return keys[:, :, : self.config.value_dim]
+
+
+class LatentFp8UnscaledEngine(LatentFp8Engine):
+    """Reads the latent as the value without K's scale (its score pass keeps it)."""
+
+    def _values(self, chunk):
+        values = super()._values(chunk)
+        fmt = self.config.k_format
+        if not self.config.value_from_key or fmt is None or not fmt["scales"]:
+            return values
+        return values / np.asarray(fmt["scales"], dtype=np.float64)[None, :, None]  # the bug
 
 
 class RopePairsEngine(FeaturesEngine):

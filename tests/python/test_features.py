@@ -11,6 +11,8 @@ from features_engine import (
     Fp8VScaleDroppedEngine,
     LatentAtKeyEndEngine,
     LatentEngine,
+    LatentFp8Engine,
+    LatentFp8UnscaledEngine,
     MlaRopeAtFrontEngine,
     MlaRopePartEngine,
     QuantizedEngine,
@@ -104,6 +106,29 @@ def test_an_mla_cache_reads_values_from_keys_and_the_key_end_is_rejected(tmp_pat
     result = kvfuzz.check(LatentEngine, cases=60, seed=1, out=str(tmp_path / "out"))
     assert result.passed, result
     result = kvfuzz.check(LatentAtKeyEndEngine, cases=60, seed=1, out=str(tmp_path / "bad"),
+                          shrink_seconds=5)
+    assert not result.passed
+
+
+def test_an_mla_cache_in_fp8_reads_its_latent_through_the_key_scale(tmp_path):
+    # The MLA seed over an e4m3fn key cache at scale 0.5: its keys [2, 16], [4, 32], [8, 64]
+    # are stored as 4, 32, 8, 64, 16, 128 (exact), so the rows stay 2, 3, 14/3; a value read
+    # without the scale is twice the latent: 4, 6, 28/3.
+    with open(os.path.join(SEEDS, "mla-latent-value.json")) as f:
+        text = f.read()
+    fixture = tmp_path / "mla-fp8.json"
+    fixture.write_text(text.replace('"dtype": "f32"',
+                                    '"dtype": "f32", "k_format": {"type": "fp8_e4m3fn", '
+                                    '"scale": 0.5}'))
+    result = kvfuzz.replay(str(fixture), LatentFp8Engine)
+    assert result.passed and result.count("pass") == 1, result
+    assert kvfuzz.replay(str(fixture), LatentEngine).count("skip") == 1  # no kv_fp8 declared
+    assert not kvfuzz.replay(str(fixture), LatentFp8UnscaledEngine).passed
+    # Generated cases: MLA over an fp8 key cache in about one in sixteen (MLA one in four of
+    # those without RoPE, fp8 keys one in four).
+    result = kvfuzz.check(LatentFp8Engine, cases=80, seed=1, out=str(tmp_path / "out"))
+    assert result.passed, result
+    result = kvfuzz.check(LatentFp8UnscaledEngine, cases=80, seed=1, out=str(tmp_path / "bad"),
                           shrink_seconds=5)
     assert not result.passed
 
