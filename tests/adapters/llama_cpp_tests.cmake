@@ -112,6 +112,16 @@ if(TARGET kvfuzz_ggml_attention_plugin)
     ggml_check(check-${engine} ${engine} 300 --jobs 2 ${known})
   endforeach()
 
+  # MLA as llama.cpp's DeepSeek graph caches it (no V cache; V a view of each K row's first
+  # value_dim elements), with its RoPE part, on the flash path in each dtype; the control
+  # views V at the key row's end.
+  foreach(engine ggml-flash-f32 ggml-flash-f16 ggml-flash-bf16)
+    ggml_check(check-mla-${engine} ${engine} 100 --jobs 2 --feature value_from_key --rope on
+               ${ggml_known})
+  endforeach()
+  ggml_check(check-ggml-flash-bug-mla-value ggml-flash-bug-mla-value 100 --jobs 2
+             --feature value_from_key)
+
   # Two threads (rows shared out in chunks; the split-KV decode's partials from two threads
   # from 512 keys on): ggml's threads spin at their barriers, so these run alone
   # (RUN_SERIAL), one worker, 60 cases. The f32 engine with --max-tokens 600, so that decodes

@@ -148,6 +148,13 @@ EngineSupports declared_supports(const Options& options) {
   // ggml's block types, K and V each (the matmul path's transposed V cannot be quantized:
   // llama.cpp refuses a quantized V without flash attention).
   s.kv_ggml_blocks = options.path == Path::flash;
+  // RoPE is the adapter's own (cpu/attention_math.h, as the layout shapes it), before the
+  // cache: any pairs, any part.
+  s.rope_interleaved = true;
+  s.rope_dims = true;
+  // MLA as llama.cpp's DeepSeek graph caches it: no V cache, V a view of the K cache's
+  // first value_dim elements (flash only: the matmul path's V is a transposed cache).
+  s.value_from_key = options.path == Path::flash;
   return s;
 }
 
@@ -180,6 +187,8 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
         "ggml attention: the matmul path cannot hold a quantized V (llama.cpp "
         "requires flash attention for one)");
   }
+  // MLA: no V cache; V is a view of K's (ggml_flash_attn_ext below).
+  const bool latent = flash && l.value_from_key;
   const size_t k_row = ggml_row_size(kt, dk);
   const size_t v_row = ggml_row_size(vt, dv);
   const size_t v_elem = ggml_type_size(vt);
@@ -190,6 +199,7 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
   const std::vector<double> sinks = l.stored_sinks();
 
   // Append every chunk's K and V (the rotated keys at their positions) to its cache.
+  const int rope_dims = static_cast<int>(l.rope_shape().dims);  // RoPE's angles are the part's
   std::vector<float> cos_b(static_cast<size_t>(dk / 2 + 1)), sin_b(cos_b.size()), row;
   for (const ChunkIn& c : chunks) {
     Sequence& s = sequence(c.seq);
@@ -198,7 +208,7 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
       const int64_t capacity = std::max<int64_t>({need, 2 * s.capacity, 64});
       s.k.resize(static_cast<size_t>(capacity * hk) * k_row);
       if (flash) {
-        s.v.resize(static_cast<size_t>(capacity * hk) * v_row);
+        if (!latent) s.v.resize(static_cast<size_t>(capacity * hk) * v_row);
       } else {
         std::vector<uint8_t> v(static_cast<size_t>(hk * dv * capacity) * v_elem);
         for (int64_t r = 0; s.length > 0 && r < static_cast<int64_t>(hk) * dv; ++r) {
@@ -212,7 +222,7 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
     }
     for (int t = 0; t < c.tokens; ++t) {
       const int64_t pos = s.length + t;
-      if (l.rope_theta) cpu::rope_angles(dk, pos, *l.rope_theta, cos_b.data(), sin_b.data());
+      if (l.rope_theta) cpu::rope_angles(rope_dims, pos, *l.rope_theta, cos_b.data(), sin_b.data());
       for (int g = 0; g < hk; ++g) {
         row.assign(c.k.begin() + (static_cast<ptrdiff_t>(t) * hk + g) * dk,
                    c.k.begin() + (static_cast<ptrdiff_t>(t) * hk + g + 1) * dk);
@@ -226,6 +236,7 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
         const int k_slot = bug.kv_heads_reversed ? hk - 1 - g : g;
         store_row(kt, row.data(), dk, s.k.data() + static_cast<size_t>(pos * hk + k_slot) * k_row);
         const float* v = c.v.data() + (static_cast<size_t>(t) * hk + g) * dv;
+        if (latent) continue;
         if (flash) {
           store_row(vt, v, dv, s.v.data() + static_cast<size_t>(pos * hk + g) * v_row);
         } else {
@@ -260,7 +271,9 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
     ggml_tensor* q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, dk, n_q, hq);
     auto* qd = static_cast<float*>(q->data);
     for (int t = 0; t < n_q; ++t) {
-      if (l.rope_theta) cpu::rope_angles(dk, first + t, *l.rope_theta, cos_b.data(), sin_b.data());
+      if (l.rope_theta) {
+        cpu::rope_angles(rope_dims, first + t, *l.rope_theta, cos_b.data(), sin_b.data());
+      }
       for (int h = 0; h < hq; ++h) {
         float* dst = qd + (static_cast<size_t>(h) * n_q + t) * dk;
         std::copy_n(c.q.data() + (static_cast<size_t>(t) * hq + h) * dk, dk, dst);
@@ -311,9 +324,15 @@ void GgmlAttentionEngine::step(std::span<const ChunkIn> chunks, std::span<ChunkO
     const float cap_arg = bug.softcap_unscaled ? cap * static_cast<float>(scale) : cap;
     ggml_tensor* out;
     if (flash) {
-      ggml_tensor* v_all = ggml_new_tensor_1d(meta.ctx, vt, s.capacity * hk * dv);
-      v_all->data = s.v.data();
-      ggml_tensor* v = ggml_view_3d(ctx, v_all, dv, n_kv, hk, hk * v_row, v_row, 0);
+      ggml_tensor* v;
+      if (latent) {  // llama.cpp's MLA: V a view of each K row's first dv elements
+        const size_t at = bug.mla_value_at_key_end ? ggml_row_size(kt, dk - dv) : 0;
+        v = ggml_view_3d(ctx, k_all, dv, n_kv, hk, hk * k_row, k_row, at);
+      } else {
+        ggml_tensor* v_all = ggml_new_tensor_1d(meta.ctx, vt, s.capacity * hk * dv);
+        v_all->data = s.v.data();
+        v = ggml_view_3d(ctx, v_all, dv, n_kv, hk, hk * v_row, v_row, 0);
+      }
       out = ggml_flash_attn_ext(ctx, q, k, v, mask, static_cast<float>(scale), max_bias, cap_arg);
       if (sink) ggml_flash_attn_ext_add_sinks(out, sink);
     } else {
@@ -440,6 +459,10 @@ std::vector<EngineInfo> engines() {
           "ggml-flash-f16, honest, but not declaring that ggml quantizes q to q8_0 blocks "
           "for a block-quantized K.",
           &Bugs::query_blocks_undeclared, Path::flash);
+  control("ggml-flash-bug-mla-value",
+          "ggml-flash-f16 whose MLA V view starts at the key row's last value_dim elements "
+          "instead of its first.",
+          &Bugs::mla_value_at_key_end, Path::flash);
   control("ggml-matmul-bug-window", "ggml-matmul-f16 whose mask shows a window one key more.",
           &Bugs::window_one_more, Path::matmul);
   return list;

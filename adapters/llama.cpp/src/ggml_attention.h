@@ -33,6 +33,9 @@ struct Bugs {
   // An honest engine that does not declare query_blocks: the judge then expects q.k with
   // the exact query, which ggml's q8_0 conversion of q misses by far more than noise.
   bool query_blocks_undeclared = false;
+  // MLA (value_from_key): V viewed at the key row's last value_dim elements instead of its
+  // first (a view offset counted from the wrong end of a [latent | RoPE part] row).
+  bool mla_value_at_key_end = false;
 };
 
 struct Options {
