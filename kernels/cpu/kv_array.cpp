@@ -1,6 +1,7 @@
 #include "cpu/kv_array.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cassert>
 #include <cmath>
@@ -10,9 +11,12 @@ namespace kvfuzz::cpu {
 
 namespace {
 
-// Room for the rows one call decodes (a head's row; a tile reads one row at a time).
-std::vector<float>& scratch(size_t n) {
-  thread_local std::vector<float> buffer;
+// Room for the rows one call decodes (a head's row; a tile reads one row at a time). Slot 1
+// holds a whole row decoded for a part of it (KvArray::read), which dot and add_scaled may
+// be reading into slot 0.
+std::vector<float>& scratch(size_t n, size_t slot = 0) {
+  thread_local std::array<std::vector<float>, 2> buffers;
+  std::vector<float>& buffer = buffers[slot];
   if (buffer.size() < n) buffer.resize(n);
   return buffer;
 }
@@ -140,7 +144,7 @@ void KvArray::read(size_t at, float* dst, size_t n) const {
   // Part of a row (MLA's value: the first value_dim elements of its key's row): each row
   // touched is decoded whole, as a row is the unit a format's scales cover, and the part
   // copied out.
-  std::vector<float> whole(row_);
+  std::vector<float>& whole = scratch(row_, 1);
   while (n > 0) {
     const size_t row = rows(at), in = at % row_, take = std::min(n, row_ - in);
     decoder_(format_, head_of(row), bytes_.data() + row * row_bytes_, static_cast<int>(row_),

@@ -121,17 +121,16 @@ KVFUZZ_DEVICE float load_k(const PagedKv& kv, long long slot, int kv_head, int d
   return kv.k_scales ? x * kv.k_scales[kv_head] : x;
 }
 KVFUZZ_DEVICE float load_v(const PagedKv& kv, long long slot, int kv_head, int d, int faults) {
-  if (kv.value_from_key) {  // the latent: the key row's first elements, in K's format
-    const int at = (faults & kFaultMlaValueAtKeyEnd) ? kv.head_dim - kv.value_dim + d : d;
-    const float x = load_row_element(kv.k, kv.k_type, slot, kv_head, kv.kv_heads, kv.head_dim,
-                                     kv.group, at, faults & ~kFaultQ4NibblesSwapped);
-    const bool scaled = kv.k_scales && !(faults & kFaultFp8VScaleDropped);
-    return scaled ? x * kv.k_scales[kv_head] : x;
-  }
-  const float x = load_row_element(kv.v, kv.v_type, slot, kv_head, kv.kv_heads, kv.value_dim,
-                                   kv.group, d, faults & ~kFaultQ4NibblesSwapped);
-  const bool scaled = kv.v_scales && !(faults & kFaultFp8VScaleDropped);
-  return scaled ? x * kv.v_scales[kv_head] : x;
+  // Under MLA the value is the latent: the key row's first elements, in K's format and with
+  // K's scale; else V's own row.
+  const bool latent = kv.value_from_key;
+  const int at = latent && (faults & kFaultMlaValueAtKeyEnd) ? kv.head_dim - kv.value_dim + d : d;
+  const float x = load_row_element(latent ? kv.k : kv.v, latent ? kv.k_type : kv.v_type, slot,
+                                   kv_head, kv.kv_heads, latent ? kv.head_dim : kv.value_dim,
+                                   kv.group, at, faults & ~kFaultQ4NibblesSwapped);
+  const float* scales = latent ? kv.k_scales : kv.v_scales;
+  const bool scaled = scales && !(faults & kFaultFp8VScaleDropped);
+  return scaled ? x * scales[kv_head] : x;
 }
 
 }  // namespace kvfuzz::cuda
