@@ -40,7 +40,7 @@ void ContiguousEngine::shrink_kv(int seq, int64_t keep) {
   }
   const auto n = static_cast<size_t>(keep) * static_cast<size_t>(layout().kv_heads);
   s.k.truncate(n * static_cast<size_t>(layout().head_dim));
-  s.v.truncate(n * static_cast<size_t>(layout().value_dim));
+  if (!layout().value_from_key) s.v.truncate(n * static_cast<size_t>(layout().value_dim));
   s.tokens = keep;
 }
 
@@ -68,7 +68,10 @@ int64_t ContiguousEngine::next_position(int seq) const {
 int64_t ContiguousEngine::store(int seq, const float* k, const float* v) {
   Sequence& s = seqs_[static_cast<size_t>(seq)];
   s.k.append(k, static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().head_dim));
-  s.v.append(v, static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().value_dim));
+  // MLA caches the latent once, in K's row and format: the value is read from there.
+  if (!layout().value_from_key) {
+    s.v.append(v, static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().value_dim));
+  }
   ++s.position;
   return s.tokens++;
 }
@@ -79,12 +82,15 @@ void ContiguousEngine::attend(const Query& query, int kv_head, KeyRange keys, fl
   const size_t hd = static_cast<size_t>(layout().head_dim);
   const size_t vd = static_cast<size_t>(layout().value_dim);
   const size_t g = static_cast<size_t>(kv_head);
+  // Under MLA the value is the first value_dim elements of its key's stored row (as an MLA
+  // kernel reads its latent cache: over a block format, whole blocks read back in f32).
+  const bool latent = layout().value_from_key;
   const auto key_at = [&](int64_t j) {
     const size_t row = static_cast<size_t>(j) * heads + g;
-    return KvOffsets{row * hd, row * vd};
+    return KvOffsets{row * hd, row * (latent ? hd : vd)};
   };
-  single_pass_attention(query.q, keys, scale(), KvArrays{s.k, s.v, hd, vd}, key_at, arithmetic(),
-                        logit_features(query), scratch_, out);
+  single_pass_attention(query.q, keys, scale(), KvArrays{s.k, latent ? s.k : s.v, hd, vd}, key_at,
+                        arithmetic(), logit_features(query), scratch_, out);
 }
 
 }  // namespace kvfuzz::cpu

@@ -34,7 +34,7 @@ class ContiguousEngine : public CpuEngine {
 
  private:
   struct Sequence {
-    KvArray k, v;          // [buffer index][kv_head][head_dim / value_dim]
+    KvArray k, v;          // [buffer index][kv_head][head_dim / value_dim]; MLA: no v
     int64_t tokens = 0;    // buffer entries
     int64_t position = 0;  // position of the next token
   };

@@ -121,6 +121,14 @@ if(TARGET kvfuzz_ggml_attention_plugin)
   endforeach()
   ggml_check(check-ggml-flash-bug-mla-value ggml-flash-bug-mla-value 100 --jobs 2
              --feature value_from_key)
+  # The same over a block-quantized latent cache (DeepSeek with -ctk q8_0 and the like): V
+  # a view of whole blocks of each K row.
+  ggml_check(check-mla-blocks-ggml-flash-f32 ggml-flash-f32 100 --jobs 2 --feature value_from_key
+             --rope on --kv-format q8_0,q4_0,q5_1)
+  ggml_check(check-mla-blocks-ggml-flash-f16 ggml-flash-f16 60 --jobs 2 --feature value_from_key
+             --kv-format q8_0,q4_1 ${ggml_known})
+  ggml_check(check-ggml-flash-bug-mla-value-blocks ggml-flash-bug-mla-value 60 --jobs 2
+             --feature value_from_key --kv-format q8_0)
 
   # Two threads (rows shared out in chunks; the split-KV decode's partials from two threads
   # from 512 keys on): ggml's threads spin at their barriers, so these run alone

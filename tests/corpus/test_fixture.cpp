@@ -783,12 +783,25 @@ TEST(FixtureValueFromKey, Version4HoldsItTokensWithoutValuesAndEveryRuleIsOneLin
             "f.json: $.layout.rope_dims: expected rope_dims with value_from_key and rope_theta "
             "(MLA's RoPE turns only the key's last rope_dims elements; the value is the "
             "unrotated latent before them), got none");
-  // (A head of 32 for a whole q8_0 block; the tokens' shapes are checked after the layout.)
-  EXPECT_EQ(error_of(replace(replace(written, R"("head_dim": 2)", R"("head_dim": 32)"),
-                             R"("dtype": "f32")", R"("dtype": "f32", "k_format": "q8_0")")),
-            "f.json: $.layout.k_format: expected none, fp8_e4m3fn or fp8_e5m2 with "
-            "value_from_key (a latent cache in ggml's blocks or affine groups is not modelled "
-            "yet), got q8_0");
+  // A latent cache in ggml's blocks (llama.cpp's DeepSeek with -ctk q8_0) or affine groups:
+  // the value must be whole blocks of the key row. (A head of 32 for a whole q8_0 block; the
+  // tokens' shapes are checked after the layout.)
+  const std::string q8_0_key =
+      replace(replace(written, R"("head_dim": 2)", R"("head_dim": 32)"), R"("dtype": "f32")",
+              R"("dtype": "f32", "k_format": "q8_0")");
+  EXPECT_EQ(error_of(q8_0_key),
+            "f.json: $.layout.value_dim: expected a multiple of 32 with value_from_key and "
+            "k_format q8_0 (the value is whole blocks of the key's stored row), got 1");
+  EXPECT_EQ(error_of(replace(q8_0_key, R"("value_dim": 1)", R"("value_dim": 32)")),
+            "f.json: $.tokens.explicit[0].q[0]: expected 32 numbers (head_dim), got 2");
+  const std::string affine_key = replace(
+      replace(q8_0_key, R"("k_format": "q8_0")", R"("k_format": {"type": "affine4", "group": 32})"),
+      R"("kvfuzz_fixture": 4)", R"("kvfuzz_fixture": 5)");
+  EXPECT_EQ(error_of(affine_key),
+            "f.json: $.layout.value_dim: expected a multiple of 32 with value_from_key and "
+            "k_format affine4 (the value is whole blocks of the key's stored row), got 1");
+  EXPECT_EQ(error_of(replace(affine_key, R"("value_dim": 1)", R"("value_dim": 32)")),
+            "f.json: $.tokens.explicit[0].q[0]: expected 32 numbers (head_dim), got 2");
   EXPECT_EQ(error_with(R"("dtype": "f32")", R"("dtype": "f32", "v_format": "fp8_e4m3fn")"),
             "f.json: $.layout.v_format: expected none with value_from_key (the value is read "
             "from the key's cache, stored as k_format says), got fp8_e4m3fn");

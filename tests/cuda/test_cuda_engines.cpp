@@ -465,6 +465,33 @@ TEST(CudaEngine, MlaValuesFromTheirKeysHoldEveryPropertyAndTheKeyEndFails) {
   at_end.expect_every_case_failed();
 }
 
+// MLA over a ggml block key cache (llama.cpp's DeepSeek with -ctk q8_0: the value is whole
+// blocks of the key's stored row, read back through K's block format) on both honest
+// engines, every property, 12 generated cases in the five formats; the kernel that reads the
+// latent from the key row's end (kFaultMlaValueAtKeyEnd) fails every f32 case with a row
+// where value_dim < head_dim.
+TEST(CudaEngine, MlaLatentCachesInBlocksHoldEveryPropertyAndTheKeyEndFails) {
+  GeneratorOptions options;
+  options.supports = cuda::cuda_f32_options().supports;
+  options.filters.features.value_from_key = true;
+  options.filters.kv_formats = {KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1, KvQuant::q5_0,
+                                KvQuant::q5_1};
+  FaultTally at_end;
+  for (int i = 0; i < 12; ++i) {
+    const Scenario scenario = case_scenario(i, options);
+    const Layout& l = scenario.layout;
+    ASSERT_TRUE(l.value_from_key && is_ggml_block(l.k_format.quant) && !l.v_format.quantized() &&
+                l.value_dim % kGgmlBlock == 0)
+        << "case " << i;
+    if (i < honest_cases(12)) expect_every_property(scenario, i);
+    if (l.dtype == DType::f32 && l.value_dim < l.head_dim) {
+      at_end.judge(scenario, cuda::kFaultMlaValueAtKeyEnd, "cuda-mla-value-at-key-end");
+    }
+  }
+  at_end.print("MLA value of a block cache at the key's end", "cases with value_dim < head_dim");
+  at_end.expect_every_case_failed();
+}
+
 // RoPE's interleaved pairs and its part of the head (rope_dims: the head's last elements,
 // MLA's decoupled RoPE part) on both honest engines, every property, 12 generated cases
 // each; a kernel handed the part's offset as 0 (kFaultRopePartAtFront: GPT-NeoX's partial

@@ -99,23 +99,20 @@ TEST(GeneratorFeatures, TheFilterForcesAFeatureAndIsNamedWhenTheEngineLacksIt) {
 }
 
 // MLA's value read from its key (generate/features.h, pick_value_from_key): drawn last, in
-// about one in four of the scenarios whose key format is none or fp8 (and, with RoPE, a head
-// of 4 or more: its part, rope_dims, declared here too), never with a V format (the value is
-// read from the key's cache), with value_dim below head_dim where head_dim allows it; every
-// other choice as without it; the filter forces it (formats off but --kv-format's fp8 ones)
-// and conflicts with a --kv-format of another kind, and with --rope on where rope_dims is
-// not declared.
+// about one in four of the scenarios (with RoPE, a head of 4 or more: its part, rope_dims,
+// declared here too), over an unquantized, fp8 or ggml block key cache, never with a V
+// format (the value is read from the key's cache), with value_dim below head_dim where
+// head_dim allows it and whole blocks of a block format's row; every other choice as
+// without it; the filter forces it (over --kv-format's formats) and conflicts with an
+// affine --kv-format, and with --rope on where rope_dims is not declared.
 TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
   const GeneratorOptions o = with_features();
-  const auto latent_format = [](const Layout& l) {
-    return !l.k_format.quantized() || is_fp8(l.k_format.quant);
-  };
-  const int eligible = count_with(o, [&](const Scenario& s) {
-    return (!s.layout.rope_theta || s.layout.head_dim >= 4) && latent_format(s.layout);
-  });
+  const auto latent_format = [](const Layout& l) { return !is_affine(l.k_format.quant); };
+  // Drawn one in four, skipped only where RoPE leaves no room (a head below 4): the affine
+  // formats, drawn after it, are never drawn over it.
   const int drawn = count_with(o, [](const Scenario& s) { return s.layout.value_from_key; });
-  std::printf("value_from_key %d of %d scenarios whose K format is none or fp8\n", drawn, eligible);
-  int over_fp8 = 0;  // MLA over an fp8 key cache
+  std::printf("value_from_key %d of %d scenarios\n", drawn, kSeeds);
+  int over_fp8 = 0, over_blocks = 0;  // MLA over an fp8 or a ggml block key cache
   for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
     PrngChoiceSource choices(seed);
     const Layout l = generate_scenario(choices, o).layout;
@@ -123,11 +120,15 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
     EXPECT_TRUE(latent_format(l)) << seed;
     EXPECT_FALSE(l.v_format.quantized()) << seed;
     over_fp8 += is_fp8(l.k_format.quant);
+    over_blocks += is_ggml_block(l.k_format.quant);
+    EXPECT_EQ(l.value_dim % row_multiple(l.k_format), 0) << seed;
   }
-  std::printf("value_from_key over an fp8 key cache: %d\n", over_fp8);
+  std::printf("value_from_key over an fp8 key cache: %d, over ggml blocks: %d\n", over_fp8,
+              over_blocks);
   EXPECT_GT(over_fp8, drawn / 20);
-  EXPECT_GT(drawn, eligible / 4 - 60);
-  EXPECT_LT(drawn, eligible / 4 + 60);
+  EXPECT_GT(over_blocks, drawn / 20);
+  EXPECT_GT(drawn, kSeeds / 4 - 60);
+  EXPECT_LT(drawn, kSeeds / 4 + 60);
   EXPECT_GT(count_with(o,
                        [](const Scenario& s) {
                          return s.layout.value_from_key && s.layout.value_dim < s.layout.head_dim;
@@ -160,12 +161,30 @@ TEST(GeneratorFeatures, ValueFromKeyIsDrawnLastAtItsRateAndTheFilterForcesIt) {
                                 !s.layout.v_format.quantized();
                        }),
             kSeeds);
-  over_fp8_forced.filters.kv_formats = {KvQuant::fp8_e5m2, KvQuant::q8_0};
+  GeneratorOptions over_blocks_forced = forced;  // llama.cpp's DeepSeek with -ctk q4_0
+  over_blocks_forced.filters.kv_formats = {KvQuant::q4_0};
+  EXPECT_EQ(count_with(over_blocks_forced,
+                       [](const Scenario& s) {
+                         return s.layout.value_from_key &&
+                                s.layout.k_format.quant == KvQuant::q4_0 &&
+                                !s.layout.v_format.quantized() && s.layout.value_dim % 32 == 0;
+                       }),
+            kSeeds);
+  // With RoPE forced too, a head of one block is widened to two (DeepSeek's latent blocks,
+  // then the RoPE part's), where the page pool drawn for it allows.
+  over_blocks_forced.filters.rope = OnOff::on;
+  const int with_part = count_with(over_blocks_forced, [](const Scenario& s) {
+    const Layout& l = s.layout;
+    return l.rope_dims && l.head_dim >= 2 * kGgmlBlock && l.value_dim % kGgmlBlock == 0 &&
+           l.value_dim <= l.head_dim - *l.rope_dims;
+  });
+  std::printf("MLA over q4_0 with RoPE forced: %d of %d with its part\n", with_part, kSeeds);
+  EXPECT_GT(with_part, kSeeds * 9 / 10);
+  over_fp8_forced.filters.kv_formats = {KvQuant::fp8_e5m2, KvQuant::affine8};
   ASSERT_TRUE(filter_conflict(over_fp8_forced));
   EXPECT_EQ(filter_conflict(over_fp8_forced)->message,
-            "expected no KV format but fp8_e4m3fn and fp8_e5m2 with value_from_key (a latent "
-            "cache in ggml's blocks or affine groups is not modelled yet), got --kv-format "
-            "with another");
+            "expected no affine KV format with value_from_key (the generator draws a latent "
+            "cache in fp8 or ggml's blocks, not in affine groups), got --kv-format with one");
   forced.filters.rope = OnOff::on;
   EXPECT_FALSE(filter_conflict(forced));  // MLA's RoPE part, rope_dims, is declared
   forced.supports.rope_dims = false;

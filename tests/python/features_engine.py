@@ -138,11 +138,12 @@ class LatentAtKeyEndEngine(LatentEngine):
 
 
 class LatentFp8Engine(QuantizedEngine):
-    """MLA over an fp8 key cache, as an MLA kernel reads it (vLLM's kv_cache_dtype=fp8): each
-    value is the first value_dim elements of its key's row read back from the cache, through
-    K's format and scale."""
+    """MLA over an fp8 or ggml block key cache, as an MLA kernel reads it (vLLM's
+    kv_cache_dtype=fp8, llama.cpp's DeepSeek with -ctk q8_0): each value is the first
+    value_dim elements of its key's row read back from the cache, through K's format and
+    scale."""
 
-    supports = {**FEATURES, "kv_fp8": True, "value_from_key": True}
+    supports = {**FEATURES, "kv_fp8": True, "kv_ggml_blocks": True, "value_from_key": True}
 
     def _values(self, chunk):
         if not self.config.value_from_key:

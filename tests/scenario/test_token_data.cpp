@@ -147,5 +147,24 @@ TEST(TokenTable, AnMlaValueOverAnFp8KeyCacheIsTheStoredLatent) {
   EXPECT_EQ(TokenTable(tokens, layout).v(0)[0], 1.1f);
 }
 
+// Over a q8_0 key cache (llama.cpp's DeepSeek with -ctk q8_0) the value is the key row's
+// first blocks as stored: block 0's scale is its own amax / 127 = 1, so 1.3 reads back as 1,
+// whatever the next block (the RoPE part's, in a layout with one) holds.
+TEST(TokenTable, AnMlaValueOverAQ8_0KeyCacheIsItsOwnBlocksAsStored) {
+  Layout layout = test::make_layout(
+      {.head_dim = 64, .value_dim = 32, .k_format = KvFormat{KvQuant::q8_0, {}, 0}});
+  layout.value_from_key = true;
+  std::vector<double> key(64, 0.0);
+  key[0] = 127.0;
+  key[1] = 1.3;
+  key[32] = 5000.0;  // block 1: a scale of its own
+  const std::vector<ExplicitToken> tokens{{{std::vector<double>(64, 0.0)}, {key}, {}}};
+  const TokenTable table(tokens, layout);
+  EXPECT_EQ(table.k_stored(0)[1], 1.0f);
+  EXPECT_EQ(table.v(0)[0], 127.0f);
+  EXPECT_EQ(table.v(0)[1], 1.0f);
+  EXPECT_EQ(table.v(0).size(), 32u);
+}
+
 }  // namespace
 }  // namespace kvfuzz

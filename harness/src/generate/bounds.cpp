@@ -71,6 +71,7 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   b.epoch_tokens = b.large ? max_epoch : std::clamp(o.typical_epoch_tokens, 1, max_epoch);
   b.q_heads = b.large ? b.max_q_heads : std::clamp(o.typical_q_heads, 1, b.max_q_heads);
   b.head_dim = b.large ? max_dim : std::clamp(o.typical_head_dim, 1, max_dim);
+  b.max_head_dim = max_dim;
   if (o.long_context) {
     // Few, long sequences over a small layout (generator.h, LongContextOptions): at most two
     // sequences and head_dim 16 come from most_sequences and most_head_dim.

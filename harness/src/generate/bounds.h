@@ -22,6 +22,7 @@ struct Bounds {
   int q_heads = 1;       // MHA and MQA heads; GQA may reach max_q_heads
   int max_q_heads = 1;
   int head_dim = 1;
+  int max_head_dim = 1;  // the most a piece may widen a head to (most_head_dim)
   bool large = false;
   bool long_context = false;  // GeneratorOptions::long_context
   bool truncate = true;       // the engine's optional operations and its edges (GeneratorOptions)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <variant>
 #include <vector>
 
@@ -69,47 +70,85 @@ void pick_features(ChoiceSource& c, const Bounds& b, Layout& l) {
   if (chunked) l.chunked_local = chunk;
 }
 
+namespace {
+
+// Explicit tokens' q and k padded with zeros to `head_dim` (a zero element adds nothing to a
+// score, and RoPE turns a zero pair to zero), and their v dropped (read from k).
+void fit_latent_tokens(Scenario& s) {
+  auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens);
+  if (list == nullptr) return;
+  for (ExplicitToken& token : *list) {
+    for (auto* heads : {&token.q, &token.k}) {
+      for (auto& head : *heads) head.resize(static_cast<size_t>(s.layout.head_dim), 0.0);
+    }
+    token.v.clear();
+  }
+}
+
+// MLA's layout, once drawn: the value from the key, `value_steps` of `multiple` long (or the
+// whole head), with RoPE's part of `rope_pairs` pairs after it where there is room.
+void make_latent(Layout& l, int multiple, int value_steps, int rope_pairs, bool one_size) {
+  l.value_from_key = true;
+  l.v_format = KvFormat{};  // the value has no cache of its own
+  l.value_dim = one_size ? l.head_dim : value_steps * multiple;
+  if (!l.rope_theta) return;
+  const int dims = std::min(2 * rope_pairs, l.head_dim - 2);
+  const int room = (l.head_dim - dims) / multiple * multiple;  // the value's, on the multiple
+  if (room < 1) {
+    l.clear_rope();
+  } else {
+    l.rope_dims = dims;
+    l.value_dim = std::min(l.value_dim, room);
+  }
+}
+
+}  // namespace
+
 void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
   if (!b.supports.value_from_key) return;
   Layout& l = s.layout;
   const bool wanted = b.filters.features.value_from_key;
   const bool on = rarely(c, kValueFromKeyCaseOdds) || wanted;
-  const int multiple = std::max(1, b.supports.head_dim_multiple);
-  const int steps = l.head_dim / multiple;  // head_dim is a multiple of it
+  // The value is whole blocks of a block format's key row (validate.cpp); head_dim is a
+  // multiple of both (pick_kv_formats), so of their lcm. fp8 and none: the engine's alone.
+  const int multiple =
+      std::lcm(std::max(1, b.supports.head_dim_multiple), row_multiple(l.k_format));
+  const int steps = l.head_dim / multiple;
   const int value_steps = c.pick_int(1, std::max(1, steps - 1));
   // MLA's RoPE part, in pairs: drawn only for an engine that declares rope_dims (every other
   // engine's stream as before).
   const bool rope_part = b.supports.rope_dims;
   const int rope_pairs = rope_part ? c.pick_int(1, std::max(1, l.head_dim / 2 - 1)) : 0;
   if (!on) return;
-  if (wanted) {
-    if (!rope_part) l.clear_rope();
-    if (!is_fp8(l.k_format.quant)) l.k_format = KvFormat{};  // a --kv-format fp8 one stays
-  }
-  // A latent cache: unquantized, or fp8 (the value then read through K's format and scale).
-  if (l.k_format.quantized() && !is_fp8(l.k_format.quant)) return;
+  if (wanted && !rope_part) l.clear_rope();
+  // A latent cache: unquantized, or in K's format, fp8 or a ggml block format here (affine
+  // groups are drawn after this); the value is then read through its format and scale.
   const bool one_size = b.supports.value_dim_is_head_dim || steps < 2;
   // RoPE needs a part of the key the value does not read: a head of 4 or more, two sizes.
-  if (l.rope_theta && (!rope_part || one_size || l.head_dim < 4)) {
+  if (l.rope_theta && (!rope_part || l.head_dim < 4)) {
     if (!wanted) return;
     l.clear_rope();
   }
-  l.value_from_key = true;
-  l.v_format = KvFormat{};  // the value has no cache of its own
-  l.value_dim = one_size ? l.head_dim : value_steps * multiple;
-  if (l.rope_theta) {
-    const int dims = std::min(2 * rope_pairs, l.head_dim - 2);
-    const int room = (l.head_dim - dims) / multiple * multiple;  // the value's, on the multiple
-    if (room < 1) {
-      l.clear_rope();
-    } else {
-      l.rope_dims = dims;
-      l.value_dim = std::min(l.value_dim, room);
+  // DeepSeek's row over a block format is the latent's blocks, then the RoPE part's own
+  // (512 + 64 under -ctk q8_0): a head of one block has room for only one of them, and is
+  // widened to two where the bounds and the page pool (drawn for the narrower head) allow.
+  if (l.rope_theta && one_size && row_multiple(l.k_format) > 1 &&
+      !b.supports.value_dim_is_head_dim && 2 * multiple <= b.max_head_dim) {
+    Scenario wide = s;
+    wide.layout.head_dim = 2 * multiple;
+    make_latent(wide.layout, multiple, 1, rope_pairs, false);
+    fit_latent_tokens(wide);
+    if (!validate(wide)) {
+      s = std::move(wide);
+      return;
     }
   }
-  if (auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens)) {
-    for (ExplicitToken& token : *list) token.v.clear();
+  if (l.rope_theta && one_size) {
+    if (!wanted) return;
+    l.clear_rope();
   }
+  make_latent(l, multiple, value_steps, rope_pairs, one_size);
+  fit_latent_tokens(s);
 }
 
 bool pick_rope_style(ChoiceSource& c, const Bounds& b, Scenario& s) {

@@ -24,16 +24,14 @@ inline constexpr int kFeatureCaseOdds = 3;
 void pick_features(ChoiceSource& c, const Bounds& b, Layout& l);
 
 // MLA's value read from its key (Layout::value_from_key), drawn last, and only for an engine
-// that declares it: about one scenario in kValueFromKeyCaseOdds, where the key's format is
-// none or fp8 (a latent cache in fp8; V's format is dropped: the value is read from the
-// key's cache; ggml's blocks and affine groups are not modelled there), with a value_dim
-// below head_dim (the
-// latent beside a part of the key the value does not read), unless the engine takes one
-// head size; explicit tokens then lose their v (read from k). With RoPE, only for an
-// engine that also declares rope_dims: MLA's decoupled RoPE part, the key's last rope_dims
+// that declares it: about one scenario in kValueFromKeyCaseOdds, over the key's format as
+// drawn (none, fp8 or a ggml block format: a latent cache in it; V's format is dropped: the
+// value is read from the key's cache), with a value_dim below head_dim (the latent beside a
+// part of the key the value does not read), whole blocks of a block format's row, unless the
+// engine takes one head size; explicit tokens then lose their v (read from k). With RoPE, only for
+// an engine that also declares rope_dims: MLA's decoupled RoPE part, the key's last rope_dims
 // elements (2 to head_dim - 2, drawn), the value at most the elements before them.
-// GeneratorFilters::features forces it on, formats off but a --kv-format fp8 key's, and RoPE
-// off unless rope_dims is declared.
+// GeneratorFilters::features forces it on, and RoPE off unless rope_dims is declared.
 inline constexpr int kValueFromKeyCaseOdds = 4;
 void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s);
 

@@ -82,12 +82,11 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                           "leaves at least one pair out), got " +
                               std::to_string(most_head_dim(o))};
   }
-  if (f.features.value_from_key &&
-      !std::ranges::all_of(f.kv_formats, [](KvQuant quant) { return is_fp8(quant); })) {
+  if (f.features.value_from_key && std::ranges::any_of(f.kv_formats, is_affine)) {
     return FilterConflict{Filter::features,
-                          "expected no KV format but fp8_e4m3fn and fp8_e5m2 with value_from_key "
-                          "(a latent cache in ggml's blocks or affine groups is not modelled "
-                          "yet), got --kv-format with another"};
+                          "expected no affine KV format with value_from_key (the generator "
+                          "draws a latent cache in fp8 or ggml's blocks, not in affine groups), "
+                          "got --kv-format with one"};
   }
   for (const KvQuant quant : f.kv_formats) {
     const bool declared = is_fp8(quant)      ? o.supports.kv_fp8

@@ -111,12 +111,13 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   if (!model) s.placement.threads = pick_thread_schedule(c);
   // MLA's value read from its key, drawn after everything else (the features' grid and every
   // other choice as before it came); model bounds declare no features, so nothing is drawn.
+  // A block format's head may be widened for its RoPE part (below: its spread sized again).
+  const int drawn_head_dim = s.layout.head_dim;
   pick_value_from_key(c, bounds, s);
   // MLX's affine KV groups, after that (generate/kv_formats.h): the same. A head widened to
   // the group gets its score spread sized again (generated tokens: explicit ones are padded
   // with zeros, which leaves every score as it was), so that the scores stay within the
   // spread's bound (f16's range for the largest).
-  const int drawn_head_dim = s.layout.head_dim;
   pick_affine_kv(c, bounds, s);
   // RoPE's interleaved pairs, after that: the same. Other pairs give other scores, so the
   // score spread is sized again for them, as for a widened head.

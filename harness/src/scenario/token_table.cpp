@@ -80,9 +80,10 @@ TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
   store_quantized(layout.k_format, layout.dtype, layout.head_dim, layout.kv_heads, k_, k_stored_);
   // MLA: each value is its key's first value_dim elements as the key's cache reads them back
   // (explicit tokens carry no v; the generated ones still draw theirs, so the draw order
-  // stays one for every layout). Over an fp8 key cache that is the stored latent, through
-  // K's format and scale: elementwise, so the RoPE part does not touch it (validate.cpp
-  // allows no other format there). The chunks an engine is given carry these values too.
+  // stays one for every layout). Over a quantized key cache that is the stored latent,
+  // through K's format and scale: fp8 is elementwise, and a block or group format's value is
+  // whole blocks (validate.cpp), so the RoPE part, in blocks of its own, does not touch it.
+  // The chunks an engine is given carry these values too.
   if (layout.value_from_key) {
     const std::vector<float>& keys = k_stored_.empty() ? k_ : k_stored_;
     v_.resize(v_stride_ * static_cast<size_t>(count_));

@@ -220,7 +220,7 @@ class Validator {
   }
 
   // MLA's shared latent row: the value is the key's first value_dim elements, in K's format
-  // (none or fp8; no V format of its own), and unrotated: with RoPE only the key's
+  // (no V format of its own), and unrotated: with RoPE only the key's
   // last rope_dims elements turn (the decoupled RoPE part), and the value lies before them.
   void check_value_from_key() {
     if (!layout_.value_from_key) return;
@@ -245,21 +245,25 @@ class Validator {
                    str(layout_.value_dim));
       }
     }
-    // A latent cache in fp8 (vLLM's and FlashMLA's kv_cache_dtype=fp8): the value is the
-    // key's stored latent, read back through K's format and scale. Elementwise, so the
-    // value's elements are known exactly even where RoPE turns the key's other elements;
-    // a block or group may hold rotated elements too, which is not modelled.
+    // A latent cache in fp8 (vLLM's and FlashMLA's kv_cache_dtype=fp8), ggml's blocks
+    // (llama.cpp's DeepSeek with -ctk q8_0) or affine groups: the value is the key's stored
+    // latent, read back through K's format and scale. fp8 is elementwise; a block or group
+    // shares its scale among its elements, so the value must be whole blocks of the key row
+    // (as llama.cpp's V view of the K cache is): then, with RoPE, no block of the value
+    // holds a rotated element, and the stored latent is known exactly.
     if (layout_.v_format.quantized()) {
       reject("$.layout.v_format",
              "none with value_from_key (the value is read from the key's cache, stored as "
              "k_format says), got " +
                  std::string(kv_quant_name(layout_.v_format.quant)));
     }
-    if (layout_.k_format.quantized() && !is_fp8(layout_.k_format.quant)) {
-      reject("$.layout.k_format",
-             "none, fp8_e4m3fn or fp8_e5m2 with value_from_key (a latent cache in ggml's "
-             "blocks or affine groups is not modelled yet), got " +
-                 std::string(kv_quant_name(layout_.k_format.quant)));
+    const int multiple = row_multiple(layout_.k_format);
+    if (layout_.value_dim % multiple != 0) {
+      reject("$.layout.value_dim",
+             "a multiple of " + str(multiple) + " with value_from_key and k_format " +
+                 std::string(kv_quant_name(layout_.k_format.quant)) +
+                 " (the value is whole blocks of the key's stored row), got " +
+                 str(layout_.value_dim));
     }
   }
 
