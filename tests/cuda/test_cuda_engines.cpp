@@ -467,10 +467,11 @@ TEST(CudaEngine, MlaValuesFromTheirKeysHoldEveryPropertyAndTheKeyEndFails) {
 
 // MLA over a ggml block key cache (llama.cpp's DeepSeek with -ctk q8_0: the value is whole
 // blocks of the key's stored row, read back through K's block format) on both honest
-// engines, every property, 12 generated cases in the five formats; the kernel that reads the
-// latent from the key row's end (kFaultMlaValueAtKeyEnd) fails every f32 case with a row
-// where value_dim < head_dim.
-TEST(CudaEngine, MlaLatentCachesInBlocksHoldEveryPropertyAndTheKeyEndFails) {
+// engines, every property, 12 generated cases in the five formats; the same cases with K in
+// affine4 groups of 32 (which the generator does not draw under MLA: a fixture may have
+// them) on these and the CPU engines; the kernel that reads the latent from the key row's
+// end (kFaultMlaValueAtKeyEnd) fails every f32 case with a row where value_dim < head_dim.
+TEST(CudaEngine, MlaLatentCachesInBlocksAndGroupsHoldEveryPropertyAndTheKeyEndFails) {
   GeneratorOptions options;
   options.supports = cuda::cuda_f32_options().supports;
   options.filters.features.value_from_key = true;
@@ -486,6 +487,19 @@ TEST(CudaEngine, MlaLatentCachesInBlocksHoldEveryPropertyAndTheKeyEndFails) {
     if (i < honest_cases(12)) expect_every_property(scenario, i);
     if (l.dtype == DType::f32 && l.value_dim < l.head_dim) {
       at_end.judge(scenario, cuda::kFaultMlaValueAtKeyEnd, "cuda-mla-value-at-key-end");
+    }
+    if (i >= honest_cases(12)) continue;
+    Scenario grouped = scenario;
+    grouped.layout.k_format = KvFormat{KvQuant::affine4, {}, 32};
+    ASSERT_FALSE(validate(grouped)) << "case " << i;
+    expect_every_property(grouped, i);
+    for (const char* name : {"contiguous", "paged", "flash"}) {
+      const EngineInfo* honest = find_engine(name);
+      ASSERT_NE(honest, nullptr);
+      for (const PropertyInfo& row : kProperties) {
+        const PropertyOutcome outcome = judge_property(row.property, grouped, *honest);
+        EXPECT_TRUE(outcome.pass) << name << " case " << i << ": " << outcome.report;
+      }
     }
   }
   at_end.print("MLA value of a block cache at the key's end", "cases with value_dim < head_dim");
