@@ -7,6 +7,8 @@
 #include <variant>
 #include <vector>
 
+#include "generate/token_data.h"
+
 namespace kvfuzz {
 
 namespace {
@@ -72,19 +74,6 @@ void pick_features(ChoiceSource& c, const Bounds& b, Layout& l) {
 
 namespace {
 
-// Explicit tokens' q and k padded with zeros to `head_dim` (a zero element adds nothing to a
-// score, and RoPE turns a zero pair to zero), and their v dropped (read from k).
-void fit_latent_tokens(Scenario& s) {
-  auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens);
-  if (list == nullptr) return;
-  for (ExplicitToken& token : *list) {
-    for (auto* heads : {&token.q, &token.k}) {
-      for (auto& head : *heads) head.resize(static_cast<size_t>(s.layout.head_dim), 0.0);
-    }
-    token.v.clear();
-  }
-}
-
 // MLA's layout, once drawn: the value from the key, `value_steps` of `multiple` long (or the
 // whole head), with RoPE's part of `rope_pairs` pairs after it where there is room.
 void make_latent(Layout& l, int multiple, int value_steps, int rope_pairs, bool one_size) {
@@ -137,7 +126,7 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
     Scenario wide = s;
     wide.layout.head_dim = 2 * multiple;
     make_latent(wide.layout, multiple, 1, rope_pairs, false);
-    fit_latent_tokens(wide);
+    fit_explicit_tokens(wide.layout, false, wide);
     if (!validate(wide)) {
       s = std::move(wide);
       return;
@@ -148,7 +137,7 @@ void pick_value_from_key(ChoiceSource& c, const Bounds& b, Scenario& s) {
     l.clear_rope();
   }
   make_latent(l, multiple, value_steps, rope_pairs, one_size);
-  fit_latent_tokens(s);
+  fit_explicit_tokens(l, false, s);
 }
 
 bool pick_rope_style(ChoiceSource& c, const Bounds& b, Scenario& s) {

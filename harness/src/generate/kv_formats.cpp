@@ -5,6 +5,8 @@
 #include <variant>
 #include <vector>
 
+#include "generate/token_data.h"
+
 namespace kvfuzz {
 
 namespace {
@@ -20,30 +22,6 @@ std::vector<double> pick_scales(ChoiceSource& c, int kv_heads) {
 }
 
 constexpr std::array<KvQuant, 3> kAffine{KvQuant::affine4, KvQuant::affine8, KvQuant::affine2};
-
-}  // namespace
-
-namespace {
-
-// Explicit tokens to the layout's dims: an MLA value turned off becomes its key's prefix
-// again, and every row is padded with zeros (a zero q or k element adds nothing to a score,
-// a zero v element is a zero output element) or cut to a smaller group.
-void fit_explicit_tokens(const Layout& l, bool had_value_from_key, Scenario& s) {
-  auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens);
-  if (list == nullptr) return;
-  const auto pad = [](std::vector<std::vector<double>>& heads, int dim) {
-    for (auto& head : heads) head.resize(static_cast<size_t>(dim), 0.0);
-  };
-  for (ExplicitToken& t : *list) {
-    if (had_value_from_key && !l.value_from_key) {
-      t.v = t.k;
-      pad(t.v, l.value_dim);
-    }
-    pad(t.q, l.head_dim);
-    pad(t.k, l.head_dim);
-    pad(t.v, l.value_dim);
-  }
-}
 
 }  // namespace
 

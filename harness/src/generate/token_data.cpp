@@ -2,6 +2,8 @@
 // program is known.
 #include "generate/token_data.h"
 
+#include <variant>
+
 namespace kvfuzz {
 
 TokenChoices pick_token_choices(ChoiceSource& c) {
@@ -61,6 +63,24 @@ TokenSource make_tokens(ChoiceSource& c, const TokenChoices& t, const Layout& l,
                {TokenKind::wide, Distribution::wide}});
   generated.zero_scores = t.zero_scores;
   return generated;
+}
+
+void fit_explicit_tokens(const Layout& l, bool had_value_from_key, Scenario& s) {
+  auto* list = std::get_if<std::vector<ExplicitToken>>(&s.tokens);
+  if (list == nullptr) return;
+  const auto pad = [](std::vector<std::vector<double>>& heads, int dim) {
+    for (auto& head : heads) head.resize(static_cast<size_t>(dim), 0.0);
+  };
+  for (ExplicitToken& t : *list) {
+    if (l.value_from_key) t.v.clear();
+    if (had_value_from_key && !l.value_from_key) {
+      t.v = t.k;
+      pad(t.v, l.value_dim);
+    }
+    pad(t.q, l.head_dim);
+    pad(t.k, l.head_dim);
+    pad(t.v, l.value_dim);
+  }
 }
 
 }  // namespace kvfuzz

@@ -58,4 +58,11 @@ class TokenIds {
 // values drawn here, last), otherwise generated from the token seed.
 TokenSource make_tokens(ChoiceSource& c, const TokenChoices& t, const Layout& l, int count);
 
+// Explicit tokens fitted to the layout's dims after a later piece changed them: under MLA
+// a token has no v (read from k); an MLA value turned off (`had_value_from_key`) becomes its
+// key's prefix again; every row is padded with zeros (a zero q or k element adds nothing to
+// a score, a zero v element is a zero output element) or cut to a smaller group. Generated
+// tokens need nothing: the table draws them at the layout's dims.
+void fit_explicit_tokens(const Layout& l, bool had_value_from_key, Scenario& s);
+
 }  // namespace kvfuzz
