@@ -1436,6 +1436,46 @@ TEST(FixtureModel, ValidateKeepsTheTokenSourceCanonical) {
   }
 }
 
+// llama.cpp's --cache-type-k and -v at model level: ggml's block formats only, at the
+// model's own softmax scale (within 8 / sqrt(head_dim)).
+TEST(FixtureModel, ValidateTakesGgmlBlockCachesAtTheModelsOwnScale) {
+  const auto check = [](const Scenario& s, const std::string& path, const std::string& message) {
+    const auto error = validate(s);
+    ASSERT_TRUE(error) << path;
+    EXPECT_EQ(error->path, path);
+    EXPECT_EQ(error->message, message);
+  };
+  Scenario s = model_scenario();
+  s.layout.head_dim = s.layout.value_dim = 32;
+  s.layout.k_format = KvFormat{KvQuant::q8_0, {}};
+  s.layout.v_format = KvFormat{KvQuant::q4_1, {}};
+  EXPECT_FALSE(validate(s));
+  s.layout.scale = 8 / std::sqrt(32.0);  // the largest
+  EXPECT_FALSE(validate(s));
+  s.layout.scale = 1.5;
+  check(s, "$.layout.scale",
+        "at most 1.414213562373095 (8 / sqrt(head_dim)) in a model scenario with a quantized "
+        "KV cache (softmax then weighs keys smoothly: model_tolerance.cpp), got 1.5");
+  s.layout.scale.reset();
+  s.layout.k_format = KvFormat{KvQuant::fp8_e4m3fn, {0.5}};
+  check(s, "$.layout.k_format",
+        "none or one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) in a model scenario "
+        "(the model level models no fp8 or affine KV cache yet), got fp8_e4m3fn");
+  s.layout.k_format = {};
+  s.layout.v_format = KvFormat{KvQuant::affine4, {}, 32};
+  check(s, "$.layout.v_format",
+        "none or one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) in a model scenario "
+        "(the model level models no fp8 or affine KV cache yet), got affine4");
+  // Without a model, the same scale is an attention scenario's own business.
+  s.layout.v_format = KvFormat{KvQuant::q8_0, {}};
+  s.layout.scale = 1024;
+  EXPECT_TRUE(validate(s));
+  Scenario attention = s;
+  attention.model.reset();
+  attention.tokens = GeneratedTokens{0, 16, Distribution::small_int, false};
+  EXPECT_FALSE(validate(attention));
+}
+
 TEST(FixtureModel, ValidateBoundsTheModel) {
   const auto check = [](const Scenario& s, const std::string& path, const std::string& message) {
     const auto error = validate(s);

@@ -119,9 +119,73 @@ TEST(GeneratorKvFormats, TheFilterForcesItsFormatsAndIsNamedWhenTheEngineLacksTh
             "kv_ggml_blocks)");
   PrngChoiceSource choices(1);
   EXPECT_THROW(generate_scenario(choices, lacking), std::invalid_argument);
+  // At model level only ggml's blocks are modelled: fp8 in the filter is named.
   GeneratorOptions model = declaring(true, true);
   model.model = ModelOptions{};
-  EXPECT_EQ(count_with(model, [](const Scenario& s) { return s.layout.quantized_kv(); }), 0);
+  model.filters.kv_formats = {KvQuant::fp8_e4m3fn};
+  const auto refused = filter_conflict(model);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->message,
+            "expected KV formats the engine declares, got fp8_e4m3fn (model scenarios have "
+            "ggml's block formats only)");
+}
+
+// Model level (pick_model_kv_blocks): ggml's blocks drawn after every other choice, in about
+// one scenario in four of an engine that declares them, at the model's own scale, heads of
+// whole blocks; every other scenario is the one an engine without them gets; never fp8 or
+// affine, whatever else is declared; the filter forces its formats.
+TEST(GeneratorKvFormats, ModelScenariosDrawGgmlBlocksLastAtTheirRate) {
+  GeneratorOptions o = declaring(true, true);
+  o.supports.kv_affine = true;
+  o.model = ModelOptions{};
+  GeneratorOptions without = o;
+  without.supports.kv_fp8 = without.supports.kv_ggml_blocks = without.supports.kv_affine = false;
+  int quantized = 0, mixed = 0, v_unquantized = 0, widened = 0, unchanged = 0;
+  std::set<KvQuant> seen;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    PrngChoiceSource a(seed), b(seed);
+    const Scenario s = generate_scenario(a, o);
+    const Scenario before = generate_scenario(b, without);
+    ASSERT_TRUE(s.model) << seed;
+    if (!s.layout.quantized_kv()) {
+      unchanged += write_fixture(s) == write_fixture(before);
+      continue;
+    }
+    ++quantized;
+    const Layout& l = s.layout;
+    ASSERT_TRUE(is_ggml_block(l.k_format.quant)) << seed;
+    seen.insert(l.k_format.quant);
+    EXPECT_TRUE(!l.v_format.quantized() || is_ggml_block(l.v_format.quant)) << seed;
+    EXPECT_EQ(l.head_dim % kGgmlBlock, 0) << seed;
+    EXPECT_FALSE(l.scale.has_value()) << seed;
+    EXPECT_FALSE(validate(s)) << seed;
+    mixed += l.v_format.quantized() && l.v_format.quant != l.k_format.quant;
+    v_unquantized += !l.v_format.quantized();
+    widened += l.head_dim != before.layout.head_dim;
+    // Everything but the layout is the scenario drawn without the formats.
+    EXPECT_EQ(s.program, before.program) << seed;
+    EXPECT_EQ(*s.model, *before.model) << seed;
+  }
+  std::printf(
+      "model level: %d of %d with ggml blocks (%zu formats), V in another %d, V "
+      "unquantized %d, heads widened %d; the %d others as without the support: %d\n",
+      quantized, kSeeds, seen.size(), mixed, v_unquantized, widened, kSeeds - quantized, unchanged);
+  // 1/4: 300 of 1200 expected, sd 15; 240..360 is 4 sd (a few given up where the widened
+  // model would pass the limits).
+  EXPECT_GT(quantized, 240);
+  EXPECT_LT(quantized, 360);
+  EXPECT_EQ(seen.size(), 5u);
+  EXPECT_GT(mixed, 5);
+  EXPECT_GT(v_unquantized, 5);
+  EXPECT_GT(widened, 100);
+  EXPECT_EQ(unchanged, kSeeds - quantized);
+  // The filter forces its format on K (and V, unless it is "another" of the filter's).
+  o.filters.kv_formats = {KvQuant::q5_1};
+  const int forced = count_with(o, [](const Scenario& s) {
+    return s.layout.k_format.quant == KvQuant::q5_1 && s.layout.v_format.quant == KvQuant::q5_1;
+  });
+  std::printf("--kv-format q5_1 at model level: %d of %d\n", forced, kSeeds);
+  EXPECT_GT(forced, kSeeds * 95 / 100);
 }
 
 // MLX's affine groups (pick_affine_kv): drawn after every other choice, in about one in four

@@ -9,6 +9,7 @@
 #include "cpu/attention_math.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "ggml_types.h"
 #include "kvfuzz/kv_format.h"
 
 namespace kvfuzz::ggml_attention {
@@ -25,28 +26,6 @@ ggml_type float_type(DType dtype) {
       return GGML_TYPE_BF16;
   }
   return GGML_TYPE_F32;
-}
-
-// The ggml type a cache of this format and dtype holds (kv_format.h's block formats are
-// ggml's own).
-ggml_type cache_type(const KvFormat& format, DType dtype) {
-  switch (format.quant) {
-    case KvQuant::q8_0:
-      return GGML_TYPE_Q8_0;
-    case KvQuant::q4_0:
-      return GGML_TYPE_Q4_0;
-    case KvQuant::q4_1:
-      return GGML_TYPE_Q4_1;
-    case KvQuant::q5_0:
-      return GGML_TYPE_Q5_0;
-    case KvQuant::q5_1:
-      return GGML_TYPE_Q5_1;
-    case KvQuant::none:
-      return float_type(dtype);
-    default:
-      throw EngineError("ggml attention: K/V format " + std::string(kv_quant_name(format.quant)) +
-                        " is not a ggml type (the engine declares only ggml's blocks)");
-  }
 }
 
 // One row of n floats stored as `type`. The block formats go through ggml's reference
@@ -92,6 +71,26 @@ bool standard_slopes(const Layout& layout) {
 }
 
 }  // namespace
+
+ggml_type cache_type(const KvFormat& format, DType dtype) {
+  switch (format.quant) {
+    case KvQuant::q8_0:
+      return GGML_TYPE_Q8_0;
+    case KvQuant::q4_0:
+      return GGML_TYPE_Q4_0;
+    case KvQuant::q4_1:
+      return GGML_TYPE_Q4_1;
+    case KvQuant::q5_0:
+      return GGML_TYPE_Q5_0;
+    case KvQuant::q5_1:
+      return GGML_TYPE_Q5_1;
+    case KvQuant::none:
+      return float_type(dtype);
+    default:
+      throw EngineError("ggml attention: K/V format " + std::string(kv_quant_name(format.quant)) +
+                        " is not a ggml type (the engine declares only ggml's blocks)");
+  }
+}
 
 struct GgmlAttentionEngine::Sequence {
   int64_t length = 0;

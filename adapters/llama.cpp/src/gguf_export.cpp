@@ -130,15 +130,22 @@ void write_gguf(const std::string& path, const ModelConfig& model, const Layout&
   gguf_set_val_str(g, "tokenizer.ggml.model", "none");
 
   const size_t W = d.width, F = d.ffn, hd = d.head_dim;
-  // llama's graph scales q.k by 1/sqrt(head_dim): the layout's scale goes into wq.
-  const double fold = layout.softmax_scale() * std::sqrt(static_cast<double>(hd));
+  // llama's graph scales q.k by 1/sqrt(head_dim) (the llama architecture reads no
+  // attention.scale): the layout's scale goes into wq and wk, half its factor each. All of
+  // it in wq made a large scale's q (1024 sqrt(32) = 5793 times the model's) overflow
+  // f16 where ggml rounds q: the f16 sum of a q8_1 block, against q4_1 and q5_1 keys, went
+  // to inf and the logits to NaN (docs/findings/llama.cpp.md); and a small scale's q8_0
+  // block scales into f16's subnormals.
+  const double fold = std::sqrt(layout.softmax_scale() * std::sqrt(static_cast<double>(hd)));
   out.add("token_embd.weight", weights.embedding, i64(W), i64(d.vocab));
   for (size_t l = 0; l < d.layers; ++l) {
     const TransformerWeights::Layer& w = weights.layers[l];
     const std::string blk = "blk." + std::to_string(l) + ".";
     std::vector<float> wq = w.wq, wk = w.wk;
-    if (fold != 1.0)
+    if (fold != 1.0) {
       for (float& x : wq) x = static_cast<float>(x * fold);
+      for (float& x : wk) x = static_cast<float>(x * fold);
+    }
     if (!bugs.skip_rope_permutation) {
       wq = permuted_columns(wq, W, d.q_heads, hd);
       wk = permuted_columns(wk, W, d.kv_heads, hd);

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 
+#include "ggml_types.h"
+#include "kvfuzz/kv_format.h"
 #include "llama.h"
 #include "model/transformer.h"
 
@@ -116,9 +118,13 @@ LlamaCppEngine::State& LlamaCppEngine::state() {
   cp.n_batch = cp.n_ctx;  // a step may feed every sequence a full context
   cp.n_threads = 1;       // kvfuzz runs one worker per core
   cp.n_threads_batch = 1;
-  const ggml_type type = options.cache == CacheType::f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-  cp.type_k = type;
-  cp.type_v = type;
+  // The cache's type: the layout's ggml block format (--cache-type-k / -v), else the dtype
+  // the engine caches in.
+  const DType dtype = options.cache == CacheType::f16 ? DType::f16 : DType::f32;
+  KvFormat k_format = layout.k_format;
+  if (options.bugs.k_as_q4_0 && is_ggml_block(k_format.quant)) k_format.quant = KvQuant::q4_0;
+  cp.type_k = ggml_attention::cache_type(k_format, dtype);
+  cp.type_v = ggml_attention::cache_type(layout.v_format, dtype);
   cp.flash_attn_type = options.attention == Attention::automatic ? LLAMA_FLASH_ATTN_TYPE_AUTO
                                                                  : LLAMA_FLASH_ATTN_TYPE_DISABLED;
   made->context = llama_init_from_model(made->model, cp);
@@ -131,7 +137,7 @@ LlamaCppEngine::~LlamaCppEngine() = default;
 
 // What ggml-cpu does (the vendored ggml/src/ggml-cpu/ops.cpp and ggml-cpu.c), the README
 // beside this folder says more.
-EngineNumerics declared_numerics(const EngineOptions& options) {
+EngineNumerics declared_numerics(const EngineOptions& options, const Layout& layout) {
   EngineNumerics n;
   // Keys are rotated in f32, then stored in the cache's type; ggml's RoPE computes its
   // angles in f32 (theta *= theta_scale, powf), not in double.
@@ -144,6 +150,12 @@ EngineNumerics declared_numerics(const EngineOptions& options) {
     // short chunks), in f32 on the tiled path; q.k sums in f32 on both. Queries are
     // rounded to f16 on the first path but not on the tiled one: not declared either way.
     n.value_accumulation = DType::f16;
+    // A V cache in a ggml block format: each row converted to f32 (v_to_float) and summed
+    // in f32 (ggml_vec_mad_f32). Keys in one: q converted to the keys' vec_dot type, q8_0
+    // (q8_1 for q4_1 and q5_1) blocks, before q.k (ggml_compute_forward_flash_attn_ext_f16_
+    // one_chunk; neither the tiled nor the split path takes quantized keys).
+    if (is_ggml_block(layout.v_format.quant)) n.value_accumulation = DType::f32;
+    n.query_blocks = is_ggml_block(layout.k_format.quant);
   } else {
     // mul_mat(k, q) over an f16 cache converts q to f16 (the vec_dot type of f16) and sums
     // in f32; softmax in f32; mul_mat(v, P) converts P to f16 the same way.
@@ -162,11 +174,14 @@ EngineSupports declared_supports(const EngineOptions& options) {
   s.windows = false;
   s.value_dim_is_head_dim = true;
   s.max_context = kContextPerSequence;
+  // --cache-type-k and -v in ggml's blocks with flash attention (llama.cpp refuses a
+  // quantized V cache without it).
+  s.kv_ggml_blocks = options.cache == CacheType::f16 && options.attention == Attention::automatic;
   return s;
 }
 
 EngineNumerics LlamaCppEngine::numerics() const {
-  return declared_numerics(options_);
+  return declared_numerics(options_, config_.engine.layout);
 }
 EngineSupports LlamaCppEngine::supports() const {
   return declared_supports(options_);
@@ -247,7 +262,7 @@ std::vector<EngineInfo> engines() {
     e.name = std::move(name);
     e.description = std::move(description);
     e.mutant = options.bugs.model.skip_rope_permutation || options.bugs.truncate_keeps_one_more ||
-               options.bugs.fork_without_copy;
+               options.bugs.fork_without_copy || options.bugs.k_as_q4_0;
     e.make_model = [options](const ModelEngineConfig& config) -> std::unique_ptr<ModelEngine> {
       return std::make_unique<LlamaCppEngine>(config, options);
     };
@@ -281,7 +296,16 @@ std::vector<EngineInfo> engines() {
            "source into it.",
            {.cache = CacheType::f16,
             .attention = Attention::automatic,
-            .bugs = {.model = {}, .truncate_keeps_one_more = false, .fork_without_copy = true}})};
+            .bugs = {.model = {}, .truncate_keeps_one_more = false, .fork_without_copy = true}}),
+      info("llama-cpp-k-as-q4_0",
+           "Mutant: llama-cpp whose K cache in a ggml block format is made as q4_0 whatever the "
+           "format (--cache-type-k mapped wrong): right only for q4_0 keys.",
+           {.cache = CacheType::f16,
+            .attention = Attention::automatic,
+            .bugs = {.model = {},
+                     .truncate_keeps_one_more = false,
+                     .fork_without_copy = false,
+                     .k_as_q4_0 = true}})};
 }
 
 }  // namespace kvfuzz::llama_cpp

@@ -26,6 +26,9 @@ struct EngineBugs {
   // that the mistake shows as wrong rows, not as a refused llama_decode.
   bool truncate_keeps_one_more = false;  // keeps keep + 1 tokens, continues at keep + 1
   bool fork_without_copy = false;        // empties dst and starts it at 0
+  // A K cache in a ggml block format other than q4_0 made as q4_0 (--cache-type-k mapped
+  // wrong): the keys lose three bits against the format the scenario names.
+  bool k_as_q4_0 = false;
 };
 
 // Whether llama.cpp computes attention with its flash-attention op (ggml_flash_attn_ext) or
@@ -69,8 +72,9 @@ class LlamaCppEngine final : public ModelEngine {
   std::vector<int64_t> length_;  // next position of every sequence
 };
 
-// What an engine with these options declares (numerics() and supports() return these).
-EngineNumerics declared_numerics(const EngineOptions& options);
+// What an engine with these options declares for a layout (numerics() and supports() return
+// these).
+EngineNumerics declared_numerics(const EngineOptions& options, const Layout& layout);
 EngineSupports declared_supports(const EngineOptions& options);
 
 // The adapter's engines: llama-cpp (llama.cpp's defaults: f16 cache, flash attention),

@@ -63,6 +63,9 @@ constexpr int64_t kMaxModelWork = int64_t{1} << 32;
 // per (sequence, epoch) stream in the reference (tokens x (q_heads x head_dim + kv_heads x
 // (head_dim + value_dim))): 2^25 doubles are 256 MiB.
 constexpr int64_t kMaxModelActivations = int64_t{1} << 25;
+// Model level with a quantized KV cache: the softmax scale at most this over sqrt(head_dim)
+// (8 times the model's own; validate.cpp says why).
+constexpr double kMaxModelKvBlocksScale = 8;
 constexpr int kMaxTextLength = 1 << 16;
 constexpr int kMaxJsonDepth = 64;
 constexpr int64_t kMaxFixtureBytes = int64_t{64} << 20;

@@ -58,6 +58,7 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   if (!can.windows) b.filters.window = OnOff::off;
   // No attention features at model level (validate() refuses them there).
   if (o.model) {
+    b.model_kv_blocks = can.kv_ggml_blocks;
     for (bool EngineSupports::*feature : kFeatureSupports) b.supports.*feature = false;
   }
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);

@@ -28,7 +28,10 @@ struct Bounds {
   bool truncate = true;       // the engine's optional operations and its edges (GeneratorOptions)
   bool fork = true;
   EngineEdges edges;
-  EngineSupports supports;   // its dtypes narrowed by the filters (filtered_dtypes)
+  EngineSupports supports;  // its dtypes narrowed by the filters (filtered_dtypes)
+  // At model level, where supports has no features: the engine declares kv_ggml_blocks,
+  // drawn last (pick_model_kv_blocks).
+  bool model_kv_blocks = false;
   GeneratorFilters filters;  // the rest of the filters, for the pieces that draw them
 };
 

@@ -75,6 +75,48 @@ void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
   s = before;
 }
 
+void pick_model_kv_blocks(ChoiceSource& c, const Bounds& b, Scenario& s) {
+  if (!b.model_kv_blocks) return;
+  static constexpr std::array<KvQuant, 5> kBlocks{KvQuant::q8_0, KvQuant::q4_0, KvQuant::q5_1,
+                                                  KvQuant::q4_1, KvQuant::q5_0};
+  const std::vector<KvQuant>& want = b.filters.kv_formats;
+  const bool by_chance = rarely(c, kKvFormatCaseOdds);
+  const auto k_pick = static_cast<size_t>(c.pick(0, 15));
+  const auto v_pick = static_cast<size_t>(c.pick(0, 15));
+  enum class VChoice { same, other, none };
+  const VChoice v_choice =
+      pick_weighted<VChoice>(c, {{VChoice::same, 6}, {VChoice::other, 1}, {VChoice::none, 1}});
+  if (want.empty() && !by_chance) return;
+  const auto multiple = std::max(1, b.supports.head_dim_multiple);
+  if (b.max_head_dim < kGgmlBlock || kGgmlBlock % multiple != 0) return;
+  // filter_conflict leaves only block formats in a model-level filter.
+  const std::vector<KvQuant> formats =
+      want.empty() ? std::vector<KvQuant>(kBlocks.begin(), kBlocks.end()) : want;
+  const KvQuant k = formats[k_pick % formats.size()];
+  KvQuant v = k;
+  if (v_choice == VChoice::other) v = formats[v_pick % formats.size()];
+  if (v_choice == VChoice::none && want.empty()) v = KvQuant::none;
+  if (b.supports.kv_one_format) v = k;
+  const Scenario before = s;
+  Layout& l = s.layout;
+  l.k_format = KvFormat{k, {}};
+  l.v_format = v == KvQuant::none ? KvFormat{} : KvFormat{v, {}};
+  // The model's own scale, not a score spread's: at 2^8 and more times it, softmax picks
+  // one key, and a key's block error of 1/254 decides which (validate.cpp says why).
+  l.scale.reset();
+  // The model's one head size (q, k and v share it where the engine says so).
+  const bool same = l.value_dim == l.head_dim || b.supports.value_dim_is_head_dim;
+  if (l.head_dim % kGgmlBlock != 0) l.head_dim = kGgmlBlock;
+  if (same) l.value_dim = l.head_dim;
+  if (v != KvQuant::none && l.value_dim % kGgmlBlock != 0) l.value_dim = kGgmlBlock;
+  if (!validate(s)) return;
+  if (!want.empty() && s.placement.pool_pages) {
+    s.placement.pool_pages.reset();
+    if (!validate(s)) return;
+  }
+  s = before;
+}
+
 void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
   const EngineSupports& can = b.supports;
   if (!can.kv_fp8 && !can.kv_ggml_blocks) return;

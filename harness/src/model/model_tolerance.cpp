@@ -95,8 +95,27 @@
 //     merge weights (off by about u times the largest score, tolerance.cpp step 10) get no
 //     term of their own: model scenarios have no score spreads, so u |score| stays below
 //     the f32 terms above
+//   * query_blocks with K in a ggml block format: each q element off by up to its q8_0
+//     block's error (q_blocks, below)
 // rotated_keys_in_storage and rope_angles_exact add nothing: the k_store and
 // rope_per_position terms above are always on, so both answers are covered.
+//
+// The cache's ggml block formats (Layout::k_format, v_format: llama.cpp's --cache-type-k
+// and -v). The reference stays exact, unquantized: an engine's k differs from the
+// reference's by its f32 rounding, and quantization is not continuous (an element near a
+// rounding edge stores a whole step apart), so "the reference's own blocks" would not be
+// what an honest engine stores. Quantization is one more place where the engine rounds,
+// with a known largest error per element: each stored key element (after RoPE) and value
+// element moves by up to its largest error in its block (reference_forward.h,
+// ggml_block_errors: half a step, q8_0 amax/254, q5_1 range/62, q4_1 range/30, q5_0 amax/32
+// and q4_0 amax/16, up to a whole step for the few elements q4_0 and q5_0 clamp; the f16
+// scale's rounding besides), uniform noise as for every other rounding. The errors of a
+// quantizer are the textbook case of the uniform model: a block's elements land anywhere
+// within their step. First order holds only while softmax weighs keys smoothly: at a
+// score spread's scale (2^8 and more times the model's own) it picks one key, and which
+// one a block's error decides, a jump of O(1) in the logits (an honest llama.cpp over q8_0
+// at scale 512 failed by 1.5x its bound), so validate.cpp keeps a quantized model
+// scenario's scale within 8 / sqrt(head_dim). Measured: tests/model/test_model_kv_blocks.cpp.
 //
 // Measured both ways (tests/model/test_model_engines.cpp, the built-in whole-model engines
 // over generated f32 and f16 model scenarios): the honest model-cached, model-cached-f16 (P
@@ -122,6 +141,7 @@
 #include <utility>
 
 #include "kvfuzz/dtype.h"
+#include "kvfuzz/kv_format.h"
 #include "kvfuzz/prng.h"
 #include "model/model_math.h"
 #include "model/reference_forward.h"
@@ -269,6 +289,11 @@ std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
                 (numerics.exp_ulps > 1 ? numerics.exp_ulps * 0x1p-23 : 0);
     (declared.whole_model ? p.logits_round : p.attention_round) = beyond_f32(numerics.output);
     p.attention_round += beyond_f32(numerics.split_partials);
+    const KvQuant k_quant = scenario.layout.k_format.quant;
+    const KvQuant v_quant = scenario.layout.v_format.quant;
+    p.k_blocks = is_ggml_block(k_quant) ? k_quant : KvQuant::none;
+    p.v_blocks = is_ggml_block(v_quant) ? v_quant : KvQuant::none;
+    p.q_blocks = is_ggml_block(k_quant) && numerics.query_blocks;
     const auto sample = evaluate_reference(scenario, weights, &p);
     for (const auto& [key, row] : sample) {
       const auto ref = reference.find(key);

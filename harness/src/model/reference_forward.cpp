@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -83,6 +84,18 @@ class Noise {
       if (absolute[i] != 0) x[i] += absolute[i] * draw(x[i], m);
     }
   }
+  // x_i += a_i * u_i over consecutive blocks of `block` elements, amplitudes(x_b, block, a_b)
+  // giving each block's from its values before any of them moves.
+  template <class Amplitudes>
+  void blocks(double* x, size_t n, size_t block, Amplitudes amplitudes, uint64_t site) {
+    if (!p_ || block == 0) return;
+    const uint64_t* m = mixes(site, n);
+    amplitudes_.resize(block);
+    for (size_t b = 0; b + block <= n; b += block) {
+      amplitudes(x + b, block, amplitudes_.data());
+      for (size_t i = b; i < b + block; ++i) x[i] += amplitudes_[i - b] * draw(x[i], m[i]);
+    }
+  }
   // A matrix-vector product's (or a norm's) rounding: projection * sqrt(fan_in) * rms(x).
   void product(double* x, size_t n, size_t fan_in, uint64_t site) {
     if (!p_) return;
@@ -112,10 +125,34 @@ class Noise {
     return uniform_from_bits(splitmix64(state));
   }
   const Perturbation* p_;
+  std::vector<double> amplitudes_;  // blocks()'s, reused
   std::unordered_map<uint64_t, std::vector<uint64_t>> mixes_;
   std::vector<uint64_t>* last_ = nullptr;
   uint64_t last_site_ = 0;
 };
+
+// The extremes of a block: the largest |x|, and (for q4_1 and q5_1) its minimum and range.
+// max_is_negative: the first element of largest |x| is negative (ggml's q4_0 and q5_0 take
+// their scale's sign from it).
+struct Extremes {
+  double amax = 0, min = 0, range = 0;
+  bool max_is_negative = false;
+};
+Extremes extremes(const double* x, size_t n) {
+  if (n == 0) return {};
+  Extremes e{std::fabs(x[0]), x[0], 0, x[0] < 0};
+  double hi = x[0];
+  for (size_t i = 1; i < n; ++i) {
+    e.min = std::min(e.min, x[i]);
+    hi = std::max(hi, x[i]);
+    if (std::fabs(x[i]) > e.amax) {
+      e.amax = std::fabs(x[i]);
+      e.max_is_negative = x[i] < 0;
+    }
+  }
+  e.range = hi - e.min;
+  return e;
+}
 
 // Where noise is injected: each place draws its own.
 enum Site : uint64_t {
@@ -148,7 +185,10 @@ enum NumericsSite : uint64_t {
   kPRound,
   kAttentionRound,
   kLogitsRound,
-  kNumericsSites = kLogitsRound - kQStore + 1
+  kKBlocks,
+  kVBlocks,
+  kQBlocks,
+  kNumericsSites = kQBlocks - kQStore + 1
 };
 
 // Where the product of model_math.h's row functions draws its noise (before at_layer).
@@ -311,6 +351,24 @@ class ReferencePass {
       noise_.relative(vp, vs, (*noise_).qkv, at_layer(kVRound, l));
     }
     if (layout_.rope_theta) rotate(l, p, qp, kp);
+    store_blocks(l, qp, kp, vp);
+  }
+
+  // (Perturbed) the cache's ggml blocks: the key as the cache stores it (after RoPE), the
+  // value, and the query quantized to q8_0 blocks against such keys.
+  void store_blocks(size_t l, double* qp, double* kp, double* vp) {
+    if (!noise_) return;
+    const Perturbation& n = *noise_;
+    const auto block = static_cast<size_t>(kGgmlBlock);
+    for (const auto& [quant, x, size, site] : {std::tuple{n.k_blocks, kp, ks, kKBlocks},
+                                                std::tuple{n.v_blocks, vp, vs, kVBlocks}}) {
+      if (quant == KvQuant::none) continue;
+      const auto errors = [&](const double* b, size_t m, double* e) {
+        ggml_block_errors(quant, b, m, e);
+      };
+      noise_.blocks(x, size, block, errors, at_layer(site, l));
+    }
+    if (n.q_blocks) noise_.blocks(qp, qs, block, query_block_errors, at_layer(kQBlocks, l));
   }
 
   // RoPE at the true absolute position p, and (perturbed) the rounding of the rotated
@@ -449,6 +507,62 @@ class ReferencePass {
 };
 
 }  // namespace
+
+// ggml-quants.c: q8_0 stores round(x / d), d = amax / 127, so half a step; q4_1 and q5_1
+// store round((x - min) / d), d = range / 15 (31), half a step. q4_0 and q5_0 take d =
+// -m / 8 (16) from the signed extreme m and store min(15, trunc(x / d + 8.5)) (31, 16.5):
+// half a step, but for the elements of m's opposite sign within a step of |m|, whose x / d
+// passes 7.5 (15.5) and is clamped to 7 (15): x / d - 7 (15) steps, a whole one at x = -m.
+// The scale d is stored as f16 (2^-11 relative, q * d's error at most amax 2^-11), and so
+// is q4_1's and q5_1's min (|min| 2^-11): 2^-10 covers both with the f32 products'
+// rounding to spare; a d among f16's subnormals (below 2^-14) is off by up to 2^-25,
+// times at most 127 quants, and a min by 2^-25: 2^-18 absolute covers both.
+void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* errors) {
+  const Extremes e = extremes(x, n);
+  constexpr double kF16 = 0x1p-10, kF16Subnormal = 0x1p-18;
+  double half_step = 0, clamp = 0;  // clamp: the largest quant of q4_0 / q5_0, 0 otherwise
+  switch (quant) {
+    case KvQuant::q8_0:
+      half_step = e.amax / 254;
+      break;
+    case KvQuant::q4_0:
+      half_step = e.amax / 16;
+      clamp = 7;
+      break;
+    case KvQuant::q5_0:
+      half_step = e.amax / 32;
+      clamp = 15;
+      break;
+    case KvQuant::q4_1:
+      half_step = e.range / 30;
+      break;
+    case KvQuant::q5_1:
+      half_step = e.range / 62;
+      break;
+    default:
+      std::fill(errors, errors + n, 0.0);
+      return;
+  }
+  const double scale_rounding = (e.amax + std::fabs(e.min)) * kF16 + kF16Subnormal;
+  const double signed_max = e.max_is_negative ? -e.amax : e.amax;
+  for (size_t i = 0; i < n; ++i) {
+    double error = half_step;
+    if (clamp > 0 && e.amax > 0) {
+      // x / d in steps, d = -m / (clamp + 1): past clamp + 0.5, the element is clamped.
+      const double steps = -x[i] * (clamp + 1) / signed_max;
+      if (steps > clamp + 0.5) error = (steps - clamp) * 2 * half_step;
+    }
+    errors[i] = error + scale_rounding;
+  }
+}
+
+// q8_0's error, and q8_1's block sum d * sum(q) in f16 (up to 32 amax 2^-11 over the block,
+// amax 2^-11 per element as a q perturbation): 2^-9 in all beside the half step, and f16's
+// subnormal scales as for the cache.
+void query_block_errors(const double* x, size_t n, double* errors) {
+  const double error = extremes(x, n).amax * (1.0 / 254 + 0x1p-9) + 0x1p-18;
+  std::fill(errors, errors + n, error);
+}
 
 std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,
                                                     const TransformerWeights& weights,

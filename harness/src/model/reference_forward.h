@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 
+#include "kvfuzz/kv_format.h"
 #include "kvfuzz/rows.h"
 #include "kvfuzz/scenario.h"
 #include "model/transformer.h"
@@ -39,7 +40,23 @@ struct Perturbation {
   double p_round = 0;          // each softmax weight: p_round * |w|
   double attention_round = 0;  // each attention output value: attention_round * |x|
   double logits_round = 0;     // each logit: logits_round * |x|
+  // The cache's ggml block formats (Layout::k_format, v_format): every stored element (the
+  // key after RoPE) off by up to its largest error in its block (ggml_block_errors), and with
+  // q_blocks (EngineNumerics::query_blocks over such keys) every q element by its q8_0
+  // block's. KvQuant::none: no term.
+  KvQuant k_blocks = KvQuant::none;
+  KvQuant v_blocks = KvQuant::none;
+  bool q_blocks = false;
 };
+
+// The largest |stored - x| of each element of one block of 32 (`x`, into `errors`) stored
+// in ggml's block format `quant` (q8_0, q4_0, q4_1, q5_0, q5_1) as ggml-quants.c's
+// quantizers store it: half a step, more for the elements q4_0 and q5_0 clamp, plus the f16
+// rounding of the block's scale (and of q4_1's and q5_1's minimum). query_block_errors: a
+// q8_0 / q8_1 block of the query (ggml's vec_dot type), whose f16 block sum joins the q4_1
+// and q5_1 dot products.
+void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* errors);
+void query_block_errors(const double* x, size_t n, double* errors);
 
 // The reference evaluation, optionally perturbed: every (sequence, epoch) stream on its full
 // prefix, in double. `perturbation` null: the exact reference (reference_transformer).

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kvfuzz/dtype.h"
@@ -190,10 +191,31 @@ class Validator {
     check_features();
     check_kv_format("$.layout.k_format", layout_.k_format, layout_.head_dim, "head_dim");
     check_kv_format("$.layout.v_format", layout_.v_format, layout_.value_dim, "value_dim");
-    if (model_ && layout_.quantized_kv()) {
-      reject("$.layout",
-             "no quantized KV format (k_format, v_format) in a model scenario: the "
-             "model level does not model them yet");
+    // The model level models ggml's block formats only (model_tolerance.cpp: a block's
+    // largest error, relative to its own extremes, as one more rounding noise); fp8's fixed
+    // scales may saturate and affine groups are not modelled yet.
+    if (model_) {
+      for (const auto& [path, format] : {std::pair{"$.layout.k_format", &layout_.k_format},
+                                         std::pair{"$.layout.v_format", &layout_.v_format}}) {
+        if (format->quant != KvQuant::none && !is_ggml_block(format->quant)) {
+          reject(path,
+                 "none or one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) in a model "
+                 "scenario (the model level models no fp8 or affine KV cache yet), got " +
+                     std::string(kv_quant_name(format->quant)));
+        }
+      }
+      // A score spread's scale (2^8 and more times 1/sqrt(head_dim)) makes softmax pick one
+      // key, and which one a block's error decides: an honest engine's logits then jump
+      // by O(1), which the model tolerance's noise (smooth, first order) does not cover.
+      const double most_scale =
+          limits::kMaxModelKvBlocksScale / std::sqrt(static_cast<double>(layout_.head_dim));
+      if (layout_.quantized_kv() && layout_.scale && *layout_.scale > most_scale) {
+        reject("$.layout.scale", "at most " + num(most_scale) +
+                                     " (8 / sqrt(head_dim)) in a model scenario with a "
+                                     "quantized KV cache (softmax then weighs keys smoothly: "
+                                     "model_tolerance.cpp), got " +
+                                     num(*layout_.scale));
+      }
     }
     check_value_from_key();
   }

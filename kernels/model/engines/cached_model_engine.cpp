@@ -17,9 +17,12 @@ namespace kvfuzz::model_engines {
 
 namespace {
 
+// Every layer engine stores ggml's block formats (the CPU engines declare every format),
+// which the model level models (model_tolerance.cpp).
 EngineSupports supports_of(Arithmetic arithmetic) {
-  if (arithmetic == Arithmetic::f32) return {};
-  return {.dtypes = {DType::f32, DType::f16}};
+  EngineSupports supports{.kv_ggml_blocks = true};
+  if (arithmetic != Arithmetic::f32) supports.dtypes = {DType::f32, DType::f16};
+  return supports;
 }
 
 // The layer engine of each arithmetic, declaring and computing with its numerics. Rows stay
