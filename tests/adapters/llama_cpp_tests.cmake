@@ -63,6 +63,28 @@ if(TARGET kvfuzz_llama_cpp_plugin)
   endforeach()
 endif()
 
+# The cache in ggml's blocks (--cache-type-k / -v), judged by the model tolerance's block
+# noise (model_tolerance.cpp): llama-cpp passes 100 cases over the five formats, K and V
+# drawn from them; llama-cpp-k-as-q4_0 (K made as q4_0 whatever the format: the mapping
+# broken) is rejected over q8_0 keys (at case 2, default seed). Over q5_1 keys it is not
+# (q4_0's error is within twice q5_1's: the model level cannot tell them apart).
+if(TARGET kvfuzz_llama_cpp_plugin)
+  add_test(NAME llama_cpp:check-llama-cpp-kv-blocks
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
+                   --engine ${plugin}:llama-cpp --kv-format q8_0,q4_0,q4_1,q5_0,q5_1
+                   --cases 100 --seed 2 --jobs 2 --quiet
+                   --out ${CMAKE_CURRENT_BINARY_DIR}/llama-check-kv-blocks)
+  set_tests_properties(llama_cpp:check-llama-cpp-kv-blocks PROPERTIES
+                       PASS_REGULAR_EXPRESSION "honest +100 .* pass" TIMEOUT 600 LABELS llama.cpp)
+  add_test(NAME llama_cpp:check-llama-cpp-k-as-q4_0
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
+                   --engine ${plugin}:llama-cpp-k-as-q4_0 --kv-format q8_0 --cases 100
+                   --jobs 2 --quiet --out ${CMAKE_CURRENT_BINARY_DIR}/llama-check-k-as-q4_0)
+  set_tests_properties(llama_cpp:check-llama-cpp-k-as-q4_0 PROPERTIES
+                       PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case"
+                       TIMEOUT 600 LABELS llama.cpp)
+endif()
+
 # The corpus's model fixtures replayed on llama.cpp, as a user replays them: those its
 # engines can be given (RoPE; the cache's storage dtype) reproduce kvfuzz's own full-prefix
 # logits within the model tolerance of the engine's declared numerics; the rest are skipped

@@ -317,5 +317,38 @@ TEST(LlamaCppEngine, RefusesWhatTheLlamaArchitectureCannotExpress) {
   EXPECT_NE(measure_model_engine(s, factory(kF32)).error.find("no RoPE"), std::string::npos);
 }
 
+// --cache-type-k / -v in ggml's blocks: only with flash attention (llama.cpp refuses a
+// quantized V cache without it), and then ggml's flash kernel converts q to the keys' q8_0
+// (q8_1) blocks and sums a quantized V's rows in f32 (ops.cpp, flash_attn_ext_f16_one_chunk).
+TEST(LlamaCppEngine, DeclaresWhatGgmlDoesWithBlockCaches) {
+  using llama_cpp::Attention;
+  using llama_cpp::CacheType;
+  const llama_cpp::EngineOptions flash{
+      .cache = CacheType::f16, .attention = Attention::automatic, .bugs = {}};
+  const llama_cpp::EngineOptions unfused{
+      .cache = CacheType::f16, .attention = Attention::unfused, .bugs = {}};
+  const llama_cpp::EngineOptions f32{
+      .cache = CacheType::f32, .attention = Attention::unfused, .bugs = {}};
+  EXPECT_TRUE(llama_cpp::declared_supports(flash).kv_ggml_blocks);
+  EXPECT_FALSE(llama_cpp::declared_supports(unfused).kv_ggml_blocks);
+  EXPECT_FALSE(llama_cpp::declared_supports(f32).kv_ggml_blocks);
+  Layout l;
+  l.head_dim = l.value_dim = 32;
+  l.dtype = DType::f16;
+  EngineNumerics n = llama_cpp::declared_numerics(flash, l);
+  EXPECT_FALSE(n.query_blocks);
+  EXPECT_EQ(n.value_accumulation, DType::f16);
+  l.k_format = KvFormat{KvQuant::q4_1, {}};
+  n = llama_cpp::declared_numerics(flash, l);
+  EXPECT_TRUE(n.query_blocks);
+  EXPECT_EQ(n.value_accumulation, DType::f16);
+  l.v_format = KvFormat{KvQuant::q8_0, {}};
+  EXPECT_EQ(llama_cpp::declared_numerics(flash, l).value_accumulation, DType::f32);
+  l.k_format = {};
+  n = llama_cpp::declared_numerics(flash, l);
+  EXPECT_FALSE(n.query_blocks);
+  EXPECT_EQ(n.value_accumulation, DType::f32);
+}
+
 }  // namespace
 }  // namespace kvfuzz

@@ -27,8 +27,8 @@ namespace {
 
 using test::engine;
 
-constexpr std::array<KvQuant, 5> kBlocks{KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1,
-                                         KvQuant::q5_0, KvQuant::q5_1};
+constexpr std::array<KvQuant, 5> kBlocks{KvQuant::q8_0, KvQuant::q4_0, KvQuant::q4_1, KvQuant::q5_0,
+                                         KvQuant::q5_1};
 
 // Blocks of 32 in the shapes a quantizer's edges care about: uniform of either sign, one
 // sign only, the extremes of opposite signs (q4_0's and q5_0's clamped element), tiny and
@@ -83,8 +83,7 @@ TEST(ModelKvBlocks, TheBlockErrorCoversEveryElementGgmlStores) {
   double worst = 0;
   for (const auto& x : blocks) {
     std::array<float, kGgmlBlock> stored{};
-    round_trip_row(KvFormat{KvQuant::q8_0, {}}, DType::f32, 0, x.data(), kGgmlBlock,
-                   stored.data());
+    round_trip_row(KvFormat{KvQuant::q8_0, {}}, DType::f32, 0, x.data(), kGgmlBlock, stored.data());
     std::array<double, kGgmlBlock> wide{};
     std::copy(x.begin(), x.end(), wide.begin());
     std::array<double, kGgmlBlock> bound{};
@@ -148,10 +147,10 @@ TEST(ModelKvBlocks, HonestEnginesPassEveryFormatAndAWrongBlockReadFails) {
   }
   std::sort(ratios.begin(), ratios.end());
   const auto rejected = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 1; });
-  std::printf("q4_0-nibbles-swapped: rejected on %ld of %d q4_0 model scenarios; logits "
-              "error/bound least %.3g, median %.3g, largest %.3g\n",
-              static_cast<long>(rejected), tried, ratios.front(), ratios[ratios.size() / 2],
-              ratios.back());
+  std::printf(
+      "q4_0-nibbles-swapped: rejected on %ld of %d q4_0 model scenarios; logits "
+      "error/bound least %.3g, median %.3g, largest %.3g\n",
+      static_cast<long>(rejected), tried, ratios.front(), ratios[ratios.size() / 2], ratios.back());
   EXPECT_GE(rejected, tried * 3 / 4);
   // q4_0 is the widest noise of the formats: the margin is thin (median 1.74 on these 12;
   // honest engines above reach 0.25 of the bound).

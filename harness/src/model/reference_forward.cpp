@@ -360,8 +360,8 @@ class ReferencePass {
     if (!noise_) return;
     const Perturbation& n = *noise_;
     const auto block = static_cast<size_t>(kGgmlBlock);
-    for (const auto& [quant, x, size, site] : {std::tuple{n.k_blocks, kp, ks, kKBlocks},
-                                                std::tuple{n.v_blocks, vp, vs, kVBlocks}}) {
+    for (const auto& [quant, x, size, site] :
+         {std::tuple{n.k_blocks, kp, ks, kKBlocks}, std::tuple{n.v_blocks, vp, vs, kVBlocks}}) {
       if (quant == KvQuant::none) continue;
       const auto errors = [&](const double* b, size_t m, double* e) {
         ggml_block_errors(quant, b, m, e);
