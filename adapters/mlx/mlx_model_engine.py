@@ -19,6 +19,14 @@ per layer); the model takes each layer's RoPE offset from its cache and builds i
 causal mask (create_attention_mask). reset makes new caches, truncate trims every layer's
 (cache.trim), fork copies every layer's state and buffer (mlx_sdpa_engine.copy_cache).
 
+A layout whose K and V are stored in one affine format and group (kvfuzz's affine2/4/8,
+kv_affine and kv_one_format) gets mlx-lm's QuantizedKVCache(group_size, bits) in every
+layer, as generate(..., kv_bits, kv_group_size) makes them: each layer's rotated K and V
+quantized as they arrive (mx.quantize, scales and biases in f32), its attention mlx-lm's
+quantized_scaled_dot_product_attention (mx.quantized_matmul for q.k and P.v, f32 sums). The
+model level judges the logits with each stored element's error in its group as rounding
+noise (docs/fixture-format.md, "Quantized KV caches").
+
 f32 only, and no windows: mlx-lm's llama has no sliding window, and in bf16 or f16 every
 weight and product would be rounded too, which kvfuzz's model numerics do not describe.
 RoPE is always applied (rope_required), and q, k and v have one head size
@@ -26,8 +34,9 @@ RoPE is always applied (rope_required), and q, k and v have one head size
 (score and value sums in f32, simd::exp's 64 ulps), with RoPE by mx.fast.rope: its
 frequencies base^(-2i/d) and angles position * frequency in f32 (rope_angles_exact false).
 
---bug rope|scale breaks one mapping on purpose (negative controls): rope_theta doubled, or
-llama's own head_dim^-0.5 scale kept.
+--bug rope|scale|bits breaks one mapping on purpose (negative controls): rope_theta doubled,
+llama's own head_dim^-0.5 scale kept, or a quantized cache of 8 bits for a 4-bit format and
+of 4 for the others.
 """
 
 import argparse
@@ -37,15 +46,15 @@ import sys
 import mlx.core as mx
 import numpy as np
 from mlx_lm.models import llama
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import QuantizedKVCache, make_prompt_cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mlx_sdpa_engine import EXP_ULPS, common, copy_cache  # noqa: E402
+from mlx_sdpa_engine import AFFINE_BITS, EXP_ULPS, common, copy_cache  # noqa: E402
 
 mx.set_default_device(mx.cpu)
 
-BUGS = ("rope", "scale")
+BUGS = ("rope", "scale", "bits")
 
 
 def parse(argv=None):
@@ -63,7 +72,8 @@ class MlxModel:
     whole_model = True
     options = parse([])
     supports = {"dtypes": ["f32"], "value_dim_is_head_dim": True, "head_dim_multiple": 2,
-                "rope_required": True, "windows": False}  # fmt: skip
+                "rope_required": True, "windows": False, "kv_affine": True,
+                "kv_one_format": True}  # fmt: skip
     numerics = {
         "output": "f32",
         "score_accumulation": "f32",
@@ -96,7 +106,31 @@ class MlxModel:
         if bug != "scale":
             for layer in self.model.model.layers:
                 layer.self_attn.scale = float(layout.scale)
-        self.caches = [make_prompt_cache(self.model) for _ in range(layout.sequences)]
+        self.quantized = self._quantized(layout.k_format, layout.v_format, bug)
+        self.caches = [self._new_caches() for _ in range(layout.sequences)]
+
+    @staticmethod
+    def _quantized(k_format, v_format, bug):
+        """(group_size, bits) of mlx-lm's QuantizedKVCache for the layout's affine format, or
+        None for an unquantized cache."""
+        if k_format is None and v_format is None:
+            return None
+        kinds = [(f or {}).get("type") for f in (k_format, v_format)]
+        if k_format != v_format or kinds[0] not in AFFINE_BITS:
+            raise ValueError(
+                f"layout.k_format {k_format}, v_format {v_format}: mlx-lm's QuantizedKVCache "
+                "stores K and V in one affine format and group"
+            )
+        bits = AFFINE_BITS[kinds[0]]
+        if bug == "bits":
+            bits = 8 if bits == 4 else 4
+        return k_format["group"], bits
+
+    def _new_caches(self):
+        if self.quantized is None:
+            return make_prompt_cache(self.model)
+        group, bits = self.quantized
+        return [QuantizedKVCache(group_size=group, bits=bits) for _ in self.model.layers]
 
     def step(self, chunks):
         seqs = [chunk.seq for chunk in chunks]
@@ -112,7 +146,7 @@ class MlxModel:
         return range(past, past + n), np.array(logits[0].astype(mx.float32))
 
     def reset(self, seq):
-        self.caches[seq] = make_prompt_cache(self.model)
+        self.caches[seq] = self._new_caches()
         self.lengths[seq] = 0
 
     def truncate(self, seq, keep):

@@ -52,6 +52,13 @@ kvfuzz_mlx_test(mlx_sdpa_quantized_bug_bits 1 60 mlx_sdpa_engine.py --cache quan
 kvfuzz_mlx_test(mlx_model 0 30 mlx_model_engine.py FORK)
 kvfuzz_mlx_test(mlx_model_bug_rope 1 30 mlx_model_engine.py --bug rope)
 kvfuzz_mlx_test(mlx_model_bug_scale 1 30 mlx_model_engine.py --bug scale)
+# The model with mlx-lm's QuantizedKVCache in every layer, every scenario in one of kvfuzz's
+# affine formats (K and V in one format and group), judged with each stored element's error
+# in its group as the model tolerance's noise; a cache of another bit width is caught.
+kvfuzz_mlx_test(mlx_model_quantized 0 30 mlx_model_engine.py CHECK --kv-format
+                affine2,affine4,affine8)
+kvfuzz_mlx_test(mlx_model_quantized_bug_bits 1 30 mlx_model_engine.py --bug bits CHECK
+                --kv-format affine2,affine4,affine8)
 
 # In-process: the same class through kvfuzz.check (the package python_install puts in .venv).
 adapter_pytest(mlx_inprocess test_mlx_inprocess.py mlx_venv)

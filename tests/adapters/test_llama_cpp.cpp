@@ -80,6 +80,8 @@ Scenario for_llama(Scenario s, const EngineOptions& options) {
   l.value_dim = l.head_dim;
   l.window.reset();
   l.dtype = options.cache == CacheType::f32 ? DType::f32 : DType::f16;
+  // A quantized cache only where the engine stores one (flash attention).
+  if (!llama_cpp::declared_supports(options).kv_ggml_blocks) l.k_format = l.v_format = {};
   return s;
 }
 

@@ -1436,9 +1436,10 @@ TEST(FixtureModel, ValidateKeepsTheTokenSourceCanonical) {
   }
 }
 
-// llama.cpp's --cache-type-k and -v at model level: ggml's block formats only, at the
-// model's own softmax scale (within 8 / sqrt(head_dim)).
-TEST(FixtureModel, ValidateTakesGgmlBlockCachesAtTheModelsOwnScale) {
+// llama.cpp's --cache-type-k and -v and mlx-lm's QuantizedKVCache at model level: ggml's
+// blocks and the affine groups, no fp8, at the model's own softmax scale (within 8 /
+// sqrt(head_dim)).
+TEST(FixtureModel, ValidateTakesBlockAndAffineCachesAtTheModelsOwnScale) {
   const auto check = [](const Scenario& s, const std::string& path, const std::string& message) {
     const auto error = validate(s);
     ASSERT_TRUE(error) << path;
@@ -1459,13 +1460,17 @@ TEST(FixtureModel, ValidateTakesGgmlBlockCachesAtTheModelsOwnScale) {
   s.layout.scale.reset();
   s.layout.k_format = KvFormat{KvQuant::fp8_e4m3fn, {0.5}};
   check(s, "$.layout.k_format",
-        "none or one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) in a model scenario "
-        "(the model level models no fp8 or affine KV cache yet), got fp8_e4m3fn");
-  s.layout.k_format = {};
+        "none, one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) or an affine one "
+        "(affine2, affine4, affine8) in a model scenario (the model level models no fp8 KV "
+        "cache yet), got fp8_e4m3fn");
+  s.layout.k_format = KvFormat{KvQuant::affine4, {}, 32};
   s.layout.v_format = KvFormat{KvQuant::affine4, {}, 32};
+  EXPECT_FALSE(validate(s));
+  s.layout.v_format = KvFormat{KvQuant::fp8_e5m2, {1}};
   check(s, "$.layout.v_format",
-        "none or one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) in a model scenario "
-        "(the model level models no fp8 or affine KV cache yet), got affine4");
+        "none, one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) or an affine one "
+        "(affine2, affine4, affine8) in a model scenario (the model level models no fp8 KV "
+        "cache yet), got fp8_e5m2");
   // Without a model, the same scale is an attention scenario's own business.
   s.layout.v_format = KvFormat{KvQuant::q8_0, {}};
   s.layout.scale = 1024;

@@ -391,6 +391,11 @@ const std::vector<Prediction>& predictions() {
       {"mla-latent-value",
        "mla-value-at-key-end",
        {{{0, 0, 0}, {16, 16}}, {{0, 0, 2}, {112.0 / 3, 112.0 / 3}}}},
+      // Over q8_0 blocks: the tail block 64 read back as 127 * f16(64 / 127) = 127 *
+      // 1032 / 2048 in every element.
+      {"mla-latent-q8_0-blocks",
+       "mla-value-at-key-end",
+       {{{0, 0, 0}, std::vector<double>(32, 127.0 * 1032 / 2048)}}},
       // RoPE's half-split pairs turn element 1 with pair 1, a hundred times slower: scores
       // 4 cos((p - j) / 100), the keys weighed about alike.
       // RoPE's part turned at the front: equal scores, values the latents turned by j.

@@ -119,29 +119,31 @@ TEST(GeneratorKvFormats, TheFilterForcesItsFormatsAndIsNamedWhenTheEngineLacksTh
             "kv_ggml_blocks)");
   PrngChoiceSource choices(1);
   EXPECT_THROW(generate_scenario(choices, lacking), std::invalid_argument);
-  // At model level only ggml's blocks are modelled: fp8 in the filter is named.
+  // At model level no fp8 is modelled: fp8 in the filter is named.
   GeneratorOptions model = declaring(true, true);
   model.model = ModelOptions{};
   model.filters.kv_formats = {KvQuant::fp8_e4m3fn};
   const auto refused = filter_conflict(model);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->message,
-            "expected KV formats the engine declares, got fp8_e4m3fn (model scenarios have "
-            "ggml's block formats only)");
+            "expected KV formats the engine declares, got fp8_e4m3fn (model scenarios have no "
+            "fp8 KV cache)");
 }
 
-// Model level (pick_model_kv_blocks): ggml's blocks drawn after every other choice, in about
-// one scenario in four of an engine that declares them, at the model's own scale, heads of
-// whole blocks; every other scenario is the one an engine without them gets; never fp8 or
-// affine, whatever else is declared; the filter forces its formats.
-TEST(GeneratorKvFormats, ModelScenariosDrawGgmlBlocksLastAtTheirRate) {
+// Model level (pick_model_kv_formats): ggml's blocks or the affine groups drawn after every
+// other choice, in about one scenario in four of an engine that declares them, at the model's
+// own scale, heads of whole blocks or groups, an affine V in K's format and group; every
+// other scenario is the one an engine without them gets; never fp8, whatever else is
+// declared; the filter forces its formats.
+TEST(GeneratorKvFormats, ModelScenariosDrawBlocksAndGroupsLastAtTheirRate) {
   GeneratorOptions o = declaring(true, true);
   o.supports.kv_affine = true;
   o.model = ModelOptions{};
   GeneratorOptions without = o;
   without.supports.kv_fp8 = without.supports.kv_ggml_blocks = without.supports.kv_affine = false;
-  int quantized = 0, mixed = 0, v_unquantized = 0, widened = 0, unchanged = 0;
+  int quantized = 0, mixed = 0, v_unquantized = 0, widened = 0, unchanged = 0, affine = 0;
   std::set<KvQuant> seen;
+  std::set<int> groups;
   for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
     PrngChoiceSource a(seed), b(seed);
     const Scenario s = generate_scenario(a, o);
@@ -153,12 +155,18 @@ TEST(GeneratorKvFormats, ModelScenariosDrawGgmlBlocksLastAtTheirRate) {
     }
     ++quantized;
     const Layout& l = s.layout;
-    ASSERT_TRUE(is_ggml_block(l.k_format.quant)) << seed;
+    ASSERT_FALSE(is_fp8(l.k_format.quant) || is_fp8(l.v_format.quant)) << seed;
     seen.insert(l.k_format.quant);
-    EXPECT_TRUE(!l.v_format.quantized() || is_ggml_block(l.v_format.quant)) << seed;
-    EXPECT_EQ(l.head_dim % kGgmlBlock, 0) << seed;
+    EXPECT_EQ(l.head_dim % row_multiple(l.k_format), 0) << seed;
     EXPECT_FALSE(l.scale.has_value()) << seed;
     EXPECT_FALSE(validate(s)) << seed;
+    if (is_affine(l.k_format.quant)) {
+      ++affine;
+      groups.insert(l.k_format.group);
+      EXPECT_EQ(l.v_format, l.k_format) << seed;
+    } else {
+      EXPECT_TRUE(!l.v_format.quantized() || is_ggml_block(l.v_format.quant)) << seed;
+    }
     mixed += l.v_format.quantized() && l.v_format.quant != l.k_format.quant;
     v_unquantized += !l.v_format.quantized();
     widened += l.head_dim != before.layout.head_dim;
@@ -167,14 +175,18 @@ TEST(GeneratorKvFormats, ModelScenariosDrawGgmlBlocksLastAtTheirRate) {
     EXPECT_EQ(*s.model, *before.model) << seed;
   }
   std::printf(
-      "model level: %d of %d with ggml blocks (%zu formats), V in another %d, V "
-      "unquantized %d, heads widened %d; the %d others as without the support: %d\n",
-      quantized, kSeeds, seen.size(), mixed, v_unquantized, widened, kSeeds - quantized, unchanged);
+      "model level: %d of %d quantized (%zu formats; affine %d in %zu group sizes), V "
+      "in another %d, V unquantized %d, heads widened %d; the %d others as without "
+      "the support: %d\n",
+      quantized, kSeeds, seen.size(), affine, groups.size(), mixed, v_unquantized, widened,
+      kSeeds - quantized, unchanged);
   // 1/4: 300 of 1200 expected, sd 15; 240..360 is 4 sd (a few given up where the widened
   // model would pass the limits).
   EXPECT_GT(quantized, 240);
   EXPECT_LT(quantized, 360);
-  EXPECT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen.size(), 8u);
+  EXPECT_GT(affine, 60);
+  EXPECT_EQ(groups.size(), 3u);
   EXPECT_GT(mixed, 5);
   EXPECT_GT(v_unquantized, 5);
   EXPECT_GT(widened, 100);
@@ -186,6 +198,18 @@ TEST(GeneratorKvFormats, ModelScenariosDrawGgmlBlocksLastAtTheirRate) {
   });
   std::printf("--kv-format q5_1 at model level: %d of %d\n", forced, kSeeds);
   EXPECT_GT(forced, kSeeds * 95 / 100);
+  // An engine of the affine groups alone (mlx-lm's QuantizedKVCache) gets nothing else.
+  GeneratorOptions mlx = o;
+  mlx.filters.kv_formats.clear();
+  mlx.supports.kv_fp8 = mlx.supports.kv_ggml_blocks = false;
+  mlx.supports.kv_one_format = true;
+  EXPECT_EQ(count_with(mlx,
+                       [](const Scenario& s) {
+                         return s.layout.quantized_kv() &&
+                                !(is_affine(s.layout.k_format.quant) &&
+                                  s.layout.v_format == s.layout.k_format);
+                       }),
+            0);
 }
 
 // MLX's affine groups (pick_affine_kv): drawn after every other choice, in about one in four

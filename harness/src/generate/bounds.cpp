@@ -59,6 +59,7 @@ Bounds pick_bounds(ChoiceSource& c, const GeneratorOptions& o) {
   // No attention features at model level (validate() refuses them there).
   if (o.model) {
     b.model_kv_blocks = can.kv_ggml_blocks;
+    b.model_kv_affine = can.kv_affine;
     for (bool EngineSupports::*feature : kFeatureSupports) b.supports.*feature = false;
   }
   b.max_q_heads = within(std::clamp(o.max_q_heads, 1, 32), can.max_q_heads);

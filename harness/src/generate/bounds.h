@@ -29,9 +29,10 @@ struct Bounds {
   bool fork = true;
   EngineEdges edges;
   EngineSupports supports;  // its dtypes narrowed by the filters (filtered_dtypes)
-  // At model level, where supports has no features: the engine declares kv_ggml_blocks,
-  // drawn last (pick_model_kv_blocks).
+  // At model level, where supports has no features: the engine declares kv_ggml_blocks or
+  // kv_affine, drawn last (pick_model_kv_formats).
   bool model_kv_blocks = false;
+  bool model_kv_affine = false;
   GeneratorFilters filters;  // the rest of the filters, for the pieces that draw them
 };
 

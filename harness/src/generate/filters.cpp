@@ -92,12 +92,12 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
     const bool declared = is_fp8(quant)      ? o.supports.kv_fp8
                           : is_affine(quant) ? o.supports.kv_affine
                                              : o.supports.kv_ggml_blocks;
-    const bool model_refuses = o.model && !is_ggml_block(quant);
+    const bool model_refuses = o.model && is_fp8(quant);
     if (!declared || model_refuses) {
       return FilterConflict{Filter::kv_formats,
                             "expected KV formats the engine declares, got " +
                                 std::string(kv_quant_name(quant)) +
-                                (model_refuses ? " (model scenarios have ggml's block formats only)"
+                                (model_refuses      ? " (model scenarios have no fp8 KV cache)"
                                  : is_fp8(quant)    ? " (it does not declare kv_fp8)"
                                  : is_affine(quant) ? " (it does not declare kv_affine)"
                                                     : " (it does not declare kv_ggml_blocks)")};

@@ -106,9 +106,9 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
   // A wide pool at model level too, drawn last so that a model scenario without one is the
   // one it was before.
   if (model) apply_wide_pool(pick_wide_pool(c), s, s.placement);
-  // The model's KV cache in ggml's blocks (an engine that declares them), after that: the
-  // same.
-  if (model) pick_model_kv_blocks(c, bounds, s);
+  // The model's KV cache in ggml's blocks or affine groups (an engine that declares them),
+  // after that: the same.
+  if (model) pick_model_kv_formats(c, bounds, s);
   // The thread order of the CUDA engines' kernels on the SIMT launcher, drawn last (every
   // other choice as before); not at model level, whose scenarios stay as they were.
   if (!model) s.placement.threads = pick_thread_schedule(c);

@@ -75,8 +75,8 @@ void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
   s = before;
 }
 
-void pick_model_kv_blocks(ChoiceSource& c, const Bounds& b, Scenario& s) {
-  if (!b.model_kv_blocks) return;
+void pick_model_kv_formats(ChoiceSource& c, const Bounds& b, Scenario& s) {
+  if (!b.model_kv_blocks && !b.model_kv_affine) return;
   static constexpr std::array<KvQuant, 5> kBlocks{KvQuant::q8_0, KvQuant::q4_0, KvQuant::q5_1,
                                                   KvQuant::q4_1, KvQuant::q5_0};
   const std::vector<KvQuant>& want = b.filters.kv_formats;
@@ -86,29 +86,43 @@ void pick_model_kv_blocks(ChoiceSource& c, const Bounds& b, Scenario& s) {
   enum class VChoice { same, other, none };
   const VChoice v_choice =
       pick_weighted<VChoice>(c, {{VChoice::same, 6}, {VChoice::other, 1}, {VChoice::none, 1}});
+  const auto group_pick = static_cast<size_t>(c.pick(0, 15));
   if (want.empty() && !by_chance) return;
   const auto multiple = std::max(1, b.supports.head_dim_multiple);
-  if (b.max_head_dim < kGgmlBlock || kGgmlBlock % multiple != 0) return;
-  // filter_conflict leaves only block formats in a model-level filter.
-  const std::vector<KvQuant> formats =
-      want.empty() ? std::vector<KvQuant>(kBlocks.begin(), kBlocks.end()) : want;
+  // The declared formats (filter_conflict leaves only such, and no fp8, in a filter).
+  std::vector<KvQuant> formats;
+  if (b.model_kv_blocks) formats.assign(kBlocks.begin(), kBlocks.end());
+  if (b.model_kv_affine) formats.insert(formats.end(), kAffine.begin(), kAffine.end());
+  if (!want.empty()) formats = want;
   const KvQuant k = formats[k_pick % formats.size()];
+  // A block format's rows of 32, or the affine group: within the bounds and the multiple.
+  std::vector<int> rows;
+  for (const int g : is_affine(k)
+                         ? std::vector<int>(std::begin(kAffineGroups), std::end(kAffineGroups))
+                         : std::vector<int>{kGgmlBlock}) {
+    if (g <= b.max_head_dim && g % multiple == 0) rows.push_back(g);
+  }
+  if (rows.empty()) return;
+  const int row = rows[group_pick % rows.size()];
   KvQuant v = k;
-  if (v_choice == VChoice::other) v = formats[v_pick % formats.size()];
-  if (v_choice == VChoice::none && want.empty()) v = KvQuant::none;
+  if (is_ggml_block(k) && v_choice == VChoice::other) {
+    v = formats[v_pick % formats.size()];
+    if (!is_ggml_block(v)) v = k;
+  }
+  if (is_ggml_block(k) && v_choice == VChoice::none && want.empty()) v = KvQuant::none;
   if (b.supports.kv_one_format) v = k;
   const Scenario before = s;
   Layout& l = s.layout;
-  l.k_format = KvFormat{k, {}};
-  l.v_format = v == KvQuant::none ? KvFormat{} : KvFormat{v, {}};
+  l.k_format = KvFormat{k, {}, is_affine(k) ? row : 0};
+  l.v_format = v == KvQuant::none ? KvFormat{} : KvFormat{v, {}, is_affine(v) ? row : 0};
   // The model's own scale, not a score spread's: at 2^8 and more times it, softmax picks
-  // one key, and a key's block error of 1/254 decides which (validate.cpp says why).
+  // one key, and a key's block error decides which (validate.cpp says why).
   l.scale.reset();
   // The model's one head size (q, k and v share it where the engine says so).
   const bool same = l.value_dim == l.head_dim || b.supports.value_dim_is_head_dim;
-  if (l.head_dim % kGgmlBlock != 0) l.head_dim = kGgmlBlock;
+  if (l.head_dim % row != 0) l.head_dim = row;
   if (same) l.value_dim = l.head_dim;
-  if (v != KvQuant::none && l.value_dim % kGgmlBlock != 0) l.value_dim = kGgmlBlock;
+  if (v != KvQuant::none && l.value_dim % row != 0) l.value_dim = row;
   if (!validate(s)) return;
   if (!want.empty() && s.placement.pool_pages) {
     s.placement.pool_pages.reset();

@@ -34,12 +34,14 @@ void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l);
 // lists affine formats forces one as often as they are in its list: RoPE and MLA are then
 // turned off, another format replaced, and a pool too wide for the new dims given up.
 void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s);
-// At model level (Bounds::model_kv_blocks, no choice drawn otherwise), after every other
-// choice: about one scenario in four (every one with a --kv-format filter) caches K in one
-// of ggml's block formats and V mostly in the same (now and then in another or unquantized),
-// llama.cpp's --cache-type-k and -v; head_dim and value_dim become 32 when they are not
-// multiples of it. Given up (the scenario as it was) where the wider model no longer fits
-// the limits.
-void pick_model_kv_blocks(ChoiceSource& c, const Bounds& b, Scenario& s);
+// At model level (Bounds::model_kv_blocks, model_kv_affine; no choice drawn otherwise), after
+// every other choice: about one scenario in four (every one with a --kv-format filter)
+// caches K in one of the declared formats: a ggml block format, V mostly in the same (now and
+// then in another or unquantized), as llama.cpp's --cache-type-k and -v; or an affine one,
+// V in the same format and group, as mlx-lm's QuantizedKVCache(group_size, bits). The
+// scale is the model's own; head_dim and value_dim become the block or group when they are
+// not multiples of it. Given up (the scenario as it was) where the wider model no longer
+// fits the limits.
+void pick_model_kv_formats(ChoiceSource& c, const Bounds& b, Scenario& s);
 
 }  // namespace kvfuzz

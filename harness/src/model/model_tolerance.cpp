@@ -289,11 +289,10 @@ std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
                 (numerics.exp_ulps > 1 ? numerics.exp_ulps * 0x1p-23 : 0);
     (declared.whole_model ? p.logits_round : p.attention_round) = beyond_f32(numerics.output);
     p.attention_round += beyond_f32(numerics.split_partials);
-    const KvQuant k_quant = scenario.layout.k_format.quant;
-    const KvQuant v_quant = scenario.layout.v_format.quant;
-    p.k_blocks = is_ggml_block(k_quant) ? k_quant : KvQuant::none;
-    p.v_blocks = is_ggml_block(v_quant) ? v_quant : KvQuant::none;
-    p.q_blocks = is_ggml_block(k_quant) && numerics.query_blocks;
+    p.k_stored = scenario.layout.k_format;
+    p.v_stored = scenario.layout.v_format;
+    p.stored_dtype = scenario.layout.dtype;
+    p.q_blocks = is_ggml_block(scenario.layout.k_format.quant) && numerics.query_blocks;
     const auto sample = evaluate_reference(scenario, weights, &p);
     for (const auto& [key, row] : sample) {
       const auto ref = reference.find(key);

@@ -354,21 +354,23 @@ class ReferencePass {
     store_blocks(l, qp, kp, vp);
   }
 
-  // (Perturbed) the cache's ggml blocks: the key as the cache stores it (after RoPE), the
-  // value, and the query quantized to q8_0 blocks against such keys.
+  // (Perturbed) the cache's blocks or groups: the key as the cache stores it (after RoPE),
+  // the value, and the query quantized to q8_0 blocks against ggml block keys.
   void store_blocks(size_t l, double* qp, double* kp, double* vp) {
     if (!noise_) return;
     const Perturbation& n = *noise_;
-    const auto block = static_cast<size_t>(kGgmlBlock);
-    for (const auto& [quant, x, size, site] :
-         {std::tuple{n.k_blocks, kp, ks, kKBlocks}, std::tuple{n.v_blocks, vp, vs, kVBlocks}}) {
-      if (quant == KvQuant::none) continue;
+    for (const auto& [format, x, size, site] :
+         {std::tuple{&n.k_stored, kp, ks, kKBlocks}, std::tuple{&n.v_stored, vp, vs, kVBlocks}}) {
+      if (!format->quantized()) continue;
       const auto errors = [&](const double* b, size_t m, double* e) {
-        ggml_block_errors(quant, b, m, e);
+        stored_errors(*format, n.stored_dtype, b, m, e);
       };
-      noise_.blocks(x, size, block, errors, at_layer(site, l));
+      noise_.blocks(x, size, static_cast<size_t>(row_multiple(*format)), errors, at_layer(site, l));
     }
-    if (n.q_blocks) noise_.blocks(qp, qs, block, query_block_errors, at_layer(kQBlocks, l));
+    if (n.q_blocks) {
+      noise_.blocks(qp, qs, static_cast<size_t>(kGgmlBlock), query_block_errors,
+                    at_layer(kQBlocks, l));
+    }
   }
 
   // RoPE at the true absolute position p, and (perturbed) the rounding of the rotated
@@ -517,6 +519,8 @@ class ReferencePass {
 // is q4_1's and q5_1's min (|min| 2^-11): 2^-10 covers both with the f32 products'
 // rounding to spare; a d among f16's subnormals (below 2^-14) is off by up to 2^-25,
 // times at most 127 quants, and a min by 2^-25: 2^-18 absolute covers both.
+namespace {
+
 void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* errors) {
   const Extremes e = extremes(x, n);
   constexpr double kF16 = 0x1p-10, kF16Subnormal = 0x1p-18;
@@ -553,6 +557,55 @@ void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* errors)
       if (steps > clamp + 0.5) error = (steps - clamp) * 2 * half_step;
     }
     errors[i] = error + scale_rounding;
+  }
+}
+
+// MLX's quantize (kv_format.cpp, encode_affine): scale s = (max - min) / (2^bits - 1), signed
+// towards the edge (the extreme of larger magnitude); q0 = rint(edge / s), and for q0 != 0
+// the step becomes edge / q0 and the bias the edge: the grid bias + step * [0, 2^bits - 1],
+// which may end short of the other extreme (its elements clamped to the last quant). An
+// engine's edge / s a few ulps from the reference's may snap the other way near a half:
+// both snaps within 1e-3 of edge / s are taken, the larger error kept. The scale and bias
+// are stored in `dtype` (their rounding: 2^bits |step| u + |bias| u, and f16's subnormals),
+// and f32 reads them back (2^-20 of the magnitudes involved covers its products and sums).
+void affine_group_errors(KvQuant quant, DType dtype, const double* x, size_t n, double* errors) {
+  const double n_bins = (1 << affine_bits(quant)) - 1;
+  const Extremes e = extremes(x, n);
+  const double hi = e.min + e.range;
+  const bool low_edge = std::fabs(e.min) > std::fabs(hi);
+  const double step = std::max(e.range / n_bins, 1e-7) * (low_edge ? 1 : -1);
+  const double edge = low_edge ? e.min : hi;
+  const double u = unit_roundoff(dtype);
+  // f16's subnormals (below 2^-14) are 2^-24 apart: a small group's scale and bias rounded
+  // there are off by up to 2^-25 absolute, times up to 2^bits - 1 quants.
+  const double subnormal = dtype == DType::f16 ? 0x1p-25 * (n_bins + 1) : 0;
+  std::fill(errors, errors + n, 0.0);
+  const double snaps[] = {std::rint(edge / step - 1e-3), std::rint(edge / step + 1e-3)};
+  for (const double q0 : snaps) {
+    const double snapped = q0 != 0 ? edge / q0 : step;
+    const double bias = q0 != 0 ? edge : 0;
+    const double lo = std::min(bias, bias + n_bins * snapped);
+    const double top = std::max(bias, bias + n_bins * snapped);
+    const double stored = (n_bins * std::fabs(snapped) + std::fabs(bias)) * u + subnormal;
+    for (size_t i = 0; i < n; ++i) {
+      const double outside = x[i] < lo ? lo - x[i] : x[i] > top ? x[i] - top : 0;
+      const double error =
+          std::max(outside, std::fabs(snapped) / 2) + stored +
+          (std::fabs(x[i]) + std::fabs(bias) + n_bins * std::fabs(snapped)) * 0x1p-20;
+      errors[i] = std::max(errors[i], error);
+    }
+  }
+}
+
+}  // namespace
+
+void stored_errors(const KvFormat& format, DType dtype, const double* x, size_t n, double* errors) {
+  if (is_ggml_block(format.quant)) {
+    ggml_block_errors(format.quant, x, n, errors);
+  } else if (is_affine(format.quant)) {
+    affine_group_errors(format.quant, dtype, x, n, errors);
+  } else {
+    std::fill(errors, errors + n, 0.0);
   }
 }
 

@@ -40,22 +40,27 @@ struct Perturbation {
   double p_round = 0;          // each softmax weight: p_round * |w|
   double attention_round = 0;  // each attention output value: attention_round * |x|
   double logits_round = 0;     // each logit: logits_round * |x|
-  // The cache's ggml block formats (Layout::k_format, v_format): every stored element (the
-  // key after RoPE) off by up to its largest error in its block (ggml_block_errors), and with
-  // q_blocks (EngineNumerics::query_blocks over such keys) every q element by its q8_0
-  // block's. KvQuant::none: no term.
-  KvQuant k_blocks = KvQuant::none;
-  KvQuant v_blocks = KvQuant::none;
+  // The cache's quantized formats (Layout::k_format, v_format: ggml's blocks, MLX's affine
+  // groups): every stored element (the key after RoPE) off by up to its largest error in
+  // its block or group (stored_errors; an affine group's scale and bias in stored_dtype),
+  // and with q_blocks (EngineNumerics::query_blocks over ggml block keys) every q element by
+  // its q8_0 block's. A format of none: no term.
+  KvFormat k_stored, v_stored;
+  DType stored_dtype = DType::f32;
   bool q_blocks = false;
 };
 
-// The largest |stored - x| of each element of one block of 32 (`x`, into `errors`) stored
-// in ggml's block format `quant` (q8_0, q4_0, q4_1, q5_0, q5_1) as ggml-quants.c's
-// quantizers store it: half a step, more for the elements q4_0 and q5_0 clamp, plus the f16
-// rounding of the block's scale (and of q4_1's and q5_1's minimum). query_block_errors: a
-// q8_0 / q8_1 block of the query (ggml's vec_dot type), whose f16 block sum joins the q4_1
-// and q5_1 dot products.
-void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* errors);
+// The largest |stored - x| of each element of one block of 32 or affine group (`x`, n
+// elements, into `errors`) stored in `format` as ggml-quants.c's quantizers or MLX's
+// `quantize` store it (kvfuzz/kv_format.h's encoders, which are those): ggml's blocks half a
+// step, more for the elements q4_0 and q5_0 clamp, plus the f16 rounding of the block's
+// scale (and of q4_1's and q5_1's minimum); an affine group half its snapped step inside
+// the grid and the distance to the grid outside it (MLX snaps the grid's edge to a
+// multiple of the step, which may leave the group's other extreme beyond its last quant),
+// either way the snap may round, plus its scale's and bias's rounding to `dtype`.
+void stored_errors(const KvFormat& format, DType dtype, const double* x, size_t n, double* errors);
+// A q8_0 / q8_1 block of the query (ggml's vec_dot type for block keys), whose f16 block
+// sum joins the q4_1 and q5_1 dot products.
 void query_block_errors(const double* x, size_t n, double* errors);
 
 // The reference evaluation, optionally perturbed: every (sequence, epoch) stream on its full

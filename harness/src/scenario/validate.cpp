@@ -191,16 +191,17 @@ class Validator {
     check_features();
     check_kv_format("$.layout.k_format", layout_.k_format, layout_.head_dim, "head_dim");
     check_kv_format("$.layout.v_format", layout_.v_format, layout_.value_dim, "value_dim");
-    // The model level models ggml's block formats only (model_tolerance.cpp: a block's
-    // largest error, relative to its own extremes, as one more rounding noise); fp8's fixed
-    // scales may saturate and affine groups are not modelled yet.
+    // The model level models ggml's blocks and the affine groups (model_tolerance.cpp: each
+    // element's largest error in its block or group, from the block's own values, as one more
+    // rounding noise); fp8's fixed scales may saturate, and are not modelled there yet.
     if (model_) {
       for (const auto& [path, format] : {std::pair{"$.layout.k_format", &layout_.k_format},
                                          std::pair{"$.layout.v_format", &layout_.v_format}}) {
-        if (format->quant != KvQuant::none && !is_ggml_block(format->quant)) {
+        if (is_fp8(format->quant)) {
           reject(path,
-                 "none or one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) in a model "
-                 "scenario (the model level models no fp8 or affine KV cache yet), got " +
+                 "none, one of ggml's block formats (q8_0, q4_0, q4_1, q5_0, q5_1) or an affine "
+                 "one (affine2, affine4, affine8) in a model scenario (the model level models "
+                 "no fp8 KV cache yet), got " +
                      std::string(kv_quant_name(format->quant)));
         }
       }

@@ -17,10 +17,10 @@ namespace kvfuzz::model_engines {
 
 namespace {
 
-// Every layer engine stores ggml's block formats (the CPU engines declare every format),
-// which the model level models (model_tolerance.cpp).
+// Every layer engine stores ggml's blocks and the affine groups (the CPU engines declare
+// every format), which the model level models (model_tolerance.cpp).
 EngineSupports supports_of(Arithmetic arithmetic) {
-  EngineSupports supports{.kv_ggml_blocks = true};
+  EngineSupports supports{.kv_ggml_blocks = true, .kv_affine = true};
   if (arithmetic != Arithmetic::f32) supports.dtypes = {DType::f32, DType::f16};
   return supports;
 }
