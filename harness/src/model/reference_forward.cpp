@@ -84,16 +84,19 @@ class Noise {
       if (absolute[i] != 0) x[i] += absolute[i] * draw(x[i], m);
     }
   }
-  // x_i += a_i * u_i over consecutive blocks of `block` elements, amplitudes(x_b, block, a_b)
-  // giving each block's from its values before any of them moves.
+  // x_i += s_i + a_i * u_i over consecutive blocks of `block` elements, amplitudes(x_b, block,
+  // s_b, a_b) giving each block's shifts and amplitudes from its values before any moves.
   template <class Amplitudes>
   void blocks(double* x, size_t n, size_t block, Amplitudes amplitudes, uint64_t site) {
     if (!p_ || block == 0) return;
     const uint64_t* m = mixes(site, n);
+    shifts_.resize(block);
     amplitudes_.resize(block);
     for (size_t b = 0; b + block <= n; b += block) {
-      amplitudes(x + b, block, amplitudes_.data());
-      for (size_t i = b; i < b + block; ++i) x[i] += amplitudes_[i - b] * draw(x[i], m[i]);
+      amplitudes(x + b, block, shifts_.data(), amplitudes_.data());
+      for (size_t i = b; i < b + block; ++i) {
+        x[i] += shifts_[i - b] + amplitudes_[i - b] * draw(x[i], m[i]);
+      }
     }
   }
   // A matrix-vector product's (or a norm's) rounding: projection * sqrt(fan_in) * rms(x).
@@ -125,7 +128,7 @@ class Noise {
     return uniform_from_bits(splitmix64(state));
   }
   const Perturbation* p_;
-  std::vector<double> amplitudes_;  // blocks()'s, reused
+  std::vector<double> shifts_, amplitudes_;  // blocks()'s, reused
   std::unordered_map<uint64_t, std::vector<uint64_t>> mixes_;
   std::vector<uint64_t>* last_ = nullptr;
   uint64_t last_site_ = 0;
@@ -362,8 +365,8 @@ class ReferencePass {
     for (const auto& [format, x, size, site] :
          {std::tuple{&n.k_stored, kp, ks, kKBlocks}, std::tuple{&n.v_stored, vp, vs, kVBlocks}}) {
       if (!format->quantized()) continue;
-      const auto errors = [&](const double* b, size_t m, double* e) {
-        stored_errors(*format, n.stored_dtype, b, m, e);
+      const auto errors = [&](const double* b, size_t m, double* shift, double* noise) {
+        stored_errors(*format, n.stored_dtype, b, m, shift, noise);
       };
       noise_.blocks(x, size, static_cast<size_t>(row_multiple(*format)), errors, at_layer(site, l));
     }
@@ -513,18 +516,20 @@ class ReferencePass {
 // ggml-quants.c: q8_0 stores round(x / d), d = amax / 127, so half a step; q4_1 and q5_1
 // store round((x - min) / d), d = range / 15 (31), half a step. q4_0 and q5_0 take d =
 // -m / 8 (16) from the signed extreme m and store min(15, trunc(x / d + 8.5)) (31, 16.5):
-// half a step, but for the elements of m's opposite sign within a step of |m|, whose x / d
-// passes 7.5 (15.5) and is clamped to 7 (15): x / d - 7 (15) steps, a whole one at x = -m.
-// The scale d is stored as f16 (2^-11 relative, q * d's error at most amax 2^-11), and so
-// is q4_1's and q5_1's min (|min| 2^-11): 2^-10 covers both with the f32 products'
-// rounding to spare; a d among f16's subnormals (below 2^-14) is off by up to 2^-25,
-// times at most 127 quants, and a min by 2^-25: 2^-18 absolute covers both.
+// half a step, but the elements of m's opposite sign within a step of |m|, whose x / d
+// passes 7.5 (15.5), are clamped to 7 (15): they read back 7 d (15 d) whatever else rounds,
+// a shift of 7 d - x (up to a whole step at x = -m, the same in every such block: not
+// noise). The scale d is stored as f16 (2^-11 relative, q * d's error at most amax
+// 2^-11), and so is q4_1's and q5_1's min (|min| 2^-11): 2^-10 covers both with the f32
+// products' rounding to spare; a d among f16's subnormals (below 2^-14) is off by up to
+// 2^-25, times at most 127 quants, and a min by 2^-25: 2^-18 absolute covers both.
 namespace {
 
-void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* errors) {
+void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* shift, double* noise) {
   const Extremes e = extremes(x, n);
   constexpr double kF16 = 0x1p-10, kF16Subnormal = 0x1p-18;
   double half_step = 0, clamp = 0;  // clamp: the largest quant of q4_0 / q5_0, 0 otherwise
+  std::fill(shift, shift + n, 0.0);
   switch (quant) {
     case KvQuant::q8_0:
       half_step = e.amax / 254;
@@ -544,31 +549,36 @@ void ggml_block_errors(KvQuant quant, const double* x, size_t n, double* errors)
       half_step = e.range / 62;
       break;
     default:
-      std::fill(errors, errors + n, 0.0);
+      std::fill(noise, noise + n, 0.0);
       return;
   }
   const double scale_rounding = (e.amax + std::fabs(e.min)) * kF16 + kF16Subnormal;
   const double signed_max = e.max_is_negative ? -e.amax : e.amax;
   for (size_t i = 0; i < n; ++i) {
-    double error = half_step;
+    noise[i] = half_step + scale_rounding;
     if (clamp > 0 && e.amax > 0) {
       // x / d in steps, d = -m / (clamp + 1): past clamp + 0.5, the element is clamped.
-      const double steps = -x[i] * (clamp + 1) / signed_max;
-      if (steps > clamp + 0.5) error = (steps - clamp) * 2 * half_step;
+      const double d = -signed_max / (clamp + 1);
+      if (x[i] / d > clamp + 0.5) {
+        shift[i] = clamp * d - x[i];
+        noise[i] = scale_rounding;
+      }
     }
-    errors[i] = error + scale_rounding;
   }
 }
 
 // MLX's quantize (kv_format.cpp, encode_affine): scale s = (max - min) / (2^bits - 1), signed
 // towards the edge (the extreme of larger magnitude); q0 = rint(edge / s), and for q0 != 0
 // the step becomes edge / q0 and the bias the edge: the grid bias + step * [0, 2^bits - 1],
-// which may end short of the other extreme (its elements clamped to the last quant). An
-// engine's edge / s a few ulps from the reference's may snap the other way near a half:
-// both snaps within 1e-3 of edge / s are taken, the larger error kept. The scale and bias
-// are stored in `dtype` (their rounding: 2^bits |step| u + |bias| u, and f16's subnormals),
-// and f32 reads them back (2^-20 of the magnitudes involved covers its products and sums).
-void affine_group_errors(KvQuant quant, DType dtype, const double* x, size_t n, double* errors) {
+// which may end short of the other extreme. Inside the grid an element reads back within
+// half a step; beyond it, at the grid's end whatever else rounds: a shift, the same in every
+// group of that shape, not noise. Near a half (edge / s within 1e-3 of k + 1/2) an engine's
+// edge / s a few ulps from the reference's may snap the other way: there no shift, and the
+// larger error of the two snaps as noise. The scale and bias are stored in `dtype` (their
+// rounding: 2^bits |step| u + |bias| u, and f16's subnormals), and f32 reads them back
+// (2^-20 of the magnitudes involved covers its products and sums).
+void affine_group_errors(KvQuant quant, DType dtype, const double* x, size_t n, double* shift,
+                         double* noise) {
   const double n_bins = (1 << affine_bits(quant)) - 1;
   const Extremes e = extremes(x, n);
   const double hi = e.min + e.range;
@@ -579,8 +589,10 @@ void affine_group_errors(KvQuant quant, DType dtype, const double* x, size_t n, 
   // f16's subnormals (below 2^-14) are 2^-24 apart: a small group's scale and bias rounded
   // there are off by up to 2^-25 absolute, times up to 2^bits - 1 quants.
   const double subnormal = dtype == DType::f16 ? 0x1p-25 * (n_bins + 1) : 0;
-  std::fill(errors, errors + n, 0.0);
+  std::fill(shift, shift + n, 0.0);
+  std::fill(noise, noise + n, 0.0);
   const double snaps[] = {std::rint(edge / step - 1e-3), std::rint(edge / step + 1e-3)};
+  const bool settled = snaps[0] == snaps[1];
   for (const double q0 : snaps) {
     const double snapped = q0 != 0 ? edge / q0 : step;
     const double bias = q0 != 0 ? edge : 0;
@@ -588,33 +600,41 @@ void affine_group_errors(KvQuant quant, DType dtype, const double* x, size_t n, 
     const double top = std::max(bias, bias + n_bins * snapped);
     const double stored = (n_bins * std::fabs(snapped) + std::fabs(bias)) * u + subnormal;
     for (size_t i = 0; i < n; ++i) {
-      const double outside = x[i] < lo ? lo - x[i] : x[i] > top ? x[i] - top : 0;
-      const double error =
-          std::max(outside, std::fabs(snapped) / 2) + stored +
+      const double f32 =
           (std::fabs(x[i]) + std::fabs(bias) + n_bins * std::fabs(snapped)) * 0x1p-20;
-      errors[i] = std::max(errors[i], error);
+      const double end = x[i] < lo ? lo : x[i] > top ? top : x[i];
+      if (settled && end != x[i]) {
+        shift[i] = end - x[i];
+        noise[i] = stored + f32;
+      } else {
+        noise[i] = std::max(noise[i],
+                            std::max(std::fabs(end - x[i]), std::fabs(snapped) / 2) + stored + f32);
+      }
     }
   }
 }
 
 }  // namespace
 
-void stored_errors(const KvFormat& format, DType dtype, const double* x, size_t n, double* errors) {
+void stored_errors(const KvFormat& format, DType dtype, const double* x, size_t n, double* shift,
+                   double* noise) {
   if (is_ggml_block(format.quant)) {
-    ggml_block_errors(format.quant, x, n, errors);
+    ggml_block_errors(format.quant, x, n, shift, noise);
   } else if (is_affine(format.quant)) {
-    affine_group_errors(format.quant, dtype, x, n, errors);
+    affine_group_errors(format.quant, dtype, x, n, shift, noise);
   } else {
-    std::fill(errors, errors + n, 0.0);
+    std::fill(shift, shift + n, 0.0);
+    std::fill(noise, noise + n, 0.0);
   }
 }
 
 // q8_0's error, and q8_1's block sum d * sum(q) in f16 (up to 32 amax 2^-11 over the block,
 // amax 2^-11 per element as a q perturbation): 2^-9 in all beside the half step, and f16's
 // subnormal scales as for the cache.
-void query_block_errors(const double* x, size_t n, double* errors) {
+void query_block_errors(const double* x, size_t n, double* shift, double* noise) {
   const double error = extremes(x, n).amax * (1.0 / 254 + 0x1p-9) + 0x1p-18;
-  std::fill(errors, errors + n, error);
+  std::fill(shift, shift + n, 0.0);
+  std::fill(noise, noise + n, error);
 }
 
 std::map<RowKey, TransformerRow> evaluate_reference(const Scenario& scenario,

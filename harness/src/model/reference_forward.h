@@ -41,8 +41,8 @@ struct Perturbation {
   double attention_round = 0;  // each attention output value: attention_round * |x|
   double logits_round = 0;     // each logit: logits_round * |x|
   // The cache's quantized formats (Layout::k_format, v_format: ggml's blocks, MLX's affine
-  // groups): every stored element (the key after RoPE) off by up to its largest error in
-  // its block or group (stored_errors; an affine group's scale and bias in stored_dtype),
+  // groups): every stored element (the key after RoPE) moved as its block or group stores
+  // it (stored_errors: a fixed shift and noise; an affine group's scale and bias in stored_dtype),
   // and with q_blocks (EngineNumerics::query_blocks over ggml block keys) every q element by
   // its q8_0 block's. A format of none: no term.
   KvFormat k_stored, v_stored;
@@ -50,18 +50,19 @@ struct Perturbation {
   bool q_blocks = false;
 };
 
-// The largest |stored - x| of each element of one block of 32 or affine group (`x`, n
-// elements, into `errors`) stored in `format` as ggml-quants.c's quantizers or MLX's
-// `quantize` store it (kvfuzz/kv_format.h's encoders, which are those): ggml's blocks half a
-// step, more for the elements q4_0 and q5_0 clamp, plus the f16 rounding of the block's
-// scale (and of q4_1's and q5_1's minimum); an affine group half its snapped step inside
-// the grid and the distance to the grid outside it (MLX snaps the grid's edge to a
-// multiple of the step, which may leave the group's other extreme beyond its last quant),
-// either way the snap may round, plus its scale's and bias's rounding to `dtype`.
-void stored_errors(const KvFormat& format, DType dtype, const double* x, size_t n, double* errors);
+// What each element of one block of 32 or affine group (`x`, n elements) reads back as when
+// stored in `format`, as ggml-quants.c's quantizers or MLX's `quantize` store it
+// (kvfuzz/kv_format.h's encoders, which are those): x_i + shift_i + e_i with |e_i| <=
+// noise_i. The shift is the part fixed by the block's values alone, the same in every
+// block of that shape (the elements q4_0 and q5_0 clamp to their largest quant, affine
+// elements beyond MLX's snapped grid, read back as its end); the noise the rest: half a
+// step, the scale's (and q4_1's and q5_1's minimum's) rounding to f16, an affine group's
+// scale and bias rounded to `dtype`, and near a half, either way MLX's snap may go.
+void stored_errors(const KvFormat& format, DType dtype, const double* x, size_t n, double* shift,
+                   double* noise);
 // A q8_0 / q8_1 block of the query (ggml's vec_dot type for block keys), whose f16 block
-// sum joins the q4_1 and q5_1 dot products.
-void query_block_errors(const double* x, size_t n, double* errors);
+// sum joins the q4_1 and q5_1 dot products: no shift, half a step and the sum's rounding.
+void query_block_errors(const double* x, size_t n, double* shift, double* noise);
 
 // The reference evaluation, optionally perturbed: every (sequence, epoch) stream on its full
 // prefix, in double. `perturbation` null: the exact reference (reference_transformer).
