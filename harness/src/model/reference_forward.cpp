@@ -362,13 +362,15 @@ class ReferencePass {
   void store_blocks(size_t l, double* qp, double* kp, double* vp) {
     if (!noise_) return;
     const Perturbation& n = *noise_;
-    for (const auto& [format, x, size, site] :
+    for (const auto& [stored, x, size, site] :
          {std::tuple{&n.k_stored, kp, ks, kKBlocks}, std::tuple{&n.v_stored, vp, vs, kVBlocks}}) {
-      if (!format->quantized()) continue;
+      if (!stored->quantized()) continue;
+      // A plain reference to capture: a lambda may not name a structured binding (clang).
+      const KvFormat& format = *stored;
       const auto errors = [&](const double* b, size_t m, double* shift, double* noise) {
-        stored_errors(*format, n.stored_dtype, b, m, shift, noise);
+        stored_errors(format, n.stored_dtype, b, m, shift, noise);
       };
-      noise_.blocks(x, size, static_cast<size_t>(row_multiple(*format)), errors, at_layer(site, l));
+      noise_.blocks(x, size, static_cast<size_t>(row_multiple(format)), errors, at_layer(site, l));
     }
     if (n.q_blocks) {
       noise_.blocks(qp, qs, static_cast<size_t>(kGgmlBlock), query_block_errors,
