@@ -47,13 +47,13 @@ endif()
 if(TARGET kvfuzz_llama_cpp_plugin)
   set(plugin plugin:$<TARGET_FILE:kvfuzz_llama_cpp_plugin>)
   foreach(engine llama-cpp llama-cpp-unfused llama-cpp-f32 llama-cpp-rope-unpermuted
-                 llama-cpp-truncate-keeps-one llama-cpp-fork-without-copy)
+                 llama-cpp-scale-unfolded llama-cpp-truncate-keeps-one llama-cpp-fork-without-copy)
     add_test(NAME llama_cpp:check-${engine}
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0 $<TARGET_FILE:kvfuzz> check
                      --engine ${plugin}:${engine} --cases 100 --jobs 2 --quiet
                      --out ${CMAKE_CURRENT_BINARY_DIR}/llama-check-${engine})
     set_tests_properties(llama_cpp:check-${engine} PROPERTIES TIMEOUT 600 LABELS llama.cpp)
-    if(engine MATCHES "rope-unpermuted|truncate-keeps-one|fork-without-copy")
+    if(engine MATCHES "rope-unpermuted|scale-unfolded|truncate-keeps-one|fork-without-copy")
       set_tests_properties(llama_cpp:check-${engine} PROPERTIES
                            PASS_REGULAR_EXPRESSION "mutant +[0-9]+ .* rejected at case")
     else()

@@ -142,7 +142,7 @@ void write_gguf(const std::string& path, const ModelConfig& model, const Layout&
     const TransformerWeights::Layer& w = weights.layers[l];
     const std::string blk = "blk." + std::to_string(l) + ".";
     std::vector<float> wq = w.wq, wk = w.wk;
-    if (fold != 1.0) {
+    if (fold != 1.0 && !bugs.skip_scale_fold) {
       for (float& x : wq) x = static_cast<float>(x * fold);
       for (float& x : wk) x = static_cast<float>(x * fold);
     }

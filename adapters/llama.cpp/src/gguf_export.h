@@ -28,6 +28,7 @@ namespace kvfuzz::llama_cpp {
 // llama.cpp's logits fail against the reference.
 struct ExportBugs {
   bool skip_rope_permutation = false;  // q and k written in kvfuzz's half-split lane order
+  bool skip_scale_fold = false;        // the layout's scale left out of wq and wk
 };
 
 // Why the llama architecture cannot express `layout` (a sentence), or "" when it can: RoPE

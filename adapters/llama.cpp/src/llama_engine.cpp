@@ -261,8 +261,9 @@ std::vector<EngineInfo> engines() {
     EngineInfo e;
     e.name = std::move(name);
     e.description = std::move(description);
-    e.mutant = options.bugs.model.skip_rope_permutation || options.bugs.truncate_keeps_one_more ||
-               options.bugs.fork_without_copy || options.bugs.k_as_q4_0;
+    e.mutant = options.bugs.model.skip_rope_permutation || options.bugs.model.skip_scale_fold ||
+               options.bugs.truncate_keeps_one_more || options.bugs.fork_without_copy ||
+               options.bugs.k_as_q4_0;
     e.make_model = [options](const ModelEngineConfig& config) -> std::unique_ptr<ModelEngine> {
       return std::make_unique<LlamaCppEngine>(config, options);
     };
@@ -285,7 +286,13 @@ std::vector<EngineInfo> engines() {
            "llama.cpp rotates the wrong pairs.",
            {.cache = CacheType::f16,
             .attention = Attention::automatic,
-            .bugs = {.model = {.skip_rope_permutation = true}}}),
+            .bugs = {.model = {.skip_rope_permutation = true, .skip_scale_fold = false}}}),
+      info("llama-cpp-scale-unfolded",
+           "Mutant: llama-cpp with the layout's softmax scale left out of wq and wk, so "
+           "llama.cpp scales by 1/sqrt(head_dim) whatever the layout says.",
+           {.cache = CacheType::f16,
+            .attention = Attention::automatic,
+            .bugs = {.model = {.skip_rope_permutation = false, .skip_scale_fold = true}}}),
       info("llama-cpp-truncate-keeps-one",
            "Mutant: llama-cpp whose truncate keeps one token more than asked.",
            {.cache = CacheType::f16,
