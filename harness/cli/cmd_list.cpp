@@ -88,7 +88,7 @@ std::string the_rest(const Struct& declared, const std::array<std::string_view, 
 }
 
 // The fields numerics_text() and supports_text() spell out in their own words.
-constexpr std::array<std::string_view, 13> kNumericsSpelled = {"rope_tables",
+constexpr std::array<std::string_view, 14> kNumericsSpelled = {"rope_tables",
                                                                "output",
                                                                "p",
                                                                "score_accumulation",
@@ -100,7 +100,8 @@ constexpr std::array<std::string_view, 13> kNumericsSpelled = {"rope_tables",
                                                                "split_partials",
                                                                "p_normalised",
                                                                "exp_ulps",
-                                                               "query_blocks"};
+                                                               "query_blocks",
+                                                               "activations"};
 constexpr std::array<std::string_view, 20> kSupportsSpelled = {"dtypes",
                                                                "head_dim_multiple",
                                                                "max_head_dim",
@@ -137,6 +138,7 @@ std::string numerics_text(const EngineNumerics& n) {
          yes_no(n.p_normalised) + "; RoPE tables in " + std::string(dtype_name(n.rope_tables)) +
          "; exp within " + std::to_string(n.exp_ulps) + (n.exp_ulps == 1 ? " ulp" : " ulps") +
          "; q quantized to K's ggml blocks " + yes_no(n.query_blocks) +
+         "; a whole model's weights and activations in " + std::string(dtype_name(n.activations)) +
          the_rest(n, kNumericsSpelled);
 }
 

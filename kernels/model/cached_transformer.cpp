@@ -19,12 +19,33 @@ std::vector<double> widen(const float* x, size_t n) {
   return std::vector<double>(x, x + n);
 }
 
+// The `rounded` of a model computing in a narrower dtype: each place's values rounded to it.
+struct RoundedTo {
+  DType dtype;
+  void operator()(Product /*product*/, float* values, size_t n, size_t /*fan_in*/) const {
+    for (size_t i = 0; i < n; ++i) values[i] = round_to_dtype(values[i], dtype);
+  }
+};
+
 }  // namespace
+
+template <class Rows>
+void CachedTransformer::with_rounding(Rows&& rows) const {
+  if (activations_ == DType::f32) {
+    rows(Unrounded{});
+  } else {
+    rows(RoundedTo{activations_});
+  }
+}
 
 CachedTransformer::CachedTransformer(const TransformerWeights& weights, const ModelConfig& model,
                                      const EngineConfig& config,
-                                     std::span<const EngineInfo* const> layer_engines)
-    : weights_(weights), d_(dims_of(model, config.layout)), layout_(config.layout) {
+                                     std::span<const EngineInfo* const> layer_engines,
+                                     DType activations)
+    : weights_(weights),
+      d_(dims_of(model, config.layout)),
+      layout_(config.layout),
+      activations_(activations) {
   if (weights.layers.size() != d_.layers || layer_engines.size() != d_.layers) {
     throw LayerFailure("the model has " + std::to_string(d_.layers) + " layers, the weights " +
                            std::to_string(weights.layers.size()) + " and the engines " +
@@ -64,7 +85,9 @@ std::vector<StepRow> CachedTransformer::step(std::span<const ModelChunkIn> chunk
     attend(l, chunks, rows);
     feed_forward(l, rows);
   }
-  rows_logits(h_.data(), total, weights_, d_, n_.data(), logits_.data(), Unrounded{});
+  with_rounding([&](auto rounded) {
+    rows_logits(h_.data(), total, weights_, d_, n_.data(), logits_.data(), rounded);
+  });
   for (size_t r = 0; r < total; ++r)
     rows[r].logits = widen(logits_.data() + r * d_.vocab, d_.vocab);
   return rows;
@@ -108,7 +131,9 @@ size_t CachedTransformer::embed(std::span<const ModelChunkIn> chunks) {
 
 void CachedTransformer::project_qkv(size_t l, size_t total) {
   const TransformerWeights::Layer& w = weights_.layers[l];
-  rows_qkv(h_.data(), total, w, d_, n_.data(), q_.data(), k_.data(), v_.data(), Unrounded{});
+  with_rounding([&](auto rounded) {
+    rows_qkv(h_.data(), total, w, d_, n_.data(), q_.data(), k_.data(), v_.data(), rounded);
+  });
   for (float& x : q_) x = round_to_dtype(x, layout_.dtype);
   for (float& x : k_) x = round_to_dtype(x, layout_.dtype);
   for (float& x : v_) x = round_to_dtype(x, layout_.dtype);
@@ -161,10 +186,15 @@ void CachedTransformer::attend(size_t l, std::span<const ModelChunkIn> chunks,
 void CachedTransformer::feed_forward(size_t l, std::vector<StepRow>& rows) {
   const TransformerWeights::Layer& w = weights_.layers[l];
   const size_t W = d_.width, as = d_.attention_size();
+  if (activations_ != DType::f32) {
+    for (float& x : attn_) x = round_to_dtype(x, activations_);
+  }
   for (size_t r = 0; r < rows.size(); ++r)
     rows[r].attention.push_back(widen(attn_.data() + r * as, as));
-  rows_mlp(attn_.data(), rows.size(), w, d_, h_.data(), n_.data(), o_.data(), gate_.data(),
-           up_.data(), Unrounded{});
+  with_rounding([&](auto rounded) {
+    rows_mlp(attn_.data(), rows.size(), w, d_, h_.data(), n_.data(), o_.data(), gate_.data(),
+             up_.data(), rounded);
+  });
   for (size_t r = 0; r < rows.size(); ++r) rows[r].hidden.push_back(widen(h_.data() + r * W, W));
 }
 

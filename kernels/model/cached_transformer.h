@@ -43,8 +43,12 @@ class CachedTransformer {
   // `weights` must outlive the transformer. layer_engines.size() == model.layers; every
   // layer's engine is made with `config`. Throws LayerFailure naming the layer whose
   // engine could not be made.
+  // `activations`: a model computing in a narrower dtype (EngineNumerics::activations, with
+  // `weights` rounded to it: rounded_weights) rounds every product, norm, residual sum,
+  // SwiGLU product and attention output to it, as a torch model loaded in that dtype does.
   CachedTransformer(const TransformerWeights& weights, const ModelConfig& model,
-                    const EngineConfig& config, std::span<const EngineInfo* const> layer_engines);
+                    const EngineConfig& config, std::span<const EngineInfo* const> layer_engines,
+                    DType activations = DType::f32);
 
   // One batched forward: rows in chunk order, then token order. Throws LayerFailure (an
   // engine threw, or returned a wrongly shaped chunk).
@@ -66,9 +70,14 @@ class CachedTransformer {
   // Layer l after attention: the output projection, the MLP and both residuals.
   void feed_forward(size_t l, std::vector<StepRow>& rows);
 
+  // model_math.h's row functions with `rounded` as the activations' dtype asks.
+  template <class Rows>
+  void with_rounding(Rows&& rows) const;
+
   const TransformerWeights& weights_;
   Dims d_;
   Layout layout_;
+  DType activations_;
   std::vector<std::unique_ptr<Engine>> engines_;
   // Reused from step to step.
   std::vector<float> h_, n_, q_, k_, v_, attn_, o_, gate_, up_, logits_;

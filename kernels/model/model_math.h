@@ -57,7 +57,24 @@ Dims dims_of(const ModelConfig& model, const Layout& layout);
 // full-prefix attention in double, the engine under test through its cache), RoPE (the
 // reference's; the engine applies its own), q/k/v rounded to the dtype (real in the cached
 // forward, modelled in the reference).
-enum class Product { attention_norm, q, k, v, out, mlp_norm, gate, up, down, final_norm, logits };
+// `residual` (h after each residual sum) and `swiglu` (silu(gate) * up) are elementwise,
+// not products: they round only where the activations are in a dtype narrower than f32
+// (EngineNumerics::activations).
+enum class Product {
+  attention_norm,
+  q,
+  k,
+  v,
+  out,
+  mlp_norm,
+  gate,
+  up,
+  down,
+  final_norm,
+  logits,
+  residual,
+  swiglu
+};
 
 // The cached forward's `rounded`: nothing to add to float arithmetic.
 struct Unrounded {
@@ -96,6 +113,7 @@ void rows_mlp(const T* a, size_t m, const TransformerWeights::Layer& w, const Di
   mat_mul(a, m, w.wo, as, W, o);
   each_row(rounded, Product::out, o, m, W, as);
   for (size_t i = 0; i < m * W; ++i) h[i] += o[i];
+  each_row(rounded, Product::residual, h, m, W, 2);
   for (size_t i = 0; i < m; ++i) rms_norm(h + i * W, w.mlp_norm.data(), W, x + i * W);
   each_row(rounded, Product::mlp_norm, x, m, W, W);
   mat_mul(x, m, w.w_gate, W, F, gate);
@@ -103,9 +121,11 @@ void rows_mlp(const T* a, size_t m, const TransformerWeights::Layer& w, const Di
   each_row(rounded, Product::gate, gate, m, F, W);
   each_row(rounded, Product::up, up, m, F, W);
   for (size_t i = 0; i < m * F; ++i) gate[i] = silu(gate[i]) * up[i];
+  each_row(rounded, Product::swiglu, gate, m, F, 1);
   mat_mul(gate, m, w.w_down, F, W, o);
   each_row(rounded, Product::down, o, m, W, F);
   for (size_t i = 0; i < m * W; ++i) h[i] += o[i];
+  each_row(rounded, Product::residual, h, m, W, 2);
 }
 
 // The logits of the m rows whose last hidden states are h: RMSNorm, then the LM head

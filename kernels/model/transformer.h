@@ -46,6 +46,9 @@ struct TransformerWeights {
 };
 
 TransformerWeights make_weights(const ModelConfig& model, const Layout& layout);
+// Every weight rounded to `dtype` (to nearest even), as a model loaded in that dtype holds
+// them (EngineNumerics::activations); f32: unchanged.
+TransformerWeights rounded_weights(TransformerWeights weights, DType dtype);
 
 // One token's trip through the model.
 struct TransformerRow {

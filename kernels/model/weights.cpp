@@ -10,6 +10,7 @@
 // it changes every model fixture.
 #include <cmath>
 
+#include "kvfuzz/dtype.h"
 #include "kvfuzz/prng.h"
 #include "model/model_math.h"
 
@@ -71,6 +72,24 @@ TransformerWeights make_weights(const ModelConfig& model, const Layout& layout) 
   w.final_norm = fill.gain(d.width);
   w.lm_head = fill.matrix(d.width, d.vocab, d.width);
   return w;
+}
+
+TransformerWeights rounded_weights(TransformerWeights weights, DType dtype) {
+  if (dtype == DType::f32) return weights;
+  const auto round = [dtype](std::vector<float>& values) {
+    for (float& x : values) x = round_to_dtype(x, dtype);
+  };
+  round(weights.embedding);
+  for (TransformerWeights::Layer& layer : weights.layers) {
+    for (std::vector<float>* values :
+         {&layer.attention_norm, &layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.mlp_norm,
+          &layer.w_gate, &layer.w_up, &layer.w_down}) {
+      round(*values);
+    }
+  }
+  round(weights.final_norm);
+  round(weights.lm_head);
+  return weights;
 }
 
 }  // namespace kvfuzz

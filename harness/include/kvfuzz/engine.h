@@ -143,6 +143,14 @@ struct EngineNumerics {
   // 127 / amax and ARM's 1 / d round an element apart, both are tolerated. No effect on
   // other layouts.
   bool query_blocks = false;
+  // A whole-model engine (kvfuzz/model_engine.h) whose weights and activations are in this
+  // dtype, as a torch model loaded in bf16 or f16 computes: its weights rounded to it (the
+  // reference rounds them the same way, exactly), and every product, norm, residual sum,
+  // SwiGLU product, attention output and logit rounded to it (tolerated as one rounding
+  // noise at each of those places: harness/src/model/model_tolerance.cpp). f32: weights and
+  // activations in f32. An attention engine's is not read: kvfuzz's own forward around it
+  // computes in f32.
+  DType activations = DType::f32;
   bool operator==(const EngineNumerics&) const = default;
 };
 

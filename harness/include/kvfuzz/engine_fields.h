@@ -100,7 +100,8 @@ struct Declaration<EngineNumerics> {
       DeclarationField{"p_normalised", &S::p_normalised},
       DeclarationField{"rope_tables", &S::rope_tables},
       DeclarationField{"exp_ulps", &S::exp_ulps},
-      DeclarationField{"query_blocks", &S::query_blocks}};
+      DeclarationField{"query_blocks", &S::query_blocks},
+      DeclarationField{"activations", &S::activations}};
 };
 
 template <>

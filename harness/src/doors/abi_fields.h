@@ -192,6 +192,11 @@ inline constexpr std::tuple kAbiFields{
            Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ROPE_INTERLEAVED}, 10},
     // ABI 11
     AbiRow{&Sup::rope_dims, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ROPE_DIMS}, 11},
+    // Not in the entry: only a whole-model engine computes activations, and it crosses by
+    // the model door (kvfuzz/engine_plugin.h).
+    AbiRow{&Num::activations,
+           Elsewhere{"the model door (kvfuzz/engine_plugin.h): only whole-model engines have it"},
+           0},
     // Not in the entry: a whole-model engine crosses by the model door
     // (kvfuzz/engine_plugin.h), as an EngineInfo with make_model and no make.
     AbiRow{&EngineDeclarations::whole_model,

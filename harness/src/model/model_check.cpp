@@ -148,14 +148,15 @@ struct JudgedRun {
 JudgedRun run_and_bound(const Scenario& scenario, const EngineInfo& engine, bool whole_model,
                         std::optional<std::pair<int, const EngineInfo*>> faulty) {
   const ModelConfig& model = *scenario.model;
-  const TransformerWeights weights = make_weights(model, scenario.layout);
+  TransformerWeights weights = make_weights(model, scenario.layout);
   JudgedRun judged;
-  judged.reference = reference_transformer(scenario, weights);
   EngineNumerics numerics;
   if (whole_model) {
     model::WholeModelRun whole = model::run_model_engine(scenario, engine);
     judged.run = std::move(whole.run);
     numerics = whole.numerics;
+    // A model loaded in a narrower dtype holds its weights rounded: the reference too.
+    weights = rounded_weights(std::move(weights), numerics.activations);
   } else {
     std::vector<const EngineInfo*> engines(static_cast<size_t>(std::max(0, model.layers)), &engine);
     if (faulty && faulty->first >= 0 && static_cast<size_t>(faulty->first) < engines.size()) {
@@ -165,6 +166,7 @@ JudgedRun run_and_bound(const Scenario& scenario, const EngineInfo& engine, bool
     numerics = judged.run.numerics;
     judged.layers = engines.size();
   }
+  judged.reference = reference_transformer(scenario, weights);
   judged.bounds = model::model_bounds(scenario, weights, judged.reference, {numerics, whole_model});
   return judged;
 }

@@ -300,6 +300,13 @@ std::map<RowKey, RowBounds> compute_bounds(const Scenario& scenario,
                 (numerics.exp_ulps > 1 ? numerics.exp_ulps * 0x1p-23 : 0);
     (declared.whole_model ? p.logits_round : p.attention_round) = beyond_f32(numerics.output);
     p.attention_round += beyond_f32(numerics.split_partials);
+    // A whole model computing in a narrower dtype (activations): one rounding at each place
+    // (more at some: activation_roundings), the attention output's among them.
+    if (declared.whole_model) {
+      p.activations = beyond_f32(numerics.activations);
+      p.activations_qkv = p.activations > us ? p.activations : 0;
+      p.attention_round += p.activations;
+    }
     p.k_stored = scenario.layout.k_format;
     p.v_stored = scenario.layout.v_format;
     p.stored_dtype = scenario.layout.dtype;

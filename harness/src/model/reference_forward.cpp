@@ -219,8 +219,38 @@ Site site_of(Product product) {
       return kFinalNorm;
     case Product::logits:
       return kLogitsProduct;
+    case Product::residual:
+    case Product::swiglu:
+      break;  // elementwise: no product's noise (Rounded)
   }
   return kSites;
+}
+
+// Where a whole model's activations rounded to their dtype draw (EngineNumerics::activations):
+// one site per place and layer (nullopt: after the layers), apart from every site above, so
+// that a model declaring f32 activations draws exactly what it drew before they existed.
+uint64_t activation_site(Product product, std::optional<size_t> layer) {
+  return (uint64_t{1} << 41) + static_cast<uint64_t>(product) + 64 * (layer ? *layer + 1 : 0);
+}
+
+// How many roundings to the activations' dtype each place makes (model_tolerance.cpp): a
+// norm two (transformers' RMSNorm rounds the normalised row, then its product with the
+// gain), SwiGLU two (silu, then the product with up), q, k and v none beyond the layout's
+// own rounding unless the activations' dtype is the coarser, the others one.
+double activation_roundings(Product product, const Perturbation& p) {
+  switch (product) {
+    case Product::attention_norm:
+    case Product::mlp_norm:
+    case Product::final_norm:
+    case Product::swiglu:
+      return 2 * p.activations;
+    case Product::q:
+    case Product::k:
+    case Product::v:
+      return p.activations_qkv;
+    default:
+      return p.activations;
+  }
 }
 
 // A site of layer l: distinct per layer.
@@ -237,8 +267,12 @@ struct Rounded {
   Noise& noise;
   std::optional<size_t> layer;
   void operator()(Product product, double* x, size_t n, size_t fan_in) const {
-    const Site site = site_of(product);
-    noise.product(x, n, fan_in, layer ? at_layer(site, *layer) : site);
+    if (!noise) return;
+    if (product != Product::residual && product != Product::swiglu) {
+      const Site site = site_of(product);
+      noise.product(x, n, fan_in, layer ? at_layer(site, *layer) : site);
+    }
+    noise.relative(x, n, activation_roundings(product, *noise), activation_site(product, layer));
   }
 };
 

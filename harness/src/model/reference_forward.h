@@ -40,6 +40,12 @@ struct Perturbation {
   double p_round = 0;          // each softmax weight: p_round * |w|
   double attention_round = 0;  // each attention output value: attention_round * |x|
   double logits_round = 0;     // each logit: logits_round * |x|
+  // A whole model's activations in a narrower dtype (EngineNumerics::activations): every
+  // product, norm, residual sum and SwiGLU product of every row, relative, times the
+  // roundings each place makes (reference_forward.cpp, activation_roundings); q, k and v
+  // by activations_qkv (0 where the layout's dtype already rounds them as coarsely).
+  double activations = 0;
+  double activations_qkv = 0;
   // The cache's quantized formats (Layout::k_format, v_format: ggml's blocks, MLX's affine
   // groups): every stored element (the key after RoPE) moved as its block or group stores
   // it (stored_errors: a fixed shift and noise; an affine group's scale and bias in stored_dtype),

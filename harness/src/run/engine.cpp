@@ -118,7 +118,7 @@ bool computes_in_f32(const EngineNumerics& numerics) {
          numerics.score_accumulation == DType::f32 && numerics.value_accumulation == DType::f32 &&
          !numerics.split_combine_lse && numerics.split_partials == DType::f32 &&
          !numerics.p_normalised && numerics.rope_tables == DType::f32 && numerics.exp_ulps == 1 &&
-         !numerics.query_blocks;
+         !numerics.query_blocks && numerics.activations == DType::f32;
 }
 
 std::optional<std::string> unjudgeable(const Scenario& scenario,

@@ -59,17 +59,23 @@ EngineInfo layer_info(Arithmetic arithmetic) {
 
 class CachedModelEngine final : public ModelEngine {
  public:
-  CachedModelEngine(const ModelEngineConfig& config, Arithmetic arithmetic, Bug bug)
+  CachedModelEngine(const ModelEngineConfig& config, Arithmetic arithmetic, Bug bug,
+                    DType activations)
       : arithmetic_(arithmetic),
         bug_(bug),
-        weights_(make_weights(config.model, config.engine.layout)),
+        activations_(activations),
+        weights_(rounded_weights(make_weights(config.model, config.engine.layout), activations)),
         layer_(layer_info(arithmetic)),
         layers_(static_cast<size_t>(std::max(0, config.model.layers)), &layer_),
-        forward_(weights_, config.model, config.engine, layers_),
+        forward_(weights_, config.model, config.engine, layers_, activations),
         lengths_(static_cast<size_t>(std::max(0, config.engine.sequences)), 0) {}
 
   EngineCapabilities capabilities() const override { return {.truncate = true, .fork = true}; }
-  EngineNumerics numerics() const override { return declared_numerics(arithmetic_); }
+  EngineNumerics numerics() const override {
+    EngineNumerics numerics = declared_numerics(arithmetic_);
+    numerics.activations = activations_;
+    return numerics;
+  }
   EngineSupports supports() const override { return supports_of(arithmetic_); }
 
   void step(std::span<const ModelChunkIn> chunks, std::span<ModelChunkOut> outs) override {
@@ -120,6 +126,7 @@ class CachedModelEngine final : public ModelEngine {
 
   Arithmetic arithmetic_;
   Bug bug_;
+  DType activations_;
   TransformerWeights weights_;
   EngineInfo layer_;
   std::vector<const EngineInfo*> layers_;
@@ -148,8 +155,9 @@ EngineNumerics declared_numerics(Arithmetic arithmetic) {
 }
 
 std::unique_ptr<ModelEngine> make_cached_model(const ModelEngineConfig& config,
-                                               Arithmetic arithmetic, Bug bug) {
-  return std::make_unique<CachedModelEngine>(config, arithmetic, bug);
+                                               Arithmetic arithmetic, Bug bug,
+                                               DType activations) {
+  return std::make_unique<CachedModelEngine>(config, arithmetic, bug, activations);
 }
 
 std::vector<EngineInfo> registry_entries() {

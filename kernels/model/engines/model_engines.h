@@ -30,8 +30,12 @@ enum class Bug {
   fork_from_self,      // fork(src, dst) leaves dst as it was instead of copying src
 };
 
+// `activations`: the whole model in that dtype (weights and every activation rounded to
+// it, as a torch model loaded in bf16 or f16 computes), declared as
+// EngineNumerics::activations.
 std::unique_ptr<ModelEngine> make_cached_model(const ModelEngineConfig& config,
-                                               Arithmetic arithmetic, Bug bug);
+                                               Arithmetic arithmetic, Bug bug,
+                                               DType activations = DType::f32);
 
 // What each Arithmetic declares (EngineNumerics of the logits: f32).
 EngineNumerics declared_numerics(Arithmetic arithmetic);
