@@ -28,11 +28,13 @@ its longest chunk (hf_attention_engine.PaddedRows: pads and dropped tokens maske
 attention_mask, each row's position_ids its live tokens, fork by reorder_cache); no windows
 (the model's masks would count pads in a window).
 
-f32 only: in bf16 or f16 the model's weights and every product would be rounded too, which
-kvfuzz's model numerics do not describe (its reference rounds only q, k and v to the
-layout's dtype). RoPE is always applied (rope_required), and q, k and v have one head size
-(value_dim_is_head_dim). Numerics as the attention adapter declares them in f32
-(hf_attention_engine.numerics: rotary angles in f32; sdpa's exp_u20).
+--dtype f32 (the default), bf16 or f16: the model loaded in that dtype (model.to(dtype): its
+weights rounded to it, every product, norm, residual sum and logit computed in it, the
+DynamicCache in it), declared as numerics.activations (kvfuzz's reference rounds the weights
+the same way and tolerates one rounding at each place of the forward) beside what the
+attention adapter declares for that dtype (hf_attention_engine.numerics: rotary tables in the
+dtype, sdpa's P and exp); the layout's dtype is the model's (its cache's). RoPE is always
+applied (rope_required), and q, k and v have one head size (value_dim_is_head_dim).
 
 --attention sdpa|eager picks the attention interface; --generate runs each chunk through
 model.generate() instead (its prefill of the chunk's first id, then its decode loop, the
@@ -68,6 +70,7 @@ from hf_attention_engine import STATIC_LENGTH, PaddedRows, common, croppable, nu
 torch.set_num_threads(1)  # kvfuzz runs cases side by side; results do not depend on it
 
 BUGS = ("window", "rope", "pads", "fork-rows")
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
 def parse(argv=None):
@@ -84,6 +87,8 @@ def parse(argv=None):
     parser.add_argument("--shared-cache", action="store_true",
                         help="every sequence a row of one DynamicCache, every step padded to its longest chunk "
                              "(the model's forward with the 2D attention_mask and each row's position_ids)")  # fmt: skip
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="f32",
+                        help="the model's dtype (model.to): its weights, activations and cache")  # fmt: skip
     parser.add_argument("--bug", choices=BUGS, help="break one mapping on purpose")
     options = parser.parse_args(argv)
     if options.cache == "static" and (options.generate or options.padded_batch):
@@ -130,8 +135,12 @@ class HfModel:
         self.name += "-padded-batch" if o.padded_batch else ""
         self.name += "-static" if o.cache == "static" else ""
         self.name += "-shared-cache" if o.shared_cache else ""
+        self.name += f"-{o.dtype}" if o.dtype != "f32" else ""
         self.name += f" (bug: {o.bug})" if o.bug else ""
-        self.numerics = numerics("f32", o.attention)
+        self.numerics = numerics(o.dtype, o.attention)
+        self.supports = dict(self.supports, dtypes=[o.dtype])
+        if o.dtype != "f32":
+            self.numerics["activations"] = o.dtype
         if o.cache == "static":
             self.supports = dict(self.supports, max_context=STATIC_LENGTH)
         if o.shared_cache:
@@ -161,6 +170,7 @@ class HfModel:
         self.hf._attn_implementation = o.attention
         self.model = MistralForCausalLM(self.hf).eval()
         self.model.load_state_dict(state_dict(config.weights()), strict=True)
+        self.model.to(DTYPES[o.dtype])  # bf16, f16: the weights rounded to nearest even
         for layer in self.model.model.layers:
             layer.self_attn.scaling = float(layout.scale)
         self.caches = [self._new_cache() for _ in range(layout.sequences)]

@@ -79,6 +79,11 @@ kvfuzz_hf_model_test(transformers_model_sdpa 0 40 FORK)
 kvfuzz_hf_model_test(transformers_model_eager 0 40 --attention eager)
 kvfuzz_hf_model_test(transformers_model_bug_window 1 40 --bug window)
 kvfuzz_hf_model_test(transformers_model_bug_rope 1 40 --bug rope)
+# The same model loaded in bf16 and in f16 (model.to: weights, activations and cache in the
+# dtype, declared as numerics.activations), and the rotary control in bf16.
+kvfuzz_hf_model_test(transformers_model_bf16 0 40 --dtype bf16)
+kvfuzz_hf_model_test(transformers_model_f16 0 40 --dtype f16)
+kvfuzz_hf_model_test(transformers_model_bf16_bug_rope 1 40 --dtype bf16 --bug rope)
 # The same model over a StaticCache (sliding layers when the layout has a window; a truncate
 # crops it, or forwards the kept ids again into a new one where a sliding layer went past
 # its window), and its window control.

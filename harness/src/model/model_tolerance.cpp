@@ -97,6 +97,21 @@
 //     the f32 terms above
 //   * query_blocks with K in a ggml block format: each q element off by up to its q8_0
 //     block's error (q_blocks, below)
+//   * activations (a whole-model engine: a torch model loaded in bf16 or f16): its weights
+//     are rounded to the dtype, which the reference does too, exactly (model_check.cpp:
+//     rounded_weights), and every value it computes rounds to the dtype at each place:
+//     each product (o, gate, up, down, the LM head), each norm and the SwiGLU product
+//     twice (transformers' RMSNorm rounds the normalised row and then its product with the
+//     gain; silu(gate) rounds before the product with up), both residual sums, the
+//     attention output (attention_round), and q, k and v where the cache's dtype is finer
+//     than the activations' (else the qkv term is that rounding): u_d |x| per rounding,
+//     relative noise (activations, activations_qkv; reference_forward.cpp's
+//     activation_roundings). Measured (tests/model/test_model_activations.cpp): the built-in
+//     cached model computing in bf16 or f16 passes at most 0.30 of the logits bound, and
+//     fails every scenario over an f32 cache when it does not declare it (logits 12x to 270x
+//     the bound); transformers' MistralForCausalLM in bf16 at most 0.32 over 40 cases
+//     (adapters/transformers). Its two cache mutants computing in bf16 fail on every scenario
+//     they fail in f32 (6 of 6 each), at least 3.0x the bound (medians 5.0x and 7.0x).
 // rotated_keys_in_storage and rope_angles_exact add nothing: the k_store and
 // rope_per_position terms above are always on, so both answers are covered.
 //

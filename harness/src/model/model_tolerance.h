@@ -27,7 +27,9 @@ struct ModelNumerics {
 };
 
 // `reference`: reference_transformer(scenario, weights), and `weights`:
-// make_weights(*scenario.model, scenario.layout) (the bounds are cached on that contract).
+// make_weights(*scenario.model, scenario.layout), rounded to the activations' dtype for a
+// whole-model engine that declares one (rounded_weights; the bounds are cached on that
+// contract).
 //
 // The bounds are a pure function of the model, the layout less its page size (neither the
 // reference nor its perturbed passes see pages), the logical streams and the declared

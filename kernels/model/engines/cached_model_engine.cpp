@@ -155,8 +155,7 @@ EngineNumerics declared_numerics(Arithmetic arithmetic) {
 }
 
 std::unique_ptr<ModelEngine> make_cached_model(const ModelEngineConfig& config,
-                                               Arithmetic arithmetic, Bug bug,
-                                               DType activations) {
+                                               Arithmetic arithmetic, Bug bug, DType activations) {
   return std::make_unique<CachedModelEngine>(config, arithmetic, bug, activations);
 }
 
