@@ -196,8 +196,9 @@ void add_filter_options(CLI::App& cmd, CaseFilters& filters) {
   cmd.add_option("--kv-format", filters.kv_formats,
                  "Every scenario stores K and V quantized, each in one of these formats "
                  "(comma-separated: fp8_e4m3fn, fp8_e5m2, q8_0, q4_0, q4_1, q5_0, q5_1, affine2, "
-                 "affine4, affine8), which every engine must declare (kv_fp8, kv_ggml_blocks, "
-                 "kv_affine); an affine format stores both K and V, in one group size")
+                 "affine4, affine8, channel_u8, channel_u4), which every engine must declare "
+                 "(kv_fp8, kv_ggml_blocks, kv_affine, kv_channel); an affine format stores both K "
+                 "and V, in one group size; a per-channel one K only")
       ->type_name("LIST")
       ->group(group);
 }

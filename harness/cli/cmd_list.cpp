@@ -102,26 +102,18 @@ constexpr std::array<std::string_view, 14> kNumericsSpelled = {"rope_tables",
                                                                "exp_ulps",
                                                                "query_blocks",
                                                                "activations"};
-constexpr std::array<std::string_view, 20> kSupportsSpelled = {"dtypes",
-                                                               "head_dim_multiple",
-                                                               "max_head_dim",
-                                                               "max_q_heads",
-                                                               "max_context",
-                                                               "value_dim_is_head_dim",
-                                                               "rope_required",
-                                                               "windows",
-                                                               "softcap",
-                                                               "sinks",
-                                                               "alibi",
-                                                               "chunked_local",
-                                                               "kv_fp8",
-                                                               "kv_ggml_blocks",
-                                                               "kv_affine",
-                                                               "kv_one_format",
-                                                               "kv_tensor_scales",
-                                                               "value_from_key",
-                                                               "rope_interleaved",
-                                                               "rope_dims"};
+constexpr std::array<std::string_view, 21> kSupportsSpelled = {
+    "dtypes",         "head_dim_multiple",
+    "max_head_dim",   "max_q_heads",
+    "max_context",    "value_dim_is_head_dim",
+    "rope_required",  "windows",
+    "softcap",        "sinks",
+    "alibi",          "chunked_local",
+    "kv_fp8",         "kv_ggml_blocks",
+    "kv_affine",      "kv_channel",
+    "kv_one_format",  "kv_tensor_scales",
+    "value_from_key", "rope_interleaved",
+    "rope_dims"};
 static_assert(all_fields<EngineNumerics>(kNumericsSpelled));
 static_assert(all_fields<EngineSupports>(kSupportsSpelled));
 
@@ -152,7 +144,8 @@ std::string features_text(const EngineSupports& s) {
                                      field.member) != kFeatureSupports.end();
       const bool kv = field.member == &EngineSupports::kv_fp8 ||
                       field.member == &EngineSupports::kv_ggml_blocks ||
-                      field.member == &EngineSupports::kv_affine;
+                      field.member == &EngineSupports::kv_affine ||
+                      field.member == &EngineSupports::kv_channel;
       if (feature && !kv && s.*field.member)
         names += (names.empty() ? "" : ", ") + std::string(field.name);
     }
@@ -166,7 +159,7 @@ std::string kv_formats_text(const EngineSupports& s) {
   std::string names;
   for (const auto& [declared, name] :
        {std::pair{s.kv_fp8, "fp8"}, std::pair{s.kv_ggml_blocks, "ggml blocks"},
-        std::pair{s.kv_affine, "affine groups"}}) {
+        std::pair{s.kv_affine, "affine groups"}, std::pair{s.kv_channel, "per-channel keys"}}) {
     if (declared) names += (names.empty() ? "" : ", ") + std::string(name);
   }
   return (names.empty() ? "none" : names) + (s.kv_one_format ? "; K and V in one format" : "") +

@@ -2,13 +2,19 @@
 
 #include <string>
 
+#include "kvfuzz/dtype.h"
+#include "kvfuzz/kv_format.h"
+
 namespace kvfuzz::cpu {
 
 ContiguousEngine::ContiguousEngine(const EngineConfig& config) : CpuEngine(config) {
   seqs_.reserve(static_cast<size_t>(sequences()));
+  const Layout& l = layout();
+  // Keys quantized by channel are held in f32: a group's read-back values are not the dtype's.
+  const bool channel = is_channel(l.k_format.quant);
   for (int s = 0; s < sequences(); ++s) {
-    const Layout& l = layout();
-    seqs_.push_back(Sequence{KvArray(l.dtype, l.k_format, l.head_dim, l.kv_heads),
+    seqs_.push_back(Sequence{KvArray(channel ? DType::f32 : l.dtype,
+                                     channel ? KvFormat{} : l.k_format, l.head_dim, l.kv_heads),
                              KvArray(l.dtype, l.v_format, l.value_dim, l.kv_heads), 0, 0});
   }
 }
@@ -67,13 +73,48 @@ int64_t ContiguousEngine::next_position(int seq) const {
 
 int64_t ContiguousEngine::store(int seq, const float* k, const float* v) {
   Sequence& s = seqs_[static_cast<size_t>(seq)];
-  s.k.append(k, static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().head_dim));
+  const size_t row =
+      static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().head_dim);
+  if (is_channel(layout().k_format.quant)) {
+    key_.resize(row);
+    for (size_t i = 0; i < row; ++i) key_[i] = round_to_dtype(k[i], layout().dtype);
+    s.k.append(key_.data(), row);
+  } else {
+    s.k.append(k, row);
+  }
   // MLA caches the latent once, in K's row and format: the value is read from there.
   if (!layout().value_from_key) {
     s.v.append(v, static_cast<size_t>(layout().kv_heads) * static_cast<size_t>(layout().value_dim));
   }
   ++s.position;
-  return s.tokens++;
+  const int64_t index = s.tokens++;
+  if (is_channel(layout().k_format.quant) && makes_group_whole(s.tokens)) quantize_last_group(s);
+  return index;
+}
+
+bool ContiguousEngine::makes_group_whole(int64_t entries) const {
+  return entries % layout().k_format.group == 0;
+}
+
+void ContiguousEngine::quantize_keys(float* keys, int count, int n) const {
+  quantize_group(layout().k_format.quant, keys, count, n, keys);
+}
+
+void ContiguousEngine::quantize_last_group(Sequence& s) {
+  const auto heads = static_cast<size_t>(layout().kv_heads);
+  const auto hd = static_cast<size_t>(layout().head_dim);
+  const int group = layout().k_format.group;
+  const auto first = static_cast<size_t>(s.tokens - group);
+  group_.resize(static_cast<size_t>(group) * hd);
+  for (size_t g = 0; g < heads; ++g) {
+    for (size_t i = 0; i < static_cast<size_t>(group); ++i) {
+      s.k.read(((first + i) * heads + g) * hd, group_.data() + i * hd, hd);
+    }
+    quantize_keys(group_.data(), group, static_cast<int>(hd));
+    for (size_t i = 0; i < static_cast<size_t>(group); ++i) {
+      s.k.write(((first + i) * heads + g) * hd, group_.data() + i * hd, hd);
+    }
+  }
 }
 
 void ContiguousEngine::attend(const Query& query, int kv_head, KeyRange keys, float* out) {

@@ -17,6 +17,13 @@ class Mutant : public Honest {
  public:
   using Honest::Honest;
   BitwiseClaims bitwise_claims() const final { return {}; }
+  // The honest engine's supports, but for the per-channel keys only `contiguous` stores (so
+  // that every mutant's scenarios stay as they were before it did).
+  EngineSupports supports() const override {
+    EngineSupports supports = Honest::supports();
+    supports.kv_channel = false;
+    return supports;
+  }
 };
 
 std::unique_ptr<Engine> make_mask_origin(const EngineConfig& config);

@@ -113,9 +113,9 @@ class Config:
     alibi: list | None = None  # one slope per q head: logit += slope * (key pos - query pos)
     chunked_local: int | None = None  # the query at p sees keys from p // C * C on
     # The quantized KV caches, sent only to an engine that declares them (kv_fp8,
-    # kv_ggml_blocks, kv_affine): {"type": "fp8_e4m3fn" | ... | "q5_1" | "affine2" |
-    # "affine4" | "affine8", "scales": one per kv head for fp8, else None, and "group" for an
-    # affine format} (kvfuzz.quantize_row gives the bytes), or None: the dtype.
+    # kv_ggml_blocks, kv_affine, kv_channel): {"type": "fp8_e4m3fn" | ... | "q5_1" | "affine2" |
+    # "affine4" | "affine8" | "channel_u8" | "channel_u4", "scales": one per kv head for fp8,
+    # else None, and "group" for an affine or per-channel format} (kvfuzz.quantize_row gives the bytes), or None: the dtype.
     k_format: dict | None = None
     v_format: dict | None = None
     # MLA, sent only to an engine that declares it (value_from_key): each value is its key's

@@ -38,7 +38,7 @@ nb::object kv_format(const KvFormat& format, int kv_heads) {
   } else {
     out["scales"] = nb::none();
   }
-  if (is_affine(format.quant)) out["group"] = format.group;
+  if (has_group(format.quant)) out["group"] = format.group;
   return out;
 }
 
@@ -131,8 +131,10 @@ void bind_engine_types(nb::module_& m) {
           "k_format",
           [](const EngineConfig& c) { return kv_format(c.layout.k_format, c.layout.kv_heads); },
           "how the cache stores K: {'type': 'fp8_e4m3fn' | 'fp8_e5m2' | 'q8_0' | 'q4_0' | "
-          "'q4_1' | 'q5_0' | 'q5_1' | 'affine2' | 'affine4' | 'affine8', 'scales': one per kv "
-          "head (fp8) or None, and 'group' (affine: 32, 64 or 128)}, or None (the dtype); "
+          "'q4_1' | 'q5_0' | 'q5_1' | 'affine2' | 'affine4' | 'affine8' | 'channel_u8' | "
+          "'channel_u4' (K only), 'scales': one per kv head (fp8) or None, and 'group' (affine: "
+          "32, 64 or 128 elements; per-channel: 16, 32, 64 or 128 positions)}, or None (the "
+          "dtype); "
           "kvfuzz.quantize_row gives the bytes")
       .def_prop_ro(
           "v_format",

@@ -119,12 +119,13 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
         "rotated keys in storage yes",
         "; split partials normalised, combined by log-sum-exp, stored in bf16; P normalised "
         "first yes; RoPE tables in bf16; exp within 1024 ulps; q quantized to K's ggml blocks "
-        "yes\n",
+        "yes; a whole model's weights and activations in f32\n",
         "supports      storage f16, bf16; head_dim a multiple of 8, at most 256 (value_dim = "
         "head_dim); q heads at most 32; context at most 8192 tokens; RoPE only; no windows; "
         "attention features softcap, sinks, alibi, chunked_local, value_from_key, "
         "rope_interleaved, rope_dims; quantized KV "
-        "fp8, ggml blocks, affine groups; K and V in one format; one fp8 scale per tensor\n",
+        "fp8, ggml blocks, affine groups, per-channel keys; K and V in one format; one fp8 scale "
+        "per tensor\n",
         "bitwise       batch, schedule, layout, poison\n"}) {
     EXPECT_TRUE(has(all.out, line)) << line << "\nin:\n" << all.out;
   }
@@ -135,7 +136,8 @@ TEST(SmallThings, ListEngineShowsAPluginsDeclarations) {
        {"numerics      output f32, P not rounded, score sums f32, value sums f32; with RoPE: "
         "rotated keys in storage not said, rotated queries in storage not said, angles in double "
         "not said; split partials combined rescaled, stored in f32; P normalised first no; RoPE "
-        "tables in f32; exp within 1 ulp; q quantized to K's ggml blocks no\n",
+        "tables in f32; exp within 1 ulp; q quantized to K's ggml blocks no; a whole model's "
+        "weights and activations in f32\n",
         "supports      storage f32, f16, bf16; head_dim any; q heads any; context any; attention "
         "features none; quantized KV none\n",
         "bitwise       none", "engine        paged (honest)\n",

@@ -538,7 +538,7 @@ TEST(FixtureParser, LargestSeedAndIntegersAtTheLimits) {
             "f.json: $.expect[1].pos: expected an integer, got 4.0 (integers are written without "
             "a fraction or exponent)");
   EXPECT_EQ(error_of(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 1.0)")),
-            "f.json: $.kvfuzz_fixture: expected format version 1 to 7, got 1.0");
+            "f.json: $.kvfuzz_fixture: expected format version 1 to 8, got 1.0");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -597,10 +597,52 @@ TEST(FixtureRoundTrip, QkMagnitude) {
 }
 
 TEST(FixtureErrors, VersionIsCheckedBeforeUnknownFields) {
-  const std::string v8 =
-      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 8)"),
+  const std::string v9 =
+      replace(replace(kWorkedExample, R"("kvfuzz_fixture": 1)", R"("kvfuzz_fixture": 9)"),
               R"("sequences": 1,)", R"("sequences": 1, "fork_points": [],)");
-  EXPECT_EQ(error_of(v8), "f.json: $.kvfuzz_fixture: expected format version 1 to 7, got 8");
+  EXPECT_EQ(error_of(v9), "f.json: $.kvfuzz_fixture: expected format version 1 to 8, got 9");
+}
+
+// Format version 8: keys quantized by channel. Written in version 8 (a name alone for group
+// 32), read back equal; a version 7 fixture with one, a per-channel V, a group outside the
+// four, and a truncate into a whole group are each one line naming the field.
+TEST(FixtureKvFormats, Version8HoldsKeysQuantizedByChannel) {
+  Scenario s = parse_fixture(kWorkedExample, "f.json");
+  s.layout.k_format = KvFormat{KvQuant::channel_u4, {}, 16};
+  ASSERT_FALSE(validate(s));
+  const std::string text = write_fixture(s);
+  EXPECT_NE(text.find(R"("kvfuzz_fixture": 8)"), std::string::npos);
+  EXPECT_NE(text.find(R"("k_format": {"type": "channel_u4", "group": 16})"), std::string::npos)
+      << text;
+  EXPECT_EQ(parse_fixture(text, "f.json"), s);
+  s.layout.k_format.group = 32;
+  EXPECT_NE(write_fixture(s).find(R"("k_format": "channel_u4")"), std::string::npos);
+  EXPECT_EQ(error_of(replace(text, R"("kvfuzz_fixture": 8)", R"("kvfuzz_fixture": 7)")),
+            "f.json: $.layout.k_format.type: expected no channel_u4 in a version 7 fixture (the "
+            "per-channel KV formats need \"kvfuzz_fixture\": 8), got \"channel_u4\"");
+  EXPECT_EQ(error_of(replace(text, R"("group": 16})", R"("group": 8})")),
+            "f.json: $.layout.k_format.group: expected 16, 32, 64 or 128 positions, got 8");
+  Scenario v = s;
+  v.layout.v_format = KvFormat{KvQuant::channel_u8, {}, 32};
+  ASSERT_TRUE(validate(v));
+  EXPECT_EQ(validate(v)->path, "$.layout.v_format");
+  // A truncate keeping part of a whole group: 40 tokens in groups of 16, keep 20.
+  Scenario t = s;
+  t.layout.k_format.group = 16;
+  t.tokens = GeneratedTokens{.seed = 1, .count = 40};
+  std::vector<int> ids(40);
+  for (int i = 0; i < 40; ++i) ids[static_cast<size_t>(i)] = i;
+  t.program = {Op::append(0, ids), Op::truncate(0, 20), Op::append(0, {1})};
+  t.expect.clear();
+  ASSERT_TRUE(validate(t));
+  EXPECT_EQ(validate(t)->path, "$.program[1].keep");
+  EXPECT_EQ(validate(t)->message,
+            "a multiple of k_format's group (16) or a keep inside the last, unfinished group "
+            "(sequence 0 holds 40, whose groups up to 32 are quantized by channel), got 20");
+  t.program[1] = Op::truncate(0, 35);  // inside the unfinished group: fine
+  EXPECT_FALSE(validate(t));
+  t.program[1] = Op::truncate(0, 32);
+  EXPECT_FALSE(validate(t));
 }
 
 // Format version 2: the attention features. A version 1 fixture reads as before (and a
@@ -694,7 +736,7 @@ TEST(FixtureKvFormats, Version3HoldsQuantizedCachesAndOlderVersionsReadUnchanged
   EXPECT_EQ(error_of(with(R"("k_format": "q2_k")")),
             "f.json: $.layout.k_format: expected one of \"fp8_e4m3fn\", \"fp8_e5m2\", "
             "\"q8_0\", \"q4_0\", \"q4_1\", \"q5_0\", \"q5_1\", \"affine2\", \"affine4\", "
-            "\"affine8\", got \"q2_k\"");
+            "\"affine8\", \"channel_u8\", \"channel_u4\", got \"q2_k\"");
   EXPECT_EQ(error_of(with(R"("k_format": "q8_0")")),
             "f.json: $.layout.k_format: expected a head_dim that is a multiple of 32 for q8_0 "
             "(ggml quantizes blocks of 32), got head_dim 1");
@@ -744,7 +786,7 @@ TEST(FixtureKvFormats, Version5HoldsTheAffineGroups) {
             "for affine2, got head_dim 64");
   EXPECT_EQ(error_of(with(R"("k_format": {"type": "q8_0", "group": 32})")),
             "f.json: $.layout.k_format.group: expected no \"group\" for q8_0 (only the affine "
-            "formats have one), got 32");
+            "and per-channel formats have one), got 32");
   // A block or affine format holds rotated keys (the reference models the rotation's
   // reach). (This fixture's tokens are of another head_dim: what fails is past the layout.)
   EXPECT_EQ(error_of(with(R"("k_format": "q4_1", "rope_theta": 10000)")).find("k_format"),

@@ -322,16 +322,17 @@ TEST(PluginDeclarations, EveryDeclarationComesBackExactly) {
                                           .kv_fp8 = true,
                                           .kv_ggml_blocks = true,
                                           .kv_affine = true,
+                                          .kv_channel = true,
                                           .kv_one_format = true,
                                           .kv_tensor_scales = true,
                                           .value_from_key = true,
                                           .rope_interleaved = true,
                                           .rope_dims = true}));
   // Every field the ABI carries is away from its default: only what a plugin says
-  // otherwise (its functions, the model door) is not.
-  EXPECT_EQ(
-      fieldwise::fields_at_default(all),
-      (std::vector<std::string>{"capabilities.truncate", "capabilities.fork", "whole_model"}));
+  // otherwise (its functions, the model door: a whole model's activations too) is not.
+  EXPECT_EQ(fieldwise::fields_at_default(all),
+            (std::vector<std::string>{"capabilities.truncate", "capabilities.fork",
+                                      "numerics.activations", "whole_model"}));
 
   const EngineDeclarations some = probe_declarations(*declaring("declares-some"));
   EXPECT_EQ(some.bitwise, BitwiseClaims{});
@@ -353,6 +354,7 @@ TEST(PluginDeclarations, EveryFieldOfAnExportedEngineComesBack) {
                                      ":declares-everything");
   EngineDeclarations want = fieldwise::away_from_defaults<EngineDeclarations>();
   want.whole_model = false;  // an attention engine; whole models cross by the model door
+  want.numerics.activations = DType::f32;  // a whole model's: the model door's too
   EXPECT_EQ(fieldwise::differing_fields(probe_declarations(*plugin), want),
             std::vector<std::string>{});
 }

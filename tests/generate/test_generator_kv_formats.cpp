@@ -276,6 +276,61 @@ TEST(GeneratorKvFormats, AffineGroupsAreDrawnLastAtTheirRateForKAndVAlike) {
             "expected KV formats the engine declares, got affine4 (it does not declare kv_affine)");
 }
 
+// Keys quantized by channel (kv_format.h: channel_u8, channel_u4), drawn last for an engine
+// that declares kv_channel: about one in four of the scenarios whose K has no other format
+// (and no MLA, no model), K only; every other scenario is the one an engine without them
+// gets; a truncate never cuts into a whole group; --kv-format forces them.
+TEST(GeneratorKvFormats, PerChannelKeysAreDrawnLastAtTheirRate) {
+  GeneratorOptions o = declaring(true, true);
+  o.supports.kv_affine = true;
+  o.supports.kv_channel = true;
+  const int channel =
+      count_with(o, [](const Scenario& s) { return is_channel(s.layout.k_format.quant); });
+  const int eligible = count_with(o, [](const Scenario& s) {
+    return (!s.layout.k_format.quantized() || is_channel(s.layout.k_format.quant)) &&
+           !s.layout.value_from_key;
+  });
+  std::printf("per-channel keys in %d of %d eligible scenarios\n", channel, eligible);
+  EXPECT_GT(channel, eligible / 4 - 70);  // a few lose theirs to a truncate that cuts a group
+  EXPECT_LT(channel, eligible / 4 + 60);
+  std::set<int> groups;
+  std::set<KvQuant> formats;
+  int truncated = 0;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(kSeeds); ++seed) {
+    PrngChoiceSource choices(seed);
+    const Scenario s = generate_scenario(choices, o);
+    EXPECT_FALSE(is_channel(s.layout.v_format.quant)) << seed;
+    if (!is_channel(s.layout.k_format.quant)) continue;
+    groups.insert(s.layout.k_format.group);
+    formats.insert(s.layout.k_format.quant);
+    for (const Op& op : s.program) truncated += op.kind == OpKind::truncate;
+  }
+  EXPECT_EQ(formats.size(), 2u);
+  EXPECT_GE(groups.size(), 3u);
+  EXPECT_GT(truncated, 0);
+  GeneratorOptions without = o;
+  without.supports.kv_channel = false;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    PrngChoiceSource a(seed), b(seed);
+    const Scenario before = generate_scenario(a, without);
+    const Scenario after = generate_scenario(b, o);
+    if (is_channel(after.layout.k_format.quant)) continue;
+    EXPECT_EQ(before, after) << seed;
+  }
+  GeneratorOptions forced = o;
+  forced.filters.kv_formats = {KvQuant::channel_u4};
+  const int forced_count = count_with(
+      forced, [](const Scenario& s) { return s.layout.k_format.quant == KvQuant::channel_u4; });
+  std::printf("--kv-format channel_u4: %d of %d\n", forced_count, kSeeds);
+  EXPECT_GT(forced_count, kSeeds * 9 / 10);
+  GeneratorOptions lacking = declaring(true, true);
+  lacking.filters.kv_formats = {KvQuant::channel_u8};
+  ASSERT_TRUE(filter_conflict(lacking));
+  EXPECT_EQ(filter_conflict(lacking)->message,
+            "expected KV formats the engine declares, got channel_u8 (it does not declare "
+            "kv_channel)");
+}
+
 // vLLM's kv_cache_dtype: an engine that declares kv_one_format gets K and V in one format or
 // neither quantized, and one with kv_tensor_scales one fp8 scale per tensor; both narrow
 // only what would be outside them (every other scenario is as before), and an fp8 scenario

@@ -185,6 +185,9 @@ struct EngineSupports {
   bool kv_fp8 = false;
   bool kv_ggml_blocks = false;
   bool kv_affine = false;
+  // Keys quantized by channel over groups of positions (channel_u8, channel_u4: OpenVINO's
+  // BY_CHANNEL keys, KIVI's). Off unless declared.
+  bool kv_channel = false;
   // Where an engine stores quantized KV caches more narrowly than kvfuzz's formats allow, as
   // vLLM's, FlashInfer's and SGLang's kv_cache_dtype does: K and V in one format, both or
   // neither (kv_one_format), and each fp8 cache with one scale for the tensor, not one per

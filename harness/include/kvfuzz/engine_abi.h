@@ -165,6 +165,10 @@ extern "C" {
 #define KVFUZZ_SUPPORTS_ROPE_INTERLEAVED 4096u
 /* ABI 11: RoPE on the head's last config.rope_dims elements only. */
 #define KVFUZZ_SUPPORTS_ROPE_DIMS 8192u
+/* ABI 11, a flag added later (an older kvfuzz refuses the bit, naming it): keys quantized by
+ * channel over groups of config.k_group positions (config.k_format KVFUZZ_KV_CHANNEL_U8 or
+ * _U4; docs/fixture-format.md). */
+#define KVFUZZ_SUPPORTS_KV_CHANNEL 16384u
 
 /* kvfuzz_engine_config.rope_style (ABI 10): which elements RoPE turns together. Pair
  * i < head_dim / 2 turns by pos * rope_theta^(-2i / head_dim) in both. */
@@ -187,6 +191,12 @@ extern "C" {
 #define KVFUZZ_KV_AFFINE2 8
 #define KVFUZZ_KV_AFFINE4 9
 #define KVFUZZ_KV_AFFINE8 10
+/* With KVFUZZ_SUPPORTS_KV_CHANNEL: K only, quantized by channel over groups of
+ * config.k_group positions (16, 32, 64 or 128) once the cache holds a group whole, 8 or 4
+ * bits a quant, each channel's scale (hi - lo) / levels and lo in f32, read back as
+ * q * scale + lo in f32 (OpenVINO's BY_CHANNEL keys, KIVI's; docs/fixture-format.md). */
+#define KVFUZZ_KV_CHANNEL_U8 11
+#define KVFUZZ_KV_CHANNEL_U4 12
 
 /* kvfuzz_engine_api.numerics (ABI 4): how the engine's arithmetic departs from the plain
  * forms (kvfuzz/engine.h, EngineNumerics::split_combine_lse and p_normalised). */

@@ -124,6 +124,7 @@ struct Declaration<EngineSupports> {
       DeclarationField{"kv_fp8", &S::kv_fp8},
       DeclarationField{"kv_ggml_blocks", &S::kv_ggml_blocks},
       DeclarationField{"kv_affine", &S::kv_affine},
+      DeclarationField{"kv_channel", &S::kv_channel},
       DeclarationField{"kv_one_format", &S::kv_one_format},
       DeclarationField{"kv_tensor_scales", &S::kv_tensor_scales},
       DeclarationField{"value_from_key", &S::value_from_key},

@@ -17,11 +17,11 @@ namespace kvfuzz {
 // sinks, alibi, chunked_local), version 3 the quantized KV caches (Layout::k_format,
 // v_format), version 4 MLA's value read from its key (Layout::value_from_key), version 5 the
 // affine KV formats (affine2, affine4, affine8 with their group), version 6 RoPE's interleaved
-// pairs (Layout::rope_style), version 7 RoPE on part of the head (Layout::rope_dims); older
-// fixtures read unchanged, and a scenario is written in the
-// lowest version that holds it: one without either is still version 1
+// pairs (Layout::rope_style), version 7 RoPE on part of the head (Layout::rope_dims), version 8 the
+// per-channel key formats (kv_format.h: channel_u8, channel_u4); older fixtures read unchanged, and
+// a scenario is written in the lowest version that holds it: one without either is still version 1
 // (kMinFixtureFormatVersion), byte for byte as before.
-constexpr int kFixtureFormatVersion = 7;
+constexpr int kFixtureFormatVersion = 8;
 constexpr int kMinFixtureFormatVersion = 1;
 // The version write_fixture gives a scenario: the lowest that can hold it.
 int fixture_format_version(const Scenario& scenario);

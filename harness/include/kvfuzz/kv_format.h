@@ -21,6 +21,20 @@
 // layout's dtype; read back as scale * q + bias in f32, two roundings (MLX's quantized_matmul
 // on the CPU; tests/adapters/test_mlx_inprocess.py holds it against mx.quantize bit for bit).
 //
+// Per-channel keys (channel_u8, channel_u4; K only), as OpenVINO's CPU plugin
+// (KEY_CACHE_QUANT_MODE BY_CHANNEL) and KIVI store keys: a stream's keys are cut into groups
+// of `group` consecutive positions (group g holds positions [g G, g G + G)), and a group,
+// once the cache holds all G of its keys, is quantized channel by channel: for each element
+// d of the head, lo = min and hi = max over the group's G keys (the keys as stored in the
+// layout's dtype, after RoPE), scale = (hi - lo) / (2^bits - 1) in f32, each quant
+// clamp(nearbyint((x - lo) / scale), 0, 2^bits - 1) (the subtraction and division in f32; a
+// scale of 0 gives quants 0), read back as q * scale + lo in f32 (two roundings). A key
+// whose group the cache does not hold whole yet reads back as stored, in the layout's
+// dtype: the query at p sees key j quantized exactly when (g + 1) G <= p + 1. quantize_group
+// below is the definition. What depends on other keys is not a row's: encode_row and
+// decode_row refuse these formats, and round_trip_row and round_trip_reach leave their rows
+// as given.
+//
 // A row goes through round_trip_row() to become what the reference attends over: an honest
 // quantized cache is judged against its own quantized values.
 #pragma once
@@ -46,14 +60,17 @@ enum class KvQuant {
   q5_1,
   affine2,
   affine4,
-  affine8
+  affine8,
+  channel_u8,
+  channel_u4
 };
 
 // Every quantized format, in the order --kv-format lists them (the generator draws the fp8
 // and block formats in this order, the affine ones apart: generate/kv_formats.h).
 inline constexpr KvQuant kQuantizedFormats[] = {
-    KvQuant::fp8_e4m3fn, KvQuant::fp8_e5m2, KvQuant::q8_0,    KvQuant::q4_0,    KvQuant::q4_1,
-    KvQuant::q5_0,       KvQuant::q5_1,     KvQuant::affine2, KvQuant::affine4, KvQuant::affine8};
+    KvQuant::fp8_e4m3fn, KvQuant::fp8_e5m2, KvQuant::q8_0,       KvQuant::q4_0,
+    KvQuant::q4_1,       KvQuant::q5_0,     KvQuant::q5_1,       KvQuant::affine2,
+    KvQuant::affine4,    KvQuant::affine8,  KvQuant::channel_u8, KvQuant::channel_u4};
 
 std::string_view kv_quant_name(KvQuant quant);  // "none", "fp8_e4m3fn", "q4_0", ...
 std::optional<KvQuant> parse_kv_quant(std::string_view name);
@@ -64,10 +81,18 @@ inline bool is_fp8(KvQuant quant) {
 inline bool is_affine(KvQuant quant) {
   return quant == KvQuant::affine2 || quant == KvQuant::affine4 || quant == KvQuant::affine8;
 }
-inline bool is_ggml_block(KvQuant quant) {
-  return quant != KvQuant::none && !is_fp8(quant) && !is_affine(quant);
+inline bool is_channel(KvQuant quant) {
+  return quant == KvQuant::channel_u8 || quant == KvQuant::channel_u4;
 }
-// An affine format's bits per quant (2, 4 or 8).
+inline bool is_ggml_block(KvQuant quant) {
+  return quant != KvQuant::none && !is_fp8(quant) && !is_affine(quant) && !is_channel(quant);
+}
+// Whether a format has a group (the affine formats: elements of a row; the per-channel
+// ones: positions of a stream).
+inline bool has_group(KvQuant quant) {
+  return is_affine(quant) || is_channel(quant);
+}
+// An affine format's bits per quant (2, 4 or 8); a per-channel one's (8 or 4).
 int affine_bits(KvQuant quant);
 
 // ggml's blocks hold this many elements; a row's length must be a multiple of it.
@@ -76,10 +101,16 @@ inline constexpr int kGgmlBlock = 32;
 // (mlx.core.quantize's and mlx-lm's QuantizedKVCache's default).
 inline constexpr int kAffineGroups[] = {32, 64, 128};
 inline constexpr int kDefaultAffineGroup = 64;
+// The per-channel formats' groups of positions (OpenVINO's PagedAttention quantizes a block
+// of 32 tokens by channel; KIVI's default group is 32), and the one a fixture that names
+// none means.
+inline constexpr int kChannelGroups[] = {16, 32, 64, 128};
+inline constexpr int kDefaultChannelGroup = 32;
 
 // How one of K or V is stored. `scale` is for fp8 only: empty (1), one value (per tensor)
 // or one per kv head; each positive, finite and exact in f32. `group` is for the affine
-// formats only (one of kAffineGroups), 0 for the others.
+// formats (one of kAffineGroups) and the per-channel ones (one of kChannelGroups), 0 for
+// the others.
 struct KvFormat {
   KvQuant quant = KvQuant::none;
   std::vector<double> scale;
@@ -88,6 +119,11 @@ struct KvFormat {
   float scale_of(int kv_head) const;
   bool operator==(const KvFormat&) const = default;
 };
+
+// One per-channel group quantized and read back (channel_u8, channel_u4; the definition
+// above): x holds `count` keys of n elements each (key i at x + i n, as the cache holds them
+// in the layout's dtype), out the same shape (out may be x).
+void quantize_group(KvQuant quant, const float* x, int count, int n, float* out);
 
 // What a row's length must be a multiple of: 32 for a block format, the group for an affine
 // one, 1 for the others.

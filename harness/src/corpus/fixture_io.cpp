@@ -95,8 +95,9 @@ std::vector<double> read_per_head(const Node& node, int q_heads, bool standard) 
 }
 
 // A KV storage format: a format's name, or {"type": NAME, "scale": S} with S one number or
-// one per kv head (fp8 only), or {"type": NAME, "group": G} (the affine formats only; a
-// name alone means group 64). The affine formats came with format version 5.
+// one per kv head (fp8 only), or {"type": NAME, "group": G} (the affine formats: a name
+// alone means group 64; the per-channel ones: 32). The affine formats came with format
+// version 5, the per-channel ones with 8.
 KvFormat read_kv_format(const Node& node, int version) {
   std::vector<std::string_view> names;
   for (const KvQuant quant : kQuantizedFormats) names.push_back(kv_quant_name(quant));
@@ -107,7 +108,13 @@ KvFormat read_kv_format(const Node& node, int version) {
                     std::to_string(version) +
                     " fixture (the affine KV formats need \"kvfuzz_fixture\": 5)");
     }
+    if (is_channel(format.quant) && version < 8) {
+      name.expected("no " + std::string(kv_quant_name(format.quant)) + " in a version " +
+                    std::to_string(version) +
+                    " fixture (the per-channel KV formats need \"kvfuzz_fixture\": 8)");
+    }
     if (is_affine(format.quant)) format.group = kDefaultAffineGroup;
+    if (is_channel(format.quant)) format.group = kDefaultChannelGroup;
   };
   if (node.json().is_string()) {
     format.quant = *parse_kv_quant(node.to_choice(names));
@@ -119,9 +126,9 @@ KvFormat read_kv_format(const Node& node, int version) {
   format.quant = *parse_kv_quant(type.to_choice(names));
   check_version(type);
   if (const auto group = o.get("group")) {
-    if (!is_affine(format.quant)) {
+    if (!has_group(format.quant)) {
       group->expected("no \"group\" for " + std::string(kv_quant_name(format.quant)) +
-                      " (only the affine formats have one)");
+                      " (only the affine and per-channel formats have one)");
     }
     format.group = static_cast<int>(group->to_int(1, 1 << 20));
   }
@@ -474,7 +481,8 @@ std::string matrix(const std::vector<std::vector<double>>& rows) {
 // "scale"} or {"type", "group"} on one line otherwise.
 std::string write_kv_format(const KvFormat& format) {
   const std::string type = json_string(kv_quant_name(format.quant));
-  if (is_affine(format.quant) && format.group != kDefaultAffineGroup) {
+  if ((is_affine(format.quant) && format.group != kDefaultAffineGroup) ||
+      (is_channel(format.quant) && format.group != kDefaultChannelGroup)) {
     return "{\"type\": " + type + ", \"group\": " + std::to_string(format.group) + "}";
   }
   if (format.scale.empty()) return type;
@@ -615,6 +623,7 @@ std::string write_provenance(const Provenance& p) {
 
 int fixture_format_version(const Scenario& scenario) {
   const Layout& l = scenario.layout;
+  if (is_channel(l.k_format.quant)) return 8;
   if (l.rope_dims) return 7;
   if (l.rope_style != RopeStyle::half_split) return 6;
   if (is_affine(l.k_format.quant) || is_affine(l.v_format.quant)) return 5;

@@ -192,6 +192,7 @@ inline constexpr std::tuple kAbiFields{
            Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ROPE_INTERLEAVED}, 10},
     // ABI 11
     AbiRow{&Sup::rope_dims, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_ROPE_DIMS}, 11},
+    AbiRow{&Sup::kv_channel, Flag{KVFUZZ_ABI_SLOT(supports), KVFUZZ_SUPPORTS_KV_CHANNEL}, 11},
     // Not in the entry: only a whole-model engine computes activations, and it crosses by
     // the model door (kvfuzz/engine_plugin.h).
     AbiRow{&Num::activations,

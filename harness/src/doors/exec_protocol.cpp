@@ -267,7 +267,7 @@ std::string case_request(Ordered request, const EngineConfig& config,
       for (int g = 0; g < l.kv_heads; ++g) scales.push_back(format->scale_of(g));
       kv["scales"] = scales;
     }
-    if (is_affine(format->quant)) kv["group"] = format->group;
+    if (has_group(format->quant)) kv["group"] = format->group;
     layout[name] = kv;
   }
   // MLA's value read from its key only when on (the steps' v still holds those values).

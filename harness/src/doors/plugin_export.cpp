@@ -97,8 +97,10 @@ kvfuzz::KvFormat kv_format_of(int32_t code, const double* scales, int32_t group,
   static_assert(static_cast<int>(kvfuzz::KvQuant::q5_1) == KVFUZZ_KV_Q5_1 &&
                 static_cast<int>(kvfuzz::KvQuant::fp8_e4m3fn) == KVFUZZ_KV_FP8_E4M3FN &&
                 static_cast<int>(kvfuzz::KvQuant::affine2) == KVFUZZ_KV_AFFINE2 &&
-                static_cast<int>(kvfuzz::KvQuant::affine8) == KVFUZZ_KV_AFFINE8);
-  if (code < KVFUZZ_KV_NONE || code > KVFUZZ_KV_AFFINE8) {
+                static_cast<int>(kvfuzz::KvQuant::affine8) == KVFUZZ_KV_AFFINE8 &&
+                static_cast<int>(kvfuzz::KvQuant::channel_u8) == KVFUZZ_KV_CHANNEL_U8 &&
+                static_cast<int>(kvfuzz::KvQuant::channel_u4) == KVFUZZ_KV_CHANNEL_U4);
+  if (code < KVFUZZ_KV_NONE || code > KVFUZZ_KV_CHANNEL_U4) {
     throw EngineError(std::string("config.") + field + ": unknown KVFUZZ_KV_* code " +
                       std::to_string(code));
   }
@@ -111,14 +113,23 @@ kvfuzz::KvFormat kv_format_of(int32_t code, const double* scales, int32_t group,
     }
     format.group = group;
   }
+  if (kvfuzz::is_channel(format.quant)) {
+    const auto& groups = kvfuzz::kChannelGroups;
+    if (std::find(std::begin(groups), std::end(groups), group) == std::end(groups)) {
+      throw EngineError(std::string("config.") + field + ": a per-channel format with group " +
+                        std::to_string(group) + "; expected 16, 32, 64 or 128");
+    }
+    format.group = group;
+  }
   if (!kvfuzz::is_fp8(format.quant)) return format;
   if (scales == nullptr) {
     throw EngineError(std::string("config.") + field + ": an fp8 format with NULL scales");
   }
   format.scale.assign(scales, scales + std::max(0, kv_heads));
-  if (std::all_of(format.scale.begin(), format.scale.end(),
-                  [&](double s) { return s == format.scale.front(); })) {
-    format.scale.resize(std::min<size_t>(format.scale.size(), 1));
+  // (erase, not resize: g++ 12 -O3 then warns of a bounds error no path reaches)
+  if (format.scale.size() > 1 && std::all_of(format.scale.begin(), format.scale.end(),
+                                             [&](double s) { return s == format.scale.front(); })) {
+    format.scale.erase(format.scale.begin() + 1, format.scale.end());
   }
   return format;
 }

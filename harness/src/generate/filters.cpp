@@ -82,6 +82,12 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                           "leaves at least one pair out), got " +
                               std::to_string(most_head_dim(o))};
   }
+  if (f.features.value_from_key && std::ranges::any_of(f.kv_formats, is_channel)) {
+    return FilterConflict{Filter::features,
+                          "expected no per-channel KV format with value_from_key (a value is "
+                          "one key's row; a per-channel group is many keys'), got --kv-format "
+                          "with one"};
+  }
   if (f.features.value_from_key && std::ranges::any_of(f.kv_formats, is_affine)) {
     return FilterConflict{Filter::features,
                           "expected no affine KV format with value_from_key (the generator "
@@ -89,18 +95,21 @@ std::optional<FilterConflict> filter_conflict(const GeneratorOptions& o) {
                           "got --kv-format with one"};
   }
   for (const KvQuant quant : f.kv_formats) {
-    const bool declared = is_fp8(quant)      ? o.supports.kv_fp8
-                          : is_affine(quant) ? o.supports.kv_affine
-                                             : o.supports.kv_ggml_blocks;
-    const bool model_refuses = o.model && is_fp8(quant);
+    const bool declared = is_fp8(quant)       ? o.supports.kv_fp8
+                          : is_affine(quant)  ? o.supports.kv_affine
+                          : is_channel(quant) ? o.supports.kv_channel
+                                              : o.supports.kv_ggml_blocks;
+    const bool model_refuses = o.model && (is_fp8(quant) || is_channel(quant));
     if (!declared || model_refuses) {
-      return FilterConflict{Filter::kv_formats,
-                            "expected KV formats the engine declares, got " +
-                                std::string(kv_quant_name(quant)) +
-                                (model_refuses      ? " (model scenarios have no fp8 KV cache)"
-                                 : is_fp8(quant)    ? " (it does not declare kv_fp8)"
-                                 : is_affine(quant) ? " (it does not declare kv_affine)"
-                                                    : " (it does not declare kv_ggml_blocks)")};
+      return FilterConflict{
+          Filter::kv_formats,
+          "expected KV formats the engine declares, got " + std::string(kv_quant_name(quant)) +
+              (model_refuses && is_fp8(quant) ? " (model scenarios have no fp8 KV cache)"
+               : model_refuses                ? " (model scenarios have no per-channel keys)"
+               : is_fp8(quant)                ? " (it does not declare kv_fp8)"
+               : is_affine(quant)             ? " (it does not declare kv_affine)"
+               : is_channel(quant)            ? " (it does not declare kv_channel)"
+                                              : " (it does not declare kv_ggml_blocks)")};
     }
     if ((is_ggml_block(quant) || is_affine(quant)) && most_head_dim(o) < kGgmlBlock) {
       return FilterConflict{Filter::kv_formats, "expected head_dim of at least 32 for " +

@@ -136,6 +136,8 @@ Scenario generate_scenario(ChoiceSource& c, const GeneratorOptions& options) {
     generated->qk_log2 = 0;
     apply_score_spread(spread, s);
   }
+  // Keys quantized by channel, last of all (an engine that declares kv_channel): the same.
+  pick_channel_kv(c, bounds, s);
   if (const auto error = validate(s)) {
     throw std::logic_error("generate_scenario built an invalid scenario: " + error->path +
                            ": expected " + error->message);

@@ -140,7 +140,7 @@ void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
   const bool rows_of_32 =
       b.head_dim >= kGgmlBlock && kGgmlBlock % std::max(1, can.head_dim_multiple) == 0;
   const auto allowed = [&](KvQuant q) {
-    if (is_affine(q)) return false;  // drawn apart: pick_affine_kv
+    if (is_affine(q) || is_channel(q)) return false;  // drawn apart: pick_affine_kv, ...
     const bool supported = is_fp8(q) ? can.kv_fp8 : can.kv_ggml_blocks && rows_of_32;
     return supported && (want.empty() || std::find(want.begin(), want.end(), q) != want.end());
   };
@@ -189,6 +189,29 @@ void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l) {
       if (can.value_dim_is_head_dim) l.head_dim = kGgmlBlock;
     }
   }
+}
+
+void pick_channel_kv(ChoiceSource& c, const Bounds& b, Scenario& s) {
+  if (!b.supports.kv_channel || s.model) return;
+  const std::vector<KvQuant>& want = b.filters.kv_formats;
+  const bool by_chance = rarely(c, kChannelCaseOdds);
+  const auto pick = static_cast<size_t>(c.pick(0, 15));
+  const auto group_pick = static_cast<size_t>(c.pick(0, 15));
+  Layout& l = s.layout;
+  if (l.value_from_key) return;
+  if (want.empty() && (!by_chance || l.k_format.quantized())) return;
+  if (!want.empty() && !is_channel(want[pick % want.size()])) return;
+  static constexpr std::array<KvQuant, 2> kChannel{KvQuant::channel_u8, KvQuant::channel_u4};
+  static constexpr std::array<int, 4> kGroups{16, 32, 16, 64};  // small ones oftener
+  const KvQuant quant = want.empty() ? kChannel[pick % kChannel.size()] : want[pick % want.size()];
+  const KvFormat before = l.k_format;
+  const int drawn = kGroups[group_pick % kGroups.size()];
+  for (const int group : kChannelGroups) {
+    if (group < drawn) continue;
+    l.k_format = KvFormat{quant, {}, group};
+    if (!validate(s)) return;
+  }
+  l.k_format = before;
 }
 
 }  // namespace kvfuzz

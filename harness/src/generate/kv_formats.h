@@ -27,6 +27,7 @@ namespace kvfuzz {
 
 inline constexpr int kKvFormatCaseOdds = 4;
 inline constexpr int kAffineCaseOdds = 4;
+inline constexpr int kChannelCaseOdds = 4;
 
 // Sets the KV formats of `l` (its heads, dims and RoPE already drawn).
 void pick_kv_formats(ChoiceSource& c, const Bounds& b, Layout& l);
@@ -43,5 +44,14 @@ void pick_affine_kv(ChoiceSource& c, const Bounds& b, Scenario& s);
 // not multiples of it. Given up (the scenario as it was) where the wider model no longer
 // fits the limits.
 void pick_model_kv_formats(ChoiceSource& c, const Bounds& b, Scenario& s);
+// Keys quantized by channel (channel_u8, channel_u4; EngineSupports::kv_channel; no choice
+// drawn otherwise), after every other choice: about one attention scenario in four
+// (kChannelCaseOdds) whose K has no other format and no MLA stores K so, in groups of 16,
+// 32, 64 or 128 positions (the small ones first: a group the streams never fill quantizes
+// nothing); the values keep what was drawn. A program whose truncates cut into a whole group
+// (validate.cpp) takes the next larger group that it does not cut, or none. A --kv-format
+// filter listing a per-channel format forces it as often as it is in the list (replacing K's
+// other format).
+void pick_channel_kv(ChoiceSource& c, const Bounds& b, Scenario& s);
 
 }  // namespace kvfuzz

@@ -195,6 +195,69 @@ PWeights p_weights(const double* p, int count, double total, DType dtype, bool n
 
 }  // namespace
 
+// A per-channel key format (kv_format.h): every group the stream holds whole, quantized as
+// the format defines (quantize_group) into out.grouped, and what an engine's own group may
+// read back apart from it into key_error: its keys are its own rotation (each element within
+// key_error's width of the reference's, store_rotated), so each of lo, hi and x may move by
+// the group's widest w for that element, the scale by 2w / levels, a read-back by up to 3w;
+// a quant whose (x - lo) / scale lies that close to a half may round to its neighbour, one
+// scale more; and the read-back's two roundings may be one (a fused multiply-add), 2^-23
+// (|q scale| + |lo|). Without RoPE (w = 0) the quants are the definition's, bit for bit: an
+// engine that divides another way (a reciprocal, a fused multiply-add against -lo / scale,
+// as OpenVINO's) quantizes differently at a half, and is not this format.
+void add_channel_groups(const Layout& layout, StreamKeys& out) {
+  const int group = layout.k_format.group;
+  const auto n = static_cast<int>(out.keys.size() / std::max<size_t>(1, out.k_stride));
+  const auto hd = static_cast<size_t>(layout.head_dim);
+  const auto kv_heads = static_cast<size_t>(layout.kv_heads);
+  const auto levels = static_cast<double>((1 << affine_bits(layout.k_format.quant)) - 1);
+  out.grouped = out.keys;
+  std::vector<float> in(static_cast<size_t>(group) * hd), got(in.size());
+  std::vector<double> widest(hd);
+  for (int first = 0; first + group <= n; first += group) {
+    for (size_t g = 0; g < kv_heads; ++g) {
+      const auto at = [&](int i, size_t d) {
+        return static_cast<size_t>(first + i) * out.k_stride + g * hd + d;
+      };
+      std::fill(widest.begin(), widest.end(), 0.0);
+      for (int i = 0; i < group; ++i) {
+        for (size_t d = 0; d < hd; ++d) {
+          in[static_cast<size_t>(i) * hd + d] = static_cast<float>(out.keys[at(i, d)]);
+          widest[d] = std::max(widest[d], out.key_error[at(i, d)]);
+        }
+      }
+      quantize_group(layout.k_format.quant, in.data(), group, static_cast<int>(hd), got.data());
+      for (size_t d = 0; d < hd; ++d) {
+        double lo = HUGE_VAL, hi = -HUGE_VAL;
+        for (int i = 0; i < group; ++i) {
+          lo = std::min(lo, double{in[static_cast<size_t>(i) * hd + d]});
+          hi = std::max(hi, double{in[static_cast<size_t>(i) * hd + d]});
+        }
+        const double scale = (hi - lo) / levels, w = widest[d];
+        for (int i = 0; i < group; ++i) {
+          const double x = in[static_cast<size_t>(i) * hd + d];
+          const double q = got[static_cast<size_t>(i) * hd + d];
+          double error = 3 * w + 0x1p-23 * (std::fabs(q - lo) + std::fabs(lo));
+          if (scale > 0 && w > 0) {
+            const double t = (x - lo) / scale;
+            if (std::fabs(t - std::floor(t) - 0.5) <= 3 * w / scale + 0x1p-20) error += scale;
+          } else if (w > 0) {
+            error += 2 * w;  // a constant channel the engine's rotation spreads apart
+          }
+          out.grouped[at(i, d)] = q;
+          out.key_error[at(i, d)] += error;
+        }
+      }
+      for (int i = 0; i < group; ++i) {
+        const size_t jg = static_cast<size_t>(first + i) * kv_heads + g;
+        out.key_ambiguous[jg] = 1;
+        out.key_norm[jg] =
+            std::max(out.key_norm[jg], norm(out.grouped.data() + at(i, 0), layout.head_dim));
+      }
+    }
+  }
+}
+
 void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStream& stream,
                  const EngineNumerics& numerics, StreamKeys& out) {
   const int n = static_cast<int>(stream.tokens.size());
@@ -209,12 +272,18 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
   out.key_norm.resize(static_cast<size_t>(n) * static_cast<size_t>(kv_heads));
   out.value_max.resize(out.key_norm.size());
   out.values.resize(static_cast<size_t>(n) * out.v_stride);
-  // A quantized key format holds rotated keys whatever the engine declares (kv_format.h).
+  // A quantized key format holds rotated keys whatever the engine declares (kv_format.h); a
+  // per-channel one holds them in the dtype until their group is whole.
   out.round_rotated =
       rope && (layout.k_format.quantized() ||
                (numerics.rotated_keys_in_storage.value_or(false) && layout.dtype != DType::f32));
-  out.key_error.resize(out.round_rotated ? out.keys.size() : 0);
-  out.key_ambiguous.resize(out.round_rotated ? out.key_norm.size() : 0);
+  const bool channel = is_channel(layout.k_format.quant);
+  const KvFormat row_format = channel ? KvFormat{} : layout.k_format;
+  out.has_key_error = out.round_rotated || channel;
+  out.key_error.assign(out.has_key_error ? out.keys.size() : 0, 0.0);
+  out.key_ambiguous.assign(out.has_key_error ? out.key_norm.size() : 0, 0);
+  out.group = channel ? layout.k_format.group : 0;
+  out.grouped.clear();
   // q8_1 meets a q4_1 or q5_1 key's block minimum (query_blocks.h).
   const bool minima = numerics.query_blocks && takes_q8_1(layout.k_format.quant);
   const size_t blocks = hd / kGgmlBlock;
@@ -238,7 +307,7 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
         const size_t at = static_cast<size_t>(j) * out.k_stride + static_cast<size_t>(g) * hd;
         out.key_ambiguous[jg] =
             store_rotated(head, k.data() + static_cast<size_t>(g) * hd, shape, j, layout.dtype,
-                          layout.k_format, g, numerics, out.key_error.data() + at);
+                          row_format, g, numerics, out.key_error.data() + at);
       }
       if (minima) {
         block_minima(head, layout.head_dim, out.key_min.data() + jg * blocks);
@@ -265,6 +334,7 @@ void stream_keys(const Layout& layout, const TokenTable& table, const LogicalStr
       out.value_max[jg] = largest;
     }
   }
+  if (channel) add_channel_groups(layout, out);
 }
 
 std::pair<double, double> rotated_query(const Layout& layout, const TokenTable& table,
@@ -332,7 +402,7 @@ KeyMaxima key_maxima(const Layout& layout, const StreamKeys& keys, int lo, int p
     const size_t jg = static_cast<size_t>(j) * kv_heads + static_cast<size_t>(g);
     out.key_norm = std::max(out.key_norm, keys.key_norm[jg]);
     out.value = std::max(out.value, keys.value_max[jg]);
-    if (keys.round_rotated && keys.key_ambiguous[jg]) {
+    if (keys.has_key_error && keys.key_ambiguous[jg]) {
       const size_t key_at = static_cast<size_t>(j) * keys.k_stride + static_cast<size_t>(g) * hd;
       double error = 0;
       for (size_t d = 0; d < hd; ++d) error += std::fabs(q[d]) * keys.key_error[key_at + d];
@@ -449,7 +519,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
       const double* qp = q.data();
       double* lp = logits.data();
       for (int j = lo; j <= p; ++j) {
-        const double* kp = keys.keys.data() + static_cast<size_t>(j) * keys.k_stride + head_at;
+        const double* kp = keys.key(j, p) + head_at;
         // `omp simd` lets the compiler reorder this double sum into vector lanes; the
         // result is as exact as any summation order.
         double dot = 0;
@@ -468,7 +538,7 @@ std::vector<ReferenceRow> reference_rows_plain(const Layout& layout, const Token
         }
         if (!q_reach.width.empty()) {  // the engine's q within width of ours, times this key
           const double* err =
-              keys.round_rotated && keys.key_ambiguous[static_cast<size_t>(j) * kv_heads_count +
+              keys.has_key_error && keys.key_ambiguous[static_cast<size_t>(j) * kv_heads_count +
                                                        static_cast<size_t>(g)]
                   ? keys.key_error.data() + static_cast<size_t>(j) * keys.k_stride + head_at
                   : nullptr;

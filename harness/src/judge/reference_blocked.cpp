@@ -145,10 +145,25 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
         if (b.magnitude_needed) v_abs[static_cast<size_t>(j) * v_stride + d] = std::fabs(value[d]);
       }
     }
+    // A per-channel key format: kt's first `whole` groups hold their quantized keys (the rows
+    // of a block all read the same groups quantized: StreamKeys::key).
+    int whole = 0;
+    const auto set_group = [&](int c, const std::vector<double>& from) {
+      for (int j = c * keys.group; j < (c + 1) * keys.group; ++j) {
+        const double* key = from.data() + static_cast<size_t>(j) * keys.k_stride + g * hd;
+        for (size_t d = 0; d < hd; ++d) kt[d * stride + static_cast<size_t>(j)] = key[d];
+      }
+    };
     for (int h0 = g * group; h0 < (g + 1) * group; h0 += heads) {
       const int block_heads = std::min(heads, (g + 1) * group - h0);
-      for (int p0 = first_row; p0 < n; p0 += span) {
-        const int block_rows = std::min(span, n - p0);
+      for (; whole > 0; --whole) set_group(whole - 1, keys.keys);
+      for (int p0 = first_row, block_rows = 0; p0 < n; p0 += block_rows) {
+        block_rows = std::min(span, n - p0);
+        if (keys.group > 0) {
+          const int groups = (p0 + 1) / keys.group;  // whole for p0, and up to the block's end
+          block_rows = std::min(block_rows, (groups + 1) * keys.group - 1 - p0);
+          for (; whole < groups; ++whole) set_group(whole, keys.grouped);
+        }
         b.queries = block_heads * block_rows;
         int lo = p0;
         for (int qi = 0; qi < b.queries; ++qi) {
@@ -182,7 +197,7 @@ std::vector<ReferenceRow> reference_kernel::blocked_rows(const Layout& layout,
           const auto [q_norm, q_error_norm] = q_norms[static_cast<size_t>(qi)];
           // The maxima depend on the query only through the rotated keys' ambiguity: without
           // it, once per row for the block's heads.
-          if (keys.round_rotated || qi % block_heads == 0) {
+          if (keys.has_key_error || qi % block_heads == 0) {
             maxima = key_maxima(layout, keys, b.lo[qi], p, g, b.q[qi]);
           }
           finish_head(row, h, layout, numerics, attention, maxima, q_norm, q_error_norm, cells);

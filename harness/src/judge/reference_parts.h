@@ -50,10 +50,23 @@ struct StreamKeys {
   size_t k_stride = 0, v_stride = 0;  // kv_heads * head_dim, kv_heads * value_dim
   std::vector<double> keys, values, key_norm, value_max;
   // Rotated keys cached in the storage dtype: per element, the error the engine's f32 rotation
-  // may add at a rounding boundary, and per (key, kv head) whether there is any.
+  // may add at a rounding boundary, and per (key, kv head) whether there is any. With a
+  // per-channel key format (has_key_error without round_rotated, or both) also what its
+  // group's quantization may read back apart from the reference's (add_channel_groups).
   bool round_rotated = false;
+  bool has_key_error = false;
   std::vector<double> key_error;
   std::vector<char> key_ambiguous;
+  // A per-channel key format (kv_format.h: channel_u8, channel_u4): its group of positions,
+  // and every key of a group the stream holds whole as that group reads back quantized
+  // (`keys` holds them as stored, in the dtype). 0 and empty otherwise.
+  int group = 0;
+  std::vector<double> grouped;
+  // Key j as the query at p reads it: quantized once the cache holds its whole group.
+  const double* key(int j, int p) const {
+    const bool whole = group > 0 && (j / group + 1) * group <= p + 1;
+    return (whole ? grouped : keys).data() + static_cast<size_t>(j) * k_stride;
+  }
   // A q4_1 or q5_1 key met by a q8_1 query (numerics.query_blocks, query_blocks.h): each key
   // block's minimum, [key][kv head][block] (head_dim / 32 per head); empty otherwise.
   std::vector<double> key_min;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
 #include "kvfuzz/dtype.h"
@@ -14,7 +15,7 @@ namespace kvfuzz {
 
 namespace {
 
-constexpr std::array<std::pair<KvQuant, std::string_view>, 11> kNames{{
+constexpr std::array<std::pair<KvQuant, std::string_view>, 13> kNames{{
     {KvQuant::none, "none"},
     {KvQuant::fp8_e4m3fn, "fp8_e4m3fn"},
     {KvQuant::fp8_e5m2, "fp8_e5m2"},
@@ -26,6 +27,8 @@ constexpr std::array<std::pair<KvQuant, std::string_view>, 11> kNames{{
     {KvQuant::affine2, "affine2"},
     {KvQuant::affine4, "affine4"},
     {KvQuant::affine8, "affine8"},
+    {KvQuant::channel_u8, "channel_u8"},
+    {KvQuant::channel_u4, "channel_u4"},
 }};
 
 // An fp8 format's shape: mantissa bits, exponent bias, the largest finite code, NaN's code.
@@ -573,9 +576,33 @@ int affine_bits(KvQuant quant) {
     case KvQuant::affine4:
       return 4;
     case KvQuant::affine8:
+    case KvQuant::channel_u8:
       return 8;
+    case KvQuant::channel_u4:
+      return 4;
     default:
       return 0;
+  }
+}
+
+void quantize_group(KvQuant quant, const float* x, int count, int n, float* out) {
+  const auto levels = static_cast<float>((1 << affine_bits(quant)) - 1);
+  const auto at = [n](int i, int d) {
+    return static_cast<size_t>(i) * static_cast<size_t>(n) + static_cast<size_t>(d);
+  };
+  for (int d = 0; d < n; ++d) {
+    float lo = x[at(0, d)], hi = lo;
+    for (int i = 1; i < count; ++i) {
+      lo = std::min(lo, x[at(i, d)]);
+      hi = std::max(hi, x[at(i, d)]);
+    }
+    const float scale = (hi - lo) / levels;
+    for (int i = 0; i < count; ++i) {
+      const float q =
+          scale == 0 ? 0.0f : std::clamp(std::nearbyint((x[at(i, d)] - lo) / scale), 0.0f, levels);
+      const float scaled = q * scale;  // rounded once, then the sum once: no fused multiply-add
+      out[at(i, d)] = scaled + lo;
+    }
   }
 }
 
@@ -602,6 +629,7 @@ float KvFormat::scale_of(int kv_head) const {
 size_t row_bytes(const KvFormat& format, int n) {
   const KvQuant quant = format.quant;
   if (quant == KvQuant::none) return 0;
+  if (is_channel(quant)) throw std::invalid_argument("row_bytes: a per-channel format has no rows");
   if (is_fp8(quant)) return static_cast<size_t>(n);
   if (is_affine(quant)) return static_cast<size_t>(n / format.group) * affine_group_bytes(format);
   return static_cast<size_t>(n / kGgmlBlock) * block_shape(quant).bytes;
@@ -622,6 +650,7 @@ float fp8_to_f32(uint8_t bits, KvQuant quant) {
 
 void encode_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
                 uint8_t* out) {
+  if (is_channel(format.quant)) throw std::invalid_argument("encode_row: a per-channel format");
   if (is_fp8(format.quant)) {
     const float s = format.scale_of(kv_head);
     const Fp8Table& t = fp8_table(format.quant);
@@ -649,6 +678,7 @@ void encode_row(const KvFormat& format, DType dtype, int kv_head, const float* x
 }
 
 void decode_row(const KvFormat& format, int kv_head, const uint8_t* in, int n, float* out) {
+  if (is_channel(format.quant)) throw std::invalid_argument("decode_row: a per-channel format");
   if (is_fp8(format.quant)) {
     const float s = format.scale_of(kv_head);
     const Fp8Table& t = fp8_table(format.quant);
@@ -672,7 +702,7 @@ void decode_row(const KvFormat& format, int kv_head, const uint8_t* in, int n, f
 
 void round_trip_row(const KvFormat& format, DType dtype, int kv_head, const float* x, int n,
                     float* out) {
-  if (!format.quantized()) {
+  if (!format.quantized() || is_channel(format.quant)) {  // a channel format: as given
     std::copy_n(x, n, out);
     return;
   }
@@ -687,7 +717,8 @@ namespace kvfuzz {
 
 void round_trip_reach(const KvFormat& format, DType dtype, int kv_head, const float* lo,
                       const float* hi, int n, float* out_lo, float* out_hi) {
-  if (!format.quantized() || is_fp8(format.quant)) {  // element by element, monotone
+  // Element by element, monotone (a channel format: as given, quantize_group's apart).
+  if (!format.quantized() || is_fp8(format.quant) || is_channel(format.quant)) {
     round_trip_row(format, dtype, kv_head, lo, n, out_lo);
     round_trip_row(format, dtype, kv_head, hi, n, out_hi);
     return;

