@@ -34,6 +34,7 @@ from kvfuzz._kvfuzz import (
     __version__,
     case_seed,
     dequantize_row,
+    quantize_group,
     quantize_row,
 )
 from kvfuzz._check import CheckResult, Finding, KnownBug, check, root_cause_hash
@@ -76,6 +77,7 @@ __all__ = [
     "judge",
     "load_factory",
     "load_fixture",
+    "quantize_group",
     "quantize_row",
     "reference",
     "replay",

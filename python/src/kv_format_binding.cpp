@@ -30,6 +30,12 @@ KvFormat format_of(const std::string& name, double scale, int group) {
     }
     throw nb::value_error(("format: expected one of " + known + ", got '" + name + "'").c_str());
   }
+  if (is_channel(*quant)) {
+    throw nb::value_error(("format: " + name +
+                           " quantizes a group of keys by channel, not a row: "
+                           "kvfuzz.quantize_group")
+                              .c_str());
+  }
   if (!is_fp8(*quant) && scale != 1.0) {
     throw nb::value_error(("scale: a " + name + " row stores its own scales; expected 1.0, got " +
                            std::to_string(scale))
@@ -77,6 +83,31 @@ int row_length(const KvFormat& format, size_t n) {
 }  // namespace
 
 void bind_kv_formats(nb::module_& m) {
+  m.def(
+      "quantize_group",
+      [](const std::string& format_name,
+         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> keys) {
+        const std::optional<KvQuant> quant = parse_kv_quant(format_name);
+        if (!quant || !is_channel(*quant)) {
+          throw nb::value_error(
+              ("format: expected 'channel_u8' or 'channel_u4', got '" + format_name + "'").c_str());
+        }
+        const size_t count = keys.shape(0), n = keys.shape(1);
+        if (count == 0 || n == 0 || count * n > (size_t{1} << 24)) {
+          throw nb::value_error("keys: expected 1 to 2^24 elements, [keys][elements]");
+        }
+        auto* out = new float[count * n];
+        quantize_group(*quant, keys.data(), static_cast<int>(count), static_cast<int>(n), out);
+        nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+        const size_t shape[2] = {count, n};
+        return nb::ndarray<nb::numpy, float>(out, 2, shape, owner);
+      },
+      nb::arg("format"), nb::arg("keys"),
+      "What a per-channel key cache ('channel_u8', 'channel_u4') reads back for one whole "
+      "group of one kv head, keys [count][head_dim] float32 as stored in the layout's dtype: "
+      "each channel's lo and scale (hi - lo) / (2^bits - 1) in f32, quants "
+      "clamp(nearbyint((x - lo) / scale)), read back as q * scale + lo "
+      "(docs/fixture-format.md).");
   m.def(
       "quantize_row",
       [](const std::string& format_name, Floats values, double scale, int group,

@@ -425,8 +425,9 @@ TEST(PluginAbi1, EveryEntryLoadsWithTheDefaultDeclarations) {
 // added at their defaults (the built-in engines need no RoPE and take windows, ABI 3's).
 EngineDeclarations as_of_version(EngineDeclarations declared, int version) {
   const EngineNumerics defaults;
-  if (version < 11) {  // ABI 11's RoPE part
+  if (version < 11) {  // ABI 11's RoPE part, and its later flag for per-channel keys
     declared.supports.rope_dims = false;
+    declared.supports.kv_channel = false;
   }
   if (version < 10) {  // ABI 10's interleaved RoPE pairs
     declared.supports.rope_interleaved = false;
@@ -574,7 +575,7 @@ TEST(PluginLoad, EveryBrokenTableIsRefusedWithOneLineNamingTheDefect) {
       {KVFUZZ_PLUGIN_MAX_CONTEXT_NEGATIVE, {"engine 'second' has max_context -100; expected"}},
       // ABI 3's
       {KVFUZZ_PLUGIN_SUPPORTS_UNKNOWN_FLAG,
-       {"engine 'second' has supports 0x4002; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3fff)"}},
+       {"engine 'second' has supports 0x8002; expected KVFUZZ_SUPPORTS_* flags (bits of 0x7fff)"}},
       {KVFUZZ_PLUGIN_RESERVED_NOT_ZERO, {"engine 'second' has reserved 0x1; expected 0"}},
   };
   for (const Refusal& c : cases) {

@@ -195,9 +195,9 @@ TEST(AbiFields, ARefusalNamesTheSlotAndWhatTheFieldsDtypesAllow) {
   EXPECT_EQ(abi::read(api, 3, declared),
             "output_dtype 3; expected KVFUZZ_DTYPE_F32, _F16 or _BF16 (0, 1 or 2)");
   api = kvfuzz_engine_api_defaults();
-  api.supports = 0x4000;
+  api.supports = 0x8000;
   EXPECT_EQ(abi::read(api, 3, declared),
-            "supports 0x4000; expected KVFUZZ_SUPPORTS_* flags (bits of 0x3fff)");
+            "supports 0x8000; expected KVFUZZ_SUPPORTS_* flags (bits of 0x7fff)");
   // capabilities never refused unknown bits (ABI 1), and still does not.
   api = kvfuzz_engine_api_defaults();
   api.capabilities = 0x80 | KVFUZZ_CAN_FORK;

@@ -98,6 +98,18 @@ def test_ggml_blocks_match_gguf_bit_for_bit(name, qtype):
         assert np.array_equal(back, want.astype(np.float32))
 
 
+def test_a_per_channel_group_reads_back_as_defined():
+    # Channel 0 spans [0, 15] in channel_u4: scale 1, 3.3 reads 3, 2.5 ties to even (2);
+    # channel 1 is constant: scale 0, read back as itself.
+    keys = np.array([[0, -1], [3.3, -1], [2.5, -1], [15, -1]], np.float32)
+    got = kvfuzz.quantize_group("channel_u4", keys)
+    assert got.tolist() == [[0, -1], [3, -1], [2, -1], [15, -1]]
+    with pytest.raises(ValueError, match="expected 'channel_u8' or 'channel_u4'"):
+        kvfuzz.quantize_group("q8_0", keys)
+    with pytest.raises(ValueError, match="quantizes a group of keys by channel"):
+        kvfuzz.quantize_row("channel_u8", np.zeros(32, np.float32))
+
+
 def test_formats_refuse_what_they_cannot_hold():
     with pytest.raises(ValueError, match="multiple of 32"):
         kvfuzz.quantize_row("q8_0", np.zeros(31, np.float32))

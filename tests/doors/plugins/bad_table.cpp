@@ -169,7 +169,7 @@ struct Table {
         engines[1].max_context = -100;
         break;
       case Defect::supports_unknown_flag:
-        engines[1].supports = KVFUZZ_SUPPORTS_NO_WINDOWS | 0x4000u;
+        engines[1].supports = KVFUZZ_SUPPORTS_NO_WINDOWS | 0x8000u;
         break;
       case Defect::reserved_not_zero:
         engines[1].reserved = 1;
