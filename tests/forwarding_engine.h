@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kvfuzz/engine.h"
+#include "kvfuzz/model_engine.h"
 
 namespace kvfuzz::test {
 
@@ -29,6 +30,24 @@ class ForwardingEngine : public Engine {
 
  private:
   std::unique_ptr<Engine> inner_;
+};
+
+// The same for a whole-model engine (kvfuzz/model_engine.h).
+class ForwardingModelEngine : public ModelEngine {
+ public:
+  explicit ForwardingModelEngine(std::unique_ptr<ModelEngine> inner) : inner_(std::move(inner)) {}
+  EngineCapabilities capabilities() const override { return inner_->capabilities(); }
+  EngineNumerics numerics() const override { return inner_->numerics(); }
+  EngineSupports supports() const override { return inner_->supports(); }
+  void step(std::span<const ModelChunkIn> chunks, std::span<ModelChunkOut> outs) override {
+    inner_->step(chunks, outs);
+  }
+  void reset(int seq) override { inner_->reset(seq); }
+  void truncate(int seq, int64_t keep) override { inner_->truncate(seq, keep); }
+  void fork(int src, int dst) override { inner_->fork(src, dst); }
+
+ private:
+  std::unique_ptr<ModelEngine> inner_;
 };
 
 // An engine declaring one head size for q, k and v in multiples of 4 (as ONNX Runtime's

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "forwarding_engine.h"
 #include "kvfuzz/choice_source.h"
 #include "kvfuzz/engine.h"
 #include "kvfuzz/generator.h"
@@ -28,26 +29,17 @@ using model_engines::Bug;
 
 // The built-in cached model computing in `activations`, declaring `declared` (a model that
 // computes in bf16 but says f32 is the case a missing declaration makes).
-class Declaring final : public ModelEngine {
+class Declaring final : public test::ForwardingModelEngine {
  public:
   Declaring(std::unique_ptr<ModelEngine> inner, DType declared)
-      : inner_(std::move(inner)), declared_(declared) {}
-  EngineCapabilities capabilities() const override { return inner_->capabilities(); }
+      : ForwardingModelEngine(std::move(inner)), declared_(declared) {}
   EngineNumerics numerics() const override {
-    EngineNumerics numerics = inner_->numerics();
+    EngineNumerics numerics = ForwardingModelEngine::numerics();
     numerics.activations = declared_;
     return numerics;
   }
-  EngineSupports supports() const override { return inner_->supports(); }
-  void step(std::span<const ModelChunkIn> chunks, std::span<ModelChunkOut> outs) override {
-    inner_->step(chunks, outs);
-  }
-  void reset(int seq) override { inner_->reset(seq); }
-  void truncate(int seq, int64_t keep) override { inner_->truncate(seq, keep); }
-  void fork(int src, int dst) override { inner_->fork(src, dst); }
 
  private:
-  std::unique_ptr<ModelEngine> inner_;
   DType declared_;
 };
 

@@ -200,30 +200,25 @@ TEST(ModelEngines, TruncateKeepsOneFailsAtTheTokenAfterIt) {
 }
 
 // A whole-model engine that delegates to one of the built-in ones, changing one thing.
-class Wrapped final : public ModelEngine {
+class Wrapped final : public test::ForwardingModelEngine {
  public:
   enum class Change { undeclared, short_logits, no_truncate };
   Wrapped(std::unique_ptr<ModelEngine> inner, Change change)
-      : inner_(std::move(inner)), change_(change) {}
+      : ForwardingModelEngine(std::move(inner)), change_(change) {}
   EngineCapabilities capabilities() const override {
-    EngineCapabilities can = inner_->capabilities();
+    EngineCapabilities can = ForwardingModelEngine::capabilities();
     if (change_ == Change::no_truncate) can.truncate = false;
     return can;
   }
   EngineNumerics numerics() const override {
-    return change_ == Change::undeclared ? EngineNumerics{} : inner_->numerics();
+    return change_ == Change::undeclared ? EngineNumerics{} : ForwardingModelEngine::numerics();
   }
-  EngineSupports supports() const override { return inner_->supports(); }
   void step(std::span<const ModelChunkIn> chunks, std::span<ModelChunkOut> outs) override {
-    inner_->step(chunks, outs);
+    ForwardingModelEngine::step(chunks, outs);
     if (change_ == Change::short_logits && !outs.empty()) outs[0].logits.pop_back();
   }
-  void reset(int seq) override { inner_->reset(seq); }
-  void truncate(int seq, int64_t keep) override { inner_->truncate(seq, keep); }
-  void fork(int src, int dst) override { inner_->fork(src, dst); }
 
  private:
-  std::unique_ptr<ModelEngine> inner_;
   Change change_;
 };
 

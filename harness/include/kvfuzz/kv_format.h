@@ -42,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -106,6 +107,12 @@ inline constexpr int kDefaultAffineGroup = 64;
 // none means.
 inline constexpr int kChannelGroups[] = {16, 32, 64, 128};
 inline constexpr int kDefaultChannelGroup = 32;
+// The groups a format may have: kAffineGroups, kChannelGroups, or none.
+inline std::span<const int> format_groups(KvQuant quant) {
+  if (is_affine(quant)) return kAffineGroups;
+  if (is_channel(quant)) return kChannelGroups;
+  return {};
+}
 
 // How one of K or V is stored. `scale` is for fp8 only: empty (1), one value (per tensor)
 // or one per kv head; each positive, finite and exact in f32. `group` is for the affine

@@ -105,19 +105,14 @@ kvfuzz::KvFormat kv_format_of(int32_t code, const double* scales, int32_t group,
                       std::to_string(code));
   }
   kvfuzz::KvFormat format{static_cast<kvfuzz::KvQuant>(code), {}};
-  if (kvfuzz::is_affine(format.quant)) {
-    const auto& groups = kvfuzz::kAffineGroups;
-    if (std::find(std::begin(groups), std::end(groups), group) == std::end(groups)) {
-      throw EngineError(std::string("config.") + field + ": an affine format with group " +
-                        std::to_string(group) + "; expected 32, 64 or 128");
-    }
-    format.group = group;
-  }
-  if (kvfuzz::is_channel(format.quant)) {
-    const auto& groups = kvfuzz::kChannelGroups;
-    if (std::find(std::begin(groups), std::end(groups), group) == std::end(groups)) {
-      throw EngineError(std::string("config.") + field + ": a per-channel format with group " +
-                        std::to_string(group) + "; expected 16, 32, 64 or 128");
+  if (kvfuzz::has_group(format.quant)) {
+    const std::span<const int> groups = kvfuzz::format_groups(format.quant);
+    if (std::ranges::find(groups, group) == groups.end()) {
+      const bool affine = kvfuzz::is_affine(format.quant);
+      throw EngineError(std::string("config.") + field +
+                        (affine ? ": an affine format" : ": a per-channel format") +
+                        " with group " + std::to_string(group) + "; expected " +
+                        (affine ? "32, 64 or 128" : "16, 32, 64 or 128"));
     }
     format.group = group;
   }
