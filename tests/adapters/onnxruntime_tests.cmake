@@ -15,7 +15,7 @@ adapter_venv(ort_venv numpy onnxruntime)
 # The honest checks run 150 cases with scripts/test.sh --long (expect_exit.sh
 # --long-cases), KVFUZZ_HONEST_CASES in CI.
 if(KVFUZZ_SANITIZE)
-  set(KVFUZZ_ORT_CASES 40)
+  set(KVFUZZ_ORT_CASES 20)
 else()
   set(KVFUZZ_ORT_CASES ${KVFUZZ_HONEST_CASES})
 endif()
@@ -56,9 +56,9 @@ kvfuzz_ort_test(ort_gqa_f16_undeclared 1 60 ${gqa} --dtype f16 --bug numerics)
 # GQA's softcap attribute and head_sink input (issue 27): every case with both passes on
 # the batched path in f32 and the legacy path in f16 (the other variants get them in about
 # a third of their cases); a soft cap doubled and the q heads' sinks reversed are caught.
-kvfuzz_ort_test(ort_gqa_f32_features 0 60 ${gqa} --dtype f32 --path batched
+kvfuzz_ort_test(ort_gqa_f32_features 0 ${KVFUZZ_HONEST_CASES} ${gqa} --dtype f32 --path batched
                 CHECK --feature softcap,sinks)
-kvfuzz_ort_test(ort_gqa_f16_features 0 60 ${gqa} --dtype f16 CHECK --feature softcap,sinks)
+kvfuzz_ort_test(ort_gqa_f16_features 0 ${KVFUZZ_HONEST_CASES} ${gqa} --dtype f16 CHECK --feature softcap,sinks)
 kvfuzz_ort_test(ort_gqa_bug_softcap 1 60 ${gqa} --dtype f32 --bug softcap CHECK --feature softcap)
 kvfuzz_ort_test(ort_gqa_bug_sinks 1 60 ${gqa} --dtype f32 --bug sinks CHECK --feature sinks)
 # smooth_softmax (a sink of 0 on every head): the generator's sinks are seldom all 0, so a

@@ -20,8 +20,8 @@ endfunction()
 
 # --no-alibi: everything but ALiBi, which the op drops under a window (the finding below).
 kvfuzz_openvino_test(openvino_paged 0 ${KVFUZZ_HONEST_CASES} --no-alibi FORK)
-kvfuzz_openvino_test(openvino_paged_alibi 0 60 CHECK --feature alibi --window off)
-kvfuzz_openvino_test(openvino_paged_f16_cache 0 60 --kv f16 --no-alibi CHECK --dtype f16)
+kvfuzz_openvino_test(openvino_paged_alibi 0 ${KVFUZZ_HONEST_CASES} CHECK --feature alibi --window off)
+kvfuzz_openvino_test(openvino_paged_f16_cache 0 ${KVFUZZ_HONEST_CASES} --kv f16 --no-alibi CHECK --dtype f16)
 # The controls, each caught within 20 cases of seed 1 (adapters/openvino/README.md): a
 # window one key wider, the default scale, each q head given its neighbour's sink, the
 # ALiBi slopes negated.

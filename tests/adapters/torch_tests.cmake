@@ -12,7 +12,7 @@ adapter_venv(torch_venv numpy torch)
 # As for ORT: the sanitize preset runs one honest check, at fewer cases (kvfuzz's side of
 # the exec door under ASan); the default build runs the rest.
 if(KVFUZZ_SANITIZE)
-  set(KVFUZZ_TORCH_CASES 30)
+  set(KVFUZZ_TORCH_CASES 20)
 else()
   set(KVFUZZ_TORCH_CASES ${KVFUZZ_HONEST_CASES})
 endif()

@@ -28,16 +28,16 @@ endfunction()
 # AVX2 build truncates bf16 rows (V2).
 set(vllm_honest --finite-poison --no-bf16 --library avx2)
 kvfuzz_vllm_test(vllm_cpu 0 ${KVFUZZ_HONEST_CASES} ${vllm_honest} FORK)
-kvfuzz_vllm_test(vllm_cpu_f16 0 60 ${vllm_honest} CHECK --dtype f16)
-kvfuzz_vllm_test(vllm_cpu_features 0 40 ${vllm_honest} CHECK --feature softcap,sinks,alibi --window on)
-kvfuzz_vllm_test(vllm_cpu_vec16_no_split 0 60 ${vllm_honest} --isa vec16 --no-split-kv)
+kvfuzz_vllm_test(vllm_cpu_f16 0 ${KVFUZZ_HONEST_CASES} ${vllm_honest} CHECK --dtype f16)
+kvfuzz_vllm_test(vllm_cpu_features 0 ${KVFUZZ_HONEST_CASES} ${vllm_honest} CHECK --feature softcap,sinks,alibi --window on)
+kvfuzz_vllm_test(vllm_cpu_vec16_no_split 0 ${KVFUZZ_HONEST_CASES} ${vllm_honest} --isa vec16 --no-split-kv)
 # The AVX-512 build with AVX512-BF16 (vLLM's _C): bf16 rows rounded, so bf16 is declared;
 # softcap left out (V3).
-kvfuzz_vllm_test(vllm_cpu_avx512_bf16 0 60 --finite-poison --library avx512-bf16 --no-softcap
+kvfuzz_vllm_test(vllm_cpu_avx512_bf16 0 ${KVFUZZ_HONEST_CASES} --finite-poison --library avx512-bf16 --no-softcap
                  NEEDS_CPU avx512_bf16)
 # The AMX path (--isa amx: what vLLM picks for bf16 on CPUs with AMX tiles; P rounded to
 # bf16 for the tiles' P.V, declared), honest and with a wrong window.
-kvfuzz_vllm_test(vllm_cpu_amx_bf16 0 60 --finite-poison --no-softcap --library avx512-bf16 --isa amx
+kvfuzz_vllm_test(vllm_cpu_amx_bf16 0 ${KVFUZZ_HONEST_CASES} --finite-poison --no-softcap --library avx512-bf16 --isa amx
                  CHECK --dtype bf16 NEEDS_CPU amx_tile)
 kvfuzz_vllm_test(vllm_cpu_amx_bug_window 1 60 --finite-poison --no-softcap --library avx512-bf16 --isa amx
                  --bug window CHECK --dtype bf16 NEEDS_CPU amx_tile)
@@ -77,9 +77,9 @@ adapter_pytest(vllm_inprocess test_vllm_inprocess.py vllm_venv PYTHON ${KVFUZZ_V
 # in-process file: the pool's poison where the kernel keeps each slot, the writer's
 # truncation measured, V4's fixture.
 set(vllm_fp8 --finite-poison --no-bf16 --no-softcap --fp8 --library avx512)
-kvfuzz_vllm_test(vllm_cpu_fp8 0 60 ${vllm_fp8} --fp8-on-grid CHECK --kv-format fp8_e4m3fn,fp8_e5m2
+kvfuzz_vllm_test(vllm_cpu_fp8 0 ${KVFUZZ_HONEST_CASES} ${vllm_fp8} --fp8-on-grid CHECK --kv-format fp8_e4m3fn,fp8_e5m2
                  NEEDS_CPU avx512f)
-kvfuzz_vllm_test(vllm_cpu_fp8_f16 0 40 ${vllm_fp8} --fp8-on-grid CHECK --kv-format fp8_e4m3fn,fp8_e5m2
+kvfuzz_vllm_test(vllm_cpu_fp8_f16 0 ${KVFUZZ_HONEST_CASES} ${vllm_fp8} --fp8-on-grid CHECK --kv-format fp8_e4m3fn,fp8_e5m2
                  --dtype f16 NEEDS_CPU avx512f)
 kvfuzz_vllm_test(vllm_cpu_fp8_bug_v_scale 1 60 ${vllm_fp8} --fp8-on-grid --bug v-scale
                  CHECK --kv-format fp8_e4m3fn,fp8_e5m2 NEEDS_CPU avx512f)

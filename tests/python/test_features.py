@@ -141,10 +141,11 @@ def test_interleaved_rope_pairs_reach_the_config_and_half_split_ones_are_rejecte
     skipped = kvfuzz.replay(seed, FeaturesEngine)
     assert skipped.count("skip") == 1 and "interleaved pairs" in skipped.summary()
     assert not kvfuzz.replay(seed, RopeHalfSplitOnlyEngine).passed
-    # About one case in nine has them (a third of those with RoPE: generate/features.h).
-    result = kvfuzz.check(RopePairsEngine, cases=90, seed=1, out=str(tmp_path / "out"))
+    # About one case in nine has them (a third of those with RoPE: generate/features.h): five
+    # or so of 45 (90 before 2026-12-08; the half-split control fails within them).
+    result = kvfuzz.check(RopePairsEngine, cases=45, seed=1, out=str(tmp_path / "out"))
     assert result.passed, result
-    result = kvfuzz.check(RopeHalfSplitOnlyEngine, cases=90, seed=1, out=str(tmp_path / "bad"),
+    result = kvfuzz.check(RopeHalfSplitOnlyEngine, cases=45, seed=1, out=str(tmp_path / "bad"),
                           shrink_seconds=5)
     assert not result.passed
 
@@ -160,9 +161,9 @@ def test_mlas_rope_part_reaches_the_config_and_a_front_part_is_rejected(tmp_path
     assert not kvfuzz.replay(seed, MlaRopeAtFrontEngine).passed
     # About one case with RoPE in four has a part (generate/features.h), and MLA's cases
     # with RoPE all do.
-    result = kvfuzz.check(MlaRopePartEngine, cases=90, seed=1, out=str(tmp_path / "out"))
+    result = kvfuzz.check(MlaRopePartEngine, cases=45, seed=1, out=str(tmp_path / "out"))
     assert result.passed, result
-    result = kvfuzz.check(MlaRopeAtFrontEngine, cases=90, seed=1, out=str(tmp_path / "bad"),
+    result = kvfuzz.check(MlaRopeAtFrontEngine, cases=45, seed=1, out=str(tmp_path / "bad"),
                           shrink_seconds=5)
     assert not result.passed
 
