@@ -30,11 +30,8 @@ endfunction()
 kvfuzz_hf_test(transformers_sdpa 0 ${KVFUZZ_HONEST_CASES} FORK)
 kvfuzz_hf_test(transformers_eager_f32 0 ${KVFUZZ_HONEST_CASES} --attention eager)
 # The negative controls: the config's sliding_window one wider (sdpa and eager), rope_theta
-# doubled, no numerics declared (the half-precision cases' rounding fails).
-kvfuzz_hf_test(transformers_sdpa_bug_window 1 60 --bug window)
-kvfuzz_hf_test(transformers_eager_bug_window 1 60 --attention eager --bug window)
-kvfuzz_hf_test(transformers_sdpa_bug_rope 1 60 --bug rope)
-kvfuzz_hf_test(transformers_sdpa_bug_numerics 1 60 --bug numerics)
+# doubled, no numerics declared (the half-precision cases' rounding fails): transformers_controls,
+# with every other negative control here but the three that need their own process.
 # flex attention (torch's flex_attention on the CPU, a block mask from the mask functions),
 # f32: slow (10 to 50 s a case on a 2-core machine: it compiles for each new shape), so few
 # cases: 2 (4 before 2026-12-08; 300 with --long). A wrong window is caught at case 3 of
@@ -47,15 +44,11 @@ kvfuzz_hf_flex_test(transformers_flex_bug_window 1 1 --bug window CHECK --case-s
 # a sliding layer that went past its window): passes; a wrong window and a truncate that
 # forgets to crop are caught.
 kvfuzz_hf_test(transformers_static_sdpa 0 ${KVFUZZ_HONEST_CASES} --cache static)
-kvfuzz_hf_test(transformers_static_bug_window 1 40 --cache static --bug window)
-kvfuzz_hf_test(transformers_static_bug_no_crop 1 40 --cache static --bug no-crop)
 # One DynamicCache whose batch rows are the sequences, every step padded to its longest
 # chunk (pads masked in the 2D attention_mask, positions counted per row, fork by
 # reorder_cache): passes in every dtype; pads left unmasked and a fork that leaves the
 # cache's rows are caught.
 kvfuzz_hf_test(transformers_padded_batch 0 ${KVFUZZ_HONEST_CASES} --batch padded)
-kvfuzz_hf_test(transformers_padded_batch_bug_pads 1 20 --batch padded --bug pads)
-kvfuzz_hf_test(transformers_padded_batch_bug_fork_rows 1 40 --batch padded --bug fork-rows)
 # DynamicCache(config=...), whose sliding layers keep only the window, with fork moved as
 # beam search moves a cache (batch_repeat_interleave, reorder_cache, batch_select_indices):
 # at sliding_window = 1 its layer keeps every token (docs/findings, T7, seen at attention
@@ -86,29 +79,21 @@ function(kvfuzz_hf_model_test name exit cases)
 endfunction()
 kvfuzz_hf_model_test(transformers_model_sdpa 0 ${KVFUZZ_HONEST_MODEL_CASES} FORK)
 kvfuzz_hf_model_test(transformers_model_eager 0 ${KVFUZZ_HONEST_MODEL_CASES} --attention eager)
-kvfuzz_hf_model_test(transformers_model_bug_window 1 40 --bug window)
-kvfuzz_hf_model_test(transformers_model_bug_rope 1 40 --bug rope)
 # The same model loaded in bf16 and in f16 (model.to: weights, activations and cache in the
 # dtype, declared as numerics.activations), and the rotary control in bf16.
 kvfuzz_hf_model_test(transformers_model_bf16 0 ${KVFUZZ_HONEST_MODEL_CASES} --dtype bf16)
 kvfuzz_hf_model_test(transformers_model_f16 0 ${KVFUZZ_HONEST_MODEL_CASES} --dtype f16)
-kvfuzz_hf_model_test(transformers_model_bf16_bug_rope 1 40 --dtype bf16 --bug rope)
 # The same model over a StaticCache (sliding layers when the layout has a window; a truncate
 # crops it, or forwards the kept ids again into a new one where a sliding layer went past
 # its window), and its window control.
 kvfuzz_hf_model_test(transformers_model_static 0 ${KVFUZZ_HONEST_MODEL_CASES} --cache static)
-kvfuzz_hf_model_test(transformers_model_static_bug_window 1 40 --cache static --bug window)
 # The same model with every sequence a row of one DynamicCache, each step one forward padded
 # to its longest chunk (2D attention_mask, each row's position_ids, fork by reorder_cache),
 # and its controls: pads left unmasked, a fork that leaves the cache's rows.
 kvfuzz_hf_model_test(transformers_model_shared_cache 0 ${KVFUZZ_HONEST_MODEL_CASES} --shared-cache)
-kvfuzz_hf_model_test(transformers_model_shared_cache_bug_pads 1 20 --shared-cache --bug pads)
-kvfuzz_hf_model_test(transformers_model_shared_cache_bug_fork_rows 1 40 --shared-cache
-                     --bug fork-rows)
 # The same model through model.generate() (its prefill and decode loop, kvfuzz's ids forced,
 # the logits from output_logits), and its window control.
 kvfuzz_hf_model_test(transformers_model_generate 0 ${KVFUZZ_HONEST_MODEL_CASES} --generate)
-kvfuzz_hf_model_test(transformers_model_generate_bug_window 1 30 --generate --bug window)
 # Each step as one left-padded batch through generate(), with generate()'s own cache: its
 # sliding layers keep every token at sliding_window = 1 (docs/findings, T7), filed as a known
 # bug; with it the run passes while it looks for others, without it the run fails.
@@ -116,3 +101,10 @@ kvfuzz_hf_model_test(transformers_model_padded_batch 0 ${KVFUZZ_HONEST_MODEL_CAS
                      CHECK --known ${PROJECT_SOURCE_DIR}/adapters/transformers/known
                      --shrink-seconds 300)
 kvfuzz_hf_model_test(transformers_model_padded_batch_unfiled 1 30 --padded-batch)
+
+# The negative controls above (a wrong window, rotary, numerics, crop, pads or fork rows, at
+# attention and model level) in one pytest process: each must be caught on a row within its
+# cases of seed 1, as each exec check asserted before 2026-12-08 (test_transformers_controls.py
+# names each former test; torch and transformers imported once, not fifteen times).
+adapter_pytest(transformers_controls test_transformers_controls.py transformers_venv)
+set_tests_properties(transformers_controls PROPERTIES COST 90)
